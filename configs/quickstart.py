@@ -1,0 +1,88 @@
+"""Quickstart: a small decoder-only causal LM on the bundled corpus, on a CPU.
+
+Sized for a 2-core laptop: about 4.4M parameters, 400 steps of 16 x 128
+tokens, finishing in a few minutes. Every field can be overridden on the
+command line, e.g. --config.train.steps=1000.
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+
+  c.data = ml_collections.ConfigDict()
+  c.data.source = "corpus"        # corpus | files | tfds
+  c.data.objective = "clm"
+  c.data.train_files = ""         # source=files: glob of .txt (a document per line) or .jsonl files
+  c.data.validation_files = ""    # source=files: glob; empty holds out 5% of the train documents
+  c.data.text_key = "text"        # JSONL field or TFDS feature holding the text
+  c.data.tfds_name = ""           # source=tfds: NAME:VERSION, e.g. c4/en:3.1.0
+  c.data.tfds_data_dir = ""       # source=tfds: where the prepared dataset is ('' = TFDS default)
+  c.data.train_split = "train"
+  c.data.validation_split = "validation"
+  c.data.seq_len = 128
+  c.data.cache_dir = ""           # corpus and tokenizers ('' = $PRETRAIN_CACHE or ~/.cache/pretrain)
+
+  c.tokenizer = ml_collections.ConfigDict()
+  c.tokenizer.path = ""           # an existing SentencePiece .model; '' trains one on the train split
+  c.tokenizer.vocab_size = 4096   # including the 100 sentinels
+  c.tokenizer.model_type = "unigram"
+  c.tokenizer.max_chars = 20_000_000  # text to train on, from the start of the train split
+
+  c.model = ml_collections.ConfigDict()
+  c.model.d_model = 256
+  c.model.num_layers = 4
+  c.model.num_heads = 4
+  c.model.num_kv_heads = 4
+  c.model.head_dim = 64
+  c.model.mlp_dim = 768
+  c.model.rope_theta = 10000.0
+  c.model.tie_embeddings = False
+  c.model.dtype = "float32"       # activation dtype; parameters are float32
+
+  c.optimizer = ml_collections.ConfigDict()
+  c.optimizer.learning_rate = 3e-3
+  c.optimizer.warmup_steps = 40
+  c.optimizer.end_lr_ratio = 0.1
+  c.optimizer.weight_decay = 0.1
+  c.optimizer.b1 = 0.9
+  c.optimizer.b2 = 0.95
+  c.optimizer.grad_clip = 1.0
+
+  c.train = ml_collections.ConfigDict()
+  c.train.steps = 400
+  c.train.batch_size = 16         # sequences per step, over all hosts
+  c.train.seed = 0
+  c.train.log_every = 10
+  c.train.eval_every = 100
+  c.train.eval_batches = 8
+  c.train.checkpoint_every = 100
+  c.train.keep_checkpoints = 2
+
+  c.mesh = ml_collections.ConfigDict()
+  c.mesh.data = -1                # -1 takes the devices left by the other axes
+  c.mesh.fsdp = 1
+  c.mesh.tensor = 1
+  # Logical axis name -> mesh axes. Parameters: embed, mlp, heads, kv_heads, kv, vocab.
+  c.mesh.rules = (
+      ("activation_batch", ("data", "fsdp")),
+      ("activation_length", None),
+      ("activation_embed", None),
+      ("activation_mlp", "tensor"),
+      ("activation_heads", "tensor"),
+      ("activation_vocab", "tensor"),
+      ("embed", "fsdp"),
+      ("mlp", "tensor"),
+      ("heads", "tensor"),
+      ("kv_heads", "tensor"),
+      ("kv", None),
+      ("vocab", "tensor"),
+  )
+
+  c.sample = ml_collections.ConfigDict()
+  c.sample.num = 3                # samples printed at the end of the run
+  c.sample.prompt_tokens = 12     # taken from the start of validation documents
+  c.sample.max_new_tokens = 40
+  c.sample.temperature = 0.7      # 0 is greedy
+  return c

@@ -1,0 +1,1 @@
+"""pretrain: pre-training language models with JAX, Flax, Optax, Orbax and SeqIO."""

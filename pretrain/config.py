@@ -1,0 +1,136 @@
+"""Run configuration: ml_collections config files, command-line overrides, checks.
+
+A run is described by a Python file whose `get_config()` returns a ConfigDict
+(see configs/quickstart.py). Any field can be overridden on the command line
+with `--config.SECTION.FIELD=VALUE`; the value is parsed to the field's type.
+"""
+
+import ast
+import difflib
+import importlib.util
+import json
+import os
+
+import ml_collections
+
+from pretrain.errors import UserError
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def load_config_file(path: str) -> ml_collections.ConfigDict:
+  """Imports `path` and returns its `get_config()`."""
+  if not os.path.isfile(path):
+    raise UserError(f"config file {path!r} does not exist; pass --config=configs/quickstart.py "
+                    "or the path of another config file")
+  spec = importlib.util.spec_from_file_location("_pretrain_run_config", path)
+  module = importlib.util.module_from_spec(spec)
+  try:
+    spec.loader.exec_module(module)
+  except SyntaxError as e:
+    raise UserError(f"config file {path!r} has a syntax error at line {e.lineno}: {e.msg}") from None
+  if not hasattr(module, "get_config"):
+    raise UserError(f"config file {path!r} defines no get_config(); add one that returns a ConfigDict")
+  return module.get_config()
+
+
+def flat_keys(cfg: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
+  """All dotted leaf keys of a config, e.g. ['train.steps', ...]."""
+  keys = []
+  for name, value in cfg.items():
+    key = f"{prefix}{name}"
+    if isinstance(value, ml_collections.ConfigDict):
+      keys.extend(flat_keys(value, key + "."))
+    else:
+      keys.append(key)
+  return keys
+
+
+def _parse_value(text: str, current, key: str):
+  """Parses `text` to the type of the field's current value."""
+  try:
+    if isinstance(current, bool):
+      lowered = text.lower()
+      if lowered not in _TRUE | _FALSE:
+        raise ValueError
+      return lowered in _TRUE
+    if isinstance(current, int):
+      return int(text)
+    if isinstance(current, float):
+      return float(text)
+    if isinstance(current, str):
+      return text
+    if isinstance(current, (tuple, list)):
+      return type(current)(ast.literal_eval(text))
+  except (ValueError, SyntaxError):
+    raise UserError(f"--config.{key}={text!r} is not a valid {type(current).__name__}; "
+                    f"give a value like {current!r}") from None
+  try:  # A field that is None (or any other type) takes a Python literal, else a string.
+    return ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    return text
+
+
+def override(cfg: ml_collections.ConfigDict, key: str, text: str) -> None:
+  """Sets the dotted `key` of `cfg` from its command-line text."""
+  keys = flat_keys(cfg)
+  if key not in keys:
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.4)
+    hint = f"did you mean --config.{close[0]}?" if close else "see the config file for the valid keys"
+    raise UserError(f"unknown config key {key!r}; {hint}")
+  *parents, leaf = key.split(".")
+  node = cfg
+  for parent in parents:
+    node = node[parent]
+  value = _parse_value(text, node[leaf], key)
+  try:
+    node[leaf] = value
+  except TypeError as e:
+    raise UserError(f"--config.{key}: {e}") from None
+
+
+def apply_overrides(cfg: ml_collections.ConfigDict, args: list[str]) -> list[str]:
+  """Applies every `--config.KEY=VALUE` (or `--config.KEY VALUE`) in args; returns the rest."""
+  rest = []
+  i = 0
+  while i < len(args):
+    arg = args[i]
+    if arg.startswith("--config."):
+      body = arg[len("--config."):]
+      if "=" in body:
+        key, text = body.split("=", 1)
+      elif i + 1 < len(args):
+        key, text = body, args[i + 1]
+        i += 1
+      else:
+        raise UserError(f"{arg} has no value; write {arg}=VALUE")
+      override(cfg, key, text)
+    else:
+      rest.append(arg)
+    i += 1
+  return rest
+
+
+def _require(condition: bool, message: str) -> None:
+  if not condition:
+    raise UserError(message)
+
+
+def validate(cfg: ml_collections.ConfigDict) -> None:
+  """Checks values that would otherwise fail deep inside JAX or TensorFlow."""
+  t = cfg.train
+  for name in ("steps", "batch_size", "eval_every", "checkpoint_every", "log_every", "eval_batches"):
+    _require(t[name] > 0, f"train.{name} must be positive, got {t[name]}; set --config.train.{name}=N")
+  _require(cfg.data.seq_len >= 2, f"data.seq_len must be at least 2, got {cfg.data.seq_len}")
+  _require(cfg.data.source in ("corpus", "files", "tfds"),
+           f"data.source must be 'corpus', 'files' or 'tfds', got {cfg.data.source!r}")
+  m = cfg.model
+  _require(m.num_heads % m.num_kv_heads == 0,
+           f"model.num_heads ({m.num_heads}) must be a multiple of model.num_kv_heads ({m.num_kv_heads})")
+  _require(m.head_dim % 2 == 0, f"model.head_dim must be even for rotary positions, got {m.head_dim}")
+  _require(cfg.optimizer.warmup_steps >= 0, "optimizer.warmup_steps must be >= 0")
+
+
+def to_json(cfg: ml_collections.ConfigDict) -> str:
+  return json.dumps(cfg.to_dict(), indent=2, sort_keys=True)

@@ -1,0 +1,1 @@
+"""The data path: sources -> vocabulary -> objectives -> seqio tasks -> batches."""

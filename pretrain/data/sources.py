@@ -1,0 +1,151 @@
+"""Where documents come from: the bundled corpus, local text/JSONL files, or TFDS.
+
+Every source is a seqio DataSource whose examples hold the document under the
+feature named by `Source.text_key`, with a train and a validation split.
+"""
+
+import dataclasses
+import glob
+import json
+import os
+
+import seqio
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from pretrain.data import corpus
+from pretrain.errors import UserError
+
+# Files without a validation glob hold out this share of their documents, by hash.
+HELD_OUT_PERCENT = 5
+TRAIN, VALIDATION = "train", "validation"
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+  name: str                  # Used in task names: 'corpus', 'files', or the TFDS name.
+  data_source: seqio.DataSource
+  text_key: str
+  splits: dict[str, str]     # Our split name ('train', 'validation') -> the source's.
+
+  def texts(self, split: str = TRAIN, max_chars: int | None = None):
+    """Yields the documents of a split in order (for tokenizer training, inspection)."""
+    dataset = self.data_source.get_dataset(self.splits[split], shuffle=False)
+    total = 0
+    for example in dataset.as_numpy_iterator():
+      text = example[self.text_key].decode("utf-8")
+      yield text
+      total += len(text)
+      if max_chars is not None and total >= max_chars:
+        return
+
+
+def cache_dir(data_cfg) -> str:
+  return os.path.expanduser(data_cfg.cache_dir or os.environ.get("PRETRAIN_CACHE", "~/.cache/pretrain"))
+
+
+def make_source(data_cfg) -> Source:
+  """The Source described by the `data` section of a run config."""
+  if data_cfg.source == "corpus":
+    data_dir = os.path.join(cache_dir(data_cfg), "tfds")
+    corpus.prepare(data_dir)
+    return Source("corpus", seqio.TfdsDataSource("pretrain_corpus:1.0.0", tfds_data_dir=data_dir),
+                  "text", {TRAIN: "train", VALIDATION: "validation"})
+  if data_cfg.source == "files":
+    return _files_source(data_cfg)
+  if data_cfg.source == "tfds":
+    return _tfds_source(data_cfg)
+  raise UserError(f"data.source must be 'corpus', 'files' or 'tfds', got {data_cfg.source!r}")
+
+
+def _matching_files(pattern: str, key: str) -> list[str]:
+  files = sorted(glob.glob(os.path.expanduser(pattern)))
+  if not pattern or not files:
+    raise UserError(f"data.{key}={pattern!r} matches no files; set --config.data.{key}='path/*.jsonl' "
+                    "(text files: one document per line; JSONL: one object per line)")
+  if all(os.path.getsize(f) == 0 for f in files):
+    raise UserError(f"data.{key}={pattern!r}: every matching file is empty; point it at files with text")
+  return files
+
+
+def _is_jsonl(path: str) -> bool:
+  return path.endswith((".jsonl", ".json"))
+
+
+def _check_json_key(files: list[str], text_key: str) -> None:
+  path = next((f for f in files if _is_jsonl(f) and os.path.getsize(f) > 0), None)
+  if path is None:
+    return
+  with open(path, encoding="utf-8") as f:
+    line = next((l for l in f if l.strip()), "{}")
+  try:
+    record = json.loads(line)
+  except json.JSONDecodeError as e:
+    raise UserError(f"{path} is not JSON lines ({e}); give one JSON object per line") from None
+  if text_key not in record:
+    raise UserError(f"{path}: records have no field {text_key!r} (fields: {sorted(record)}); "
+                    f"set --config.data.text_key to the field that holds the text")
+
+
+def _read_lines(files: list[str], text_key: str) -> tf.data.Dataset:
+  """Documents of text files (one per non-empty line) and JSONL files (one per record)."""
+
+  def parse_json(line):
+    return json.loads(line.numpy().decode("utf-8"))[text_key]
+
+  datasets = []
+  for path in files:
+    lines = tf.data.TextLineDataset(path).filter(lambda l: tf.strings.length(tf.strings.strip(l)) > 0)
+    if _is_jsonl(path):
+      lines = lines.map(lambda l: tf.reshape(tf.py_function(parse_json, [l], tf.string), []))
+    datasets.append(lines)
+  dataset = datasets[0]
+  for other in datasets[1:]:
+    dataset = dataset.concatenate(other)
+  return dataset.map(lambda text: {"text": text})
+
+
+def _files_source(data_cfg) -> Source:
+  train_files = _matching_files(data_cfg.train_files, "train_files")
+  validation_files = (_matching_files(data_cfg.validation_files, "validation_files")
+                      if data_cfg.validation_files else None)
+  _check_json_key(train_files + (validation_files or []), data_cfg.text_key)
+
+  def held_out(example):
+    return tf.strings.to_hash_bucket_fast(example["text"], 100) < HELD_OUT_PERCENT
+
+  def dataset_fn(split, shuffle_files, seed=None):
+    del shuffle_files, seed  # Examples are shuffled by the task.
+    if split == VALIDATION and validation_files:
+      return _read_lines(validation_files, data_cfg.text_key)
+    dataset = _read_lines(train_files, data_cfg.text_key)
+    if validation_files:
+      return dataset
+    return dataset.filter(held_out if split == VALIDATION else lambda ex: tf.logical_not(held_out(ex)))
+
+  source = seqio.FunctionDataSource(dataset_fn, splits=[TRAIN, VALIDATION])
+  return Source("files", source, "text", {TRAIN: TRAIN, VALIDATION: VALIDATION})
+
+
+def _tfds_source(data_cfg) -> Source:
+  name, data_dir = data_cfg.tfds_name, data_cfg.tfds_data_dir or None
+  if not name:
+    raise UserError("data.source='tfds' needs a dataset: set --config.data.tfds_name=NAME:VERSION "
+                    "(for example c4/en:3.1.0)")
+  try:
+    builder = tfds.builder(name, data_dir=data_dir)
+  except Exception as e:  # TFDS raises several types for unknown names and versions.
+    raise UserError(f"TFDS dataset {name!r} is unknown ({str(e).splitlines()[0]}); check data.tfds_name") from None
+  if not builder.is_prepared():
+    raise UserError(f"TFDS dataset {name!r} is not prepared in {builder.data_dir!r}; build it there "
+                    "(`tfds build`) or set --config.data.tfds_data_dir to where it is")
+  splits = {TRAIN: data_cfg.train_split, VALIDATION: data_cfg.validation_split}
+  for ours, theirs in splits.items():
+    if theirs.split("[")[0] not in builder.info.splits:  # Slices such as train[:1%] are fine.
+      raise UserError(f"TFDS dataset {name!r} has no split {theirs!r} (it has {sorted(builder.info.splits)}); "
+                      f"set --config.data.{ours}_split")
+  if data_cfg.text_key not in builder.info.features:
+    raise UserError(f"TFDS dataset {name!r} has no feature {data_cfg.text_key!r} "
+                    f"(it has {sorted(builder.info.features)}); set --config.data.text_key")
+  short_name = name.split(":")[0].replace("/", "_")
+  return Source(short_name, seqio.TfdsDataSource(name, tfds_data_dir=data_dir), data_cfg.text_key, splits)

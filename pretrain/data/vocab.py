@@ -1,0 +1,121 @@
+"""SentencePiece vocabularies: training, caching by content, loading, checks.
+
+Ids follow T5 and seqio: pad 0, eos 1, unk 2, no bos; 100 sentinels appended by
+seqio at load time, `<extra_id_0>` the highest id. The objectives' special
+tokens (UL2 mode tokens, FIM markers, the MLM mask) are single pieces.
+"""
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+
+import seqio
+import sentencepiece as spm
+
+from pretrain.data.sources import cache_dir
+from pretrain.errors import UserError
+
+PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
+EXTRA_IDS = 100
+MODE_TOKENS = ("[NLU]", "[NLG]", "[S2S]")
+FIM_TOKENS = ("<PRE>", "<SUF>", "<MID>")
+MASK_TOKEN = "[MASK]"
+SPECIAL_TOKENS = MODE_TOKENS + FIM_TOKENS + (MASK_TOKEN,)
+# SentencePiece skips longer sentences; documents are fed paragraph by paragraph.
+_MAX_LINE_BYTES = 4192
+# Trainer options besides the size and type; part of the cache key. The tokenizer
+# is lossless, decode(encode(text)) == text: no normalisation, white space kept,
+# rare characters spelled as bytes.
+TRAINER_OPTIONS = dict(pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
+                       user_defined_symbols=list(SPECIAL_TOKENS), character_coverage=0.9995,
+                       split_digits=True, byte_fallback=True, normalization_rule_name="identity",
+                       remove_extra_whitespaces=False, allow_whitespace_only_pieces=True)
+
+
+def _training_lines(texts):
+  """Paragraphs, newlines kept, so that pieces for line breaks and indentation are learned."""
+  for text in texts:
+    for paragraph in text.split("\n\n"):
+      if paragraph.strip() and len(paragraph.encode("utf-8")) <= _MAX_LINE_BYTES:
+        yield paragraph
+
+
+def train_sentencepiece(texts, vocab_size: int, model_type: str = "unigram") -> bytes:
+  """Trains a model on an iterable of documents; `vocab_size` counts the sentinels too."""
+  pieces = vocab_size - EXTRA_IDS
+  if pieces < 3 + len(SPECIAL_TOKENS) + 256 + 30:
+    raise UserError(f"tokenizer.vocab_size={vocab_size} is too small: it must exceed {EXTRA_IDS} sentinels, "
+                    "3 control ids, the special tokens and 256 byte pieces by a few dozen pieces")
+  model = io.BytesIO()
+  try:
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=_training_lines(texts), model_writer=model, vocab_size=pieces,
+        model_type=model_type, num_threads=os.cpu_count() or 1, minloglevel=2,
+        logstream=open(os.devnull, "w"), **TRAINER_OPTIONS)
+  except RuntimeError as e:
+    raise UserError(f"SentencePiece could not train a {pieces}-piece model on this data ({e}); "
+                    "lower tokenizer.vocab_size or give more text") from None
+  return model.getvalue()
+
+
+def write_atomically(path: str, data: bytes) -> None:
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  with tempfile.NamedTemporaryFile(dir=directory, delete=False) as f:
+    f.write(data)
+  os.replace(f.name, path)
+
+
+def cached_model(texts, vocab_size: int, model_type: str, cache: str) -> str:
+  """Path of a model trained on `texts`, trained once per distinct text and options."""
+  texts = list(texts)
+  digest = hashlib.sha256(json.dumps([vocab_size, model_type, TRAINER_OPTIONS], sort_keys=True).encode())
+  for text in texts:
+    digest.update(hashlib.sha256(text.encode("utf-8")).digest())
+  path = os.path.join(cache, "tokenizers", f"spm_{vocab_size}_{digest.hexdigest()[:16]}.model")
+  if not os.path.exists(path):
+    print(f"Training a {vocab_size}-token SentencePiece vocabulary (once) -> {path}", flush=True)
+    write_atomically(path, train_sentencepiece(texts, vocab_size, model_type))
+  return path
+
+
+def load(path: str) -> seqio.SentencePieceVocabulary:
+  """Loads a SentencePiece model with seqio's sentinels, checking the ids we rely on."""
+  if not os.path.isfile(path):
+    raise UserError(f"vocabulary file {path!r} does not exist; give an existing .model file in "
+                    "tokenizer.path, or leave it empty to train one")
+  try:
+    processor = spm.SentencePieceProcessor(model_file=path)
+  except (RuntimeError, OSError) as e:
+    raise UserError(f"{path!r} is not a SentencePiece model ({e}); train one with tools/train_tokenizer.py") from None
+  ids = (processor.pad_id(), processor.eos_id(), processor.unk_id())
+  if ids != (PAD_ID, EOS_ID, UNK_ID):
+    raise UserError(f"{path!r} has pad/eos/unk ids {ids}, expected {(PAD_ID, EOS_ID, UNK_ID)}; "
+                    "train a vocabulary with tools/train_tokenizer.py")
+  return seqio.SentencePieceVocabulary(path, extra_ids=EXTRA_IDS)
+
+
+def single_piece_id(vocabulary: seqio.SentencePieceVocabulary, token: str) -> int:
+  """The id of a special token, which must encode to exactly one piece."""
+  ids = vocabulary.tokenizer.encode(token)
+  ids = [i for i in ids if vocabulary.tokenizer.id_to_piece(i) != "▁"]
+  if len(ids) != 1:
+    raise UserError(f"the vocabulary encodes {token!r} as {len(ids)} pieces, not one; train a vocabulary "
+                    "with tools/train_tokenizer.py, which adds the special tokens as single pieces")
+  return ids[0]
+
+
+def sentinel_id(vocabulary: seqio.SentencePieceVocabulary, index: int) -> int:
+  """The id of `<extra_id_{index}>`: sentinels count down from the top of the vocabulary."""
+  return vocabulary.vocab_size - 1 - index
+
+
+def get_vocabulary(cfg, source) -> seqio.SentencePieceVocabulary:
+  """The run's vocabulary: `tokenizer.path`, or one trained on the source and cached."""
+  if cfg.tokenizer.path:
+    return load(cfg.tokenizer.path)
+  texts = source.texts("train", max_chars=cfg.tokenizer.max_chars)
+  path = cached_model(texts, cfg.tokenizer.vocab_size, cfg.tokenizer.model_type, cache_dir(cfg.data))
+  return load(path)

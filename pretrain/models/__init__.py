@@ -1,0 +1,1 @@
+"""Flax Linen models. Every parameter carries logical axis names (see parallel/mesh.py)."""

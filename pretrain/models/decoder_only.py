@@ -1,0 +1,74 @@
+"""Decoder-only transformer (Llama layout): pre-norm blocks of attention and SwiGLU."""
+
+import dataclasses
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from pretrain.models import layers
+
+
+@dataclasses.dataclass(frozen=True)
+class DecoderOnlyConfig:
+  vocab_size: int
+  d_model: int
+  num_layers: int
+  num_heads: int
+  num_kv_heads: int
+  head_dim: int
+  mlp_dim: int
+  rope_theta: float = 10000.0
+  tie_embeddings: bool = False
+  dtype: str = "float32"
+
+  @classmethod
+  def from_config(cls, model_cfg, vocab_size: int) -> "DecoderOnlyConfig":
+    fields = {f.name for f in dataclasses.fields(cls)} - {"vocab_size"}
+    return cls(vocab_size=vocab_size, **{k: model_cfg[k] for k in fields})
+
+
+class DecoderLayer(nn.Module):
+  config: DecoderOnlyConfig
+
+  @nn.compact
+  def __call__(self, x_BLD, mask_B1LS, positions_BL):
+    c, dtype = self.config, jnp.dtype(self.config.dtype)
+    h_BLD = layers.RMSNorm(dtype=dtype, name="attention_norm")(x_BLD)
+    x_BLD = x_BLD + layers.Attention(c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, dtype,
+                                     name="attention")(h_BLD, mask_B1LS, positions_BL)
+    h_BLD = layers.RMSNorm(dtype=dtype, name="mlp_norm")(x_BLD)
+    x_BLD = x_BLD + layers.SwiGLU(c.mlp_dim, dtype, name="mlp")(h_BLD)
+    return nn.with_logical_constraint(x_BLD, ("activation_batch", "activation_length", "activation_embed"))
+
+
+class DecoderOnly(nn.Module):
+  """Maps input tokens [B, L] to next-token logits [B, L, vocab] in float32.
+
+  `segment_ids` separate packed examples (0 marks padding); `positions` restart
+  at 0 in each example. Both default to one unpacked example per row.
+  """
+  config: DecoderOnlyConfig
+
+  @nn.compact
+  def __call__(self, tokens_BL, segment_ids_BL=None, positions_BL=None):
+    c, dtype = self.config, jnp.dtype(self.config.dtype)
+    if segment_ids_BL is None:
+      segment_ids_BL = jnp.ones_like(tokens_BL)
+    if positions_BL is None:
+      positions_BL = jnp.broadcast_to(jnp.arange(tokens_BL.shape[-1]), tokens_BL.shape)
+    embed = nn.Embed(c.vocab_size, c.d_model, dtype=dtype, param_dtype=jnp.float32,
+                     embedding_init=layers.partitioned(nn.initializers.normal(1.0), ("vocab", "embed")),
+                     name="embed")
+    x_BLD = embed(tokens_BL)
+    mask_B1LL = layers.causal_segment_mask(segment_ids_BL)
+    for i in range(c.num_layers):
+      x_BLD = DecoderLayer(c, name=f"layer_{i}")(x_BLD, mask_B1LL, positions_BL)
+    x_BLD = layers.RMSNorm(dtype=dtype, name="final_norm")(x_BLD)
+    if c.tie_embeddings:
+      logits_BLV = embed.attend(x_BLD)
+    else:
+      logits_BLV = nn.Dense(c.vocab_size, use_bias=False, dtype=dtype, param_dtype=jnp.float32,
+                            kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", "vocab")),
+                            name="lm_head")(x_BLD)
+    logits_BLV = nn.with_logical_constraint(logits_BLV, ("activation_batch", "activation_length", "activation_vocab"))
+    return logits_BLV.astype(jnp.float32)

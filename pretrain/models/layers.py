@@ -1,0 +1,94 @@
+"""Transformer building blocks shared by the model families.
+
+Shapes are named in suffixes: B batch, L query length, S key length, D model
+width, N query heads, K key/value heads, H head width, F feed-forward width.
+"""
+
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+Dtype = jnp.dtype
+partitioned = nn.with_logical_partitioning
+
+
+def kernel_init(*axes, in_axis=-2, out_axis=-1):
+  """Fan-in scaled truncated normal, with the kernel's logical axis names."""
+  init = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal", in_axis=in_axis, out_axis=out_axis)
+  return partitioned(init, axes)
+
+
+class RMSNorm(nn.Module):
+  """Root-mean-square layer norm, no bias, computed in float32."""
+  eps: float = 1e-6
+  dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x_BLD):
+    scale_D = self.param("scale", partitioned(nn.initializers.ones, ("embed",)), (x_BLD.shape[-1],), jnp.float32)
+    x = x_BLD.astype(jnp.float32)
+    x = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + self.eps)
+    return (x * scale_D).astype(self.dtype)
+
+
+def apply_rotary(x_BLNH, positions_BL, theta: float):
+  """Rotary position embedding, in the half-split layout of Llama."""
+  half = x_BLNH.shape[-1] // 2
+  inv_freq = theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
+  angles_BLH = positions_BL[..., None].astype(jnp.float32) * inv_freq
+  sin, cos = jnp.sin(angles_BLH)[:, :, None, :], jnp.cos(angles_BLH)[:, :, None, :]
+  x = x_BLNH.astype(jnp.float32)
+  x1, x2 = x[..., :half], x[..., half:]
+  return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x_BLNH.dtype)
+
+
+def causal_segment_mask(segment_ids_BL):
+  """[B, 1, L, L] boolean: attend to earlier-or-same positions of the same packed segment."""
+  length = segment_ids_BL.shape[-1]
+  causal_LL = jnp.tril(jnp.ones((length, length), dtype=jnp.bool_))
+  same_segment_BLL = segment_ids_BL[:, :, None] == segment_ids_BL[:, None, :]
+  return (causal_LL & same_segment_BLL)[:, None]
+
+
+class Attention(nn.Module):
+  """Multi-head attention with grouped key/value heads and rotary positions."""
+  num_heads: int
+  num_kv_heads: int
+  head_dim: int
+  rope_theta: float = 10000.0
+  dtype: Dtype = jnp.float32
+
+  def _kernel(self, name, shape, axes, in_axis, out_axis):
+    init = kernel_init(*axes, in_axis=in_axis, out_axis=out_axis)
+    return self.param(name, init, shape, jnp.float32).astype(self.dtype)
+
+  @nn.compact
+  def __call__(self, x_BLD, mask_B1LS, positions_BL):
+    d, n, k, h = x_BLD.shape[-1], self.num_heads, self.num_kv_heads, self.head_dim
+    wq_DNH = self._kernel("query", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2))
+    wk_DKH = self._kernel("key", (d, k, h), ("embed", "kv_heads", "kv"), 0, (1, 2))
+    wv_DKH = self._kernel("value", (d, k, h), ("embed", "kv_heads", "kv"), 0, (1, 2))
+    wo_NHD = self._kernel("out", (n, h, d), ("heads", "kv", "embed"), (0, 1), 2)
+    x_BLD = x_BLD.astype(self.dtype)
+    q_BLNH = apply_rotary(jnp.einsum("BLD,DNH->BLNH", x_BLD, wq_DNH), positions_BL, self.rope_theta)
+    k_BLKH = apply_rotary(jnp.einsum("BLD,DKH->BLKH", x_BLD, wk_DKH), positions_BL, self.rope_theta)
+    v_BLKH = jnp.einsum("BLD,DKH->BLKH", x_BLD, wv_DKH)
+    q_BLNH = nn.with_logical_constraint(q_BLNH, ("activation_batch", "activation_length", "activation_heads", None))
+    out_BLNH = jax.nn.dot_product_attention(q_BLNH, k_BLKH, v_BLKH, mask=mask_B1LS)
+    return jnp.einsum("BLNH,NHD->BLD", out_BLNH, wo_NHD)
+
+
+class SwiGLU(nn.Module):
+  """Gated feed-forward: (silu(x W0) * x W1) Wo."""
+  mlp_dim: int
+  dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x_BLD):
+    dense = functools.partial(nn.Dense, use_bias=False, dtype=self.dtype, param_dtype=jnp.float32)
+    gate_BLF = dense(self.mlp_dim, kernel_init=kernel_init("embed", "mlp"), name="wi_0")(x_BLD)
+    up_BLF = dense(self.mlp_dim, kernel_init=kernel_init("embed", "mlp"), name="wi_1")(x_BLD)
+    h_BLF = nn.with_logical_constraint(nn.silu(gate_BLF) * up_BLF, ("activation_batch", "activation_length", "activation_mlp"))
+    return dense(x_BLD.shape[-1], kernel_init=kernel_init("mlp", "embed"), name="wo")(h_BLF)

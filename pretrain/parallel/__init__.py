@@ -1,0 +1,1 @@
+"""Device meshes, logical-to-mesh axis rules and global arrays."""

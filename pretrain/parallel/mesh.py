@@ -1,0 +1,71 @@
+"""The device mesh and the mapping from logical axis names to mesh axes.
+
+Models name their axes logically ('embed', 'mlp', 'activation_batch', ...);
+the run config's `mesh.rules` maps each name to mesh axes, so the same model
+runs data-parallel, FSDP or tensor-parallel by changing the config only.
+"""
+
+import math
+
+import flax.linen as nn
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from pretrain.errors import UserError
+
+AXES = ("data", "fsdp", "tensor")
+
+
+def mesh_shape(mesh_cfg, num_devices: int) -> tuple[int, ...]:
+  """Sizes of (data, fsdp, tensor); one size may be -1 to take the remaining devices."""
+  sizes = [mesh_cfg[a] for a in AXES]
+  if sizes.count(-1) > 1 or any(s == 0 or s < -1 for s in sizes):
+    raise UserError(f"mesh sizes {dict(zip(AXES, sizes))} are invalid: use positive sizes and at most one -1")
+  known = math.prod(s for s in sizes if s != -1)
+  if -1 in sizes:
+    if num_devices % known:
+      raise UserError(f"mesh {dict(zip(AXES, sizes))} does not divide the {num_devices} devices; "
+                      f"choose sizes whose product divides {num_devices}")
+    sizes[sizes.index(-1)] = num_devices // known
+  if math.prod(sizes) != num_devices:
+    raise UserError(f"mesh {dict(zip(AXES, sizes))} has {math.prod(sizes)} devices but {num_devices} are "
+                    "available; make the product of mesh.data, mesh.fsdp and mesh.tensor equal that, or set one to -1")
+  return tuple(sizes)
+
+
+def make_mesh(mesh_cfg) -> jax.sharding.Mesh:
+  # Auto axes: XLA propagates the shardings that the logical constraints pin down.
+  return jax.make_mesh(mesh_shape(mesh_cfg, jax.device_count()), AXES,
+                       axis_types=(jax.sharding.AxisType.Auto,) * len(AXES))
+
+
+def rules(mesh_cfg) -> tuple[tuple[str, object], ...]:
+  """The logical axis rules of the config, checked against the mesh axes."""
+  result = tuple((name, tuple(axes) if isinstance(axes, list) else axes) for name, axes in mesh_cfg.rules)
+  for name, axes in result:
+    for axis in (axes if isinstance(axes, tuple) else (axes,)):
+      if axis is not None and axis not in AXES:
+        raise UserError(f"mesh.rules maps {name!r} to unknown mesh axis {axis!r}; use one of {AXES} or None")
+  return result
+
+
+def logical_shardings(logical_specs, mesh, axis_rules):
+  """NamedShardings for a tree of logical PartitionSpecs."""
+  return nn.logical_to_mesh_sharding(logical_specs, mesh, axis_rules)
+
+
+def batch_sharding(mesh, axis_rules) -> NamedSharding:
+  """How a [batch, length] array of inputs is laid out: batch over the data-like axes."""
+  return logical_shardings(P("activation_batch", "activation_length"), mesh, axis_rules)
+
+
+def data_parallel_size(mesh, axis_rules) -> int:
+  spec = batch_sharding(mesh, axis_rules).spec[0]
+  axes = spec if isinstance(spec, tuple) else (spec,)
+  return math.prod(mesh.shape[a] for a in axes if a is not None)
+
+
+def global_batch(local_batch: dict[str, np.ndarray], sharding: NamedSharding) -> dict[str, jax.Array]:
+  """Assembles each process's rows of a batch into global jax.Arrays."""
+  return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local_batch.items()}

@@ -1,0 +1,252 @@
+"""The training loop: build everything from the config, then train, evaluate,
+checkpoint and sample.
+
+Every user mistake is caught in `build`, before anything is compiled.
+Rerunning with the same workdir resumes from its latest checkpoint; SIGTERM
+or Ctrl-C saves a checkpoint at the current step and stops.
+"""
+
+import dataclasses
+import itertools
+import json
+import math
+import os
+import signal
+import tempfile
+import time
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import seqio
+import tqdm
+
+from pretrain import config as config_lib
+from pretrain.data import pipeline, sources, tasks, vocab
+from pretrain.errors import UserError
+from pretrain.models import decoding
+from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig
+from pretrain.parallel import mesh as mesh_lib
+from pretrain.train import checkpoint, metrics, optimizer, state as state_lib, steps
+
+# The model's embedding rows are rounded up to a multiple of this (faster matmuls).
+VOCAB_MULTIPLE = 128
+# Config sections that fix the shapes of a checkpoint.
+_SHAPE_SECTIONS = ("model", "tokenizer")
+
+
+def log(message: str) -> None:
+  if jax.process_index() == 0:
+    tqdm.tqdm.write(message)
+
+
+@dataclasses.dataclass
+class Run:
+  """Everything a run needs, built and checked before anything is compiled."""
+  cfg: object
+  workdir: str
+  source: sources.Source
+  vocabulary: seqio.SentencePieceVocabulary
+  task: str
+  model: DecoderOnly
+  mesh: jax.sharding.Mesh
+  rules: tuple
+
+
+def _check_writable(workdir: str) -> None:
+  try:
+    os.makedirs(workdir, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=workdir):
+      pass
+  except OSError as e:
+    raise UserError(f"workdir {workdir!r} cannot be written ({e.strerror}); choose another --workdir") from None
+
+
+def _check_same_shapes(cfg, workdir: str) -> None:
+  """A workdir with checkpoints only resumes a run of the same model and vocabulary."""
+  path = os.path.join(workdir, "config.json")
+  if not (os.path.exists(path) and os.path.isdir(os.path.join(workdir, "checkpoints"))):
+    return
+  with open(path) as f:
+    saved = json.load(f)
+  current = cfg.to_dict()
+  for section in _SHAPE_SECTIONS:
+    for key, value in current[section].items():
+      if saved.get(section, {}).get(key) != value:
+        raise UserError(f"workdir {workdir!r} holds checkpoints of a run with {section}.{key}="
+                        f"{saved.get(section, {}).get(key)!r}, not {value!r}; use a new --workdir or the old value")
+
+
+def build(cfg, workdir: str) -> Run:
+  config_lib.validate(cfg)
+  _check_writable(workdir)
+  _check_same_shapes(cfg, workdir)
+  mesh = mesh_lib.make_mesh(cfg.mesh)
+  rules = mesh_lib.rules(cfg.mesh)
+  data_shards = mesh_lib.data_parallel_size(mesh, rules)
+  if cfg.train.batch_size % data_shards:
+    raise UserError(f"train.batch_size={cfg.train.batch_size} does not divide across {data_shards} data shards; "
+                    f"use a multiple of {data_shards}")
+  source = sources.make_source(cfg.data)
+  vocabulary = vocab.get_vocabulary(cfg, source)
+  task = tasks.register(source, vocabulary, cfg.data.objective)
+  vocab_size = math.ceil(vocabulary.vocab_size / VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+  model = DecoderOnly(DecoderOnlyConfig.from_config(cfg.model, vocab_size))
+  if jax.process_index() == 0:
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+      f.write(config_lib.to_json(cfg))
+  return Run(cfg, workdir, source, vocabulary, task, model, mesh, rules)
+
+
+def evaluate(eval_step, params, eval_batches) -> dict[str, float]:
+  totals = {"loss": 0.0, "weight": 0.0, "correct": 0.0}
+  for batch in eval_batches:
+    for key, value in jax.device_get(eval_step(params, batch)).items():
+      totals[key] += float(value)
+  loss = totals["loss"] / max(totals["weight"], 1.0)
+  return {"eval/loss": loss, "eval/accuracy": totals["correct"] / max(totals["weight"], 1.0),
+          "eval/perplexity": math.exp(min(loss, 50.0))}
+
+
+class _StopRequest:
+  """Turns SIGTERM and the first Ctrl-C into a request to checkpoint and stop."""
+
+  def __init__(self):
+    self.signal = None
+    self._previous = {}
+
+  def __enter__(self):
+    for sig in (signal.SIGTERM, signal.SIGINT):
+      self._previous[sig] = signal.signal(sig, self._handle)
+    return self
+
+  def _handle(self, signum, frame):
+    if self.signal is not None:  # A second Ctrl-C stops at once.
+      raise KeyboardInterrupt
+    self.signal = signum
+    log(f"Received {signal.Signals(signum).name}: saving a checkpoint, then stopping.")
+
+  def __exit__(self, *exc):
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+
+
+def _eval_batches(run: Run, batch_sharding):
+  c = run.cfg
+  local = list(itertools.islice(
+      pipeline.batches(run.task, "validation", c.data.seq_len, c.train.batch_size, shuffle=False,
+                       seed=c.train.seed, repeat=False), c.train.eval_batches))
+  if not local:
+    raise UserError(f"the validation split of {run.task} holds less than one batch of {c.train.batch_size} "
+                    "sequences; add validation data or lower train.batch_size")
+  return [mesh_lib.global_batch(b, batch_sharding) for b in local]
+
+
+def samples(run: Run, params) -> list[tuple[str, str]]:
+  """(prompt, continuation) pairs from the starts of validation documents."""
+  c = run.cfg.sample
+  prompts = []
+  for text in run.source.texts("validation"):
+    ids = run.vocabulary.encode(text)
+    if len(ids) >= c.prompt_tokens:
+      prompts.append(ids[:c.prompt_tokens])
+    if len(prompts) == c.num:
+      break
+  if not prompts:
+    return []
+  params = jax.device_put(params, jax.sharding.NamedSharding(run.mesh, jax.sharding.PartitionSpec()))
+  new = decoding.generate(run.model, params, jnp.asarray(prompts, jnp.int32), c.max_new_tokens,
+                          jax.random.key(run.cfg.train.seed), c.temperature, run.vocabulary.vocab_size)
+  pairs = []
+  for prompt, continuation in zip(prompts, np.asarray(new).tolist()):
+    if vocab.EOS_ID in continuation:
+      continuation = continuation[:continuation.index(vocab.EOS_ID)]
+    pairs.append((run.vocabulary.decode(prompt), run.vocabulary.decode(continuation)))
+  return pairs
+
+
+def train(cfg, workdir: str) -> dict:
+  """Trains to `train.steps` and returns a summary; resumes from the workdir's checkpoints."""
+  run = build(cfg, workdir)
+  c = cfg.train
+  tx = optimizer.make(cfg.optimizer, c.steps)
+  lr_schedule = optimizer.schedule(cfg.optimizer, c.steps)
+  example_tokens = jnp.zeros((1, cfg.data.seq_len), jnp.int32)
+  writer = metrics.MetricsWriter(workdir, enabled=jax.process_index() == 0)
+  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), c.keep_checkpoints)
+  stop = _StopRequest()
+  with jax.set_mesh(run.mesh), nn.logical_axis_rules(run.rules), stop:
+    state_shardings = state_lib.shardings(run.model, tx, example_tokens, run.mesh, run.rules)
+    batch_sharding = mesh_lib.batch_sharding(run.mesh, run.rules)
+    start = ckpt.latest_step()
+    if start is None:
+      start = 0
+      state = state_lib.create(run.model, tx, example_tokens, state_shardings, c.seed)
+      writer.truncate_after(-1)  # Records of an earlier attempt that saved no checkpoint.
+    else:
+      log(f"Resuming from the checkpoint at step {start} in {workdir}/checkpoints")
+      state = ckpt.restore(start, state_lib.abstract(run.model, tx, example_tokens, state_shardings))
+      writer.truncate_after(start)
+
+    train_step = jax.jit(steps.make_train_step(run.model, tx, lr_schedule),
+                         in_shardings=(state_shardings, batch_sharding),
+                         out_shardings=(state_shardings, None), donate_argnums=(0,))
+    eval_step = jax.jit(steps.make_eval_step(run.model), in_shardings=(state_shardings.params, batch_sharding))
+    eval_batches = _eval_batches(run, batch_sharding)
+    train_batches = pipeline.batches(run.task, "train", cfg.data.seq_len, c.batch_size, shuffle=True,
+                                     seed=c.seed, repeat=True, skip=start)
+    if start == 0:
+      writer.write(0, evaluate(eval_step, state.params, eval_batches))
+
+    tokens_per_step = c.batch_size * cfg.data.seq_len
+    step = start
+    bar = tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,
+                    disable=jax.process_index() != 0)
+    interval_start, interval_steps = time.perf_counter(), 0
+    while step < c.steps and stop.signal is None:
+      try:
+        local = next(train_batches)
+      except StopIteration:
+        raise UserError(f"the training data of {run.task} yields no examples; check the data source") from None
+      state, step_metrics = train_step(state, mesh_lib.global_batch(local, batch_sharding))
+      step += 1
+      interval_steps += 1
+      bar.update(1)
+      if step % c.log_every == 0 or step == c.steps:
+        values = {f"train/{k}": float(v) for k, v in jax.device_get(step_metrics).items()}
+        elapsed = time.perf_counter() - interval_start
+        values["train/tokens_per_second"] = interval_steps * tokens_per_step / elapsed
+        values["train/step_seconds"] = elapsed / interval_steps
+        if step % c.eval_every == 0 or step == c.steps:
+          values.update(evaluate(eval_step, state.params, eval_batches))
+        writer.write(step, values)
+        bar.set_postfix(loss=f"{values['train/loss']:.3f}", tok_s=f"{values['train/tokens_per_second']:,.0f}")
+        interval_start, interval_steps = time.perf_counter(), 0
+      if step % c.checkpoint_every == 0 or step == c.steps or stop.signal is not None:
+        ckpt.save(step, state)
+    bar.close()
+    ckpt.close()
+
+    if stop.signal is not None:
+      log(f"Stopped at step {step}; the checkpoint is saved. Rerun the same command to resume.")
+      return {"step": step, "stopped_by": stop.signal}
+    final = evaluate(eval_step, state.params, eval_batches)
+    pairs = samples(run, state.params)
+  return _report(run, step, final, pairs)
+
+
+def _report(run: Run, step: int, final: dict, pairs) -> dict:
+  records = metrics.read(run.workdir)
+  initial = next((r["eval/perplexity"] for r in records if r["step"] == 0 and "eval/perplexity" in r), None)
+  if jax.process_index() == 0:
+    plot = metrics.plot_losses(run.workdir)
+    lines = [f"Trained {step} steps. Validation loss {final['eval/loss']:.3f}, "
+             f"perplexity {final['eval/perplexity']:.1f}"
+             + (f" (step 0: {initial:.1f}, {initial / final['eval/perplexity']:.0f}x lower)" if initial else "")]
+    lines += ["Samples (prompt || continuation):"]
+    lines += [f"  {prompt} || {continuation}" for prompt, continuation in pairs]
+    lines += [f"Outputs in {run.workdir}: metrics.jsonl, tensorboard/, checkpoints/, config.json, "
+              f"{os.path.basename(plot)}"]
+    print("\n".join(lines), flush=True)
+  return {"step": step, **final, "initial_perplexity": initial, "samples": pairs}

@@ -1,0 +1,27 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="pretrain",
+    version="0.1.0",
+    description="Pre-training language models with JAX, Flax, Optax, Orbax and SeqIO.",
+    packages=find_packages(include=["pretrain", "pretrain.*"]),
+    python_requires=">=3.11",
+    install_requires=[
+        "jax>=0.10,<0.11",
+        "flax>=0.12,<0.13",
+        "optax>=0.2.8,<0.3",
+        "orbax-checkpoint>=0.12,<0.13",
+        "seqio==0.0.20",
+        "tensorflow>=2.21,<2.22",
+        "tensorflow-text>=2.21.1,<2.22",
+        "tensorflow-datasets>=4.9.10,<4.10",
+        "importlib_resources",  # tensorflow-datasets imports it without declaring it.
+        "sentencepiece>=0.2.3,<0.3",
+        "ml_collections>=1.1",
+        "gin-config>=0.5",
+        "tensorboard",
+        "tqdm",
+        "matplotlib",
+    ],
+    extras_require={"test": ["pytest", "hypothesis"]},
+)

@@ -1,0 +1,55 @@
+"""Shared fixtures: the bundled corpus and its vocabulary, built once per session."""
+
+import os
+import subprocess
+import sys
+
+import ml_collections
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A model and batch small enough for a CPU test, used with the quickstart config.
+TINY = [
+    "--config.model.d_model=32", "--config.model.num_layers=1", "--config.model.num_heads=2",
+    "--config.model.num_kv_heads=2", "--config.model.head_dim=16", "--config.model.mlp_dim=64",
+    "--config.data.seq_len=32", "--config.train.batch_size=4", "--config.train.eval_batches=2",
+    "--config.train.log_every=1", "--config.sample.num=1", "--config.sample.max_new_tokens=4",
+]
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+  return str(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="session")
+def corpus_source(cache_dir):
+  return sources.make_source(ml_collections.ConfigDict({"source": "corpus", "cache_dir": cache_dir}))
+
+
+@pytest.fixture(scope="session")
+def vocabulary(corpus_source, cache_dir):
+  """The quickstart's vocabulary (4096 ids), so CLI runs in tests find it cached."""
+  path = vocab.cached_model(corpus_source.texts("train", max_chars=20_000_000), 4096, "unigram", cache_dir)
+  return vocab.load(path)
+
+
+@pytest.fixture
+def run_train(cache_dir, vocabulary):
+  """Runs `python -m pretrain.train` with the quickstart config, a tiny model and the test cache."""
+  del vocabulary  # Built first, so runs reuse it.
+
+  def run(workdir, *args, timeout=600, **popen):
+    cmd = [sys.executable, "-m", "pretrain.train", "--config=configs/quickstart.py", f"--workdir={workdir}",
+           *TINY, *args]
+    env = {**os.environ, "PRETRAIN_CACHE": cache_dir}
+    if popen:
+      return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, **popen)
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+  return run

@@ -1,0 +1,64 @@
+import numpy as np
+import seqio
+import tensorflow as tf
+
+from pretrain.data import objectives, pipeline, tasks, vocab
+
+
+def test_split_to_length_keeps_every_token():
+  tokens = np.arange(1, 24, dtype=np.int32)
+  dataset = tf.data.Dataset.from_tensors({"targets": tokens})
+  pieces = [p["targets"].tolist() for p in objectives.split_to_length(dataset, {"targets": 5}).as_numpy_iterator()]
+  assert [len(p) for p in pieces] == [5, 5, 5, 5, 3]
+  assert sum(pieces, []) == tokens.tolist()
+
+
+def test_task_targets_are_documents_with_eos(corpus_source, vocabulary):
+  name = tasks.register(corpus_source, vocabulary, "clm")
+  task = seqio.get_mixture_or_task(name)
+  examples = task.get_dataset({"targets": 64}, split="validation", shuffle=False).as_numpy_iterator()
+  pieces = [ex["targets"].tolist() for ex in examples]
+  assert all(1 <= len(p) <= 64 for p in pieces)
+  # Concatenated, the pieces are exactly the validation documents, each followed by EOS.
+  # Compared as text: the TF and Python tokenizers may break ties between equal-score pieces differently.
+  tokens = sum(pieces, [])
+  assert tokens[-1] == vocab.EOS_ID
+  documents, start = [], 0
+  for end in [i for i, t in enumerate(tokens) if t == vocab.EOS_ID]:
+    documents.append(vocabulary.decode(tokens[start:end]))
+    start = end + 1
+  assert documents == list(corpus_source.texts("validation"))
+
+
+def test_packed_batches(corpus_source, vocabulary):
+  name = tasks.register(corpus_source, vocabulary, "clm")
+  rows, length = 4, 512  # Longer than most documents, so rows hold several.
+  batch = next(pipeline.batches(name, "train", length, rows, shuffle=True, seed=3, repeat=True))
+  targets, inputs = batch["decoder_target_tokens"], batch["decoder_input_tokens"]
+  segments, positions = batch["decoder_segment_ids"], batch["decoder_positions"]
+  weights = batch["decoder_loss_weights"]
+  assert targets.shape == (rows, length)
+  assert (segments.max(axis=1) > 1).any(), "several examples are packed into a row"
+  for row in range(rows):
+    for pos in range(length):
+      seg = segments[row, pos]
+      if seg == 0:  # Padding: no loss, no token.
+        assert weights[row, pos] == 0 and targets[row, pos] == 0
+        continue
+      assert weights[row, pos] == 1
+      starts_segment = pos == 0 or segments[row, pos - 1] != seg
+      assert positions[row, pos] == (0 if starts_segment else positions[row, pos - 1] + 1)
+      # Inputs are the targets shifted right within the segment, starting with 0.
+      assert inputs[row, pos] == (0 if starts_segment else targets[row, pos - 1])
+    assert (np.diff(segments[row][segments[row] > 0]) >= 0).all()
+
+
+def test_same_seed_same_batches(corpus_source, vocabulary):
+  name = tasks.register(corpus_source, vocabulary, "clm")
+  first = [next(pipeline.batches(name, "train", 32, 4, shuffle=True, seed=7, repeat=True)) for _ in range(2)]
+  np.testing.assert_array_equal(first[0]["decoder_target_tokens"], first[1]["decoder_target_tokens"])
+  resumed = pipeline.batches(name, "train", 32, 4, shuffle=True, seed=7, repeat=True, skip=2)
+  uninterrupted = pipeline.batches(name, "train", 32, 4, shuffle=True, seed=7, repeat=True)
+  for _ in range(2):
+    next(uninterrupted)
+  np.testing.assert_array_equal(next(resumed)["decoder_target_tokens"], next(uninterrupted)["decoder_target_tokens"])

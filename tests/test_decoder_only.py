@@ -1,0 +1,46 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig
+
+CONFIG = DecoderOnlyConfig(vocab_size=200, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2,
+                           head_dim=8, mlp_dim=64)
+
+
+def _model_and_params():
+  model = DecoderOnly(CONFIG)
+  params = model.init(jax.random.key(0), jnp.zeros((1, 16), jnp.int32))
+  return model, params
+
+
+def test_every_parameter_has_logical_axes():
+  model = DecoderOnly(CONFIG)
+  boxed = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((1, 8), jnp.int32))["params"]
+  leaves = jax.tree.leaves(boxed, is_leaf=lambda x: hasattr(x, "names"))
+  assert leaves and all(len(leaf.names) == leaf.value.ndim for leaf in leaves)
+
+
+def test_later_tokens_never_change_earlier_logits():
+  model, params = _model_and_params()
+  tokens = jax.random.randint(jax.random.key(1), (2, 16), 3, 200)
+  changed = tokens.at[:, 9:].set((tokens[:, 9:] + 7) % 200)
+  a = model.apply(params, tokens)
+  b = model.apply(params, changed)
+  np.testing.assert_allclose(a[:, :9], b[:, :9], atol=1e-5)
+  assert not np.allclose(a[:, 9:], b[:, 9:], atol=1e-3)
+
+
+def test_packed_segments_do_not_attend_to_each_other():
+  model, params = _model_and_params()
+  tokens = jax.random.randint(jax.random.key(2), (1, 16), 3, 200)
+  segments = jnp.array([[1] * 6 + [2] * 7 + [0] * 3])
+  positions = jnp.array([list(range(6)) + list(range(7)) + [0] * 3])
+  packed = model.apply(params, tokens, segments, positions)
+  # Changing the first segment leaves the second untouched ...
+  other_first = tokens.at[:, :6].set((tokens[:, :6] + 11) % 200)
+  np.testing.assert_allclose(model.apply(params, other_first, segments, positions)[:, 6:13], packed[:, 6:13],
+                             atol=1e-5)
+  # ... and the second segment's logits equal running it alone.
+  alone = model.apply(params, tokens[:, 6:13])
+  np.testing.assert_allclose(alone, packed[:, 6:13], atol=1e-5)

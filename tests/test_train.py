@@ -1,0 +1,136 @@
+import json
+import os
+import signal
+import time
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from pretrain import config
+from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig
+from pretrain.parallel import mesh as mesh_lib
+from pretrain.train import checkpoint, metrics, optimizer, state as state_lib, steps
+
+
+def _setup(total_steps=100):
+  cfg = config.load_config_file("configs/quickstart.py")
+  cfg.optimizer.warmup_steps = 2
+  model = DecoderOnly(DecoderOnlyConfig(vocab_size=128, d_model=32, num_layers=1, num_heads=2, num_kv_heads=2,
+                                        head_dim=16, mlp_dim=64))
+  mesh, rules = mesh_lib.make_mesh(cfg.mesh), mesh_lib.rules(cfg.mesh)
+  tx = optimizer.make(cfg.optimizer, total_steps)
+  return cfg, model, mesh, rules, tx
+
+
+def _batch(rows=4, length=16):
+  tokens = np.random.default_rng(0).integers(3, 128, (rows, length + 1)).astype(np.int32)
+  return {"decoder_input_tokens": tokens[:, :-1], "decoder_target_tokens": tokens[:, 1:],
+          "decoder_loss_weights": np.ones((rows, length), np.int32),
+          "decoder_segment_ids": np.ones((rows, length), np.int32),
+          "decoder_positions": np.tile(np.arange(length, dtype=np.int32), (rows, 1))}
+
+
+def test_steps_reduce_loss_on_a_fixed_batch():
+  cfg, model, mesh, rules, tx = _setup()
+  example = jnp.zeros((1, 16), jnp.int32)
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    shardings = state_lib.shardings(model, tx, example, mesh, rules)
+    state = state_lib.create(model, tx, example, shardings, seed=0)
+    batch = mesh_lib.global_batch(_batch(), mesh_lib.batch_sharding(mesh, rules))
+    step = jax.jit(steps.make_train_step(model, tx, optimizer.schedule(cfg.optimizer, 100)), donate_argnums=0)
+    losses = []
+    for _ in range(50):
+      state, m = step(state, batch)
+      losses.append(float(m["loss"]))
+  assert int(state.step) == 50
+  assert losses[-1] < 0.5 * losses[0]
+
+
+def test_checkpoint_round_trip(tmp_path):
+  cfg, model, mesh, rules, tx = _setup()
+  example = jnp.zeros((1, 16), jnp.int32)
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    shardings = state_lib.shardings(model, tx, example, mesh, rules)
+    state = state_lib.create(model, tx, example, shardings, seed=1)
+    state = state.replace(step=jnp.asarray(17, jnp.int32))
+    saver = checkpoint.Checkpointer(str(tmp_path / "ckpt"), keep=2)
+    saver.save(17, state)
+    saver.close()
+    restorer = checkpoint.Checkpointer(str(tmp_path / "ckpt"), keep=2)
+    assert restorer.latest_step() == 17
+    restored = restorer.restore(17, state_lib.abstract(model, tx, example, shardings))
+  for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(restored)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert a.sharding == b.sharding
+
+
+def _steps_logged(workdir):
+  return [r["step"] for r in metrics.read(str(workdir)) if "train/loss" in r]
+
+
+def test_train_resume_and_continue(tmp_path, run_train):
+  workdir = tmp_path / "run"
+  first = run_train(workdir, "--config.train.steps=3", "--config.train.eval_every=2")
+  assert first.returncode == 0, first.stderr
+  assert "Trained 3 steps" in first.stdout and "perplexity" in first.stdout
+  for output in ("metrics.jsonl", "loss.png", "config.json", "checkpoints/3", "tensorboard"):
+    assert os.path.exists(workdir / output), output
+  records = metrics.read(str(workdir))
+  assert records[0]["step"] == 0 and "eval/perplexity" in records[0]
+  assert {"train/loss", "train/tokens_per_second", "eval/loss"} <= set(records[2])
+
+  more = run_train(workdir, "--config.train.steps=5", "--config.train.eval_every=2")
+  assert more.returncode == 0, more.stderr
+  assert "Resuming from the checkpoint at step 3" in more.stdout + more.stderr
+  assert _steps_logged(workdir) == [1, 2, 3, 4, 5]
+
+
+def test_sigterm_checkpoints_and_rerun_resumes(tmp_path, run_train):
+  workdir = tmp_path / "run"
+  process = run_train(workdir, "--config.train.steps=100000", "--config.train.checkpoint_every=100000",
+                      start_new_session=True)
+  deadline = time.time() + 300
+  while len(_steps_logged(workdir)) < 3:
+    assert process.poll() is None, process.communicate()
+    assert time.time() < deadline
+    time.sleep(0.5)
+  process.send_signal(signal.SIGTERM)
+  _, stderr = process.communicate(timeout=120)
+  assert process.returncode == 128 + signal.SIGTERM, stderr
+  saved = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).latest_step()
+  assert saved is not None and saved >= 3
+  rerun = run_train(workdir, f"--config.train.steps={saved + 2}")
+  assert rerun.returncode == 0, rerun.stderr
+  assert f"Resuming from the checkpoint at step {saved}" in rerun.stdout + rerun.stderr
+  assert _steps_logged(workdir)[-3:] == [saved, saved + 1, saved + 2]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--config.train.stepz=3"], "unknown config key 'train.stepz'; did you mean --config.train.steps?"),
+    (["--config.data.source=files", "--config.data.train_files=/nonexistent/*.txt"], "matches no files"),
+    (["--config.tokenizer.path=/nonexistent/spm.model"], "vocabulary file '/nonexistent/spm.model' does not exist"),
+])
+def test_bad_input_gives_one_clear_line(tmp_path, run_train, args, message):
+  result = run_train(tmp_path / "run", *args)
+  assert result.returncode == 2
+  assert "Traceback" not in result.stderr
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: ") and message in last
+
+
+def test_unwritable_workdir(tmp_path, run_train):
+  blocker = tmp_path / "file"
+  blocker.write_text("")
+  result = run_train(blocker / "run")
+  assert result.returncode == 2 and "Traceback" not in result.stderr
+  assert "cannot be written" in result.stderr.strip().splitlines()[-1]
+
+
+def test_empty_files(tmp_path, run_train):
+  (tmp_path / "empty.txt").write_text("")
+  result = run_train(tmp_path / "run", "--config.data.source=files", f"--config.data.train_files={tmp_path}/*.txt")
+  assert result.returncode == 2 and "every matching file is empty" in result.stderr

@@ -1,0 +1,56 @@
+import itertools
+import os
+
+import pytest
+
+from pretrain.data import vocab
+from pretrain.errors import UserError
+
+
+def test_special_ids(vocabulary):
+  assert vocabulary.vocab_size == 4096
+  assert (vocabulary.pad_id, vocabulary.eos_id, vocabulary.unk_id) == (0, 1, 2)
+  tokenizer = vocabulary.tokenizer
+  assert tokenizer.id_to_piece(0) == "<pad>" and tokenizer.id_to_piece(1) == "</s>"
+
+
+def test_sentinels_count_down_from_the_top(vocabulary):
+  for index in (0, 1, 99):
+    sentinel = vocab.sentinel_id(vocabulary, index)
+    assert sentinel == 4095 - index
+    assert vocabulary.decode([sentinel]) == f"<extra_id_{index}>"
+  assert vocabulary.encode("<extra_id_0>") [-1] == 4095
+
+
+@pytest.mark.parametrize("token", vocab.SPECIAL_TOKENS)
+def test_special_tokens_are_single_pieces(vocabulary, token):
+  token_id = vocab.single_piece_id(vocabulary, token)
+  assert 3 <= token_id < 4096 - vocab.EXTRA_IDS
+  assert vocabulary.decode([token_id]) == token
+
+
+@pytest.mark.parametrize("text", ["Return the number of items in a container.", 'Split on "\\t" ≠ ✓ 漢字',
+                                  "def f(x):\n    return  x\n\n\tdone "])
+def test_round_trip_without_unknowns(vocabulary, text):
+  ids = vocabulary.encode(text)
+  assert vocab.UNK_ID not in ids
+  assert vocabulary.decode(ids) == text
+
+
+def test_cached_by_content(tmp_path, corpus_source):
+  texts = list(itertools.islice(corpus_source.texts("train"), 300))
+  first = vocab.cached_model(texts, 700, "unigram", str(tmp_path))
+  modified = os.path.getmtime(first)
+  assert vocab.cached_model(list(texts), 700, "unigram", str(tmp_path)) == first
+  assert os.path.getmtime(first) == modified, "not trained again"
+  assert vocab.cached_model(texts[1:], 700, "unigram", str(tmp_path)) != first
+  assert vocab.load(first).vocab_size == 700
+
+
+def test_missing_or_invalid_file(tmp_path):
+  with pytest.raises(UserError, match="does not exist"):
+    vocab.load(str(tmp_path / "missing.model"))
+  bad = tmp_path / "bad.model"
+  bad.write_text("not a model")
+  with pytest.raises(UserError, match="not a SentencePiece model"):
+    vocab.load(str(bad))
