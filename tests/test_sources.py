@@ -1,0 +1,79 @@
+import itertools
+import json
+import subprocess
+import sys
+
+import ml_collections
+import pytest
+
+from pretrain.data import sources
+from pretrain.errors import UserError
+from tests.conftest import REPO
+
+
+def _files_cfg(**kwargs):
+  base = {"source": "files", "train_files": "", "validation_files": "", "text_key": "text", "cache_dir": ""}
+  return ml_collections.ConfigDict({**base, **kwargs})
+
+
+@pytest.fixture
+def doc_files(tmp_path, corpus_source):
+  # Real text, one line per document so that it also fits a .txt file.
+  docs = [" ".join(text.split()) for text in itertools.islice(corpus_source.texts("train"), 400)]
+  with open(tmp_path / "a.jsonl", "w") as f:
+    for doc in docs[:200]:
+      f.write(json.dumps({"text": doc, "id": 1}) + "\n")
+  (tmp_path / "b.txt").write_text("\n".join(docs[200:]) + "\n\n")
+  return tmp_path, docs
+
+
+def test_files_hold_out_a_deterministic_validation_split(doc_files):
+  path, docs = doc_files
+  source = sources.make_source(_files_cfg(train_files=f"{path}/*"))
+  train, validation = list(source.texts("train")), list(source.texts("validation"))
+  assert sorted(train + validation) == sorted(docs)
+  assert 0 < len(validation) < len(train) / 5
+  assert validation == list(sources.make_source(_files_cfg(train_files=f"{path}/*")).texts("validation"))
+
+
+def test_files_with_a_validation_glob(doc_files):
+  path, docs = doc_files
+  source = sources.make_source(_files_cfg(train_files=f"{path}/*.jsonl", validation_files=f"{path}/*.txt"))
+  assert list(source.texts("train")) == docs[:200]
+  assert list(source.texts("validation")) == docs[200:]
+
+
+def test_jsonl_without_the_text_field(doc_files):
+  path, _ = doc_files
+  with pytest.raises(UserError, match="no field 'body'.*data.text_key"):
+    sources.make_source(_files_cfg(train_files=f"{path}/*.jsonl", text_key="body"))
+
+
+def test_tfds_dataset_by_name_and_version(cache_dir, corpus_source):
+  del corpus_source  # Prepared the dataset in cache_dir/tfds.
+  cfg = ml_collections.ConfigDict({"source": "tfds", "tfds_name": "pretrain_corpus:1.0.0",
+                                   "tfds_data_dir": f"{cache_dir}/tfds", "train_split": "train",
+                                   "validation_split": "validation", "text_key": "text"})
+  source = sources.make_source(cfg)
+  assert source.name == "pretrain_corpus" and next(source.texts("validation"))
+  cfg.validation_split = "test"
+  with pytest.raises(UserError, match="has no split 'test'"):
+    sources.make_source(cfg)
+  cfg.tfds_data_dir = f"{cache_dir}/empty"
+  with pytest.raises(UserError, match="not prepared"):
+    sources.make_source(cfg)
+
+
+def test_train_on_files_with_a_trained_tokenizer(doc_files, run_train, tmp_path):
+  path, _ = doc_files
+  model = tmp_path / "tok" / "spm.model"
+  made = subprocess.run([sys.executable, "tools/train_tokenizer.py", f"--out={model}",
+                         "--config.data.source=files", f"--config.data.train_files={path}/*",
+                         "--config.tokenizer.vocab_size=1000"], cwd=REPO, capture_output=True, text=True)
+  assert made.returncode == 0, made.stderr
+  assert "<extra_id_0> = 999" in made.stdout
+  run = run_train(tmp_path / "run", "--config.data.source=files", f"--config.data.train_files={path}/*",
+                  f"--config.tokenizer.path={model}", "--config.tokenizer.vocab_size=1000",
+                  "--config.train.steps=2")
+  assert run.returncode == 0, run.stderr
+  assert "Trained 2 steps" in run.stdout

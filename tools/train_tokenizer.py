@@ -1,0 +1,45 @@
+"""Trains a SentencePiece vocabulary on a run's data source.
+
+  python tools/train_tokenizer.py --out=my.model [--config=configs/quickstart.py] \
+      [--config.data.source=files --config.data.train_files='docs/*.jsonl'] [--config.tokenizer.vocab_size=32000]
+
+The model has pad=0, eos=1, unk=2, the special tokens (UL2 modes, FIM markers,
+[MASK]) as single pieces, and room for seqio's 100 sentinels on top:
+`tokenizer.vocab_size` counts them. Use it with --config.tokenizer.path=my.model.
+"""
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
+from pretrain.errors import UserError, exit_on_user_error
+
+
+@exit_on_user_error
+def main(argv):
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--config", default="configs/quickstart.py")
+  parser.add_argument("--out", required=True, help="path of the .model file to write")
+  args, rest = parser.parse_known_args(argv)
+  cfg = config_lib.load_config_file(args.config)
+  rest = config_lib.apply_overrides(cfg, rest)
+  if rest:
+    raise UserError(f"unknown arguments {rest}; flags are --config, --out and --config.KEY=VALUE")
+  from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top  (imports TF)
+  source = sources.make_source(cfg.data)
+  texts = source.texts("train", max_chars=cfg.tokenizer.max_chars)
+  vocab.write_atomically(args.out, vocab.train_sentencepiece(texts, cfg.tokenizer.vocab_size,
+                                                             cfg.tokenizer.model_type))
+  vocabulary = vocab.load(args.out)
+  print(f"Wrote {args.out}: {vocabulary.vocab_size} ids with the sentinels "
+        f"(<extra_id_0> = {vocab.sentinel_id(vocabulary, 0)}), pad {vocab.PAD_ID}, eos {vocab.EOS_ID}, "
+        f"unk {vocab.UNK_ID}; special tokens "
+        + ", ".join(f"{t}={vocab.single_piece_id(vocabulary, t)}" for t in vocab.SPECIAL_TOKENS))
+
+
+if __name__ == "__main__":
+  main(sys.argv[1:])
