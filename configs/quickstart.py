@@ -55,7 +55,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.train.batch_size = 16         # sequences per step, over all hosts
   c.train.seed = 0
   c.train.log_every = 10
-  c.train.eval_every = 100
+  c.train.eval_every = 50
   c.train.eval_batches = 8
   c.train.checkpoint_every = 100
   c.train.keep_checkpoints = 2

@@ -112,6 +112,22 @@ def apply_overrides(cfg: ml_collections.ConfigDict, args: list[str]) -> list[str
   return rest
 
 
+def parse_command_line(parser, argv: list[str]):
+  """Parses a tool's flags plus `--config=FILE` and `--config.KEY=VALUE` overrides.
+
+  Returns (args, config); anything left over is an error.
+  """
+  parser.add_argument("--config", default="configs/quickstart.py", help="ml_collections config file")
+  parser.epilog = "Any config field can be set with --config.SECTION.FIELD=VALUE, e.g. --config.train.steps=100."
+  args, rest = parser.parse_known_args(argv)
+  cfg = load_config_file(args.config)
+  rest = apply_overrides(cfg, rest)
+  if rest:
+    raise UserError(f"unknown arguments {rest}; see --help for the flags, and set config fields "
+                    "with --config.KEY=VALUE")
+  return args, cfg
+
+
 def _require(condition: bool, message: str) -> None:
   if not condition:
     raise UserError(message)

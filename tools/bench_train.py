@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pretrain import config as config_lib
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.errors import exit_on_user_error
 from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import flops, optimizer, state as state_lib, steps
@@ -88,15 +88,10 @@ def print_table(rows: dict[str, dict]) -> None:
 @exit_on_user_error
 def main(argv):
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--config", default="configs/quickstart.py")
   parser.add_argument("--steps", type=int, default=10)
   parser.add_argument("--warmup", type=int, default=3)
   parser.add_argument("--vocab_size", type=int, default=4096, help="model vocabulary (rows of the embedding)")
-  args, rest = parser.parse_known_args(argv)
-  cfg = config_lib.load_config_file(args.config)
-  rest = config_lib.apply_overrides(cfg, rest)
-  if rest:
-    raise UserError(f"unknown arguments {rest}")
+  args, cfg = config_lib.parse_command_line(parser, argv)
   config_lib.validate(cfg)
   print(f"{jax.device_count()} x {jax.devices()[0].device_kind}, {os.cpu_count()} CPU cores; "
         f"MFU uses 6N + 12*L*H*Dh*T FLOPs per token (full attention), peak = measured 2048^2 float32 matmul")

@@ -16,19 +16,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.errors import exit_on_user_error
 
 
 @exit_on_user_error
 def main(argv):
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--config", default="configs/quickstart.py")
   parser.add_argument("--out", required=True, help="path of the .model file to write")
-  args, rest = parser.parse_known_args(argv)
-  cfg = config_lib.load_config_file(args.config)
-  rest = config_lib.apply_overrides(cfg, rest)
-  if rest:
-    raise UserError(f"unknown arguments {rest}; flags are --config, --out and --config.KEY=VALUE")
+  args, cfg = config_lib.parse_command_line(parser, argv)
   from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top  (imports TF)
   source = sources.make_source(cfg.data)
   texts = source.texts("train", max_chars=cfg.tokenizer.max_chars)

@@ -200,7 +200,7 @@ def train(cfg, workdir: str) -> dict:
       writer.write(0, evaluate(eval_step, state.params, eval_batches))
 
     tokens_per_step = c.batch_size * cfg.data.seq_len
-    step = start
+    step, saved, latest_eval = start, start, {}
     bar = tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,
                     disable=jax.process_index() != 0)
     interval_start, interval_steps = time.perf_counter(), 0
@@ -219,19 +219,23 @@ def train(cfg, workdir: str) -> dict:
         values["train/tokens_per_second"] = interval_steps * tokens_per_step / elapsed
         values["train/step_seconds"] = elapsed / interval_steps
         if step % c.eval_every == 0 or step == c.steps:
-          values.update(evaluate(eval_step, state.params, eval_batches))
+          latest_eval = {"step": step, **evaluate(eval_step, state.params, eval_batches)}
+          values.update({k: v for k, v in latest_eval.items() if k != "step"})
         writer.write(step, values)
         bar.set_postfix(loss=f"{values['train/loss']:.3f}", tok_s=f"{values['train/tokens_per_second']:,.0f}")
         interval_start, interval_steps = time.perf_counter(), 0
       if step % c.checkpoint_every == 0 or step == c.steps or stop.signal is not None:
         ckpt.save(step, state)
+        saved = step
     bar.close()
     ckpt.close()
 
     if stop.signal is not None:
-      log(f"Stopped at step {step}; the checkpoint is saved. Rerun the same command to resume.")
+      log(f"Stopped at step {step}; " + (f"the checkpoint of step {saved} is saved. " if saved else "")
+          + "Rerun the same command to resume.")
       return {"step": step, "stopped_by": stop.signal}
-    final = evaluate(eval_step, state.params, eval_batches)
+    final = latest_eval if latest_eval.get("step") == step else evaluate(eval_step, state.params, eval_batches)
+    final.pop("step", None)
     pairs = samples(run, state.params)
   return _report(run, step, final, pairs)
 
@@ -244,8 +248,9 @@ def _report(run: Run, step: int, final: dict, pairs) -> dict:
     lines = [f"Trained {step} steps. Validation loss {final['eval/loss']:.3f}, "
              f"perplexity {final['eval/perplexity']:.1f}"
              + (f" (step 0: {initial:.1f}, {initial / final['eval/perplexity']:.0f}x lower)" if initial else "")]
-    lines += ["Samples (prompt || continuation):"]
-    lines += [f"  {prompt} || {continuation}" for prompt, continuation in pairs]
+    lines += ["Samples: a validation prompt, then >>> the model's continuation."]
+    for i, (prompt, continuation) in enumerate(pairs, 1):
+      lines += [f"[{i}] {prompt.rstrip()}", f">>> {continuation.strip()}"]
     lines += [f"Outputs in {run.workdir}: metrics.jsonl, tensorboard/, checkpoints/, config.json, "
               f"{os.path.basename(plot)}"]
     print("\n".join(lines), flush=True)
