@@ -13,6 +13,7 @@ def get_config() -> ml_collections.ConfigDict:
 
   c.data = ml_collections.ConfigDict()
   c.data.source = "corpus"        # corpus | files | tfds
+  # clm | prefix_lm_decoder | ul2_decoder (decoder-only); span_corruption | prefix_lm | ul2 (encoder-decoder)
   c.data.objective = "clm"
   c.data.train_files = ""         # source=files: glob of .txt (a document per line) or .jsonl files
   c.data.validation_files = ""    # source=files: glob; empty holds out 5% of the train documents
@@ -21,7 +22,17 @@ def get_config() -> ml_collections.ConfigDict:
   c.data.tfds_data_dir = ""       # source=tfds: where the prepared dataset is ('' = TFDS default)
   c.data.train_split = "train"
   c.data.validation_split = "validation"
-  c.data.seq_len = 128
+  c.data.seq_len = 128            # clm: tokens per row
+  c.data.inputs_length = 128      # other objectives: inputs tokens (a decoder-only row holds inputs + targets)
+  c.data.targets_length = 128
+  c.data.noise_density = 0.15     # span_corruption
+  c.data.mean_noise_span_length = 3.0
+  # ul2 and ul2_decoder: (kind, mean_noise_span_length, noise_density, rate); kind R, X or S (prefix LM).
+  c.data.ul2_denoisers = (
+      ("R", 3, 0.15, 1.0), ("R", 8, 0.15, 1.0),
+      ("X", 3, 0.5, 1.0), ("X", 8, 0.5, 1.0), ("X", 64, 0.15, 1.0), ("X", 64, 0.5, 1.0),
+      ("S", 0, 0, 1.0),
+  )
   c.data.cache_dir = ""           # corpus and tokenizers ('' = $PRETRAIN_CACHE or ~/.cache/pretrain)
 
   c.tokenizer = ml_collections.ConfigDict()

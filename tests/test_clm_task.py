@@ -3,18 +3,21 @@ import seqio
 import tensorflow as tf
 
 from pretrain.data import objectives, pipeline, tasks, vocab
+from pretrain.data.objectives import common
+
+CLM = objectives.make("clm", None, seed=0)
 
 
 def test_split_to_length_keeps_every_token():
   tokens = np.arange(1, 24, dtype=np.int32)
   dataset = tf.data.Dataset.from_tensors({"targets": tokens})
-  pieces = [p["targets"].tolist() for p in objectives.split_to_length(dataset, {"targets": 5}).as_numpy_iterator()]
+  pieces = [p["targets"].tolist() for p in common.split_to_length(dataset, 5).as_numpy_iterator()]
   assert [len(p) for p in pieces] == [5, 5, 5, 5, 3]
   assert sum(pieces, []) == tokens.tolist()
 
 
 def test_task_targets_are_documents_with_eos(corpus_source, vocabulary):
-  name = tasks.register(corpus_source, vocabulary, "clm")
+  name = tasks.register(corpus_source, vocabulary, CLM)
   task = seqio.get_mixture_or_task(name)
   examples = task.get_dataset({"targets": 64}, split="validation", shuffle=False).as_numpy_iterator()
   pieces = [ex["targets"].tolist() for ex in examples]
@@ -31,9 +34,9 @@ def test_task_targets_are_documents_with_eos(corpus_source, vocabulary):
 
 
 def test_packed_batches(corpus_source, vocabulary):
-  name = tasks.register(corpus_source, vocabulary, "clm")
+  name = tasks.register(corpus_source, vocabulary, CLM)
   rows, length = 4, 512  # Longer than most documents, so rows hold several.
-  batch = next(pipeline.batches(name, "train", length, rows, shuffle=True, seed=3, repeat=True))
+  batch = next(pipeline.batches(name, "train", {"targets": length}, rows, "lm", shuffle=True, seed=3, repeat=True))
   targets, inputs = batch["decoder_target_tokens"], batch["decoder_input_tokens"]
   segments, positions = batch["decoder_segment_ids"], batch["decoder_positions"]
   weights = batch["decoder_loss_weights"]
@@ -54,11 +57,11 @@ def test_packed_batches(corpus_source, vocabulary):
 
 
 def test_same_seed_same_batches(corpus_source, vocabulary):
-  name = tasks.register(corpus_source, vocabulary, "clm")
-  first = [next(pipeline.batches(name, "train", 32, 4, shuffle=True, seed=7, repeat=True)) for _ in range(2)]
+  name = tasks.register(corpus_source, vocabulary, CLM)
+  first = [next(pipeline.batches(name, "train", {"targets": 32}, 4, "lm", shuffle=True, seed=7, repeat=True)) for _ in range(2)]
   np.testing.assert_array_equal(first[0]["decoder_target_tokens"], first[1]["decoder_target_tokens"])
-  resumed = pipeline.batches(name, "train", 32, 4, shuffle=True, seed=7, repeat=True, skip=2)
-  uninterrupted = pipeline.batches(name, "train", 32, 4, shuffle=True, seed=7, repeat=True)
+  resumed = pipeline.batches(name, "train", {"targets": 32}, 4, "lm", shuffle=True, seed=7, repeat=True, skip=2)
+  uninterrupted = pipeline.batches(name, "train", {"targets": 32}, 4, "lm", shuffle=True, seed=7, repeat=True)
   for _ in range(2):
     next(uninterrupted)
   np.testing.assert_array_equal(next(resumed)["decoder_target_tokens"], next(uninterrupted)["decoder_target_tokens"])

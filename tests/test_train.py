@@ -89,7 +89,8 @@ def test_train_resume_and_continue(tmp_path, run_train):
   assert _steps_logged(workdir) == [1, 2, 3, 4, 5]
 
 
-def test_sigterm_checkpoints_and_rerun_resumes(tmp_path, run_train):
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+def test_stop_signal_checkpoints_and_rerun_resumes(tmp_path, run_train, stop_signal):
   workdir = tmp_path / "run"
   process = run_train(workdir, "--config.train.steps=100000", "--config.train.checkpoint_every=100000",
                       start_new_session=True)
@@ -98,9 +99,9 @@ def test_sigterm_checkpoints_and_rerun_resumes(tmp_path, run_train):
     assert process.poll() is None, process.communicate()
     assert time.time() < deadline
     time.sleep(0.5)
-  process.send_signal(signal.SIGTERM)
+  process.send_signal(stop_signal)
   _, stderr = process.communicate(timeout=120)
-  assert process.returncode == 128 + signal.SIGTERM, stderr
+  assert process.returncode == 128 + stop_signal, stderr
   saved = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).latest_step()
   assert saved is not None and saved >= 3
   rerun = run_train(workdir, f"--config.train.steps={saved + 2}")

@@ -1,7 +1,7 @@
-"""seqio Tasks: a source, a vocabulary and an objective's preprocessors, by name.
+"""seqio Tasks: a source, a vocabulary and an objective, registered by name.
 
 Names are `{source}_{objective}`, e.g. `corpus_clm` for causal LM on the
-bundled corpus.
+bundled corpus or `corpus_ul2_decoder` for UL2 examples for a decoder-only model.
 """
 
 import functools
@@ -11,21 +11,27 @@ import seqio
 from pretrain.data import objectives
 from pretrain.data.sources import Source
 
-OBJECTIVES = {"clm": objectives.CLM_PREPROCESSORS}
+
+def task_name(source: Source, objective: objectives.Objective) -> str:
+  return f"{source.name}_{objective.name}"
 
 
-def register(source: Source, vocabulary: seqio.Vocabulary, objective: str = "clm") -> str:
+def register(source: Source, vocabulary: seqio.Vocabulary, objective: objectives.Objective) -> str:
   """Registers (or re-registers) the task and returns its name."""
-  if objective not in OBJECTIVES:
-    from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
-    raise UserError(f"unknown objective {objective!r}; choose one of {sorted(OBJECTIVES)}")
-  name = f"{source.name}_{objective}"
+  name = task_name(source, objective)
+  features = {"targets": seqio.Feature(vocabulary, add_eos=True)}
+  if "inputs" in objective.features:  # Decoder-only models read the inputs as a prefix, without EOS.
+    features["inputs"] = seqio.Feature(vocabulary, add_eos=objective.converter == "enc_dec")
   seqio.TaskRegistry.remove(name)
   seqio.TaskRegistry.add(
       name,
       source=source.data_source,
       preprocessors=[functools.partial(seqio.preprocessors.rekey, key_map={"targets": source.text_key}),
-                     *OBJECTIVES[objective]],
-      output_features={"targets": seqio.Feature(vocabulary, add_eos=True)},
+                     seqio.preprocessors.tokenize, objective.preprocess],
+      output_features=features,
   )
   return name
+
+
+def register_all(source: Source, vocabulary: seqio.Vocabulary, data_cfg, seed: int) -> list[str]:
+  return [register(source, vocabulary, objectives.make(n, data_cfg, seed)) for n in objectives.NAMES]

@@ -46,11 +46,13 @@ class DecoderOnly(nn.Module):
 
   `segment_ids` separate packed examples (0 marks padding); `positions` restart
   at 0 in each example. Both default to one unpacked example per row.
+  `prefix_BL` (seqio's decoder_causal_attention) marks the positions that
+  attend bidirectionally, for prefix-LM examples; None is purely causal.
   """
   config: DecoderOnlyConfig
 
   @nn.compact
-  def __call__(self, tokens_BL, segment_ids_BL=None, positions_BL=None):
+  def __call__(self, tokens_BL, segment_ids_BL=None, positions_BL=None, prefix_BL=None):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     if segment_ids_BL is None:
       segment_ids_BL = jnp.ones_like(tokens_BL)
@@ -60,7 +62,7 @@ class DecoderOnly(nn.Module):
                      embedding_init=layers.partitioned(nn.initializers.normal(1.0), ("vocab", "embed")),
                      name="embed")
     x_BLD = embed(tokens_BL)
-    mask_B1LL = layers.causal_segment_mask(segment_ids_BL)
+    mask_B1LL = layers.attention_mask(segment_ids_BL, prefix_BL)
     for i in range(c.num_layers):
       x_BLD = DecoderLayer(c, name=f"layer_{i}")(x_BLD, mask_B1LL, positions_BL)
     x_BLD = layers.RMSNorm(dtype=dtype, name="final_norm")(x_BLD)

@@ -44,12 +44,20 @@ def apply_rotary(x_BLNH, positions_BL, theta: float):
   return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x_BLNH.dtype)
 
 
-def causal_segment_mask(segment_ids_BL):
-  """[B, 1, L, L] boolean: attend to earlier-or-same positions of the same packed segment."""
+def attention_mask(segment_ids_BL, prefix_BL=None):
+  """[B, 1, L, L] boolean: which key each query may see.
+
+  Causal, or bidirectional among prefix positions (`prefix_BL` is seqio's
+  decoder_causal_attention: the inputs of a prefix-LM example plus one), and
+  never across packed segments.
+  """
   length = segment_ids_BL.shape[-1]
-  causal_LL = jnp.tril(jnp.ones((length, length), dtype=jnp.bool_))
+  visible_BLL = jnp.tril(jnp.ones((length, length), dtype=jnp.bool_))[None]
+  if prefix_BL is not None:
+    prefix_BL = prefix_BL.astype(jnp.bool_)
+    visible_BLL = visible_BLL | (prefix_BL[:, :, None] & prefix_BL[:, None, :])
   same_segment_BLL = segment_ids_BL[:, :, None] == segment_ids_BL[:, None, :]
-  return (causal_LL & same_segment_BLL)[:, None]
+  return (visible_BLL & same_segment_BLL)[:, None]
 
 
 class Attention(nn.Module):

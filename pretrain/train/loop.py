@@ -23,7 +23,7 @@ import seqio
 import tqdm
 
 from pretrain import config as config_lib
-from pretrain.data import pipeline, sources, tasks, vocab
+from pretrain.data import objectives, pipeline, sources, tasks, vocab
 from pretrain.errors import UserError
 from pretrain.models import decoding
 from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig
@@ -48,6 +48,7 @@ class Run:
   workdir: str
   source: sources.Source
   vocabulary: seqio.SentencePieceVocabulary
+  objective: objectives.Objective
   task: str
   model: DecoderOnly
   mesh: jax.sharding.Mesh
@@ -88,15 +89,20 @@ def build(cfg, workdir: str) -> Run:
   if cfg.train.batch_size % data_shards:
     raise UserError(f"train.batch_size={cfg.train.batch_size} does not divide across {data_shards} data shards; "
                     f"use a multiple of {data_shards}")
+  objective = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed)
+  if objective.converter == "enc_dec":
+    raise UserError(f"objective {objective.name!r} makes encoder-decoder examples, and the trainer has only the "
+                    "decoder-only model so far; use clm, prefix_lm_decoder or ul2_decoder, or look at the "
+                    f"examples with tools/inspect_task.py --task=corpus_{objective.name}")
   source = sources.make_source(cfg.data)
   vocabulary = vocab.get_vocabulary(cfg, source)
-  task = tasks.register(source, vocabulary, cfg.data.objective)
+  task = tasks.register(source, vocabulary, objective)
   vocab_size = math.ceil(vocabulary.vocab_size / VOCAB_MULTIPLE) * VOCAB_MULTIPLE
   model = DecoderOnly(DecoderOnlyConfig.from_config(cfg.model, vocab_size))
   if jax.process_index() == 0:
     with open(os.path.join(workdir, "config.json"), "w") as f:
       f.write(config_lib.to_json(cfg))
-  return Run(cfg, workdir, source, vocabulary, task, model, mesh, rules)
+  return Run(cfg, workdir, source, vocabulary, objective, task, model, mesh, rules)
 
 
 def evaluate(eval_step, params, eval_batches) -> dict[str, float]:
@@ -132,11 +138,15 @@ class _StopRequest:
       signal.signal(sig, handler)
 
 
+def _batches(run: Run, split: str, **kwargs):
+  c = run.cfg
+  return pipeline.batches(run.task, split, pipeline.feature_lengths(c.data, run.objective), c.train.batch_size,
+                          run.objective.converter, seed=c.train.seed, **kwargs)
+
+
 def _eval_batches(run: Run, batch_sharding):
   c = run.cfg
-  local = list(itertools.islice(
-      pipeline.batches(run.task, "validation", c.data.seq_len, c.train.batch_size, shuffle=False,
-                       seed=c.train.seed, repeat=False), c.train.eval_batches))
+  local = list(itertools.islice(_batches(run, "validation", shuffle=False, repeat=False), c.train.eval_batches))
   if not local:
     raise UserError(f"the validation split of {run.task} holds less than one batch of {c.train.batch_size} "
                     "sequences; add validation data or lower train.batch_size")
@@ -172,7 +182,8 @@ def train(cfg, workdir: str) -> dict:
   c = cfg.train
   tx = optimizer.make(cfg.optimizer, c.steps)
   lr_schedule = optimizer.schedule(cfg.optimizer, c.steps)
-  example_tokens = jnp.zeros((1, cfg.data.seq_len), jnp.int32)
+  length = pipeline.decoder_length(cfg.data, run.objective)
+  example_tokens = jnp.zeros((1, length), jnp.int32)
   writer = metrics.MetricsWriter(workdir, enabled=jax.process_index() == 0)
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), c.keep_checkpoints)
   stop = _StopRequest()
@@ -194,12 +205,11 @@ def train(cfg, workdir: str) -> dict:
                          out_shardings=(state_shardings, None), donate_argnums=(0,))
     eval_step = jax.jit(steps.make_eval_step(run.model), in_shardings=(state_shardings.params, batch_sharding))
     eval_batches = _eval_batches(run, batch_sharding)
-    train_batches = pipeline.batches(run.task, "train", cfg.data.seq_len, c.batch_size, shuffle=True,
-                                     seed=c.seed, repeat=True, skip=start)
+    train_batches = _batches(run, "train", shuffle=True, repeat=True, skip=start)
     if start == 0:
       writer.write(0, evaluate(eval_step, state.params, eval_batches))
 
-    tokens_per_step = c.batch_size * cfg.data.seq_len
+    tokens_per_step = c.batch_size * length
     step, saved, latest_eval = start, start, {}
     bar = tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,
                     disable=jax.process_index() != 0)

@@ -1,0 +1,52 @@
+"""Pieces shared by the objectives: per-example seeds, concatenation, splitting."""
+
+import tensorflow as tf
+
+
+def example_seed(tokens: tf.Tensor, seed: int, salt: int = 0) -> tf.Tensor:
+  """A stateless-RNG seed from the objective's seed and the example's content.
+
+  Objectives are pure functions of (example, seed): the same example gets the
+  same noise whatever its position in the stream or the number of hosts.
+  """
+  fingerprint = tf.strings.to_hash_bucket_fast(tf.io.serialize_tensor(tokens), 2**62)
+  return tf.stack([tf.constant(seed * 1_000_003 + salt, tf.int64), fingerprint])
+
+
+def split_to_length(dataset: tf.data.Dataset, length: int, feature: str = "targets") -> tf.data.Dataset:
+  """Cuts each example's `feature` into consecutive pieces of at most `length` tokens."""
+
+  def split(example):
+    tokens = example[feature]
+    starts = tf.range(0, tf.size(tokens), length)
+    pieces = tf.RaggedTensor.from_row_lengths(tokens, tf.minimum(length, tf.size(tokens) - starts))
+    return tf.data.Dataset.from_tensor_slices({feature: pieces})
+
+  return dataset.flat_map(split)
+
+
+def concatenate(dataset: tf.data.Dataset, feature: str = "targets", documents: int = 128) -> tf.data.Dataset:
+  """Joins the tokens of every `documents` consecutive documents into one stream (T5's reduce_concat_tokens)."""
+  dataset = dataset.map(lambda ex: {feature: ex[feature]})
+  dataset = dataset.padded_batch(documents, padded_shapes={feature: [-1]})
+  # Padding is id 0, which no text token has.
+  return dataset.map(lambda ex: {feature: tf.boolean_mask(tf.reshape(ex[feature], [-1]),
+                                                          tf.reshape(ex[feature], [-1]) != 0)})
+
+
+def finish(dataset: tf.data.Dataset, vocabulary, mode_token: str | None, decoder: bool) -> tf.data.Dataset:
+  """Prepends the mode token to the inputs and appends EOS: to the targets, and
+  to the inputs of encoder-decoder examples (a decoder-only model reads the
+  inputs as a prefix of the targets)."""
+  from pretrain.data import vocab  # pylint: disable=g-import-not-at-top
+
+  mode = [vocab.single_piece_id(vocabulary, mode_token)] if mode_token else []
+  eos = vocabulary.eos_id
+
+  def add(example):
+    inputs = tf.concat([tf.constant(mode, tf.int32), example["inputs"]], 0) if mode else example["inputs"]
+    if not decoder:
+      inputs = tf.concat([inputs, [eos]], 0)
+    return {"inputs": inputs, "targets": tf.concat([example["targets"], [eos]], 0)}
+
+  return dataset.map(add, num_parallel_calls=tf.data.AUTOTUNE)

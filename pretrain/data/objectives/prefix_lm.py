@@ -1,0 +1,33 @@
+"""Prefix LM: a segment split at a uniform random point into inputs and targets."""
+
+import tensorflow as tf
+
+from pretrain.data.objectives import common
+from pretrain.errors import UserError
+
+
+def segment_length(sequence_length, mode_token: str | None, decoder: bool) -> int:
+  """The shorter of the two feature budgets, so that every split point fits both."""
+  inputs_budget = sequence_length["inputs"] - (1 if mode_token else 0) - (0 if decoder else 1)
+  targets_budget = sequence_length["targets"] - 1
+  length = min(inputs_budget, targets_budget)
+  if length < 2:
+    raise UserError(f"inputs_length={sequence_length['inputs']} and targets_length={sequence_length['targets']} "
+                    "are too short for prefix LM: raise both above 3")
+  return length
+
+
+def split_at_random_point(tokens, seed):
+  """inputs = tokens[:k], targets = tokens[k:], k uniform in [1, len - 1]."""
+  n = tf.size(tokens)
+  k = tf.random.stateless_uniform([], seed, minval=1, maxval=tf.maximum(n, 2), dtype=tf.int32)
+  return {"inputs": tokens[:k], "targets": tokens[k:]}
+
+
+def prefix_lm(dataset, sequence_length, output_features, *, seed: int, mode_token: str | None = None,
+              decoder: bool = False, salt: int = 0):
+  """seqio preprocessor: documents of 'targets' tokens -> {'inputs', 'targets'} examples."""
+  dataset = common.split_to_length(common.concatenate(dataset), segment_length(sequence_length, mode_token, decoder))
+  dataset = dataset.map(lambda ex: split_at_random_point(ex["targets"], common.example_seed(ex["targets"], seed, salt)),
+                        num_parallel_calls=tf.data.AUTOTUNE)
+  return common.finish(dataset, output_features["targets"].vocabulary, mode_token, decoder)

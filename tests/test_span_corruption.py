@@ -1,0 +1,103 @@
+"""T5 span corruption: exact counts, sentinels and reconstruction, as properties."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings, strategies as st
+
+from pretrain.data.objectives.span_corruption import (SpanCorruption, check_lengths, corrupt, lengths_of,
+                                                      random_spans_helper, random_spans_noise_mask)
+from pretrain.errors import UserError
+
+# Far above the test's token ids, so that even 4096 spans never reach them.
+FIRST_SENTINEL = 1_000_000
+SENTINELS_FROM = FIRST_SENTINEL - 5000
+densities = st.floats(min_value=0.01, max_value=0.99)
+means = st.integers(min_value=1, max_value=64)
+
+
+def _expected_counts(length, density, mean):
+  """T5's counts, in float32 as the TF code computes them."""
+  noise = int(np.round(np.float32(length) * np.float32(density)))
+  noise = min(max(noise, 1), length - 1)
+  spans = max(int(np.round(np.float32(noise) / np.float32(mean))), 1)
+  return noise, min(spans, length - noise)  # No more spans than non-noise tokens (T5 fails there).
+
+
+def _runs(mask):
+  """Lengths of the runs of equal values in a boolean array, with their values."""
+  changes = np.flatnonzero(np.diff(mask.astype(np.int8))) + 1
+  bounds = np.concatenate([[0], changes, [len(mask)]])
+  return [(bool(mask[a]), b - a) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+@settings(max_examples=60, deadline=None)
+@given(length=st.integers(2, 4096), density=densities, mean=means, seed=st.integers(0, 2**31 - 1))
+def test_noise_mask_counts(length, density, mean, seed):
+  spec = SpanCorruption(density, float(mean))
+  seeds = tf.random.experimental.stateless_split(tf.constant([seed, 7], tf.int64), 2)
+  mask = random_spans_noise_mask(tf.constant(length), spec, seeds).numpy()
+  noise, spans = _expected_counts(length, density, mean)
+  assert mask.shape == (length,)
+  assert mask.sum() == noise
+  runs = _runs(mask)
+  assert [value for value, _ in runs] == [False, True] * spans  # Starts with non-noise, ends with noise.
+
+
+@settings(max_examples=60, deadline=None)
+@given(length=st.integers(2, 4096), density=densities, mean=means, seed=st.integers(0, 2**31 - 1))
+def test_sentinels_and_reconstruction(length, density, mean, seed):
+  rng = np.random.default_rng(seed)
+  tokens = rng.integers(3, 1000, length).astype(np.int32)
+  out = corrupt(tf.constant(tokens), SpanCorruption(density, float(mean)), tf.constant([seed, 3], tf.int64),
+                FIRST_SENTINEL)
+  inputs, targets = out["inputs"].numpy(), out["targets"].numpy()
+  _, spans = _expected_counts(length, density, mean)
+  input_sentinels = inputs[inputs >= SENTINELS_FROM]
+  target_sentinels = targets[targets >= SENTINELS_FROM]
+  expected = FIRST_SENTINEL - np.arange(spans)
+  np.testing.assert_array_equal(input_sentinels, expected)  # Descending from <extra_id_0>.
+  np.testing.assert_array_equal(target_sentinels, expected)
+  assert targets[0] == FIRST_SENTINEL
+  # Each sentinel in the inputs, replaced by the tokens that follow it in the targets, gives the segment back.
+  span_of, current = {}, None
+  for t in targets:
+    if t >= SENTINELS_FROM:
+      current = t
+      span_of[current] = []
+    else:
+      span_of[current].append(t)
+  rebuilt = []
+  for t in inputs:
+    rebuilt.extend(span_of[t] if t >= SENTINELS_FROM else [t])
+  np.testing.assert_array_equal(rebuilt, tokens)
+
+
+def test_length_helper_matches_t5():
+  assert random_spans_helper(512, SpanCorruption(0.15, 3.0)) == (568, 114)
+  assert random_spans_helper(512, SpanCorruption(0.5, 3.0))[1] == 512  # Density 0.5: targets = inputs.
+
+
+@settings(max_examples=100, deadline=None)
+@given(inputs_length=st.integers(8, 2048), density=densities, mean=means)
+def test_length_helper_fills_the_inputs(inputs_length, density, mean):
+  spec = SpanCorruption(density, float(mean))
+  segment, targets = random_spans_helper(inputs_length, spec)
+  inputs_used, targets_needed, _ = lengths_of(segment, spec)
+  assert inputs_used <= inputs_length and targets_needed <= max(targets, inputs_length)
+  if density != 0.5:
+    assert targets == targets_needed
+    assert lengths_of(segment + 1, spec)[0] > inputs_length
+
+
+@pytest.mark.parametrize("spec, inputs, targets, message", [
+    (SpanCorruption(1.5, 3.0), 512, 512, "noise_density must be in \\(0, 1\\)"),
+    (SpanCorruption(0.0, 3.0), 512, 512, "noise_density must be in \\(0, 1\\)"),
+    (SpanCorruption(0.15, 0.5), 512, 512, "mean_noise_span_length must be at least 1"),
+    (SpanCorruption(0.15, 3.0), 512, 100, "needs targets_length >= 114"),
+    (SpanCorruption(0.5, 3.0), 512, 512, "makes up to 128 spans, but the vocabulary has 100 sentinels"),
+    (SpanCorruption(0.15, 3.0), 1, 10, "too short"),
+])
+def test_bad_parameters_are_named(spec, inputs, targets, message):
+  with pytest.raises(UserError, match=message):
+    check_lengths(spec, inputs, targets, num_sentinels=100)
