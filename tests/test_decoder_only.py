@@ -44,3 +44,20 @@ def test_packed_segments_do_not_attend_to_each_other():
   # ... and the second segment's logits equal running it alone.
   alone = model.apply(params, tokens[:, 6:13])
   np.testing.assert_allclose(alone, packed[:, 6:13], atol=1e-5)
+
+
+def test_prefix_attends_bidirectionally_and_targets_causally():
+  model, params = _model_and_params()
+  tokens = jax.random.randint(jax.random.key(3), (1, 16), 3, 200)
+  prefix = jnp.array([[1] * 6 + [0] * 10])  # decoder_causal_attention: inputs (5) plus one.
+  run = lambda t: model.apply(params, t, None, None, prefix)
+  base = run(tokens)
+  # A later prefix token changes earlier prefix positions ...
+  changed_prefix = run(tokens.at[:, 4].set((tokens[:, 4] + 5) % 200))
+  assert not np.allclose(changed_prefix[:, :4], base[:, :4], atol=1e-4)
+  # ... but a target token changes nothing before it.
+  changed_target = run(tokens.at[:, 10].set((tokens[:, 10] + 5) % 200))
+  np.testing.assert_allclose(changed_target[:, :10], base[:, :10], atol=1e-5)
+  # Without a prefix the model is causal everywhere.
+  causal = model.apply(params, tokens)
+  np.testing.assert_allclose(model.apply(params, tokens.at[:, 4].set(7))[:, :4], causal[:, :4], atol=1e-5)

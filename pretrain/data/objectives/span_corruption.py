@@ -100,10 +100,13 @@ def corrupt(tokens, spec: SpanCorruption, seed, first_sentinel: int) -> dict:
 
 
 def check_lengths(spec: SpanCorruption, inputs_length: int, targets_length: int, num_sentinels: int,
-                  name: str = "span corruption") -> int:
-  """The raw segment length, after checking that the feature lengths and sentinels suffice."""
+                  name: str = "span corruption", reserved: int = 0) -> int:
+  """The raw segment length, after checking that the feature lengths and sentinels suffice.
+
+  `reserved` inputs positions are taken by a mode token.
+  """
   spec.check()
-  segment_length, needed_targets = random_spans_helper(inputs_length, spec)
+  segment_length, needed_targets = random_spans_helper(inputs_length - reserved, spec)
   if segment_length < 2:
     raise UserError(f"inputs_length={inputs_length} is too short for {name} {spec.describe()}: "
                     "it cannot hold even one span; raise inputs_length")
@@ -126,8 +129,8 @@ def span_corruption(dataset, sequence_length, output_features, *, spec: SpanCorr
   corrupted inputs fill `inputs_length` (as T5), so no token is dropped.
   """
   vocabulary = output_features["targets"].vocabulary
-  inputs_length = sequence_length["inputs"] - (1 if mode_token else 0)
-  segment_length = check_lengths(spec, inputs_length, sequence_length["targets"], vocab.EXTRA_IDS)
+  segment_length = check_lengths(spec, sequence_length["inputs"], sequence_length["targets"], vocab.EXTRA_IDS,
+                                 reserved=1 if mode_token else 0)
   first_sentinel = vocab.sentinel_id(vocabulary, 0)
   dataset = common.split_to_length(common.concatenate(dataset), segment_length)
   dataset = dataset.map(lambda ex: corrupt(ex["targets"], spec, common.example_seed(ex["targets"], seed, salt),

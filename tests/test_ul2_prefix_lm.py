@@ -1,0 +1,139 @@
+"""UL2 mixture of denoisers and prefix LM, on the bundled corpus."""
+
+import collections
+import io
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+import ml_collections
+import numpy as np
+import pytest
+import seqio
+import sentencepiece as spm
+
+from pretrain import config
+from pretrain.data import objectives, pipeline, tasks, vocab
+from pretrain.data.objectives import ul2
+from pretrain.errors import UserError
+from tests.conftest import REPO
+
+
+def _data_cfg(**overrides):
+  cfg = config.load_config_file("configs/quickstart.py").data
+  cfg.update(overrides)
+  return cfg
+
+
+def _examples(source, vocabulary, objective_name, lengths, split="validation", num=None, seed=0, **overrides):
+  objective = objectives.make(objective_name, _data_cfg(**overrides), seed=seed)
+  name = tasks.register(source, vocabulary, objective)
+  dataset = seqio.get_mixture_or_task(name).get_dataset(lengths, split=split, shuffle=False, seed=seed)
+  return list(itertools.islice(dataset.as_numpy_iterator(), num))
+
+
+def test_ul2_rates_and_mode_tokens(corpus_source, vocabulary):
+  denoisers = (("R", 3, 0.15, 0.5), ("X", 8, 0.5, 0.3), ("S", 0, 0, 0.2))
+  examples = _examples(corpus_source, vocabulary, "ul2", {"inputs": 48, "targets": 48}, split="train", num=1500,
+                       ul2_denoisers=denoisers)
+  modes = {vocab.single_piece_id(vocabulary, t): k for k, t in ul2.MODE_TOKENS.items()}
+  counts = collections.Counter(modes[int(ex["inputs"][0])] for ex in examples)
+  for kind, rate in (("R", 0.5), ("X", 0.3), ("S", 0.2)):
+    tolerance = 4 * np.sqrt(rate * (1 - rate) / len(examples))
+    assert abs(counts[kind] / len(examples) - rate) < tolerance, counts
+  first_sentinel = vocab.sentinel_id(vocabulary, 0)
+  for ex in examples:
+    kind = modes[int(ex["inputs"][0])]
+    assert len(ex["inputs"]) <= 48 and len(ex["targets"]) <= 48
+    assert ex["inputs"][-1] == vocab.EOS_ID and ex["targets"][-1] == vocab.EOS_ID
+    has_sentinel = (ex["targets"] > first_sentinel - vocab.EXTRA_IDS).any()
+    assert has_sentinel == (kind != "S")
+
+
+def test_ul2_decoder_form_is_a_prefix_lm_example(corpus_source, vocabulary):
+  examples = _examples(corpus_source, vocabulary, "ul2_decoder", {"inputs": 64, "targets": 64}, num=50)
+  for ex in examples:
+    assert vocab.EOS_ID not in ex["inputs"] and ex["targets"][-1] == vocab.EOS_ID
+  name = tasks.task_name(corpus_source, objectives.make("ul2_decoder", _data_cfg(), 0))
+  batch = next(pipeline.batches(name, "validation", {"inputs": 64, "targets": 64}, 4, "prefix_lm", shuffle=False,
+                                seed=0, repeat=False))
+  assert batch["decoder_target_tokens"].shape == (4, 128)
+  dca, weights, segments = (batch[k] for k in ("decoder_causal_attention", "decoder_loss_weights",
+                                                "decoder_segment_ids"))
+  # The prefix (inputs + 1) attends bidirectionally; the loss is on the targets only, so each packed
+  # example has exactly one position in both: its first target.
+  assert (weights[(segments > 0) & (dca == 0)] == 1).all()
+  assert ((dca == 1) & (weights == 1)).sum() == segments.max(axis=1).sum()
+  assert ((dca == 1) & (weights == 0)).sum() > 0
+
+
+def test_prefix_lm_splits_are_uniform_and_lossless(corpus_source, vocabulary):
+  examples = _examples(corpus_source, vocabulary, "prefix_lm", {"inputs": 40, "targets": 40}, num=2000,
+                       split="train")
+  splits = [len(ex["inputs"]) - 1 for ex in examples if len(ex["inputs"]) + len(ex["targets"]) == 39 + 2]
+  # Full segments are 39 tokens; the split point is uniform over 1..38.
+  counts = np.bincount(splits, minlength=39)[1:]
+  assert len(splits) > 1000 and counts.min() > 0.4 * len(splits) / 38
+  text = vocabulary.decode(sum((ex["inputs"][:-1].tolist() + ex["targets"][:-1].tolist() for ex in examples[:5]), []))
+  # Documents are concatenated as T5 does, without separators; each starts with SentencePiece's space.
+  assert text in " ".join(corpus_source.texts("train"))
+
+
+def test_same_seed_same_examples(corpus_source, vocabulary):
+  first = _examples(corpus_source, vocabulary, "ul2", {"inputs": 64, "targets": 64}, num=20, seed=5)
+  second = _examples(corpus_source, vocabulary, "ul2", {"inputs": 64, "targets": 64}, num=20, seed=5)
+  other = _examples(corpus_source, vocabulary, "ul2", {"inputs": 64, "targets": 64}, num=20, seed=6)
+  assert all((a["inputs"] == b["inputs"]).all() for a, b in zip(first, second))
+  assert any(len(a["inputs"]) != len(c["inputs"]) or (a["inputs"] != c["inputs"]).any() for a, c in zip(first, other))
+
+
+def test_ul2_targets_too_short_names_the_denoiser(corpus_source, vocabulary):
+  with pytest.raises(UserError, match=r"UL2 X-denoiser \(mean_noise_span_length=3, noise_density=0.5\).*"
+                                      r"at inputs_length=128: it needs targets_length >= 126"):
+    _examples(corpus_source, vocabulary, "ul2", {"inputs": 128, "targets": 32}, num=1)
+
+
+def test_vocabulary_without_mode_tokens(corpus_source, tmp_path):
+  model = io.BytesIO()
+  texts = itertools.islice(corpus_source.texts("train"), 300)
+  spm.SentencePieceTrainer.train(sentence_iterator=(t for text in texts for t in text.split("\n\n") if t.strip()),
+                                 model_writer=model, vocab_size=500, pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+                                 minloglevel=2, logstream=open(os.devnull, "w"))
+  path = tmp_path / "plain.model"
+  path.write_bytes(model.getvalue())
+  with pytest.raises(UserError, match=r"encodes '\[NLU\]' as \d+ pieces"):
+    _examples(corpus_source, vocab.load(str(path)), "ul2", {"inputs": 64, "targets": 64}, num=1)
+
+
+@pytest.mark.parametrize("objective", ["ul2_decoder", "prefix_lm_decoder"])
+def test_decoder_forms_train(tmp_path, run_train, objective):
+  result = run_train(tmp_path / "run", f"--config.data.objective={objective}", "--config.data.inputs_length=48",
+                     "--config.data.targets_length=48", "--config.train.steps=2")
+  assert result.returncode == 0, result.stderr
+  assert "Trained 2 steps" in result.stdout
+
+
+def test_encoder_decoder_objective_is_refused_clearly(tmp_path, run_train):
+  result = run_train(tmp_path / "run", "--config.data.objective=span_corruption")
+  assert result.returncode == 2 and "encoder-decoder" in result.stderr.strip().splitlines()[-1]
+
+
+def test_inspect_task(cache_dir, vocabulary):
+  del vocabulary  # Cached, so the tool reuses it.
+  env = {**os.environ, "PRETRAIN_CACHE": cache_dir}
+  listed = subprocess.run([sys.executable, "tools/inspect_task.py", "--list"], cwd=REPO, env=env,
+                          capture_output=True, text=True)
+  assert listed.returncode == 0, listed.stderr
+  assert {"corpus_clm", "corpus_span_corruption", "corpus_ul2", "corpus_ul2_decoder"} <= set(listed.stdout.split())
+  shown = subprocess.run([sys.executable, "tools/inspect_task.py", "--task=corpus_span_corruption", "--num=2",
+                          "--inputs_length=64", "--targets_length=32", "--json"], cwd=REPO, env=env,
+                         capture_output=True, text=True)
+  assert shown.returncode == 0, shown.stderr
+  lines = [json.loads(l) for l in shown.stdout.splitlines()]
+  assert lines[0] == {"vocab_size": 4096, "eos_id": 1, "pad_id": 0}
+  assert len(lines) == 3 and all(len(ex["inputs"]) <= 64 and ex["targets"][0] == 4095 for ex in lines[1:])
+  text = subprocess.run([sys.executable, "tools/inspect_task.py", "--task=corpus_span_corruption", "--num=1"],
+                        cwd=REPO, env=env, capture_output=True, text=True)
+  assert "<extra_id_0>" in text.stdout

@@ -1,0 +1,74 @@
+"""Prints examples of a registered task, decoded, before packing.
+
+  python tools/inspect_task.py --task=corpus_span_corruption [--split=validation] [--num=3] \
+      [--inputs_length=128 --targets_length=128] [--json]
+  python tools/inspect_task.py --list
+
+Tasks are registered for the source of the config (the bundled corpus unless
+--config.data.source says otherwise), one per objective: {source}_{objective}.
+Sentinels (<extra_id_N>) and mode tokens ([NLU], [NLG], [S2S]) show in the text.
+With --json: a first line {"vocab_size", "eos_id", "pad_id"}, then one object
+per example mapping each feature to its token ids.
+"""
+
+import argparse
+import itertools
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
+from pretrain.errors import UserError, exit_on_user_error
+
+
+@exit_on_user_error
+def main(argv):
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--task", help="task name, e.g. corpus_ul2")
+  parser.add_argument("--list", action="store_true", help="print the registered task names")
+  parser.add_argument("--split", default="validation", choices=("train", "validation"))
+  parser.add_argument("--num", type=int, default=3, help="examples to print")
+  parser.add_argument("--inputs_length", type=int, help="default: data.inputs_length")
+  parser.add_argument("--targets_length", type=int, help="default: data.targets_length (data.seq_len for clm)")
+  parser.add_argument("--json", action="store_true", help="token ids as JSON lines")
+  args, cfg = config_lib.parse_command_line(parser, argv)
+  if not args.list and not args.task:
+    raise UserError("give --task=NAME (see --list for the names)")
+
+  import seqio  # pylint: disable=g-import-not-at-top  (imports TF)
+  from pretrain.data import objectives, sources, tasks, vocab  # pylint: disable=g-import-not-at-top
+
+  source = sources.make_source(cfg.data)
+  vocabulary = vocab.get_vocabulary(cfg, source)
+  names = tasks.register_all(source, vocabulary, cfg.data, cfg.train.seed)
+  if args.list:
+    print("\n".join(names))
+    return
+  if args.task not in names:
+    raise UserError(f"unknown task {args.task!r}; the registered tasks are {', '.join(names)}")
+  objective = objectives.make(args.task[len(source.name) + 1:], cfg.data, cfg.train.seed)
+  if objective.converter == "lm":
+    lengths = {"targets": args.targets_length or cfg.data.seq_len}
+  else:
+    lengths = {"inputs": args.inputs_length or cfg.data.inputs_length,
+               "targets": args.targets_length or cfg.data.targets_length}
+  dataset = seqio.get_mixture_or_task(args.task).get_dataset(
+      lengths, split=args.split, shuffle=False, seed=cfg.train.seed)
+  examples = itertools.islice(dataset.as_numpy_iterator(), args.num)
+  if args.json:
+    print(json.dumps({"vocab_size": vocabulary.vocab_size, "eos_id": vocabulary.eos_id,
+                      "pad_id": vocabulary.pad_id}))
+    for example in examples:
+      print(json.dumps({k: v.tolist() for k, v in example.items()}))
+    return
+  for i, example in enumerate(examples):
+    print(f"=== {args.task} example {i} ({args.split})")
+    for feature, ids in example.items():
+      print(f"--- {feature} ({len(ids)} tokens)\n{vocabulary.decode(ids.tolist())}")
+
+
+if __name__ == "__main__":
+  main(sys.argv[1:])
