@@ -13,7 +13,8 @@ def get_config() -> ml_collections.ConfigDict:
 
   c.data = ml_collections.ConfigDict()
   c.data.source = "corpus"        # corpus | files | tfds
-  # clm | prefix_lm_decoder | ul2_decoder (decoder-only); span_corruption | prefix_lm | ul2 (encoder-decoder)
+  # Decoder-only: clm | fim | prefix_lm_decoder | ul2_decoder. Encoder-decoder: span_corruption | prefix_lm |
+  # ul2 | bart. Encoder-only: mlm.
   c.data.objective = "clm"
   c.data.train_files = ""         # source=files: glob of .txt (a document per line) or .jsonl files
   c.data.validation_files = ""    # source=files: glob; empty holds out 5% of the train documents
@@ -22,7 +23,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.data.tfds_data_dir = ""       # source=tfds: where the prepared dataset is ('' = TFDS default)
   c.data.train_split = "train"
   c.data.validation_split = "validation"
-  c.data.seq_len = 128            # clm: tokens per row
+  c.data.seq_len = 128            # clm, fim, mlm: tokens per row
   c.data.inputs_length = 128      # other objectives: inputs tokens (a decoder-only row holds inputs + targets)
   c.data.targets_length = 128
   c.data.noise_density = 0.15     # span_corruption
@@ -33,6 +34,14 @@ def get_config() -> ml_collections.ConfigDict:
       ("X", 3, 0.5, 1.0), ("X", 8, 0.5, 1.0), ("X", 64, 0.15, 1.0), ("X", 64, 0.5, 1.0),
       ("S", 0, 0, 1.0),
   )
+  c.data.mlm_rate = 0.15          # mlm: share of tokens selected (80% [MASK], 10% random, 10% kept)
+  c.data.fim_rate = 0.5           # fim: share of documents rearranged
+  c.data.fim_spm_rate = 0.5       # fim: share of those in SPM rather than PSM order
+  c.data.bart_permute_sentences = True
+  c.data.bart_rotate = False
+  c.data.bart_mask_rate = 0.0
+  c.data.bart_delete_rate = 0.0
+  c.data.bart_infilling_rate = 0.3
   c.data.cache_dir = ""           # corpus and tokenizers ('' = $PRETRAIN_CACHE or ~/.cache/pretrain)
 
   c.tokenizer = ml_collections.ConfigDict()

@@ -107,7 +107,7 @@ def test_vocabulary_without_mode_tokens(corpus_source, tmp_path):
     _examples(corpus_source, vocab.load(str(path)), "ul2", {"inputs": 64, "targets": 64}, num=1)
 
 
-@pytest.mark.parametrize("objective", ["ul2_decoder", "prefix_lm_decoder"])
+@pytest.mark.parametrize("objective", ["ul2_decoder", "prefix_lm_decoder", "fim"])
 def test_decoder_forms_train(tmp_path, run_train, objective):
   result = run_train(tmp_path / "run", f"--config.data.objective={objective}", "--config.data.inputs_length=48",
                      "--config.data.targets_length=48", "--config.train.steps=2")

@@ -67,7 +67,8 @@ def main(argv):
   for i, example in enumerate(examples):
     print(f"=== {args.task} example {i} ({args.split})")
     for feature, ids in example.items():
-      print(f"--- {feature} ({len(ids)} tokens)\n{vocabulary.decode(ids.tolist())}")
+      shown = ids.tolist() if feature == "weights" else vocabulary.decode(ids.tolist())
+      print(f"--- {feature} ({len(ids)} tokens)\n{shown}")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ def feature_lengths(data_cfg, objective) -> dict[str, int]:
   """Task feature lengths: seq_len for causal LM, inputs/targets lengths otherwise."""
   if objective.converter == "lm":
     return {"targets": data_cfg.seq_len}
+  if objective.converter == "encoder":
+    return {"inputs": data_cfg.seq_len, "targets": data_cfg.seq_len, "weights": data_cfg.seq_len}
   return {"inputs": data_cfg.inputs_length, "targets": data_cfg.targets_length}
 
 

@@ -22,6 +22,8 @@ def register(source: Source, vocabulary: seqio.Vocabulary, objective: objectives
   features = {"targets": seqio.Feature(vocabulary, add_eos=True)}
   if "inputs" in objective.features:  # Decoder-only models read the inputs as a prefix, without EOS.
     features["inputs"] = seqio.Feature(vocabulary, add_eos=objective.converter == "enc_dec")
+  if "weights" in objective.features:
+    features["weights"] = seqio.Feature(seqio.PassThroughVocabulary(2), add_eos=False)
   seqio.TaskRegistry.remove(name)
   seqio.TaskRegistry.add(
       name,

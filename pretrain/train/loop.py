@@ -90,9 +90,10 @@ def build(cfg, workdir: str) -> Run:
     raise UserError(f"train.batch_size={cfg.train.batch_size} does not divide across {data_shards} data shards; "
                     f"use a multiple of {data_shards}")
   objective = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed)
-  if objective.converter == "enc_dec":
-    raise UserError(f"objective {objective.name!r} makes encoder-decoder examples, and the trainer has only the "
-                    "decoder-only model so far; use clm, prefix_lm_decoder or ul2_decoder, or look at the "
+  if objective.converter not in ("lm", "prefix_lm"):
+    model = "an encoder-decoder" if objective.converter == "enc_dec" else "an encoder-only"
+    raise UserError(f"objective {objective.name!r} makes examples for {model} model, and the trainer has only the "
+                    "decoder-only model so far; use clm, fim, prefix_lm_decoder or ul2_decoder, or look at the "
                     f"examples with tools/inspect_task.py --task=corpus_{objective.name}")
   source = sources.make_source(cfg.data)
   vocabulary = vocab.get_vocabulary(cfg, source)

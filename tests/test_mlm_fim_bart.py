@@ -1,0 +1,114 @@
+"""MLM, FIM and BART noising."""
+
+import itertools
+
+import numpy as np
+import pytest
+import seqio
+import tensorflow as tf
+
+from pretrain import config
+from pretrain.data import objectives, tasks, vocab
+from pretrain.data.objectives import bart
+
+
+def _examples(source, vocabulary, name, lengths, num, split="train", **overrides):
+  data_cfg = config.load_config_file("configs/quickstart.py").data
+  data_cfg.update(overrides)
+  task = tasks.register(source, vocabulary, objectives.make(name, data_cfg, seed=0))
+  dataset = seqio.get_mixture_or_task(task).get_dataset(lengths, split=split, shuffle=False, seed=0)
+  return list(itertools.islice(dataset.as_numpy_iterator(), num))
+
+
+def test_mlm_proportions(corpus_source, vocabulary):
+  examples = _examples(corpus_source, vocabulary, "mlm", {"inputs": 128, "targets": 128, "weights": 128}, 850)
+  inputs, targets, weights = (np.concatenate([ex[k] for ex in examples]) for k in ("inputs", "targets", "weights"))
+  assert len(targets) > 100_000
+  selected = weights == 1
+  assert abs(selected.mean() - 0.15) < 0.005
+  mask_id = vocab.single_piece_id(vocabulary, vocab.MASK_TOKEN)
+  masked = (inputs == mask_id) & selected
+  kept = (inputs == targets) & selected
+  replaced = selected & ~masked & ~kept
+  n = selected.sum()
+  for share, expected in ((masked.sum() / n, 0.8), (replaced.sum() / n, 0.1), (kept.sum() / n, 0.1)):
+    assert abs(share - expected) < 4 * np.sqrt(expected * (1 - expected) / n)
+  assert (inputs[~selected] == targets[~selected]).all()
+  assert (inputs[replaced] >= 3 + len(vocab.SPECIAL_TOKENS)).all()
+
+
+def test_fim_rearranges_and_reconstructs(corpus_source, vocabulary):
+  pre, suf, mid = (vocab.single_piece_id(vocabulary, t) for t in vocab.FIM_TOKENS)
+  # Long enough that no document is cut: each example is one whole document.
+  examples = _examples(corpus_source, vocabulary, "fim", {"targets": 100_000}, 400)
+  documents = list(itertools.islice(corpus_source.texts("train"), 400))
+  kinds = []
+  for example, document in zip(examples, documents):
+    tokens = example["targets"].tolist()
+    assert tokens[-1] == vocab.EOS_ID
+    tokens = tokens[:-1]
+    if tokens[:2] == [pre, suf]:  # SPM: <PRE> <SUF> suffix <MID> prefix middle
+      suffix, prefix_middle = tokens[2:tokens.index(mid)], tokens[tokens.index(mid) + 1:]
+      kinds.append("spm")
+      rebuilt = prefix_middle + suffix
+    elif tokens[:1] == [pre]:  # PSM: <PRE> prefix <SUF> suffix <MID> middle
+      prefix, suffix, middle = (tokens[1:tokens.index(suf)], tokens[tokens.index(suf) + 1:tokens.index(mid)],
+                                tokens[tokens.index(mid) + 1:])
+      kinds.append("psm")
+      rebuilt = prefix + middle + suffix
+    else:
+      kinds.append("plain")
+      rebuilt = tokens
+    assert vocabulary.decode(rebuilt) == document
+  fim_share = 1 - kinds.count("plain") / len(kinds)
+  assert abs(fim_share - 0.5) < 0.1 and abs(kinds.count("spm") / (len(kinds) * fim_share) - 0.5) < 0.12
+
+
+def _noise(tokens, **spec):
+  table = tf.constant([i % 10 == 9 for i in range(200)])  # Ids 9, 19, ... end sentences.
+  out = bart.noise(tf.constant(tokens, tf.int32), tf.constant([1, 2], tf.int64), bart.BartNoise(**spec), table,
+                   mask_id=5)
+  return out.numpy().tolist()
+
+
+TOKENS = np.random.default_rng(0).integers(10, 200, 400).tolist()
+OFF = dict(permute_sentences=False, rotate=False, mask_rate=0.0, delete_rate=0.0, infilling_rate=0.0)
+
+
+def _is_subsequence(short, long):
+  it = iter(long)
+  return all(t in it for t in short)
+
+
+def test_bart_sentence_permutation_keeps_the_tokens():
+  out = _noise(TOKENS, **{**OFF, "permute_sentences": True})
+  assert sorted(out) == sorted(TOKENS) and out != TOKENS
+
+
+def test_bart_rotation():
+  out = _noise(TOKENS, **{**OFF, "rotate": True})
+  assert out != TOKENS and any(out[k:] + out[:k] == TOKENS for k in range(len(out)))
+
+
+def test_bart_masking_and_deletion():
+  masked = _noise(TOKENS, **{**OFF, "mask_rate": 0.2})
+  assert len(masked) == len(TOKENS) and all(m in (t, 5) for m, t in zip(masked, TOKENS)) and 5 in masked
+  deleted = _noise(TOKENS, **{**OFF, "delete_rate": 0.2})
+  assert 0.6 * len(TOKENS) < len(deleted) < len(TOKENS) and _is_subsequence(deleted, TOKENS)
+
+
+def test_bart_text_infilling():
+  out = _noise(TOKENS, **{**OFF, "infilling_rate": 0.3})
+  kept = [t for t in out if t != 5]
+  assert len(kept) == len(TOKENS) - round(len(TOKENS) * 0.3)
+  assert _is_subsequence(kept, TOKENS)
+  spans = out.count(5)
+  assert 0.5 * 120 / 3 < spans < 2 * 120 / 3  # Poisson(3) spans covering 120 tokens.
+
+
+def test_bart_examples_target_the_original(corpus_source, vocabulary):
+  examples = _examples(corpus_source, vocabulary, "bart", {"inputs": 64, "targets": 64}, 30)
+  text = vocabulary.decode(sum((ex["targets"][:-1].tolist() for ex in examples), []))
+  assert text in " ".join(corpus_source.texts("train"))
+  mask_id = vocab.single_piece_id(vocabulary, vocab.MASK_TOKEN)
+  assert all(len(ex["inputs"]) <= 64 and mask_id in ex["inputs"] for ex in examples)
