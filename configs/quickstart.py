@@ -42,6 +42,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.data.bart_mask_rate = 0.0
   c.data.bart_delete_rate = 0.0
   c.data.bart_infilling_rate = 0.3
+  # Several sources mixed at rates: rows of (corpus | files | tfds, files glob or TFDS NAME:VERSION, rate),
+  # e.g. (("corpus", "", 1.0), ("files", "data/*.jsonl", 3.0)). Empty: data.source alone.
+  c.data.mixture = ()
   c.data.cache_dir = ""           # corpus and tokenizers ('' = $PRETRAIN_CACHE or ~/.cache/pretrain)
 
   c.tokenizer = ml_collections.ConfigDict()

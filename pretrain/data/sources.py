@@ -58,6 +58,31 @@ def make_source(data_cfg) -> Source:
   raise UserError(f"data.source must be 'corpus', 'files' or 'tfds', got {data_cfg.source!r}")
 
 
+def mixture_sources(data_cfg) -> list[tuple[Source, float]]:
+  """The sources of `data.mixture` with their rates, or the single `data.source` at rate 1.
+
+  Each mixture row is (source, files glob or TFDS NAME:VERSION, rate), e.g.
+  ("corpus", "", 1.0), ("files", "data/*.jsonl", 3.0), ("tfds", "c4/en:3.1.0", 5.0).
+  """
+  if not data_cfg.mixture:
+    return [(make_source(data_cfg), 1.0)]
+  members = []
+  for i, row in enumerate(data_cfg.mixture):
+    if len(row) != 3 or row[0] not in ("corpus", "files", "tfds") or float(row[2]) < 0:
+      raise UserError(f"data.mixture row {tuple(row)} is invalid; write (source, files glob or TFDS name, rate) "
+                      "with source corpus, files or tfds and a non-negative rate")
+    kind, where, rate = row
+    member_cfg = data_cfg.copy_and_resolve_references()
+    member_cfg.source = kind
+    if kind == "files":
+      member_cfg.train_files, member_cfg.validation_files = where, ""
+    elif kind == "tfds":
+      member_cfg.tfds_name = where
+    source = make_source(member_cfg)
+    members.append((dataclasses.replace(source, name=f"mix{i}_{source.name}"), float(rate)))
+  return members
+
+
 def _matching_files(pattern: str, key: str) -> list[str]:
   files = sorted(glob.glob(os.path.expanduser(pattern)))
   if not pattern or not files:

@@ -35,5 +35,19 @@ def register(source: Source, vocabulary: seqio.Vocabulary, objective: objectives
   return name
 
 
+def register_mixture(members: list[tuple[Source, float]], vocabulary: seqio.Vocabulary,
+                     objective: objectives.Objective) -> str:
+  """One task per source and a seqio Mixture of them at the given rates; returns its name.
+
+  A single source at rate 1 is just its task.
+  """
+  if len(members) == 1:
+    return register(members[0][0], vocabulary, objective)
+  name = f"mixture_{objective.name}"
+  seqio.MixtureRegistry.remove(name)
+  seqio.MixtureRegistry.add(name, [(register(source, vocabulary, objective), rate) for source, rate in members])
+  return name
+
+
 def register_all(source: Source, vocabulary: seqio.Vocabulary, data_cfg, seed: int) -> list[str]:
   return [register(source, vocabulary, objectives.make(n, data_cfg, seed)) for n in objectives.NAMES]

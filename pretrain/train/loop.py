@@ -95,9 +95,10 @@ def build(cfg, workdir: str) -> Run:
     raise UserError(f"objective {objective.name!r} makes examples for {model} model, and the trainer has only the "
                     "decoder-only model so far; use clm, fim, prefix_lm_decoder or ul2_decoder, or look at the "
                     f"examples with tools/inspect_task.py --task=corpus_{objective.name}")
-  source = sources.make_source(cfg.data)
+  members = sources.mixture_sources(cfg.data)
+  source = members[0][0]  # Trains the vocabulary (unless tokenizer.path is set) and gives sample prompts.
   vocabulary = vocab.get_vocabulary(cfg, source)
-  task = tasks.register(source, vocabulary, objective)
+  task = tasks.register_mixture(members, vocabulary, objective)
   vocab_size = math.ceil(vocabulary.vocab_size / VOCAB_MULTIPLE) * VOCAB_MULTIPLE
   model = DecoderOnly(DecoderOnlyConfig.from_config(cfg.model, vocab_size))
   if jax.process_index() == 0:
