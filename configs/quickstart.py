@@ -49,7 +49,8 @@ def get_config() -> ml_collections.ConfigDict:
 
   c.tokenizer = ml_collections.ConfigDict()
   c.tokenizer.path = ""           # an existing SentencePiece .model; '' trains one on the train split
-  c.tokenizer.vocab_size = 4096   # including the 100 sentinels
+  c.tokenizer.vocab_size = 4096   # including the sentinels
+  c.tokenizer.extra_ids = 100     # sentinels <extra_id_N>; UL2 at long inputs needs more (spans ~ inputs / 4)
   c.tokenizer.model_type = "unigram"
   c.tokenizer.max_chars = 20_000_000  # text to train on, from the start of the train split
 

@@ -48,7 +48,7 @@ def test_ul2_rates_and_mode_tokens(corpus_source, vocabulary):
     kind = modes[int(ex["inputs"][0])]
     assert len(ex["inputs"]) <= 48 and len(ex["targets"]) <= 48
     assert ex["inputs"][-1] == vocab.EOS_ID and ex["targets"][-1] == vocab.EOS_ID
-    has_sentinel = (ex["targets"] > first_sentinel - vocab.EXTRA_IDS).any()
+    has_sentinel = (ex["targets"] > first_sentinel - vocabulary.extra_ids).any()
     assert has_sentinel == (kind != "S")
 
 

@@ -69,6 +69,7 @@ def main(argv):
   parser.add_argument("--batch_size", type=int, default=64)
   args, cfg = config_lib.parse_command_line(parser, argv)
   cfg.data.seq_len, cfg.data.inputs_length, cfg.data.targets_length = 512, 512, 512
+  cfg.tokenizer.extra_ids = 200  # UL2's X-denoiser (mean 3, density 0.5) makes 127 spans at inputs 512.
   from pretrain.data import objectives, pipeline, sources, tasks, vocab  # pylint: disable=g-import-not-at-top
 
   source = sources.make_source(cfg.data)

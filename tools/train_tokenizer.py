@@ -4,8 +4,8 @@
       [--config.data.source=files --config.data.train_files='docs/*.jsonl'] [--config.tokenizer.vocab_size=32000]
 
 The model has pad=0, eos=1, unk=2, the special tokens (UL2 modes, FIM markers,
-[MASK]) as single pieces, and room for seqio's 100 sentinels on top:
-`tokenizer.vocab_size` counts them. Use it with --config.tokenizer.path=my.model.
+[MASK]) as single pieces, and room for seqio's sentinels on top (`tokenizer.extra_ids`, 100 by
+default): `tokenizer.vocab_size` counts them. Use it with --config.tokenizer.path=my.model.
 """
 
 import argparse
@@ -27,9 +27,9 @@ def main(argv):
   from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top  (imports TF)
   source = sources.make_source(cfg.data)
   texts = source.texts("train", max_chars=cfg.tokenizer.max_chars)
-  vocab.write_atomically(args.out, vocab.train_sentencepiece(texts, cfg.tokenizer.vocab_size,
-                                                             cfg.tokenizer.model_type))
-  vocabulary = vocab.load(args.out)
+  t = cfg.tokenizer
+  vocab.write_atomically(args.out, vocab.train_sentencepiece(texts, t.vocab_size, t.model_type, t.extra_ids))
+  vocabulary = vocab.load(args.out, t.extra_ids)
   print(f"Wrote {args.out}: {vocabulary.vocab_size} ids with the sentinels "
         f"(<extra_id_0> = {vocab.sentinel_id(vocabulary, 0)}), pad {vocab.PAD_ID}, eos {vocab.EOS_ID}, "
         f"unk {vocab.UNK_ID}; special tokens "

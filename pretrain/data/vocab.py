@@ -1,7 +1,8 @@
 """SentencePiece vocabularies: training, caching by content, loading, checks.
 
-Ids follow T5 and seqio: pad 0, eos 1, unk 2, no bos; 100 sentinels appended by
-seqio at load time, `<extra_id_0>` the highest id. The objectives' special
+Ids follow T5 and seqio: pad 0, eos 1, unk 2, no bos; sentinels (100 unless
+tokenizer.extra_ids says otherwise) appended by seqio at load time,
+`<extra_id_0>` the highest id. The objectives' special
 tokens (UL2 mode tokens, FIM markers, the MLM mask) are single pieces.
 """
 
@@ -18,7 +19,7 @@ from pretrain.data.sources import cache_dir
 from pretrain.errors import UserError
 
 PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
-EXTRA_IDS = 100
+EXTRA_IDS = 100  # Sentinels by default, as T5; tokenizer.extra_ids sets another count.
 MODE_TOKENS = ("[NLU]", "[NLG]", "[S2S]")
 FIM_TOKENS = ("<PRE>", "<SUF>", "<MID>")
 MASK_TOKEN = "[MASK]"
@@ -42,11 +43,11 @@ def _training_lines(texts):
         yield paragraph
 
 
-def train_sentencepiece(texts, vocab_size: int, model_type: str = "unigram") -> bytes:
-  """Trains a model on an iterable of documents; `vocab_size` counts the sentinels too."""
-  pieces = vocab_size - EXTRA_IDS
+def train_sentencepiece(texts, vocab_size: int, model_type: str = "unigram", extra_ids: int = EXTRA_IDS) -> bytes:
+  """Trains a model on an iterable of documents; `vocab_size` counts the `extra_ids` sentinels too."""
+  pieces = vocab_size - extra_ids
   if pieces < 3 + len(SPECIAL_TOKENS) + 256 + 30:
-    raise UserError(f"tokenizer.vocab_size={vocab_size} is too small: it must exceed {EXTRA_IDS} sentinels, "
+    raise UserError(f"tokenizer.vocab_size={vocab_size} is too small: it must exceed {extra_ids} sentinels, "
                     "3 control ids, the special tokens and 256 byte pieces by a few dozen pieces")
   model = io.BytesIO()
   try:
@@ -68,20 +69,20 @@ def write_atomically(path: str, data: bytes) -> None:
   os.replace(f.name, path)
 
 
-def cached_model(texts, vocab_size: int, model_type: str, cache: str) -> str:
+def cached_model(texts, vocab_size: int, model_type: str, cache: str, extra_ids: int = EXTRA_IDS) -> str:
   """Path of a model trained on `texts`, trained once per distinct text and options."""
   texts = list(texts)
-  digest = hashlib.sha256(json.dumps([vocab_size, model_type, TRAINER_OPTIONS], sort_keys=True).encode())
+  digest = hashlib.sha256(json.dumps([vocab_size, model_type, extra_ids, TRAINER_OPTIONS], sort_keys=True).encode())
   for text in texts:
     digest.update(hashlib.sha256(text.encode("utf-8")).digest())
   path = os.path.join(cache, "tokenizers", f"spm_{vocab_size}_{digest.hexdigest()[:16]}.model")
   if not os.path.exists(path):
     print(f"Training a {vocab_size}-token SentencePiece vocabulary (once) -> {path}", flush=True)
-    write_atomically(path, train_sentencepiece(texts, vocab_size, model_type))
+    write_atomically(path, train_sentencepiece(texts, vocab_size, model_type, extra_ids))
   return path
 
 
-def load(path: str) -> seqio.SentencePieceVocabulary:
+def load(path: str, extra_ids: int = EXTRA_IDS) -> seqio.SentencePieceVocabulary:
   """Loads a SentencePiece model with seqio's sentinels, checking the ids we rely on."""
   if not os.path.isfile(path):
     raise UserError(f"vocabulary file {path!r} does not exist; give an existing .model file in "
@@ -94,7 +95,7 @@ def load(path: str) -> seqio.SentencePieceVocabulary:
   if ids != (PAD_ID, EOS_ID, UNK_ID):
     raise UserError(f"{path!r} has pad/eos/unk ids {ids}, expected {(PAD_ID, EOS_ID, UNK_ID)}; "
                     "train a vocabulary with tools/train_tokenizer.py")
-  return seqio.SentencePieceVocabulary(path, extra_ids=EXTRA_IDS)
+  return seqio.SentencePieceVocabulary(path, extra_ids=extra_ids)
 
 
 def single_piece_id(vocabulary: seqio.SentencePieceVocabulary, token: str) -> int:
@@ -114,8 +115,8 @@ def sentinel_id(vocabulary: seqio.SentencePieceVocabulary, index: int) -> int:
 
 def get_vocabulary(cfg, source) -> seqio.SentencePieceVocabulary:
   """The run's vocabulary: `tokenizer.path`, or one trained on the source and cached."""
-  if cfg.tokenizer.path:
-    return load(cfg.tokenizer.path)
-  texts = source.texts("train", max_chars=cfg.tokenizer.max_chars)
-  path = cached_model(texts, cfg.tokenizer.vocab_size, cfg.tokenizer.model_type, cache_dir(cfg.data))
-  return load(path)
+  t = cfg.tokenizer
+  if t.path:
+    return load(t.path, t.extra_ids)
+  texts = source.texts("train", max_chars=t.max_chars)
+  return load(cached_model(texts, t.vocab_size, t.model_type, cache_dir(cfg.data), t.extra_ids), t.extra_ids)

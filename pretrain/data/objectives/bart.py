@@ -98,7 +98,7 @@ def noise(tokens, seed, spec: BartNoise, is_end_table, mask_id: int):
 
 def sentence_end_table(vocabulary) -> tf.Tensor:
   pieces = [vocabulary.tokenizer.id_to_piece(i) for i in range(vocabulary.tokenizer.vocab_size())]
-  table = np.array([p.endswith(SENTENCE_ENDS) for p in pieces] + [False] * vocab.EXTRA_IDS)
+  table = np.array([p.endswith(SENTENCE_ENDS) for p in pieces] + [False] * vocabulary.extra_ids)
   return tf.constant(table)
 
 

@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from pretrain.data import vocab
+
 
 def example_seed(tokens: tf.Tensor, seed: int, salt: int = 0) -> tf.Tensor:
   """A stateless-RNG seed from the objective's seed and the example's content.
@@ -34,19 +36,20 @@ def concatenate(dataset: tf.data.Dataset, feature: str = "targets", documents: i
                                                           tf.reshape(ex[feature], [-1]) != 0)})
 
 
-def finish(dataset: tf.data.Dataset, vocabulary, mode_token: str | None, decoder: bool) -> tf.data.Dataset:
+def finish_example(example: dict, mode_id: int | None, eos_id: int, decoder: bool) -> dict:
   """Prepends the mode token to the inputs and appends EOS: to the targets, and
   to the inputs of encoder-decoder examples (a decoder-only model reads the
   inputs as a prefix of the targets)."""
-  from pretrain.data import vocab  # pylint: disable=g-import-not-at-top
+  inputs = example["inputs"]
+  if mode_id is not None:
+    inputs = tf.concat([[mode_id], inputs], 0)
+  if not decoder:
+    inputs = tf.concat([inputs, [eos_id]], 0)
+  return {"inputs": inputs, "targets": tf.concat([example["targets"], [eos_id]], 0)}
 
-  mode = [vocab.single_piece_id(vocabulary, mode_token)] if mode_token else []
-  eos = vocabulary.eos_id
 
-  def add(example):
-    inputs = tf.concat([tf.constant(mode, tf.int32), example["inputs"]], 0) if mode else example["inputs"]
-    if not decoder:
-      inputs = tf.concat([inputs, [eos]], 0)
-    return {"inputs": inputs, "targets": tf.concat([example["targets"], [eos]], 0)}
-
-  return dataset.map(add, num_parallel_calls=tf.data.AUTOTUNE)
+def finish(dataset: tf.data.Dataset, vocabulary, mode_token: str | None, decoder: bool) -> tf.data.Dataset:
+  """`finish_example` over a dataset; the mode token must be a single piece of the vocabulary."""
+  mode_id = vocab.single_piece_id(vocabulary, mode_token) if mode_token else None
+  return dataset.map(lambda ex: finish_example(ex, mode_id, vocabulary.eos_id, decoder),
+                     num_parallel_calls=tf.data.AUTOTUNE)

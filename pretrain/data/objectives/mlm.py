@@ -35,7 +35,7 @@ def mlm(dataset, sequence_length, output_features, *, seed: int, rate: float = 0
   """seqio preprocessor: documents of 'targets' tokens -> masked segments of the inputs length."""
   vocabulary = output_features["targets"].vocabulary
   mask_id = vocab.single_piece_id(vocabulary, vocab.MASK_TOKEN)
-  random_ids = (first_regular_id(), vocabulary.vocab_size - vocab.EXTRA_IDS)
+  random_ids = (first_regular_id(), vocabulary.vocab_size - vocabulary.extra_ids)
   dataset = common.split_to_length(common.concatenate(dataset), sequence_length["inputs"])
   return dataset.map(lambda ex: mask_tokens(ex["targets"], common.example_seed(ex["targets"], seed), rate=rate,
                                             mask_id=mask_id, random_ids=random_ids),

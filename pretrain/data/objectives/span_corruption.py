@@ -129,7 +129,7 @@ def span_corruption(dataset, sequence_length, output_features, *, spec: SpanCorr
   corrupted inputs fill `inputs_length` (as T5), so no token is dropped.
   """
   vocabulary = output_features["targets"].vocabulary
-  segment_length = check_lengths(spec, sequence_length["inputs"], sequence_length["targets"], vocab.EXTRA_IDS,
+  segment_length = check_lengths(spec, sequence_length["inputs"], sequence_length["targets"], vocabulary.extra_ids,
                                  reserved=1 if mode_token else 0)
   first_sentinel = vocab.sentinel_id(vocabulary, 0)
   dataset = common.split_to_length(common.concatenate(dataset), segment_length)

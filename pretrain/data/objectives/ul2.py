@@ -2,9 +2,13 @@
 
 R-denoisers are regular span corruption, X-denoisers extreme (long spans or
 dense noise), the S-denoiser is prefix LM. Each example's inputs start with
-its denoiser's mode token: [NLU] for R, [NLG] for X, [S2S] for S. Documents
-are dealt to the denoisers by a hash of their content; examples are drawn from
-the denoisers' streams at the configured rates.
+its denoiser's mode token: [NLU] for R, [NLG] for X, [S2S] for S.
+
+Documents are concatenated (as for span corruption) and the stream is cut into
+consecutive segments, each with a denoiser drawn at the configured rates and
+as long as that denoiser's raw segment length: every token is used once, the
+denoisers' frequencies follow the rates, and the data is read and tokenized
+once.
 """
 
 import dataclasses
@@ -12,9 +16,8 @@ import dataclasses
 import tensorflow as tf
 
 from pretrain.data import vocab
-from pretrain.data.objectives import common
-from pretrain.data.objectives.prefix_lm import prefix_lm
-from pretrain.data.objectives.span_corruption import SpanCorruption, span_corruption
+from pretrain.data.objectives import common, prefix_lm
+from pretrain.data.objectives.span_corruption import SpanCorruption, check_lengths, corrupt
 from pretrain.errors import UserError
 
 MODE_TOKENS = {"R": "[NLU]", "X": "[NLG]", "S": "[S2S]"}
@@ -47,32 +50,54 @@ def parse_denoisers(rows) -> tuple[Denoiser, ...]:
   return tuple(denoisers)
 
 
+def _branch(denoiser: Denoiser, sequence_length, vocabulary, decoder: bool):
+  """(raw segment length, fn(tokens, seed) -> finished example) of one denoiser."""
+  mode_id = vocab.single_piece_id(vocabulary, MODE_TOKENS[denoiser.kind])
+  if denoiser.kind == "S":
+    length = prefix_lm.segment_length(sequence_length, MODE_TOKENS["S"], decoder)
+    make = prefix_lm.split_at_random_point
+  else:
+    spec = SpanCorruption(denoiser.noise_density, denoiser.mean_noise_span_length)
+    length = check_lengths(spec, sequence_length["inputs"], sequence_length["targets"], vocabulary.extra_ids,
+                           reserved=1)
+    first_sentinel = vocab.sentinel_id(vocabulary, 0)
+    make = lambda tokens, seed: corrupt(tokens, spec, seed, first_sentinel)
+  return length, lambda tokens, seed: common.finish_example(make(tokens, seed), mode_id, vocabulary.eos_id, decoder)
+
+
 def ul2(dataset, sequence_length, output_features, *, denoisers: tuple[Denoiser, ...], seed: int,
         decoder: bool = False):
   """seqio preprocessor: documents of 'targets' tokens -> {'inputs', 'targets'} examples."""
-  count = len(denoisers)
-
-  def bucket(example):
-    seed_pair = common.example_seed(example["targets"], seed, salt=count)
-    return tf.random.stateless_uniform([], seed_pair, minval=0, maxval=count, dtype=tf.int32)
-
-  dataset = dataset.map(lambda ex: {"targets": ex["targets"], "bucket": bucket(ex)})
-  streams = []
-  for i, d in enumerate(denoisers):
-    documents = dataset.filter(lambda ex, i=i: ex["bucket"] == i).map(lambda ex: {"targets": ex["targets"]})
-    kwargs = dict(seed=seed, mode_token=MODE_TOKENS[d.kind], decoder=decoder, salt=i)
+  vocabulary = output_features["targets"].vocabulary
+  lengths, makers = [], []
+  for d in denoisers:
     try:
-      if d.kind == "S":
-        streams.append(prefix_lm(documents, sequence_length, output_features, **kwargs))
-      else:
-        spec = SpanCorruption(d.noise_density, d.mean_noise_span_length)
-        streams.append(span_corruption(documents, sequence_length, output_features, spec=spec, **kwargs))
+      length, make = _branch(d, sequence_length, vocabulary, decoder)
     except UserError as e:
       raise UserError(f"UL2 {d.describe()}: {e}") from None
-  rates = [d.rate / sum(d.rate for d in denoisers) for d in denoisers]
-  return tf.data.Dataset.sample_from_datasets(streams, weights=rates, seed=seed, stop_on_empty_dataset=False)
+    lengths.append(length)
+    makers.append(make)
+  total = sum(d.rate for d in denoisers)
+  log_rates = tf.math.log([[d.rate / total for d in denoisers]])
+  segment_lengths = tf.constant(lengths, tf.int32)
 
+  def carve(example):
+    """Cuts a token stream into segments, each with its own denoiser."""
+    tokens = example["targets"]
+    n = tf.size(tokens)
+    kinds = tf.random.stateless_categorical(log_rates, n // min(lengths) + 1, common.example_seed(tokens, seed))
+    kinds = tf.cast(kinds[0], tf.int32)
+    sizes = tf.gather(segment_lengths, kinds)
+    starts = tf.cumsum(sizes, exclusive=True)
+    used = starts < n
+    sizes = tf.boolean_mask(tf.minimum(starts + sizes, n) - starts, used)
+    return tf.data.Dataset.from_tensor_slices(
+        {"tokens": tf.RaggedTensor.from_row_lengths(tokens, sizes), "kind": tf.boolean_mask(kinds, used)})
 
-def check_mode_tokens(vocabulary, denoisers) -> None:
-  for d in denoisers:
-    vocab.single_piece_id(vocabulary, MODE_TOKENS[d.kind])
+  def denoise(segment):
+    tokens = segment["tokens"]
+    seed_pair = common.example_seed(tokens, seed, salt=1)
+    return tf.switch_case(segment["kind"], [lambda make=make: make(tokens, seed_pair) for make in makers])
+
+  dataset = common.concatenate(dataset).flat_map(carve)
+  return dataset.map(denoise, num_parallel_calls=tf.data.AUTOTUNE)
