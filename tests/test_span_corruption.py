@@ -101,3 +101,22 @@ def test_length_helper_fills_the_inputs(inputs_length, density, mean):
 def test_bad_parameters_are_named(spec, inputs, targets, message):
   with pytest.raises(UserError, match=message):
     check_lengths(spec, inputs, targets, num_sentinels=100)
+
+
+@pytest.mark.parametrize("inputs_length", [16, 101, 512])
+def test_task_examples_fit_their_lengths_exactly(corpus_source, vocabulary, inputs_length):
+  """Segments are sized so that nothing is ever trimmed by packing, and the inputs are filled."""
+  import seqio  # pylint: disable=g-import-not-at-top
+  from pretrain import config  # pylint: disable=g-import-not-at-top
+  from pretrain.data import objectives, tasks  # pylint: disable=g-import-not-at-top
+
+  data_cfg = config.load_config_file("configs/quickstart.py").data
+  name = tasks.register(corpus_source, vocabulary, objectives.make("span_corruption", data_cfg, seed=0))
+  segment_length, targets_length = random_spans_helper(inputs_length, SpanCorruption())
+  filled = lengths_of(segment_length, SpanCorruption())[0]
+  dataset = seqio.get_mixture_or_task(name).get_dataset(
+      {"inputs": inputs_length, "targets": targets_length}, split="validation", shuffle=False, seed=0)
+  examples = list(dataset.as_numpy_iterator())
+  assert all(len(ex["inputs"]) <= inputs_length and len(ex["targets"]) <= targets_length for ex in examples)
+  # Only the last segment of each group of concatenated documents is shorter.
+  assert sum(len(ex["inputs"]) == filled for ex in examples) >= 0.9 * len(examples)
