@@ -64,6 +64,10 @@ def get_config() -> ml_collections.ConfigDict:
   c.model.rope_theta = 10000.0
   c.model.tie_embeddings = False
   c.model.dtype = "float32"       # activation dtype; parameters are float32
+  # Encoder-decoder (T5 v1.1) only; the objective chooses the family.
+  c.model.num_decoder_layers = 0  # 0: as many as num_layers
+  c.model.relative_attention_num_buckets = 32
+  c.model.relative_attention_max_distance = 128
 
   c.optimizer = ml_collections.ConfigDict()
   c.optimizer.learning_rate = 3e-3

@@ -38,8 +38,8 @@ def test_steps_reduce_loss_on_a_fixed_batch():
   cfg, model, mesh, rules, tx = _setup()
   example = jnp.zeros((1, 16), jnp.int32)
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    shardings = state_lib.shardings(model, tx, example, mesh, rules)
-    state = state_lib.create(model, tx, example, shardings, seed=0)
+    shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
+    state = state_lib.create(model, tx, (example,), shardings, seed=0)
     batch = mesh_lib.global_batch(_batch(), mesh_lib.batch_sharding(mesh, rules))
     step = jax.jit(steps.make_train_step(model, tx, optimizer.schedule(cfg.optimizer, 100)), donate_argnums=0)
     losses = []
@@ -54,15 +54,15 @@ def test_checkpoint_round_trip(tmp_path):
   cfg, model, mesh, rules, tx = _setup()
   example = jnp.zeros((1, 16), jnp.int32)
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    shardings = state_lib.shardings(model, tx, example, mesh, rules)
-    state = state_lib.create(model, tx, example, shardings, seed=1)
+    shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
+    state = state_lib.create(model, tx, (example,), shardings, seed=1)
     state = state.replace(step=jnp.asarray(17, jnp.int32))
     saver = checkpoint.Checkpointer(str(tmp_path / "ckpt"), keep=2)
     saver.save(17, state)
     saver.close()
     restorer = checkpoint.Checkpointer(str(tmp_path / "ckpt"), keep=2)
     assert restorer.latest_step() == 17
-    restored = restorer.restore(17, state_lib.abstract(model, tx, example, shardings))
+    restored = restorer.restore(17, state_lib.abstract(model, tx, (example,), shardings))
   for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(restored)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert a.sharding == b.sharding
@@ -135,3 +135,12 @@ def test_empty_files(tmp_path, run_train):
   (tmp_path / "empty.txt").write_text("")
   result = run_train(tmp_path / "run", "--config.data.source=files", f"--config.data.train_files={tmp_path}/*.txt")
   assert result.returncode == 2 and "every matching file is empty" in result.stderr
+
+
+def test_resume_with_another_model_is_refused(tmp_path, run_train):
+  workdir = tmp_path / "run"
+  assert run_train(workdir, "--config.train.steps=1").returncode == 0
+  wider = run_train(workdir, "--config.train.steps=2", "--config.model.d_model=48")
+  assert wider.returncode == 2 and "model.d_model=32, not 48" in wider.stderr
+  other_family = run_train(workdir, "--config.train.steps=2", "--config.data.objective=span_corruption")
+  assert other_family.returncode == 2 and "decoder-only model" in other_family.stderr.strip().splitlines()[-1]

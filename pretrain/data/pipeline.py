@@ -26,11 +26,6 @@ def feature_lengths(data_cfg, objective) -> dict[str, int]:
   return {"inputs": data_cfg.inputs_length, "targets": data_cfg.targets_length}
 
 
-def decoder_length(data_cfg, objective) -> int:
-  """Length of a decoder-only model's packed rows (prefix-LM rows hold inputs and targets)."""
-  return sum(feature_lengths(data_cfg, objective).values())
-
-
 def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, converter: str, *, shuffle: bool,
             seed: int, repeat: bool, skip: int = 0):
   """A numpy iterator over this host's batches of `batch_size // process_count` rows.

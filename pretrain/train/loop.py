@@ -25,8 +25,8 @@ import tqdm
 from pretrain import config as config_lib
 from pretrain.data import objectives, pipeline, sources, tasks, vocab
 from pretrain.errors import UserError
+from pretrain import models
 from pretrain.models import decoding
-from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import checkpoint, metrics, optimizer, state as state_lib, steps
 
@@ -50,7 +50,7 @@ class Run:
   vocabulary: seqio.SentencePieceVocabulary
   objective: objectives.Objective
   task: str
-  model: DecoderOnly
+  model: object  # models.DecoderOnly or models.EncoderDecoder
   mesh: jax.sharding.Mesh
   rules: tuple
 
@@ -72,6 +72,12 @@ def _check_same_shapes(cfg, workdir: str) -> None:
   with open(path) as f:
     saved = json.load(f)
   current = cfg.to_dict()
+  families = [objectives.make(name, cfg.data, 0).converter == "enc_dec"
+              for name in (saved["data"]["objective"], cfg.data.objective)]
+  if families[0] != families[1]:
+    raise UserError(f"workdir {workdir!r} holds checkpoints of a {'encoder-decoder' if families[0] else 'decoder-only'} "
+                    f"model (objective {saved['data']['objective']!r}), which data.objective="
+                    f"{cfg.data.objective!r} cannot continue; use a new --workdir")
   for section in _SHAPE_SECTIONS:
     for key, value in current[section].items():
       if saved.get(section, {}).get(key) != value:
@@ -90,17 +96,15 @@ def build(cfg, workdir: str) -> Run:
     raise UserError(f"train.batch_size={cfg.train.batch_size} does not divide across {data_shards} data shards; "
                     f"use a multiple of {data_shards}")
   objective = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed)
-  if objective.converter not in ("lm", "prefix_lm"):
-    model = "an encoder-decoder" if objective.converter == "enc_dec" else "an encoder-only"
-    raise UserError(f"objective {objective.name!r} makes examples for {model} model, and the trainer has only the "
-                    "decoder-only model so far; use clm, fim, prefix_lm_decoder or ul2_decoder, or look at the "
-                    f"examples with tools/inspect_task.py --task=corpus_{objective.name}")
+  if objective.converter == "encoder":
+    raise UserError(f"objective {objective.name!r} makes examples for an encoder-only model, which the trainer "
+                    "does not have yet; look at them with tools/inspect_task.py --task=corpus_mlm")
   members = sources.mixture_sources(cfg.data)
   source = members[0][0]  # Trains the vocabulary (unless tokenizer.path is set) and gives sample prompts.
   vocabulary = vocab.get_vocabulary(cfg, source)
   task = tasks.register_mixture(members, vocabulary, objective)
   vocab_size = math.ceil(vocabulary.vocab_size / VOCAB_MULTIPLE) * VOCAB_MULTIPLE
-  model = DecoderOnly(DecoderOnlyConfig.from_config(cfg.model, vocab_size))
+  model = models.build(cfg.model, vocab_size, encoder_decoder=objective.converter == "enc_dec")
   if jax.process_index() == 0:
     with open(os.path.join(workdir, "config.json"), "w") as f:
       f.write(config_lib.to_json(cfg))
@@ -156,8 +160,13 @@ def _eval_batches(run: Run, batch_sharding):
 
 
 def samples(run: Run, params) -> list[tuple[str, str]]:
-  """(prompt, continuation) pairs from the starts of validation documents."""
+  """(prompt, continuation) pairs from the starts of validation documents.
+
+  An encoder-decoder model reads the prompt followed by <extra_id_0> and EOS,
+  and fills in that span.
+  """
   c = run.cfg.sample
+  encoder_decoder = isinstance(run.model, models.EncoderDecoder)
   prompts = []
   for text in run.source.texts("validation"):
     ids = run.vocabulary.encode(text)
@@ -168,8 +177,14 @@ def samples(run: Run, params) -> list[tuple[str, str]]:
   if not prompts:
     return []
   params = jax.device_put(params, jax.sharding.NamedSharding(run.mesh, jax.sharding.PartitionSpec()))
-  new = decoding.generate(run.model, params, jnp.asarray(prompts, jnp.int32), c.max_new_tokens,
-                          jax.random.key(run.cfg.train.seed), c.temperature, run.vocabulary.vocab_size)
+  rng = jax.random.key(run.cfg.train.seed)
+  if encoder_decoder:
+    prompts = [p + [vocab.sentinel_id(run.vocabulary, 0), vocab.EOS_ID] for p in prompts]
+    new = decoding.generate_encoder_decoder(run.model, params, jnp.asarray(prompts, jnp.int32), c.max_new_tokens,
+                                            rng, c.temperature, run.vocabulary.vocab_size)
+  else:
+    new = decoding.generate(run.model, params, jnp.asarray(prompts, jnp.int32), c.max_new_tokens, rng,
+                            c.temperature, run.vocabulary.vocab_size)
   pairs = []
   for prompt, continuation in zip(prompts, np.asarray(new).tolist()):
     if vocab.EOS_ID in continuation:
@@ -184,22 +199,22 @@ def train(cfg, workdir: str) -> dict:
   c = cfg.train
   tx = optimizer.make(cfg.optimizer, c.steps)
   lr_schedule = optimizer.schedule(cfg.optimizer, c.steps)
-  length = pipeline.decoder_length(cfg.data, run.objective)
-  example_tokens = jnp.zeros((1, length), jnp.int32)
+  lengths = pipeline.feature_lengths(cfg.data, run.objective)
+  example_args = models.example_args(run.model, lengths)
   writer = metrics.MetricsWriter(workdir, enabled=jax.process_index() == 0)
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), c.keep_checkpoints)
   stop = _StopRequest()
   with jax.set_mesh(run.mesh), nn.logical_axis_rules(run.rules), stop:
-    state_shardings = state_lib.shardings(run.model, tx, example_tokens, run.mesh, run.rules)
+    state_shardings = state_lib.shardings(run.model, tx, example_args, run.mesh, run.rules)
     batch_sharding = mesh_lib.batch_sharding(run.mesh, run.rules)
     start = ckpt.latest_step()
     if start is None:
       start = 0
-      state = state_lib.create(run.model, tx, example_tokens, state_shardings, c.seed)
+      state = state_lib.create(run.model, tx, example_args, state_shardings, c.seed)
       writer.truncate_after(-1)  # Records of an earlier attempt that saved no checkpoint.
     else:
       log(f"Resuming from the checkpoint at step {start} in {workdir}/checkpoints")
-      state = ckpt.restore(start, state_lib.abstract(run.model, tx, example_tokens, state_shardings))
+      state = ckpt.restore(start, state_lib.abstract(run.model, tx, example_args, state_shardings))
       writer.truncate_after(start)
 
     train_step = jax.jit(steps.make_train_step(run.model, tx, lr_schedule),
@@ -211,7 +226,7 @@ def train(cfg, workdir: str) -> dict:
     if start == 0:
       writer.write(0, evaluate(eval_step, state.params, eval_batches))
 
-    tokens_per_step = c.batch_size * length
+    tokens_per_step = c.batch_size * sum(lengths.values())
     step, saved, latest_eval = start, start, {}
     bar = tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,
                     disable=jax.process_index() != 0)

@@ -4,12 +4,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from pretrain.models import forward
 from pretrain.train.state import TrainState
-
-
-def forward(model, params, batch):
-  return model.apply({"params": params}, batch["decoder_input_tokens"], batch["decoder_segment_ids"],
-                     batch["decoder_positions"], batch.get("decoder_causal_attention"))
 
 
 def loss_sums(logits_BLV, batch):
