@@ -31,11 +31,11 @@ class DecoderLayer(nn.Module):
   config: DecoderOnlyConfig
 
   @nn.compact
-  def __call__(self, x_BLD, mask_B1LS, positions_BL):
+  def __call__(self, x_BLD, mask_B1LS, positions_BL, decode=False):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     h_BLD = layers.RMSNorm(dtype=dtype, name="attention_norm")(x_BLD)
     x_BLD = x_BLD + layers.Attention(c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, dtype,
-                                     name="attention")(h_BLD, mask_B1LS, positions_BL)
+                                     name="attention")(h_BLD, mask_B1LS, positions_BL, decode)
     h_BLD = layers.RMSNorm(dtype=dtype, name="mlp_norm")(x_BLD)
     x_BLD = x_BLD + layers.SwiGLU(c.mlp_dim, dtype, name="mlp")(h_BLD)
     return nn.with_logical_constraint(x_BLD, ("activation_batch", "activation_length", "activation_embed"))
@@ -48,11 +48,14 @@ class DecoderOnly(nn.Module):
   at 0 in each example. Both default to one unpacked example per row.
   `prefix_BL` (seqio's decoder_causal_attention) marks the positions that
   attend bidirectionally, for prefix-LM examples; None is purely causal.
+  With `decode` (see decoding.py), keys and values go to a cache and
+  `mask_B1LS` says which cached positions each query sees.
   """
   config: DecoderOnlyConfig
 
   @nn.compact
-  def __call__(self, tokens_BL, segment_ids_BL=None, positions_BL=None, prefix_BL=None):
+  def __call__(self, tokens_BL, segment_ids_BL=None, positions_BL=None, prefix_BL=None, decode=False,
+               mask_B1LS=None):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     if segment_ids_BL is None:
       segment_ids_BL = jnp.ones_like(tokens_BL)
@@ -62,9 +65,10 @@ class DecoderOnly(nn.Module):
                      embedding_init=layers.partitioned(nn.initializers.normal(1.0), ("vocab", "embed")),
                      name="embed")
     x_BLD = embed(tokens_BL)
-    mask_B1LL = layers.attention_mask(segment_ids_BL, prefix_BL)
+    if mask_B1LS is None:
+      mask_B1LS = layers.attention_mask(segment_ids_BL, prefix_BL)
     for i in range(c.num_layers):
-      x_BLD = DecoderLayer(c, name=f"layer_{i}")(x_BLD, mask_B1LL, positions_BL)
+      x_BLD = DecoderLayer(c, name=f"layer_{i}")(x_BLD, mask_B1LS, positions_BL, decode)
     x_BLD = layers.RMSNorm(dtype=dtype, name="final_norm")(x_BLD)
     if c.tie_embeddings:
       logits_BLV = embed.attend(x_BLD)

@@ -1,47 +1,80 @@
 """Sampling continuations from a decoder-only or an encoder-decoder model.
 
-Each new token recomputes the whole (fixed-length) sequence, which is simple
-and exact; it suits the short samples printed at the end of a run.
+A decoder-only model decodes with a key/value cache: one pass over the prompt
+(bidirectional for a prefix-LM model, as in training), then one token at a
+time. The encoder-decoder path encodes once and recomputes the (short)
+decoder sequence at each step.
 """
 
 import jax
 import jax.numpy as jnp
 
 
-def sample_next(logits_BV, rng, temperature: float, num_valid: int):
-  """Greedy at temperature 0, else a draw from softmax(logits / temperature)."""
+def sample_next(logits_BV, rng, temperature: float, num_valid: int, top_k: int = 0, top_p: float = 1.0):
+  """Greedy at temperature 0, else a draw from softmax(logits / temperature),
+  restricted to the `top_k` most likely tokens and to the smallest set whose
+  probability reaches `top_p`."""
   logits_BV = jnp.where(jnp.arange(logits_BV.shape[-1]) < num_valid, logits_BV, -jnp.inf)
   if temperature == 0.0:
     return jnp.argmax(logits_BV, axis=-1)
-  return jax.random.categorical(rng, logits_BV / temperature, axis=-1)
+  logits_BV = logits_BV / temperature
+  if top_k:
+    kth_B1 = jax.lax.top_k(logits_BV, top_k)[0][:, -1:]
+    logits_BV = jnp.where(logits_BV < kth_B1, -jnp.inf, logits_BV)
+  if top_p < 1.0:
+    sorted_BV = jnp.sort(logits_BV, axis=-1)[:, ::-1]
+    probs_BV = jax.nn.softmax(sorted_BV, axis=-1)
+    keep_BV = jnp.cumsum(probs_BV, axis=-1) - probs_BV < top_p  # Always keeps the most likely token.
+    threshold_B1 = jnp.min(jnp.where(keep_BV, sorted_BV, jnp.inf), axis=-1, keepdims=True)
+    logits_BV = jnp.where(logits_BV < threshold_B1, -jnp.inf, logits_BV)
+  return jax.random.categorical(rng, logits_BV, axis=-1)
 
 
-def generate(model, params, prompt_BP, max_new_tokens: int, rng, temperature: float = 0.0,
-             num_valid: int | None = None):
-  """Continues each prompt row by `max_new_tokens` tokens; returns them [B, max_new_tokens]."""
+def generate(model, params, prompt_BP, max_new_tokens: int, rng, temperature: float = 0.0, top_k: int = 0,
+             top_p: float = 1.0, num_valid: int | None = None, prefix_lm: bool = False):
+  """Continues each prompt row by `max_new_tokens` tokens with a KV cache; returns them [B, max_new_tokens]."""
   batch, prompt_len = prompt_BP.shape
+  total = prompt_len + 1 + max_new_tokens
   num_valid = num_valid or model.config.vocab_size
-  # Inputs are the targets shifted right, starting with id 0, as in training.
-  tokens_BT = jnp.zeros((batch, prompt_len + max_new_tokens + 1), jnp.int32)
-  tokens_BT = tokens_BT.at[:, 1:prompt_len + 1].set(prompt_BP)
+  sample = lambda logits_BV, key: sample_next(logits_BV, key, temperature, num_valid, top_k, top_p).astype(jnp.int32)
+  cache_shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((batch, total), jnp.int32),
+                                                   decode=True))["cache"]
+  key_positions_S = jnp.arange(total)
+
+  def forward(params, cache, tokens_BL, start, prefill: bool):
+    positions_L = start + jnp.arange(tokens_BL.shape[1])
+    visible_LS = key_positions_S[None, :] <= positions_L[:, None]
+    if prefill and prefix_lm:  # The prompt (with the leading 0) is the prefix: it attends both ways.
+      visible_LS |= key_positions_S[None, :] < tokens_BL.shape[1]
+    logits_BLV, variables = model.apply(
+        {"params": params, "cache": cache}, tokens_BL, positions_BL=jnp.broadcast_to(positions_L, tokens_BL.shape),
+        decode=True, mask_B1LS=visible_LS[None, None], mutable=["cache"])
+    return logits_BLV[:, -1], variables["cache"]
 
   @jax.jit
-  def run(params, tokens_BT, rng):
+  def run(params, prompt_BP, rng):
+    cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), cache_shapes)
+    # Inputs are the targets shifted right, starting with id 0, as in training.
+    first_BL = jnp.concatenate([jnp.zeros((batch, 1), jnp.int32), prompt_BP], axis=1)
+    logits_BV, cache = forward(params, cache, first_BL, 0, prefill=True)
+    rng, key = jax.random.split(rng)
+    out_BN = jnp.zeros((batch, max_new_tokens), jnp.int32).at[:, 0].set(sample(logits_BV, key))
+
     def step(i, carry):
-      tokens_BT, rng = carry
-      rng, step_rng = jax.random.split(rng)
-      logits_BV = model.apply({"params": params}, tokens_BT)[:, i]
-      next_B = sample_next(logits_BV, step_rng, temperature, num_valid)
-      return tokens_BT.at[:, i + 1].set(next_B.astype(jnp.int32)), rng
+      out_BN, cache, rng = carry
+      previous_B1 = jax.lax.dynamic_slice_in_dim(out_BN, i - 1, 1, axis=1)
+      logits_BV, cache = forward(params, cache, previous_B1, prompt_len + i, prefill=False)
+      rng, key = jax.random.split(rng)
+      return out_BN.at[:, i].set(sample(logits_BV, key)), cache, rng
 
-    tokens_BT, _ = jax.lax.fori_loop(prompt_len, prompt_len + max_new_tokens, step, (tokens_BT, rng))
-    return tokens_BT[:, prompt_len + 1:]
+    out_BN, _, _ = jax.lax.fori_loop(1, max_new_tokens, step, (out_BN, cache, rng))
+    return out_BN
 
-  return run(params, tokens_BT, rng)
+  return run(params, prompt_BP, rng)
 
 
 def generate_encoder_decoder(model, params, inputs_BS, max_new_tokens: int, rng, temperature: float = 0.0,
-                             num_valid: int | None = None):
+                             top_k: int = 0, top_p: float = 1.0, num_valid: int | None = None):
   """Decodes `max_new_tokens` target tokens for each row of encoder inputs; returns them [B, max_new_tokens]."""
   num_valid = num_valid or model.config.vocab_size
   tokens_BT = jnp.zeros((inputs_BS.shape[0], max_new_tokens + 1), jnp.int32)  # Starts with id 0, as in training.
@@ -54,7 +87,7 @@ def generate_encoder_decoder(model, params, inputs_BS, max_new_tokens: int, rng,
       tokens_BT, rng = carry
       rng, step_rng = jax.random.split(rng)
       logits_BV = model.apply({"params": params}, encoded_BSD, tokens_BT, method=model.decode)[:, i]
-      next_B = sample_next(logits_BV, step_rng, temperature, num_valid)
+      next_B = sample_next(logits_BV, step_rng, temperature, num_valid, top_k, top_p)
       return tokens_BT.at[:, i + 1].set(next_B.astype(jnp.int32)), rng
 
     tokens_BT, _ = jax.lax.fori_loop(0, max_new_tokens, step, (tokens_BT, rng))

@@ -73,7 +73,10 @@ class Attention(nn.Module):
     return self.param(name, init, shape, jnp.float32).astype(self.dtype)
 
   @nn.compact
-  def __call__(self, x_BLD, mask_B1LS, positions_BL):
+  def __call__(self, x_BLD, mask_B1LS, positions_BL, decode: bool = False):
+    """With `decode`, keys and values are appended to a cache in the 'cache'
+    collection (created by `init` with decode=True at the full length S) and
+    the queries attend over the whole cache with `mask_B1LS` [B, 1, L, S]."""
     d, n, k, h = x_BLD.shape[-1], self.num_heads, self.num_kv_heads, self.head_dim
     wq_DNH = self._kernel("query", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2))
     wk_DKH = self._kernel("key", (d, k, h), ("embed", "kv_heads", "kv"), 0, (1, 2))
@@ -84,8 +87,24 @@ class Attention(nn.Module):
     k_BLKH = apply_rotary(jnp.einsum("BLD,DKH->BLKH", x_BLD, wk_DKH), positions_BL, self.rope_theta)
     v_BLKH = jnp.einsum("BLD,DKH->BLKH", x_BLD, wv_DKH)
     q_BLNH = nn.with_logical_constraint(q_BLNH, ("activation_batch", "activation_length", "activation_heads", None))
+    if decode:
+      k_BLKH, v_BLKH = self._cached(k_BLKH, v_BLKH)
     out_BLNH = jax.nn.dot_product_attention(q_BLNH, k_BLKH, v_BLKH, mask=mask_B1LS)
     return jnp.einsum("BLNH,NHD->BLD", out_BLNH, wo_NHD)
+
+  def _cached(self, k_BLKH, v_BLKH):
+    """Writes this call's keys and values at the cache index; returns the whole cache."""
+    initialised = self.has_variable("cache", "key")
+    key = self.variable("cache", "key", jnp.zeros, k_BLKH.shape, k_BLKH.dtype)
+    value = self.variable("cache", "value", jnp.zeros, v_BLKH.shape, v_BLKH.dtype)
+    index = self.variable("cache", "index", lambda: jnp.zeros((), jnp.int32))
+    if not initialised:  # `init` sizes the cache; it attends as usual.
+      return k_BLKH, v_BLKH
+    start = (0, index.value, 0, 0)
+    key.value = jax.lax.dynamic_update_slice(key.value, k_BLKH, start)
+    value.value = jax.lax.dynamic_update_slice(value.value, v_BLKH, start)
+    index.value = index.value + k_BLKH.shape[1]
+    return key.value, value.value
 
 
 class SwiGLU(nn.Module):

@@ -181,10 +181,11 @@ def samples(run: Run, params) -> list[tuple[str, str]]:
   if encoder_decoder:
     prompts = [p + [vocab.sentinel_id(run.vocabulary, 0), vocab.EOS_ID] for p in prompts]
     new = decoding.generate_encoder_decoder(run.model, params, jnp.asarray(prompts, jnp.int32), c.max_new_tokens,
-                                            rng, c.temperature, run.vocabulary.vocab_size)
+                                            rng, temperature=c.temperature, num_valid=run.vocabulary.vocab_size)
   else:
     new = decoding.generate(run.model, params, jnp.asarray(prompts, jnp.int32), c.max_new_tokens, rng,
-                            c.temperature, run.vocabulary.vocab_size)
+                            temperature=c.temperature, num_valid=run.vocabulary.vocab_size,
+                            prefix_lm=run.objective.converter == "prefix_lm")
   pairs = []
   for prompt, continuation in zip(prompts, np.asarray(new).tolist()):
     if vocab.EOS_ID in continuation:

@@ -1,0 +1,45 @@
+"""KV-cache decoding equals recomputing the whole sequence; sampling filters."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pretrain.models import decoding
+from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig
+
+CONFIG = DecoderOnlyConfig(vocab_size=97, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8,
+                           mlp_dim=64)
+
+
+def _recompute(model, params, prompt_BP, max_new_tokens, prefix_lm):
+  """The reference: greedy decoding that runs the full sequence for every new token."""
+  batch, prompt_len = prompt_BP.shape
+  tokens = np.zeros((batch, prompt_len + 1 + max_new_tokens), np.int32)
+  tokens[:, 1:prompt_len + 1] = prompt_BP
+  prefix = (np.arange(tokens.shape[1]) <= prompt_len).astype(np.int32)[None].repeat(batch, 0) if prefix_lm else None
+  for i in range(prompt_len, prompt_len + max_new_tokens):
+    logits = model.apply(params, jnp.asarray(tokens), None, None, None if prefix is None else jnp.asarray(prefix))
+    tokens[:, i + 1] = np.asarray(jnp.argmax(logits[:, i], axis=-1))
+  return tokens[:, prompt_len + 1:]
+
+
+@pytest.mark.parametrize("prefix_lm", [False, True])
+def test_kv_cache_matches_recomputation(prefix_lm):
+  model = DecoderOnly(CONFIG)
+  params = model.init(jax.random.key(0), jnp.zeros((1, 8), jnp.int32))
+  prompt = np.asarray(jax.random.randint(jax.random.key(1), (3, 7), 3, 97))
+  cached = decoding.generate(model, params["params"], jnp.asarray(prompt), 12, jax.random.key(2), prefix_lm=prefix_lm)
+  np.testing.assert_array_equal(np.asarray(cached), _recompute(model, params, prompt, 12, prefix_lm))
+
+
+def test_top_k_and_top_p_restrict_the_draws():
+  logits = jnp.log(jnp.array([[0.5, 0.3, 0.15, 0.05]]))
+  draws = lambda **kw: {int(decoding.sample_next(logits, jax.random.key(i), 1.0, 4, **kw)[0]) for i in range(200)}
+  assert draws() == {0, 1, 2, 3}
+  assert draws(top_k=2) == {0, 1}
+  assert draws(top_p=0.75) == {0, 1}
+  assert draws(top_p=0.1) == {0}
+  assert int(decoding.sample_next(logits, jax.random.key(0), 0.0, 4)[0]) == 0
+  assert int(decoding.sample_next(logits, jax.random.key(0), 0.0, 2)[0]) == 0
+  assert draws(top_k=3, top_p=0.99) == {0, 1, 2}
