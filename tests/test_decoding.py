@@ -43,3 +43,23 @@ def test_top_k_and_top_p_restrict_the_draws():
   assert int(decoding.sample_next(logits, jax.random.key(0), 0.0, 4)[0]) == 0
   assert int(decoding.sample_next(logits, jax.random.key(0), 0.0, 2)[0]) == 0
   assert draws(top_k=3, top_p=0.99) == {0, 1, 2}
+
+
+def test_generate_tool(tmp_path, run_train):
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  from tests.conftest import REPO  # pylint: disable=g-import-not-at-top
+
+  workdir = tmp_path / "run"
+  assert run_train(workdir, "--config.train.steps=3").returncode == 0
+  generate = lambda *args: subprocess.run([sys.executable, "tools/generate.py", f"--workdir={workdir}", *args],
+                                          cwd=REPO, capture_output=True, text=True)
+  greedy = [generate("--prompt=Return the", "--max_new_tokens=5") for _ in range(2)]
+  assert greedy[0].returncode == 0, greedy[0].stderr
+  assert greedy[0].stdout == greedy[1].stdout
+  sampled = generate("--prompt=Return the", "--max_new_tokens=5", "--temperature=1.0", "--top_k=10")
+  assert sampled.returncode == 0, sampled.stderr
+  too_long = generate("--prompt=" + "word " * 40, "--max_new_tokens=5")  # The tiny model trains on 32 tokens.
+  assert too_long.returncode == 2 and "more than the 32 positions" in too_long.stderr
+  missing = generate("--prompt=x", "--workdir=" + str(tmp_path / "nothing"))
+  assert missing.returncode == 2 and "holds no run" in missing.stderr

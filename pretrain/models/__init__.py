@@ -4,8 +4,13 @@ from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from pretrain.models.encoder_decoder import EncoderDecoder, EncoderDecoderConfig
 
 
-def build(model_cfg, vocab_size: int, encoder_decoder: bool):
-  """The model for a config: T5 encoder-decoder or decoder-only."""
+# Embedding rows are rounded up to a multiple of this (faster matmuls).
+VOCAB_MULTIPLE = 128
+
+
+def build(model_cfg, vocabulary_size: int, encoder_decoder: bool):
+  """The model for a config and a vocabulary: T5 encoder-decoder or decoder-only."""
+  vocab_size = -(-vocabulary_size // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
   if encoder_decoder:
     return EncoderDecoder(EncoderDecoderConfig.from_config(model_cfg, vocab_size))
   return DecoderOnly(DecoderOnlyConfig.from_config(model_cfg, vocab_size))

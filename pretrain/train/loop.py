@@ -11,6 +11,7 @@ import itertools
 import json
 import math
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -30,8 +31,7 @@ from pretrain.models import decoding
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import checkpoint, metrics, optimizer, state as state_lib, steps
 
-# The model's embedding rows are rounded up to a multiple of this (faster matmuls).
-VOCAB_MULTIPLE = 128
+VOCAB_FILE = "spm.model"
 # Config sections that fix the shapes of a checkpoint.
 _SHAPE_SECTIONS = ("model", "tokenizer")
 
@@ -103,11 +103,11 @@ def build(cfg, workdir: str) -> Run:
   source = members[0][0]  # Trains the vocabulary (unless tokenizer.path is set) and gives sample prompts.
   vocabulary = vocab.get_vocabulary(cfg, source)
   task = tasks.register_mixture(members, vocabulary, objective)
-  vocab_size = math.ceil(vocabulary.vocab_size / VOCAB_MULTIPLE) * VOCAB_MULTIPLE
-  model = models.build(cfg.model, vocab_size, encoder_decoder=objective.converter == "enc_dec")
-  if jax.process_index() == 0:
+  model = models.build(cfg.model, vocabulary.vocab_size, encoder_decoder=objective.converter == "enc_dec")
+  if jax.process_index() == 0:  # What tools/generate.py needs, beside the checkpoints.
     with open(os.path.join(workdir, "config.json"), "w") as f:
       f.write(config_lib.to_json(cfg))
+    shutil.copyfile(vocabulary.sentencepiece_model_file, os.path.join(workdir, VOCAB_FILE))
   return Run(cfg, workdir, source, vocabulary, objective, task, model, mesh, rules)
 
 
