@@ -78,6 +78,11 @@ def get_config() -> ml_collections.ConfigDict:
   c.optimizer.b2 = 0.95
   c.optimizer.grad_clip = 1.0
 
+  c.loss = ml_collections.ConfigDict()
+  c.loss.z_loss = 1e-4            # z_loss * logsumexp(logits)^2 per token, as T5X
+  c.loss.label_smoothing = 0.0
+  c.loss.normalizing_factor = 0.0  # 0: mean over target tokens; else divide the summed loss by this (T5X)
+
   c.train = ml_collections.ConfigDict()
   c.train.steps = 300
   c.train.batch_size = 16         # sequences per step, over all hosts

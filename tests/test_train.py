@@ -41,7 +41,7 @@ def test_steps_reduce_loss_on_a_fixed_batch():
     shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
     state = state_lib.create(model, tx, (example,), shardings, seed=0)
     batch = mesh_lib.global_batch(_batch(), mesh_lib.batch_sharding(mesh, rules))
-    step = jax.jit(steps.make_train_step(model, tx, optimizer.schedule(cfg.optimizer, 100)), donate_argnums=0)
+    step = jax.jit(steps.make_train_step(model, tx, optimizer.schedule(cfg.optimizer, 100), cfg.loss), donate_argnums=0)
     losses = []
     for _ in range(50):
       state, m = step(state, batch)
@@ -144,3 +144,20 @@ def test_resume_with_another_model_is_refused(tmp_path, run_train):
   assert wider.returncode == 2 and "model.d_model=32, not 48" in wider.stderr
   other_family = run_train(workdir, "--config.train.steps=2", "--config.data.objective=span_corruption")
   assert other_family.returncode == 2 and "decoder-only model" in other_family.stderr.strip().splitlines()[-1]
+
+
+def test_loss_normalizing_factor_scales_the_gradients():
+  cfg, model, mesh, rules, tx = _setup()
+  example = jnp.zeros((1, 16), jnp.int32)
+  tokens = 4 * 16  # Weighted target tokens in _batch().
+  norms = {}
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
+    batch = mesh_lib.global_batch(_batch(), mesh_lib.batch_sharding(mesh, rules))
+    for factor in (0.0, float(tokens), 2.0 * tokens):
+      cfg.loss.normalizing_factor = factor
+      state = state_lib.create(model, tx, (example,), shardings, seed=0)
+      step = jax.jit(steps.make_train_step(model, tx, optimizer.schedule(cfg.optimizer, 100), cfg.loss))
+      norms[factor] = float(step(state, batch)[1]["grad_norm"])
+  np.testing.assert_allclose(norms[float(tokens)], norms[0.0], rtol=1e-5)
+  np.testing.assert_allclose(norms[2.0 * tokens], norms[0.0] / 2, rtol=1e-5)

@@ -46,7 +46,7 @@ def bench(cfg, vocab_size: int, num_steps: int, warmup: int) -> dict:
     shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
     batch_sharding = mesh_lib.batch_sharding(mesh, rules)
     state = state_lib.create(model, tx, (example,), shardings, seed=0)
-    step = jax.jit(steps.make_train_step(model, tx, optimizer.schedule(cfg.optimizer, cfg.train.steps)),
+    step = jax.jit(steps.make_train_step(model, tx, optimizer.schedule(cfg.optimizer, cfg.train.steps), cfg.loss),
                    in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None), donate_argnums=0)
     batch = mesh_lib.global_batch(random_batch(rows, length, vocab_size), batch_sharding)
     start = time.perf_counter()

@@ -218,7 +218,7 @@ def train(cfg, workdir: str) -> dict:
       state = ckpt.restore(start, state_lib.abstract(run.model, tx, example_args, state_shardings))
       writer.truncate_after(start)
 
-    train_step = jax.jit(steps.make_train_step(run.model, tx, lr_schedule),
+    train_step = jax.jit(steps.make_train_step(run.model, tx, lr_schedule, cfg.loss),
                          in_shardings=(state_shardings, batch_sharding),
                          out_shardings=(state_shardings, None), donate_argnums=(0,))
     eval_step = jax.jit(steps.make_eval_step(run.model), in_shardings=(state_shardings.params, batch_sharding))
@@ -279,7 +279,7 @@ def _report(run: Run, step: int, final: dict, pairs) -> dict:
     lines += ["Samples: a validation prompt, then >>> the model's continuation."]
     for i, (prompt, continuation) in enumerate(pairs, 1):
       lines += [f"[{i}] {prompt.rstrip()}", f">>> {continuation.strip()}"]
-    lines += [f"Outputs in {run.workdir}: metrics.jsonl, tensorboard/, checkpoints/, config.json, "
+    lines += [f"Outputs in {run.workdir}: metrics.jsonl, tensorboard/, checkpoints/, config.json, spm.model, "
               f"{os.path.basename(plot)}"]
     print("\n".join(lines), flush=True)
   return {"step": step, **final, "initial_perplexity": initial, "samples": pairs}

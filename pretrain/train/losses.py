@@ -1,0 +1,31 @@
+"""Cross-entropy in float32 with z-loss and label smoothing, as in T5X.
+
+Per position: logsumexp(z) - sum(q * z) - H(q) + z_loss * logsumexp(z)^2, where
+q is the one-hot target smoothed to 1 - eps on the target and eps / (V - 1)
+elsewhere, and H(q) its entropy, so a perfect prediction costs 0.
+"""
+
+import jax
+import jax.numpy as jnp
+
+
+def loss_sums(logits_BLV, targets_BL, weights_BL, z_loss: float = 0.0, label_smoothing: float = 0.0):
+  """Sums over the weighted positions: the loss optimised, the plain
+  cross-entropy, the z-loss term, the weight and the correct predictions."""
+  logits_BLV = logits_BLV.astype(jnp.float32)
+  weights_BL = weights_BL.astype(jnp.float32)
+  vocab = logits_BLV.shape[-1]
+  log_z_BL = jax.nn.logsumexp(logits_BLV, axis=-1)
+  target_logit_BL = jnp.take_along_axis(logits_BLV, targets_BL[..., None], axis=-1)[..., 0]
+  cross_entropy_BL = log_z_BL - target_logit_BL
+  loss_BL = cross_entropy_BL
+  if label_smoothing:
+    on, off = 1.0 - label_smoothing, label_smoothing / (vocab - 1)
+    entropy = -(on * jnp.log(on) + (vocab - 1) * off * jnp.log(off + 1e-20))
+    mean_logit_BL = (jnp.sum(logits_BLV, axis=-1) - target_logit_BL) / (vocab - 1)
+    loss_BL = log_z_BL - on * target_logit_BL - (1.0 - on) * mean_logit_BL - entropy
+  z_loss_BL = z_loss * jnp.square(log_z_BL)
+  correct_BL = (jnp.argmax(logits_BLV, axis=-1) == targets_BL).astype(jnp.float32)
+  weighted = lambda x_BL: jnp.sum(x_BL * weights_BL)
+  return {"loss": weighted(loss_BL + z_loss_BL), "cross_entropy": weighted(cross_entropy_BL),
+          "z_loss": weighted(z_loss_BL), "weight": jnp.sum(weights_BL), "correct": weighted(correct_BL)}

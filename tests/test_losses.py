@@ -1,0 +1,38 @@
+import numpy as np
+import pytest
+
+from pretrain.train import losses
+
+
+def _reference(logits, targets, weights, z_loss, eps):
+  """KL(q || softmax(logits)) + z_loss * logsumexp^2 per position, in float64."""
+  logits = logits.astype(np.float64)
+  vocab = logits.shape[-1]
+  log_z = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
+  log_p = logits - log_z[..., None]
+  q = np.full(logits.shape, eps / (vocab - 1))
+  np.put_along_axis(q, targets[..., None], 1.0 - eps, axis=-1)
+  kl = (q * (np.log(np.where(q > 0, q, 1.0)) - log_p)).sum(-1)
+  return ((kl + z_loss * log_z**2) * weights).sum(), ((-np.take_along_axis(log_p, targets[..., None], -1)[..., 0])
+                                                       * weights).sum()
+
+
+@pytest.mark.parametrize("z_loss, eps", [(0.0, 0.0), (1e-4, 0.0), (0.0, 0.1), (1e-2, 0.2)])
+def test_matches_the_definition(z_loss, eps):
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(2, 5, 11)).astype(np.float32) * 3
+  targets = rng.integers(0, 11, (2, 5))
+  weights = (rng.random((2, 5)) > 0.3).astype(np.int32)
+  sums = losses.loss_sums(logits, targets, weights, z_loss, eps)
+  expected_loss, expected_xent = _reference(logits, targets, weights, z_loss, eps)
+  np.testing.assert_allclose(float(sums["loss"]), expected_loss, rtol=1e-5)
+  np.testing.assert_allclose(float(sums["cross_entropy"]), expected_xent, rtol=1e-5)
+  assert float(sums["weight"]) == weights.sum()
+
+
+def test_perfect_smoothed_prediction_costs_nothing():
+  eps, vocab = 0.1, 6
+  q = np.full((1, 1, vocab), eps / (vocab - 1))
+  q[0, 0, 2] = 1 - eps
+  sums = losses.loss_sums(np.log(q).astype(np.float32), np.array([[2]]), np.ones((1, 1)), 0.0, eps)
+  assert abs(float(sums["loss"])) < 1e-5
