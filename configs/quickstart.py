@@ -64,6 +64,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.model.rope_theta = 10000.0
   c.model.tie_embeddings = False
   c.model.dtype = "float32"       # activation dtype; parameters are float32
+  c.model.scan_layers = False     # decoder-only: one nn.scan over the layers (faster compiles for deep models)
+  c.model.remat = "none"          # decoder-only: none | full | save_dots (recompute activations to save memory)
   # Encoder-decoder (T5 v1.1) only; the objective chooses the family.
   c.model.num_decoder_layers = 0  # 0: as many as num_layers
   c.model.relative_attention_num_buckets = 32
@@ -111,6 +113,7 @@ def get_config() -> ml_collections.ConfigDict:
       ("kv_heads", "tensor"),
       ("kv", None),
       ("vocab", "tensor"),
+      ("layers", None),               # the stacked axis of scanned layers
   )
 
   c.sample = ml_collections.ConfigDict()

@@ -1,6 +1,10 @@
+import dataclasses
+
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 
@@ -61,3 +65,35 @@ def test_prefix_attends_bidirectionally_and_targets_causally():
   # Without a prefix the model is causal everywhere.
   causal = model.apply(params, tokens)
   np.testing.assert_allclose(model.apply(params, tokens.at[:, 4].set(7))[:, :4], causal[:, :4], atol=1e-5)
+
+
+def _stacked(unrolled_params, num_layers):
+  """Unrolled layer_i parameters as one scanned 'layers' tree."""
+  params = dict(nn.meta.unbox(unrolled_params)["params"])
+  layers = [params.pop(f"layer_{i}") for i in range(num_layers)]
+  params["layers"] = jax.tree.map(lambda *xs: jnp.stack(xs), *layers)
+  return {"params": params}
+
+
+def test_scanned_and_unrolled_layers_agree():
+  model, params = _model_and_params()
+  scanned = DecoderOnly(dataclasses.replace(CONFIG, scan_layers=True))
+  boxed = jax.eval_shape(scanned.init, jax.random.key(0), jnp.zeros((1, 16), jnp.int32))["params"]["layers"]
+  kernel = boxed["attention"]["query"]
+  assert kernel.names[0] == "layers" and kernel.value.shape[0] == CONFIG.num_layers
+  tokens = jax.random.randint(jax.random.key(5), (2, 16), 3, 200)
+  np.testing.assert_allclose(scanned.apply(_stacked(params, CONFIG.num_layers), tokens), model.apply(params, tokens),
+                             atol=1e-5)
+
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_remat_policies_give_equal_gradients(scan):
+  tokens = jax.random.randint(jax.random.key(6), (2, 16), 3, 200)
+  grads = {}
+  for policy in ("none", "full", "save_dots"):
+    model = DecoderOnly(dataclasses.replace(CONFIG, remat=policy, scan_layers=scan))
+    params = model.init(jax.random.key(0), tokens)
+    grads[policy] = jax.grad(lambda p: jnp.sum(jnp.sin(model.apply(p, tokens))))(params)
+  for policy in ("full", "save_dots"):
+    for a, b in zip(jax.tree.leaves(grads["none"]), jax.tree.leaves(grads[policy])):
+      np.testing.assert_allclose(a, b, atol=1e-5)

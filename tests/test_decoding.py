@@ -1,5 +1,7 @@
 """KV-cache decoding equals recomputing the whole sequence; sampling filters."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,9 +26,9 @@ def _recompute(model, params, prompt_BP, max_new_tokens, prefix_lm):
   return tokens[:, prompt_len + 1:]
 
 
-@pytest.mark.parametrize("prefix_lm", [False, True])
-def test_kv_cache_matches_recomputation(prefix_lm):
-  model = DecoderOnly(CONFIG)
+@pytest.mark.parametrize("prefix_lm, scan", [(False, False), (True, False), (False, True)])
+def test_kv_cache_matches_recomputation(prefix_lm, scan):
+  model = DecoderOnly(dataclasses.replace(CONFIG, scan_layers=scan))
   params = model.init(jax.random.key(0), jnp.zeros((1, 8), jnp.int32))
   prompt = np.asarray(jax.random.randint(jax.random.key(1), (3, 7), 3, 97))
   cached = decoding.generate(model, params["params"], jnp.asarray(prompt), 12, jax.random.key(2), prefix_lm=prefix_lm)

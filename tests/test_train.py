@@ -161,3 +161,10 @@ def test_loss_normalizing_factor_scales_the_gradients():
       norms[factor] = float(step(state, batch)[1]["grad_norm"])
   np.testing.assert_allclose(norms[float(tokens)], norms[0.0], rtol=1e-5)
   np.testing.assert_allclose(norms[2.0 * tokens], norms[0.0] / 2, rtol=1e-5)
+
+
+def test_train_with_scanned_rematerialised_layers(tmp_path, run_train):
+  result = run_train(tmp_path / "run", "--config.train.steps=2", "--config.model.scan_layers=true",
+                     "--config.model.remat=save_dots", "--config.model.num_layers=2")
+  assert result.returncode == 0, result.stderr
+  assert "Trained 2 steps" in result.stdout

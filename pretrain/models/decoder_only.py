@@ -20,6 +20,8 @@ class DecoderOnlyConfig:
   rope_theta: float = 10000.0
   tie_embeddings: bool = False
   dtype: str = "float32"
+  scan_layers: bool = False  # One nn.scan over the layers (parameters stacked on a 'layers' axis).
+  remat: str = "none"        # Rematerialisation of each layer: none | full | save_dots.
 
   @classmethod
   def from_config(cls, model_cfg, vocab_size: int) -> "DecoderOnlyConfig":
@@ -29,16 +31,31 @@ class DecoderOnlyConfig:
 
 class DecoderLayer(nn.Module):
   config: DecoderOnlyConfig
+  decode: bool = False
 
   @nn.compact
-  def __call__(self, x_BLD, mask_B1LS, positions_BL, decode=False):
+  def __call__(self, x_BLD, mask_B1LS, positions_BL):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     h_BLD = layers.RMSNorm(dtype=dtype, name="attention_norm")(x_BLD)
     x_BLD = x_BLD + layers.Attention(c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, dtype,
-                                     name="attention")(h_BLD, mask_B1LS, positions_BL, decode)
+                                     name="attention")(h_BLD, mask_B1LS, positions_BL, self.decode)
     h_BLD = layers.RMSNorm(dtype=dtype, name="mlp_norm")(x_BLD)
     x_BLD = x_BLD + layers.SwiGLU(c.mlp_dim, dtype, name="mlp")(h_BLD)
-    return nn.with_logical_constraint(x_BLD, ("activation_batch", "activation_length", "activation_embed"))
+    x_BLD = nn.with_logical_constraint(x_BLD, ("activation_batch", "activation_length", "activation_embed"))
+    return (x_BLD, None) if c.scan_layers else x_BLD  # nn.scan wants (carry, output).
+
+
+def stack(config: DecoderOnlyConfig, decode: bool, x_BLD, mask_B1LS, positions_BL):
+  """The layers, unrolled or under one nn.scan, each rematerialised as configured."""
+  block = layers.rematerialised(DecoderLayer, config.remat, scanned=config.scan_layers)
+  if not config.scan_layers:
+    for i in range(config.num_layers):
+      x_BLD = block(config, decode, name=f"layer_{i}")(x_BLD, mask_B1LS, positions_BL)
+    return x_BLD
+  scanned = nn.scan(block, variable_axes={"params": 0, "cache": 0}, split_rngs={"params": True},
+                    in_axes=(nn.broadcast, nn.broadcast), length=config.num_layers,
+                    metadata_params={nn.PARTITION_NAME: "layers"})
+  return scanned(config, decode, name="layers")(x_BLD, mask_B1LS, positions_BL)[0]
 
 
 class DecoderOnly(nn.Module):
@@ -67,8 +84,7 @@ class DecoderOnly(nn.Module):
     x_BLD = embed(tokens_BL)
     if mask_B1LS is None:
       mask_B1LS = layers.attention_mask(segment_ids_BL, prefix_BL)
-    for i in range(c.num_layers):
-      x_BLD = DecoderLayer(c, name=f"layer_{i}")(x_BLD, mask_B1LS, positions_BL, decode)
+    x_BLD = stack(c, decode, x_BLD, mask_B1LS, positions_BL)
     x_BLD = layers.RMSNorm(dtype=dtype, name="final_norm")(x_BLD)
     if c.tie_embeddings:
       logits_BLV = embed.attend(x_BLD)

@@ -20,6 +20,22 @@ def kernel_init(*axes, in_axis=-2, out_axis=-1):
   return partitioned(init, axes)
 
 
+REMAT_POLICIES = {
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "save_dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+def rematerialised(module_class, policy: str, scanned: bool):
+  """`module_class` recomputed in the backward pass under a named policy ('none' keeps it as is)."""
+  if policy == "none":
+    return module_class
+  if policy not in REMAT_POLICIES:
+    from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+    raise UserError(f"model.remat={policy!r} is unknown; use none, {', '.join(REMAT_POLICIES)}")
+  return nn.remat(module_class, policy=REMAT_POLICIES[policy], prevent_cse=not scanned)
+
+
 class RMSNorm(nn.Module):
   """Root-mean-square layer norm, no bias, computed in float32."""
   eps: float = 1e-6
