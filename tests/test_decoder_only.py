@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig
+from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig, EncoderOnly
 
 CONFIG = DecoderOnlyConfig(vocab_size=200, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2,
                            head_dim=8, mlp_dim=64)
@@ -97,3 +97,16 @@ def test_remat_policies_give_equal_gradients(scan):
   for policy in ("full", "save_dots"):
     for a, b in zip(jax.tree.leaves(grads["none"]), jax.tree.leaves(grads[policy])):
       np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_encoder_only_attends_both_ways_within_packed_examples():
+  model = EncoderOnly(CONFIG)
+  params = model.init(jax.random.key(0), jnp.zeros((1, 16), jnp.int32))
+  tokens = jax.random.randint(jax.random.key(7), (1, 16), 3, 200)
+  segments = jnp.array([[1] * 6 + [2] * 7 + [0] * 3])
+  positions = jnp.array([list(range(6)) + list(range(7)) + [0] * 3])
+  base = model.apply(params, tokens, segments, positions)
+  later = model.apply(params, tokens.at[:, 12].set(9), segments, positions)
+  assert not np.allclose(later[:, 6:12], base[:, 6:12], atol=1e-4)  # Earlier positions see a later token ...
+  np.testing.assert_allclose(later[:, :6], base[:, :6], atol=1e-5)   # ... of their own example only.
+  np.testing.assert_allclose(model.apply(params, tokens[:, 6:13]), base[:, 6:13], atol=1e-5)

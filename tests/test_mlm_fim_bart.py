@@ -112,3 +112,18 @@ def test_bart_examples_target_the_original(corpus_source, vocabulary):
   assert text in " ".join(corpus_source.texts("train"))
   mask_id = vocab.single_piece_id(vocabulary, vocab.MASK_TOKEN)
   assert all(len(ex["inputs"]) <= 64 and mask_id in ex["inputs"] for ex in examples)
+
+
+def test_mlm_batches_for_the_encoder(corpus_source, vocabulary):
+  from pretrain.data import pipeline  # pylint: disable=g-import-not-at-top
+  data_cfg = config.load_config_file("configs/quickstart.py").data
+  name = tasks.register(corpus_source, vocabulary, objectives.make("mlm", data_cfg, seed=0))
+  batch = next(pipeline.batches(name, "validation", {"inputs": 128, "targets": 128, "weights": 128}, 8, "encoder",
+                                shuffle=False, seed=0, repeat=False))
+  assert set(batch) == {"encoder_input_tokens", "encoder_target_tokens", "encoder_loss_weights",
+                        "encoder_segment_ids", "encoder_positions"}
+  weights, segments = batch["encoder_loss_weights"], batch["encoder_segment_ids"]
+  assert weights.shape == (8, 128) and (weights[segments == 0] == 0).all()
+  assert abs(weights.sum() / (segments > 0).sum() - 0.15) < 0.03
+  unmasked = weights == 0
+  np.testing.assert_array_equal(batch["encoder_input_tokens"][unmasked], batch["encoder_target_tokens"][unmasked])

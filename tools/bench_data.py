@@ -4,8 +4,8 @@
 
 For each objective, two pipelines over the bundled corpus's train split: from
 raw text (SentencePiece tokenization included) and from pre-tokenized
-documents held in memory. Both run the objective, seqio's feature converter
-(packing) and batching, as training does. Tokens are the non-padding positions
+documents held in memory. Both run the objective, the feature converter
+(packing; padding for MLM) and batching, as training does. Tokens are the non-padding positions
 of the token features a model reads (inputs and targets for encoder-decoder
 examples). Figures are recorded in tools/bench_data.md.
 """
@@ -38,21 +38,11 @@ def pretokenized_task(name: str, tokens, vocabulary, objective) -> str:
   return name + "_pretokenized"
 
 
-def measure(task: str, lengths, converter: str | None, batch_size: int, seconds: float) -> float:
-  """Non-padding tokens per second after the first batch.
-
-  Without a converter (encoder-only examples, which seqio cannot pack), the
-  task's examples are counted as they come.
-  """
-  import seqio  # pylint: disable=g-import-not-at-top
+def measure(task: str, lengths, converter: str, batch_size: int, seconds: float) -> float:
+  """Non-padding tokens per second after the first batch."""
   from pretrain.data import pipeline  # pylint: disable=g-import-not-at-top
-  if converter:
-    batches = pipeline.batches(task, "train", lengths, batch_size, converter, shuffle=True, seed=0, repeat=True)
-    keys = ("decoder_target_tokens", "encoder_input_tokens")
-  else:
-    batches = seqio.get_mixture_or_task(task).get_dataset(lengths, split="train", shuffle=True, seed=0,
-                                                          num_epochs=None).as_numpy_iterator()
-    keys = ("inputs",)
+  batches = pipeline.batches(task, "train", lengths, batch_size, converter, shuffle=True, seed=0, repeat=True)
+  keys = ("decoder_target_tokens", "encoder_input_tokens")
   next(batches)
   tokens, start = 0, time.perf_counter()
   while time.perf_counter() - start < seconds:
@@ -82,13 +72,10 @@ def main(argv):
     objective = objectives.make(name, cfg.data, cfg.train.seed)
     task = tasks.register(source, vocabulary, objective)
     lengths = pipeline.feature_lengths(cfg.data, objective)
-    converter = None if objective.converter == "encoder" else objective.converter
-    raw = measure(task, lengths, converter, args.batch_size, args.seconds)
-    fast = measure(pretokenized_task(task, tokens, vocabulary, objective), lengths, converter, args.batch_size,
-                   args.seconds)
-    label = name + ("*" if converter is None else "")
-    print(f"{label:<18}{raw:>16,.0f}{fast:>21,.0f}{fast / raw:>8.2f}")
-  print("* encoder-only examples, counted unpacked (seqio has no packing converter for them)")
+    raw = measure(task, lengths, objective.converter, args.batch_size, args.seconds)
+    fast = measure(pretokenized_task(task, tokens, vocabulary, objective), lengths, objective.converter,
+                   args.batch_size, args.seconds)
+    print(f"{name:<18}{raw:>16,.0f}{fast:>21,.0f}{fast / raw:>8.2f}")
 
 
 if __name__ == "__main__":

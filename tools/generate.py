@@ -42,6 +42,8 @@ def main(argv):
   from pretrain.train import restore  # pylint: disable=g-import-not-at-top
 
   run = restore.load(args.workdir)
+  if isinstance(run.model, models.EncoderOnly):
+    raise UserError(f"{args.workdir!r} holds a masked language model (objective mlm), which does not generate text")
   prompt = run.vocabulary.encode(args.prompt)
   rng, valid = jax.random.key(args.seed), run.vocabulary.vocab_size
   sampling_args = dict(temperature=temperature, top_k=args.top_k, top_p=args.top_p, num_valid=valid)

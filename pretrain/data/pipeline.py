@@ -8,12 +8,14 @@ import jax
 import seqio
 import tensorflow as tf
 
+from pretrain.data.encoder_converter import EncoderFeatureConverter
 from pretrain.errors import UserError
 
 CONVERTERS = {
     "lm": lambda: seqio.LMFeatureConverter(pack=True),
     "prefix_lm": lambda: seqio.PrefixLMFeatureConverter(pack=True, loss_on_targets_only=True),
     "enc_dec": lambda: seqio.EncDecFeatureConverter(pack=True),
+    "encoder": EncoderFeatureConverter,
 }
 
 

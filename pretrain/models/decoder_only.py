@@ -94,3 +94,13 @@ class DecoderOnly(nn.Module):
                             name="lm_head")(x_BLD)
     logits_BLV = nn.with_logical_constraint(logits_BLV, ("activation_batch", "activation_length", "activation_vocab"))
     return logits_BLV.astype(jnp.float32)
+
+
+class EncoderOnly(DecoderOnly):
+  """The same stack attending both ways within each packed example: a BERT-style
+  encoder for masked language modelling. Maps tokens [B, L] to logits [B, L, vocab]."""
+
+  def __call__(self, tokens_BL, segment_ids_BL=None, positions_BL=None):
+    if segment_ids_BL is None:
+      segment_ids_BL = jnp.ones_like(tokens_BL)
+    return super().__call__(tokens_BL, segment_ids_BL, positions_BL, prefix_BL=jnp.ones_like(tokens_BL))

@@ -50,7 +50,7 @@ class Run:
   vocabulary: seqio.SentencePieceVocabulary
   objective: objectives.Objective
   task: str
-  model: object  # models.DecoderOnly or models.EncoderDecoder
+  model: object  # models.DecoderOnly, EncoderDecoder or EncoderOnly
   mesh: jax.sharding.Mesh
   rules: tuple
 
@@ -72,12 +72,13 @@ def _check_same_shapes(cfg, workdir: str) -> None:
   with open(path) as f:
     saved = json.load(f)
   current = cfg.to_dict()
-  families = [objectives.make(name, cfg.data, 0).converter == "enc_dec"
+  family = {"lm": "decoder-only", "prefix_lm": "decoder-only", "enc_dec": "encoder-decoder", "encoder": "encoder-only"}
+  families = [family[objectives.make(name, cfg.data, 0).converter]
               for name in (saved["data"]["objective"], cfg.data.objective)]
   if families[0] != families[1]:
-    raise UserError(f"workdir {workdir!r} holds checkpoints of a {'encoder-decoder' if families[0] else 'decoder-only'} "
-                    f"model (objective {saved['data']['objective']!r}), which data.objective="
-                    f"{cfg.data.objective!r} cannot continue; use a new --workdir")
+    raise UserError(f"workdir {workdir!r} holds checkpoints of a {families[0]} model (objective "
+                    f"{saved['data']['objective']!r}), which data.objective={cfg.data.objective!r} cannot continue; "
+                    "use a new --workdir")
   for section in _SHAPE_SECTIONS:
     for key, value in current[section].items():
       if saved.get(section, {}).get(key) != value:
@@ -96,14 +97,11 @@ def build(cfg, workdir: str) -> Run:
     raise UserError(f"train.batch_size={cfg.train.batch_size} does not divide across {data_shards} data shards; "
                     f"use a multiple of {data_shards}")
   objective = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed)
-  if objective.converter == "encoder":
-    raise UserError(f"objective {objective.name!r} makes examples for an encoder-only model, which the trainer "
-                    "does not have yet; look at them with tools/inspect_task.py --task=corpus_mlm")
   members = sources.mixture_sources(cfg.data)
   source = members[0][0]  # Trains the vocabulary (unless tokenizer.path is set) and gives sample prompts.
   vocabulary = vocab.get_vocabulary(cfg, source)
   task = tasks.register_mixture(members, vocabulary, objective)
-  model = models.build(cfg.model, vocabulary.vocab_size, encoder_decoder=objective.converter == "enc_dec")
+  model = models.build(cfg.model, vocabulary.vocab_size, objective.converter)
   if jax.process_index() == 0:  # What tools/generate.py needs, beside the checkpoints.
     with open(os.path.join(workdir, "config.json"), "w") as f:
       f.write(config_lib.to_json(cfg))
@@ -167,6 +165,8 @@ def samples(run: Run, params) -> list[tuple[str, str]]:
   """
   c = run.cfg.sample
   encoder_decoder = isinstance(run.model, models.EncoderDecoder)
+  if isinstance(run.model, models.EncoderOnly):  # A masked LM does not generate text.
+    return []
   prompts = []
   for text in run.source.texts("validation"):
     ids = run.vocabulary.encode(text)
@@ -276,7 +276,7 @@ def _report(run: Run, step: int, final: dict, pairs) -> dict:
     lines = [f"Trained {step} steps. Validation loss {final['eval/loss']:.3f}, "
              f"perplexity {final['eval/perplexity']:.1f}"
              + (f" (step 0: {initial:.1f}, {initial / final['eval/perplexity']:.0f}x lower)" if initial else "")]
-    lines += ["Samples: a validation prompt, then >>> the model's continuation."]
+    lines += ["Samples: a validation prompt, then >>> the model's continuation."] if pairs else []
     for i, (prompt, continuation) in enumerate(pairs, 1):
       lines += [f"[{i}] {prompt.rstrip()}", f">>> {continuation.strip()}"]
     lines += [f"Outputs in {run.workdir}: metrics.jsonl, tensorboard/, checkpoints/, config.json, spm.model, "

@@ -40,7 +40,7 @@ def load(workdir: str) -> Trained:
     cfg = ml_collections.ConfigDict(json.load(f))
   objective = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed)
   vocabulary = vocab.load(os.path.join(workdir, VOCAB_FILE), cfg.tokenizer.extra_ids)
-  model = models.build(cfg.model, vocabulary.vocab_size, encoder_decoder=objective.converter == "enc_dec")
+  model = models.build(cfg.model, vocabulary.vocab_size, objective.converter)
   saver = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints)
   step = saver.latest_step()
   if step is None:

@@ -4,17 +4,17 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from pretrain.models import forward
+from pretrain.models import forward, targets_and_weights
 from pretrain.train import losses
 from pretrain.train.state import TrainState
 
 
 def _sums(model, params, batch, loss_cfg=None):
   logits_BLV = forward(model, params, batch)
+  targets_BL, weights_BL = targets_and_weights(batch)
   if loss_cfg is None:  # Evaluation: the plain cross-entropy.
-    return losses.loss_sums(logits_BLV, batch["decoder_target_tokens"], batch["decoder_loss_weights"])
-  return losses.loss_sums(logits_BLV, batch["decoder_target_tokens"], batch["decoder_loss_weights"],
-                          loss_cfg.z_loss, loss_cfg.label_smoothing)
+    return losses.loss_sums(logits_BLV, targets_BL, weights_BL)
+  return losses.loss_sums(logits_BLV, targets_BL, weights_BL, loss_cfg.z_loss, loss_cfg.label_smoothing)
 
 
 def make_train_step(model, tx, lr_schedule, loss_cfg):
