@@ -71,3 +71,13 @@ def test_packed_examples_do_not_see_each_other():
   packed = model.apply(params, inputs, targets, encoder_segments, decoder_segments)
   alone = model.apply(params, inputs[:, 5:11], targets[:, 3:7])
   np.testing.assert_allclose(packed[:, 3:7], alone, atol=1e-5)
+
+
+def test_greedy_decoding_follows_the_argmax():
+  from pretrain.models import decoding  # pylint: disable=g-import-not-at-top
+  model, params = _model_and_params()
+  inputs = jax.random.randint(jax.random.key(5), (2, 12), 3, 200)
+  out = np.asarray(decoding.generate_encoder_decoder(model, params["params"], inputs, 6, jax.random.key(0)))
+  decoder_inputs = np.concatenate([np.zeros((2, 1), np.int32), out[:, :-1]], axis=1)
+  logits = model.apply(params, inputs, jnp.asarray(decoder_inputs))
+  np.testing.assert_array_equal(np.asarray(jnp.argmax(logits, axis=-1)), out)
