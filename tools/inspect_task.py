@@ -31,15 +31,15 @@ def main(argv):
   parser.add_argument("--list", action="store_true", help="print the registered task names")
   parser.add_argument("--split", default="validation", choices=("train", "validation"))
   parser.add_argument("--num", type=int, default=3, help="examples to print")
-  parser.add_argument("--inputs_length", type=int, help="default: data.inputs_length")
-  parser.add_argument("--targets_length", type=int, help="default: data.targets_length (data.seq_len for clm)")
+  parser.add_argument("--inputs_length", type=int, help="default: data.inputs_length (data.seq_len for mlm)")
+  parser.add_argument("--targets_length", type=int, help="default: data.targets_length (data.seq_len for clm, fim)")
   parser.add_argument("--json", action="store_true", help="token ids as JSON lines")
   args, cfg = config_lib.parse_command_line(parser, argv)
   if not args.list and not args.task:
     raise UserError("give --task=NAME (see --list for the names)")
 
   import seqio  # pylint: disable=g-import-not-at-top  (imports TF)
-  from pretrain.data import objectives, sources, tasks, vocab  # pylint: disable=g-import-not-at-top
+  from pretrain.data import objectives, pipeline, sources, tasks, vocab  # pylint: disable=g-import-not-at-top
 
   source = sources.make_source(cfg.data)
   vocabulary = vocab.get_vocabulary(cfg, source)
@@ -50,11 +50,15 @@ def main(argv):
   if args.task not in names:
     raise UserError(f"unknown task {args.task!r}; the registered tasks are {', '.join(names)}")
   objective = objectives.make(args.task[len(source.name) + 1:], cfg.data, cfg.train.seed)
-  if objective.converter == "lm":
-    lengths = {"targets": args.targets_length or cfg.data.seq_len}
-  else:
-    lengths = {"inputs": args.inputs_length or cfg.data.inputs_length,
-               "targets": args.targets_length or cfg.data.targets_length}
+  if args.inputs_length:
+    cfg.data.inputs_length = args.inputs_length
+    if objective.converter == "encoder":
+      cfg.data.seq_len = args.inputs_length
+  if args.targets_length:
+    cfg.data.targets_length = args.targets_length
+    if objective.converter == "lm":
+      cfg.data.seq_len = args.targets_length
+  lengths = pipeline.feature_lengths(cfg.data, objective)
   dataset = seqio.get_mixture_or_task(args.task).get_dataset(
       lengths, split=args.split, shuffle=False, seed=cfg.train.seed)
   examples = itertools.islice(dataset.as_numpy_iterator(), args.num)
