@@ -83,10 +83,12 @@ def test_train_resume_and_continue(tmp_path, run_train):
   assert records[0]["step"] == 0 and "eval/perplexity" in records[0]
   assert {"train/loss", "train/tokens_per_second", "eval/loss"} <= set(records[2])
 
-  more = run_train(workdir, "--config.train.steps=5", "--config.train.eval_every=2")
+  more = run_train(workdir, "--config.train.steps=6", "--config.train.eval_every=3", "--config.train.log_every=2")
   assert more.returncode == 0, more.stderr
   assert "Resuming from the checkpoint at step 3" in more.stdout + more.stderr
-  assert _steps_logged(workdir) == [1, 2, 3, 4, 5]
+  # Logged every step up to 3, then every 2 steps and at each evaluation (every 3) to 6.
+  assert _steps_logged(workdir) == [1, 2, 3, 4, 6]
+  assert [r["step"] for r in metrics.read(str(workdir)) if "eval/loss" in r] == [0, 2, 3, 6]
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])

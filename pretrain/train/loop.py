@@ -241,12 +241,13 @@ def train(cfg, workdir: str) -> dict:
       step += 1
       interval_steps += 1
       bar.update(1)
-      if step % c.log_every == 0 or step == c.steps:
+      eval_now = step % c.eval_every == 0 or step == c.steps
+      if eval_now or step % c.log_every == 0:
         values = {f"train/{k}": float(v) for k, v in jax.device_get(step_metrics).items()}
         elapsed = time.perf_counter() - interval_start
         values["train/tokens_per_second"] = interval_steps * tokens_per_step / elapsed
         values["train/step_seconds"] = elapsed / interval_steps
-        if step % c.eval_every == 0 or step == c.steps:
+        if eval_now:
           latest_eval = {"step": step, **evaluate(eval_step, state.params, eval_batches)}
           values.update({k: v for k, v in latest_eval.items() if k != "step"})
         writer.write(step, values)
