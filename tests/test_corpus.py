@@ -25,3 +25,17 @@ def test_prepared_once_and_reused(cache_dir, corpus_source):
   assert builder.is_prepared()
   assert builder.info.splits["train"].num_examples + builder.info.splits["validation"].num_examples == len(
       corpus.documents())
+
+
+def test_first_preparation_keeps_stdout_for_results(tmp_path, capsys):
+  corpus.prepare(str(tmp_path / "tfds"))
+  captured = capsys.readouterr()
+  assert captured.out == "" and "Preparing the bundled corpus" in captured.err
+
+
+def test_empty_cache_variable_means_the_default(monkeypatch):
+  import os  # pylint: disable=g-import-not-at-top
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  from pretrain.data import sources  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv("PRETRAIN_CACHE", "")
+  assert sources.cache_dir(ml_collections.ConfigDict({"cache_dir": ""})) == os.path.expanduser("~/.cache/pretrain")

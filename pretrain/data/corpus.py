@@ -8,10 +8,12 @@ their text, so the split is the same on every machine with the same Python.
 """
 
 import ast
+import contextlib
 import functools
 import hashlib
 import os
 import pathlib
+import sys
 import sysconfig
 
 import tensorflow_datasets as tfds
@@ -82,7 +84,8 @@ def prepare(data_dir: str) -> tfds.core.DatasetBuilder:
   os.makedirs(data_dir, exist_ok=True)
   builder = PretrainCorpus(data_dir=data_dir)
   if not builder.is_prepared():
-    print(f"Preparing the bundled corpus in {data_dir} (once)...", flush=True)
+    print(f"Preparing the bundled corpus in {data_dir} (once)...", file=sys.stderr, flush=True)
     tfds.display_progress_bar(False)
-    builder.download_and_prepare(file_format="tfrecord")
+    with contextlib.redirect_stdout(sys.stderr):  # TFDS prints its progress; stdout is for results.
+      builder.download_and_prepare(file_format="tfrecord")
   return builder

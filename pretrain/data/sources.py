@@ -41,7 +41,7 @@ class Source:
 
 
 def cache_dir(data_cfg) -> str:
-  return os.path.expanduser(data_cfg.cache_dir or os.environ.get("PRETRAIN_CACHE", "~/.cache/pretrain"))
+  return os.path.expanduser(data_cfg.cache_dir or (os.environ.get("PRETRAIN_CACHE") or "~/.cache/pretrain"))
 
 
 def make_source(data_cfg) -> Source:

@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import sys
 import tempfile
 
 import seqio
@@ -77,7 +78,7 @@ def cached_model(texts, vocab_size: int, model_type: str, cache: str, extra_ids:
     digest.update(hashlib.sha256(text.encode("utf-8")).digest())
   path = os.path.join(cache, "tokenizers", f"spm_{vocab_size}_{digest.hexdigest()[:16]}.model")
   if not os.path.exists(path):
-    print(f"Training a {vocab_size}-token SentencePiece vocabulary (once) -> {path}", flush=True)
+    print(f"Training a {vocab_size}-token SentencePiece vocabulary (once) -> {path}", file=sys.stderr, flush=True)
     write_atomically(path, train_sentencepiece(texts, vocab_size, model_type, extra_ids))
   return path
 
