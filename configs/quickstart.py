@@ -64,8 +64,10 @@ def get_config() -> ml_collections.ConfigDict:
   c.model.rope_theta = 10000.0
   c.model.tie_embeddings = False
   c.model.dtype = "float32"       # activation dtype; parameters are float32
-  c.model.scan_layers = False     # decoder-only: one nn.scan over the layers (faster compiles for deep models)
-  c.model.remat = "none"          # decoder-only: none | full | save_dots (recompute activations to save memory)
+  c.model.scan_layers = False     # one nn.scan over the layers (faster compiles for deep models)
+  c.model.remat = "none"          # none | full | save_dots (recompute activations to save memory)
+  c.model.dropout = 0.0           # in training, on embeddings and residual branches (T5 used 0.1 when fine-tuning)
+  c.model.vocab_size = 0          # embedding rows; 0: the tokenizer's size rounded up to a multiple of 128
   # Encoder-decoder (T5 v1.1) only; the objective chooses the family.
   c.model.num_decoder_layers = 0  # 0: as many as num_layers
   c.model.relative_attention_num_buckets = 32

@@ -110,3 +110,14 @@ def test_encoder_only_attends_both_ways_within_packed_examples():
   assert not np.allclose(later[:, 6:12], base[:, 6:12], atol=1e-4)  # Earlier positions see a later token ...
   np.testing.assert_allclose(later[:, :6], base[:, :6], atol=1e-5)   # ... of their own example only.
   np.testing.assert_allclose(model.apply(params, tokens[:, 6:13]), base[:, 6:13], atol=1e-5)
+
+
+def test_dropout_acts_in_training_only():
+  model = DecoderOnly(dataclasses.replace(CONFIG, dropout=0.3))
+  tokens = jax.random.randint(jax.random.key(8), (2, 16), 3, 200)
+  params = model.init(jax.random.key(0), tokens)
+  train = lambda seed: model.apply(params, tokens, deterministic=False, rngs={"dropout": jax.random.key(seed)})
+  evaluated = model.apply(params, tokens)
+  np.testing.assert_array_equal(train(1), train(1))
+  assert not np.allclose(train(1), evaluated, atol=1e-3)
+  assert not np.allclose(train(1), train(2), atol=1e-3)

@@ -1,10 +1,13 @@
+import dataclasses
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import linen as nn
 
+from pretrain.hf import layers as hf_layers
 from pretrain.models.encoder_decoder import EncoderDecoder, EncoderDecoderConfig, relative_position_bucket
 
 CONFIG = EncoderDecoderConfig(vocab_size=200, d_model=32, num_layers=2, num_decoder_layers=3, num_heads=3,
@@ -46,7 +49,7 @@ def test_one_relative_bias_table_per_stack_and_logical_axes():
   boxed = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((1, 4), jnp.int32), jnp.zeros((1, 4), jnp.int32))
   names = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(boxed["params"])[0]]
   assert sum("rel_embedding" in n for n in names) == 2
-  assert sum("decoder_layers_" in n and "cross_attention']['query" in n for n in names) == 3
+  assert sum("['decoder']['layer_" in n and "cross_attention']['query" in n for n in names) == 3
   leaves = jax.tree.leaves(boxed["params"], is_leaf=lambda x: hasattr(x, "names"))
   assert all(len(leaf.names) == leaf.value.ndim for leaf in leaves)
 
@@ -73,11 +76,62 @@ def test_packed_examples_do_not_see_each_other():
   np.testing.assert_allclose(packed[:, 3:7], alone, atol=1e-5)
 
 
-def test_greedy_decoding_follows_the_argmax():
+@pytest.mark.parametrize("scan", [False, True])
+def test_kv_cache_greedy_decoding_follows_the_argmax_of_full_recomputation(scan):
   from pretrain.models import decoding  # pylint: disable=g-import-not-at-top
-  model, params = _model_and_params()
+  model = EncoderDecoder(dataclasses.replace(CONFIG, scan_layers=scan))
+  params = model.init(jax.random.key(0), jnp.zeros((1, 12), jnp.int32), jnp.zeros((1, 8), jnp.int32))
   inputs = jax.random.randint(jax.random.key(5), (2, 12), 3, 200)
   out = np.asarray(decoding.generate_encoder_decoder(model, params["params"], inputs, 6, jax.random.key(0)))
   decoder_inputs = np.concatenate([np.zeros((2, 1), np.int32), out[:, :-1]], axis=1)
   logits = model.apply(params, inputs, jnp.asarray(decoder_inputs))
   np.testing.assert_array_equal(np.asarray(jnp.argmax(logits, axis=-1)), out)
+
+
+def _scanned(params):
+  """Unrolled layer_i parameters of both stacks as scanned 'layers' trees."""
+  params = dict(nn.meta.unbox(params)["params"])
+  for stack, count in (("encoder", CONFIG.num_layers), ("decoder", CONFIG.num_decoder_layers)):
+    layers = hf_layers.unstack(params[stack], "layers", "layer_{}", count)
+    rest = {k: v for k, v in params[stack].items() if not k.startswith("layer_")}
+    params[stack] = {**rest, **hf_layers.stack(layers, "layers", "layer_{}", scan=True)}
+  return {"params": params}
+
+
+def test_scanned_and_unrolled_stacks_agree():
+  model, params = _model_and_params()
+  scanned = EncoderDecoder(dataclasses.replace(CONFIG, scan_layers=True))
+  inputs = jax.random.randint(jax.random.key(6), (2, 12), 3, 200)
+  targets = jax.random.randint(jax.random.key(7), (2, 8), 3, 200)
+  np.testing.assert_allclose(scanned.apply(_scanned(params), inputs, targets), model.apply(params, inputs, targets),
+                             atol=1e-5)
+
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_remat_policies_give_equal_gradients(scan):
+  inputs = jax.random.randint(jax.random.key(8), (2, 12), 3, 200)
+  targets = jax.random.randint(jax.random.key(9), (2, 8), 3, 200)
+  grads = {}
+  for policy in ("none", "full", "save_dots"):
+    model = EncoderDecoder(dataclasses.replace(CONFIG, remat=policy, scan_layers=scan))
+    params = model.init(jax.random.key(0), inputs, targets)
+    grads[policy] = jax.grad(lambda p: jnp.sum(jnp.sin(model.apply(p, inputs, targets))))(params)
+  for policy in ("full", "save_dots"):
+    for a, b in zip(jax.tree.leaves(grads["none"]), jax.tree.leaves(grads[policy])):
+      np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_dropout_acts_in_training_only():
+  model = EncoderDecoder(dataclasses.replace(CONFIG, dropout=0.3, scan_layers=True))
+  inputs = jax.random.randint(jax.random.key(10), (2, 12), 3, 200)
+  targets = jax.random.randint(jax.random.key(11), (2, 8), 3, 200)
+  params = model.init(jax.random.key(0), inputs, targets)
+  train = lambda seed: model.apply(params, inputs, targets, deterministic=False, rngs={"dropout": jax.random.key(seed)})
+  evaluated = model.apply(params, inputs, targets)
+  np.testing.assert_array_equal(model.apply(params, inputs, targets), evaluated)
+  np.testing.assert_array_equal(train(1), train(1))
+  assert not np.allclose(train(1), evaluated, atol=1e-3)
+  assert not np.allclose(train(1), train(2), atol=1e-3)
+  no_dropout = EncoderDecoder(dataclasses.replace(CONFIG, scan_layers=True))
+  np.testing.assert_allclose(no_dropout.apply(params, inputs, targets, deterministic=False,
+                                              rngs={"dropout": jax.random.key(1)}), evaluated, atol=1e-6)

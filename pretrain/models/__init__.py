@@ -7,6 +7,8 @@ examples train the decoder-only model, `enc_dec` the T5 encoder-decoder and
 
 import jax.numpy as jnp
 
+from pretrain.errors import UserError
+
 from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig, EncoderOnly
 from pretrain.models.encoder_decoder import EncoderDecoder, EncoderDecoderConfig
 
@@ -15,8 +17,15 @@ VOCAB_MULTIPLE = 128
 
 
 def build(model_cfg, vocabulary_size: int, converter: str):
-  """The model for a config, a vocabulary and the objective's feature converter."""
-  vocab_size = -(-vocabulary_size // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+  """The model for a config, a vocabulary and the objective's feature converter.
+
+  The embedding has model.vocab_size rows, or (0) the vocabulary's size
+  rounded up to a multiple of VOCAB_MULTIPLE.
+  """
+  vocab_size = model_cfg.get("vocab_size") or -(-vocabulary_size // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+  if vocab_size < vocabulary_size:
+    raise UserError(f"model.vocab_size={vocab_size} is smaller than the vocabulary's {vocabulary_size} ids; "
+                    "use 0 (the vocabulary's size, rounded up) or a larger value")
   if converter == "enc_dec":
     return EncoderDecoder(EncoderDecoderConfig.from_config(model_cfg, vocab_size))
   config = DecoderOnlyConfig.from_config(model_cfg, vocab_size)
@@ -32,16 +41,17 @@ def example_args(model, lengths: dict[str, int]) -> tuple:
   return (jnp.zeros((1, sum(lengths.values())), jnp.int32),)
 
 
-def forward(model, params, batch):
-  """Logits for a batch from the feature converters."""
+def forward(model, params, batch, dropout_rng=None):
+  """Logits for a batch from the feature converters; with `dropout_rng`, in training mode (dropout on)."""
+  kwargs = {"deterministic": dropout_rng is None, "rngs": {} if dropout_rng is None else {"dropout": dropout_rng}}
   if isinstance(model, EncoderDecoder):
     return model.apply({"params": params}, batch["encoder_input_tokens"], batch["decoder_input_tokens"],
-                       batch["encoder_segment_ids"], batch["decoder_segment_ids"])
+                       batch["encoder_segment_ids"], batch["decoder_segment_ids"], **kwargs)
   if isinstance(model, EncoderOnly):
     return model.apply({"params": params}, batch["encoder_input_tokens"], batch["encoder_segment_ids"],
-                       batch["encoder_positions"])
+                       batch["encoder_positions"], **kwargs)
   return model.apply({"params": params}, batch["decoder_input_tokens"], batch["decoder_segment_ids"],
-                     batch["decoder_positions"], batch.get("decoder_causal_attention"))
+                     batch["decoder_positions"], batch.get("decoder_causal_attention"), **kwargs)
 
 
 def targets_and_weights(batch):

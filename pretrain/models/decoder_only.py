@@ -22,40 +22,29 @@ class DecoderOnlyConfig:
   dtype: str = "float32"
   scan_layers: bool = False  # One nn.scan over the layers (parameters stacked on a 'layers' axis).
   remat: str = "none"        # Rematerialisation of each layer: none | full | save_dots.
+  dropout: float = 0.0       # On the embeddings and each residual branch, in training.
 
   @classmethod
   def from_config(cls, model_cfg, vocab_size: int) -> "DecoderOnlyConfig":
-    fields = {f.name for f in dataclasses.fields(cls)} - {"vocab_size"}
-    return cls(vocab_size=vocab_size, **{k: model_cfg[k] for k in fields})
+    return cls(vocab_size=vocab_size, **layers.config_fields(cls, model_cfg))
 
 
 class DecoderLayer(nn.Module):
   config: DecoderOnlyConfig
   decode: bool = False
+  deterministic: bool = True
 
   @nn.compact
   def __call__(self, x_BLD, mask_B1LS, positions_BL):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
+    drop = layers.dropout(c.dropout, self.deterministic)
     h_BLD = layers.RMSNorm(dtype=dtype, name="attention_norm")(x_BLD)
-    x_BLD = x_BLD + layers.Attention(c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, dtype,
-                                     name="attention")(h_BLD, mask_B1LS, positions_BL, self.decode)
+    x_BLD = x_BLD + drop(layers.Attention(c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, dtype,
+                                          name="attention")(h_BLD, mask_B1LS, positions_BL, self.decode))
     h_BLD = layers.RMSNorm(dtype=dtype, name="mlp_norm")(x_BLD)
-    x_BLD = x_BLD + layers.SwiGLU(c.mlp_dim, dtype, name="mlp")(h_BLD)
+    x_BLD = x_BLD + drop(layers.SwiGLU(c.mlp_dim, dtype, name="mlp")(h_BLD))
     x_BLD = nn.with_logical_constraint(x_BLD, ("activation_batch", "activation_length", "activation_embed"))
-    return (x_BLD, None) if c.scan_layers else x_BLD  # nn.scan wants (carry, output).
-
-
-def stack(config: DecoderOnlyConfig, decode: bool, x_BLD, mask_B1LS, positions_BL):
-  """The layers, unrolled or under one nn.scan, each rematerialised as configured."""
-  block = layers.rematerialised(DecoderLayer, config.remat, scanned=config.scan_layers)
-  if not config.scan_layers:
-    for i in range(config.num_layers):
-      x_BLD = block(config, decode, name=f"layer_{i}")(x_BLD, mask_B1LS, positions_BL)
-    return x_BLD
-  scanned = nn.scan(block, variable_axes={"params": 0, "cache": 0}, split_rngs={"params": True},
-                    in_axes=(nn.broadcast, nn.broadcast), length=config.num_layers,
-                    metadata_params={nn.PARTITION_NAME: "layers"})
-  return scanned(config, decode, name="layers")(x_BLD, mask_B1LS, positions_BL)[0]
+    return (x_BLD, None) if c.scan_layers else x_BLD
 
 
 class DecoderOnly(nn.Module):
@@ -72,7 +61,7 @@ class DecoderOnly(nn.Module):
 
   @nn.compact
   def __call__(self, tokens_BL, segment_ids_BL=None, positions_BL=None, prefix_BL=None, decode=False,
-               mask_B1LS=None):
+               mask_B1LS=None, deterministic=True):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     if segment_ids_BL is None:
       segment_ids_BL = jnp.ones_like(tokens_BL)
@@ -81,10 +70,11 @@ class DecoderOnly(nn.Module):
     embed = nn.Embed(c.vocab_size, c.d_model, dtype=dtype, param_dtype=jnp.float32,
                      embedding_init=layers.partitioned(nn.initializers.normal(1.0), ("vocab", "embed")),
                      name="embed")
-    x_BLD = embed(tokens_BL)
+    x_BLD = layers.dropout(c.dropout, deterministic)(embed(tokens_BL))
     if mask_B1LS is None:
       mask_B1LS = layers.attention_mask(segment_ids_BL, prefix_BL)
-    x_BLD = stack(c, decode, x_BLD, mask_B1LS, positions_BL)
+    x_BLD = layers.repeat(DecoderLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic),
+                          x_BLD, mask_B1LS, positions_BL)
     x_BLD = layers.RMSNorm(dtype=dtype, name="final_norm")(x_BLD)
     if c.tie_embeddings:
       logits_BLV = embed.attend(x_BLD)
@@ -100,7 +90,8 @@ class EncoderOnly(DecoderOnly):
   """The same stack attending both ways within each packed example: a BERT-style
   encoder for masked language modelling. Maps tokens [B, L] to logits [B, L, vocab]."""
 
-  def __call__(self, tokens_BL, segment_ids_BL=None, positions_BL=None):
+  def __call__(self, tokens_BL, segment_ids_BL=None, positions_BL=None, deterministic=True):
     if segment_ids_BL is None:
       segment_ids_BL = jnp.ones_like(tokens_BL)
-    return super().__call__(tokens_BL, segment_ids_BL, positions_BL, prefix_BL=jnp.ones_like(tokens_BL))
+    return super().__call__(tokens_BL, segment_ids_BL, positions_BL, prefix_BL=jnp.ones_like(tokens_BL),
+                            deterministic=deterministic)

@@ -2,8 +2,8 @@
 
 A decoder-only model decodes with a key/value cache: one pass over the prompt
 (bidirectional for a prefix-LM model, as in training), then one token at a
-time. The encoder-decoder path encodes once and recomputes the (short)
-decoder sequence at each step.
+time. The encoder-decoder path encodes once, then decodes one token at a time
+against the cache of its decoder's self-attention.
 """
 
 import jax
@@ -75,22 +75,35 @@ def generate(model, params, prompt_BP, max_new_tokens: int, rng, temperature: fl
 
 def generate_encoder_decoder(model, params, inputs_BS, max_new_tokens: int, rng, temperature: float = 0.0,
                              top_k: int = 0, top_p: float = 1.0, num_valid: int | None = None):
-  """Decodes `max_new_tokens` target tokens for each row of encoder inputs; returns them [B, max_new_tokens]."""
+  """Decodes `max_new_tokens` target tokens for each row of encoder inputs; returns them [B, max_new_tokens].
+
+  Encodes once, then feeds one decoder token per step against the key/value
+  cache of the decoder's self-attention. Input id 0 is padding.
+  """
+  batch = inputs_BS.shape[0]
   num_valid = num_valid or model.config.vocab_size
-  tokens_BT = jnp.zeros((inputs_BS.shape[0], max_new_tokens + 1), jnp.int32)  # Starts with id 0, as in training.
+  sample = lambda logits_BV, key: sample_next(logits_BV, key, temperature, num_valid, top_k, top_p).astype(jnp.int32)
+  segments_BS = (inputs_BS != 0).astype(jnp.int32)
 
   @jax.jit
-  def run(params, inputs_BS, tokens_BT, rng):
-    encoded_BSD = model.apply({"params": params}, inputs_BS, method=model.encode)
+  def run(params, inputs_BS, rng):
+    encoded_BSD = model.apply({"params": params}, inputs_BS, segments_BS, method=model.encode)
+    step_args = lambda tokens_B1, offset: (encoded_BSD, tokens_B1, offset, max_new_tokens, segments_BS)
+    cache = model.init(jax.random.key(0), *step_args(jnp.zeros((batch, max_new_tokens), jnp.int32), 0),
+                       method=model.decode_step)["cache"]
+    cache = jax.tree.map(jnp.zeros_like, cache)
 
     def step(i, carry):
-      tokens_BT, rng = carry
-      rng, step_rng = jax.random.split(rng)
-      logits_BV = model.apply({"params": params}, encoded_BSD, tokens_BT, method=model.decode)[:, i]
-      next_B = sample_next(logits_BV, step_rng, temperature, num_valid, top_k, top_p)
-      return tokens_BT.at[:, i + 1].set(next_B.astype(jnp.int32)), rng
+      out_BN, cache, rng = carry
+      # The decoder reads the targets shifted right, starting with id 0, as in training.
+      previous_B1 = jnp.where(i == 0, 0, jax.lax.dynamic_slice_in_dim(out_BN, jnp.maximum(i - 1, 0), 1, axis=1))
+      logits_B1V, variables = model.apply({"params": params, "cache": cache}, *step_args(previous_B1, i),
+                                          method=model.decode_step, mutable=["cache"])
+      rng, key = jax.random.split(rng)
+      return out_BN.at[:, i].set(sample(logits_B1V[:, 0], key)), variables["cache"], rng
 
-    tokens_BT, _ = jax.lax.fori_loop(0, max_new_tokens, step, (tokens_BT, rng))
-    return tokens_BT[:, 1:]
+    out_BN = jnp.zeros((batch, max_new_tokens), jnp.int32)
+    out_BN, _, _ = jax.lax.fori_loop(0, max_new_tokens, step, (out_BN, cache, rng))
+    return out_BN
 
-  return run(params, inputs_BS, tokens_BT, rng)
+  return run(params, inputs_BS, rng)

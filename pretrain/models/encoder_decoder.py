@@ -26,12 +26,15 @@ class EncoderDecoderConfig:
   relative_attention_num_buckets: int = 32
   relative_attention_max_distance: int = 128
   dtype: str = "float32"
+  scan_layers: bool = False  # One nn.scan over each stack's layers.
+  remat: str = "none"        # none | full | save_dots
+  dropout: float = 0.0       # T5's places: embeddings, residual branches, inside the MLP, after the final norms.
 
   @classmethod
   def from_config(cls, model_cfg, vocab_size: int) -> "EncoderDecoderConfig":
-    fields = {f.name for f in dataclasses.fields(cls)} - {"vocab_size", "num_decoder_layers"}
-    return cls(vocab_size=vocab_size, num_decoder_layers=model_cfg.num_decoder_layers or model_cfg.num_layers,
-               **{k: model_cfg[k] for k in fields})
+    fields = layers.config_fields(cls, model_cfg)
+    fields["num_decoder_layers"] = fields.get("num_decoder_layers") or model_cfg.num_layers
+    return cls(vocab_size=vocab_size, **fields)
 
 
 def relative_position_bucket(relative_position, bidirectional: bool, num_buckets: int, max_distance: int):
@@ -78,6 +81,8 @@ def _segment_mask(query_segments_BL, key_segments_BS, causal: bool):
 class GatedGelu(nn.Module):
   mlp_dim: int
   dtype: jnp.dtype = jnp.float32
+  dropout: float = 0.0
+  deterministic: bool = True
 
   @nn.compact
   def __call__(self, x_BLD):
@@ -86,53 +91,131 @@ class GatedGelu(nn.Module):
     h_BLF = nn.gelu(dense(self.mlp_dim, ("embed", "mlp"), "wi_0")(x_BLD), approximate=True)
     h_BLF = h_BLF * dense(self.mlp_dim, ("embed", "mlp"), "wi_1")(x_BLD)
     h_BLF = nn.with_logical_constraint(h_BLF, ("activation_batch", "activation_length", "activation_mlp"))
+    h_BLF = layers.dropout(self.dropout, self.deterministic)(h_BLF)
     return dense(x_BLD.shape[-1], ("mlp", "embed"), "wo")(h_BLF)
 
 
 class T5Attention(nn.Module):
-  """Attention without logit scaling, with an optional additive bias."""
+  """Attention without logit scaling, with an optional additive bias.
+
+  With `decode`, self-attention appends this call's keys and values to a
+  cache (as layers.Attention); cross-attention (`cross`) projects the encoder
+  output once, at the first step, and reuses it.
+  """
   num_heads: int
   head_dim: int
   dtype: jnp.dtype = jnp.float32
+  cross: bool = False
 
   @nn.compact
-  def __call__(self, x_BLD, memory_BSD, mask_B1LS, bias_1NLS=None):
+  def __call__(self, x_BLD, memory_BSD, mask_B1LS, bias_1NLS=None, decode=False):
     d, n, h = x_BLD.shape[-1], self.num_heads, self.head_dim
     kernel = lambda name, shape, axes, i, o: self.param(
         name, layers.kernel_init(*axes, in_axis=i, out_axis=o), shape, jnp.float32).astype(self.dtype)
-    q_BLNH = jnp.einsum("BLD,DNH->BLNH", x_BLD, kernel("query", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2)))
-    k_BSNH = jnp.einsum("BSD,DNH->BSNH", memory_BSD, kernel("key", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2)))
-    v_BSNH = jnp.einsum("BSD,DNH->BSNH", memory_BSD, kernel("value", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2)))
+    wq_DNH = kernel("query", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2))
+    wk_DNH = kernel("key", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2))
+    wv_DNH = kernel("value", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2))
+    q_BLNH = jnp.einsum("BLD,DNH->BLNH", x_BLD, wq_DNH)
+    project = lambda: (jnp.einsum("BSD,DNH->BSNH", memory_BSD, wk_DNH), jnp.einsum("BSD,DNH->BSNH", memory_BSD, wv_DNH))
+    if decode and self.cross:
+      k_BSNH, v_BSNH = self._projected_once(project)
+    else:
+      k_BSNH, v_BSNH = project()
+      if decode:
+        k_BSNH, v_BSNH = layers.append_to_cache(self, k_BSNH, v_BSNH)
     out_BLNH = jax.nn.dot_product_attention(q_BLNH, k_BSNH, v_BSNH, bias=bias_1NLS, mask=mask_B1LS, scale=1.0)
     return jnp.einsum("BLNH,NHD->BLD", out_BLNH, kernel("out", (n, h, d), ("heads", "kv", "embed"), (0, 1), 2))
+
+  def _projected_once(self, project):
+    initialised = self.has_variable("cache", "memory_key")
+    shapes = jax.eval_shape(project)
+    key = self.variable("cache", "memory_key", jnp.zeros, shapes[0].shape, shapes[0].dtype)
+    value = self.variable("cache", "memory_value", jnp.zeros, shapes[1].shape, shapes[1].dtype)
+    ready = self.variable("cache", "memory_ready", lambda: jnp.zeros((), jnp.bool_))
+    if not initialised:
+      return project()
+    key.value, value.value = jax.lax.cond(ready.value, lambda: (key.value, value.value), project)
+    ready.value = jnp.ones((), jnp.bool_)
+    return key.value, value.value
 
 
 class EncoderLayer(nn.Module):
   config: EncoderDecoderConfig
+  deterministic: bool = True
 
   @nn.compact
   def __call__(self, x_BLD, mask_B1LL, bias_1NLL):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
+    drop = layers.dropout(c.dropout, self.deterministic)
     h_BLD = layers.RMSNorm(dtype=dtype, name="attention_norm")(x_BLD)
-    x_BLD = x_BLD + T5Attention(c.num_heads, c.head_dim, dtype, name="attention")(h_BLD, h_BLD, mask_B1LL, bias_1NLL)
-    x_BLD = x_BLD + GatedGelu(c.mlp_dim, dtype, name="mlp")(layers.RMSNorm(dtype=dtype, name="mlp_norm")(x_BLD))
-    return nn.with_logical_constraint(x_BLD, ("activation_batch", "activation_length", "activation_embed"))
+    x_BLD = x_BLD + drop(T5Attention(c.num_heads, c.head_dim, dtype, name="attention")(
+        h_BLD, h_BLD, mask_B1LL, bias_1NLL))
+    h_BLD = layers.RMSNorm(dtype=dtype, name="mlp_norm")(x_BLD)
+    x_BLD = x_BLD + drop(GatedGelu(c.mlp_dim, dtype, c.dropout, self.deterministic, name="mlp")(h_BLD))
+    x_BLD = nn.with_logical_constraint(x_BLD, ("activation_batch", "activation_length", "activation_embed"))
+    return (x_BLD, None) if c.scan_layers else x_BLD
 
 
 class DecoderLayer(nn.Module):
   config: EncoderDecoderConfig
+  deterministic: bool = True
+  decode: bool = False
 
   @nn.compact
   def __call__(self, y_BTD, encoded_BSD, self_mask_B1TT, cross_mask_B1TS, bias_1NTT):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
+    drop = layers.dropout(c.dropout, self.deterministic)
     h_BTD = layers.RMSNorm(dtype=dtype, name="self_attention_norm")(y_BTD)
-    y_BTD = y_BTD + T5Attention(c.num_heads, c.head_dim, dtype, name="self_attention")(
-        h_BTD, h_BTD, self_mask_B1TT, bias_1NTT)
+    y_BTD = y_BTD + drop(T5Attention(c.num_heads, c.head_dim, dtype, name="self_attention")(
+        h_BTD, h_BTD, self_mask_B1TT, bias_1NTT, self.decode))
     h_BTD = layers.RMSNorm(dtype=dtype, name="cross_attention_norm")(y_BTD)
-    y_BTD = y_BTD + T5Attention(c.num_heads, c.head_dim, dtype, name="cross_attention")(
-        h_BTD, encoded_BSD, cross_mask_B1TS)
-    y_BTD = y_BTD + GatedGelu(c.mlp_dim, dtype, name="mlp")(layers.RMSNorm(dtype=dtype, name="mlp_norm")(y_BTD))
-    return nn.with_logical_constraint(y_BTD, ("activation_batch", "activation_length", "activation_embed"))
+    y_BTD = y_BTD + drop(T5Attention(c.num_heads, c.head_dim, dtype, cross=True, name="cross_attention")(
+        h_BTD, encoded_BSD, cross_mask_B1TS, decode=self.decode))
+    h_BTD = layers.RMSNorm(dtype=dtype, name="mlp_norm")(y_BTD)
+    y_BTD = y_BTD + drop(GatedGelu(c.mlp_dim, dtype, c.dropout, self.deterministic, name="mlp")(h_BTD))
+    y_BTD = nn.with_logical_constraint(y_BTD, ("activation_batch", "activation_length", "activation_embed"))
+    return (y_BTD, None) if c.scan_layers else y_BTD
+
+
+class Encoder(nn.Module):
+  """Embedded inputs [B, S, D] -> encoded [B, S, D]."""
+  config: EncoderDecoderConfig
+
+  @nn.compact
+  def __call__(self, x_BSD, segment_ids_BS, deterministic=True):
+    c, dtype = self.config, jnp.dtype(self.config.dtype)
+    drop = layers.dropout(c.dropout, deterministic)
+    length = x_BSD.shape[1]
+    bias_1NSS = RelativePositionBias(c.num_heads, True, c.relative_attention_num_buckets,
+                                     c.relative_attention_max_distance, name="relative_bias")(length, length)
+    mask_B1SS = _segment_mask(segment_ids_BS, segment_ids_BS, False)
+    x_BSD = layers.repeat(EncoderLayer, c.num_layers, c.scan_layers, c.remat, (c, deterministic),
+                          drop(x_BSD), mask_B1SS, bias_1NSS)
+    return drop(layers.RMSNorm(dtype=dtype, name="norm")(x_BSD))
+
+
+class Decoder(nn.Module):
+  """Embedded decoder inputs [B, T, D] and encoded inputs [B, S, D] -> final hidden states [B, T, D].
+
+  With `decode`, positions [offset, offset + T) of the sequence are computed
+  against the key/value cache: `self_mask_B1TK` says which cached positions
+  each query sees, and the relative bias is taken at those positions.
+  """
+  config: EncoderDecoderConfig
+
+  @nn.compact
+  def __call__(self, y_BTD, encoded_BSD, self_mask_B1TK, cross_mask_B1TS, deterministic=True, decode=False,
+               offset=0):
+    c, dtype = self.config, jnp.dtype(self.config.dtype)
+    drop = layers.dropout(c.dropout, deterministic)
+    bias = RelativePositionBias(c.num_heads, False, c.relative_attention_num_buckets,
+                                c.relative_attention_max_distance, name="relative_bias")
+    bias_1NTK = bias(self_mask_B1TK.shape[-1], self_mask_B1TK.shape[-1])
+    if decode:
+      bias_1NTK = jax.lax.dynamic_slice_in_dim(bias_1NTK, offset, y_BTD.shape[1], axis=2)
+    y_BTD = layers.repeat(DecoderLayer, c.num_decoder_layers, c.scan_layers, c.remat, (c, deterministic, decode),
+                          drop(y_BTD), encoded_BSD, self_mask_B1TK, cross_mask_B1TS, bias_1NTK)
+    return drop(layers.RMSNorm(dtype=dtype, name="norm")(y_BTD))
 
 
 class EncoderDecoder(nn.Module):
@@ -147,42 +230,43 @@ class EncoderDecoder(nn.Module):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     self.embed = nn.Embed(c.vocab_size, c.d_model, dtype=dtype, param_dtype=jnp.float32,
                           embedding_init=layers.partitioned(nn.initializers.normal(1.0), ("vocab", "embed")))
-    bias = lambda bidirectional: RelativePositionBias(c.num_heads, bidirectional, c.relative_attention_num_buckets,
-                                                      c.relative_attention_max_distance)
-    self.encoder_bias, self.decoder_bias = bias(True), bias(False)
-    self.encoder_layers = [EncoderLayer(c) for _ in range(c.num_layers)]
-    self.decoder_layers = [DecoderLayer(c) for _ in range(c.num_decoder_layers)]
-    self.encoder_norm = layers.RMSNorm(dtype=dtype)
-    self.decoder_norm = layers.RMSNorm(dtype=dtype)
+    self.encoder = Encoder(c)
+    self.decoder = Decoder(c)
     self.lm_head = nn.Dense(c.vocab_size, use_bias=False, dtype=dtype, param_dtype=jnp.float32,
                             kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", "vocab")))
 
-  def encode(self, tokens_BS, segment_ids_BS=None):
+  def encode(self, tokens_BS, segment_ids_BS=None, deterministic=True):
     if segment_ids_BS is None:
       segment_ids_BS = jnp.ones_like(tokens_BS)
-    length = tokens_BS.shape[1]
-    x_BSD = self.embed(tokens_BS)
-    mask_B1SS, bias_1NSS = _segment_mask(segment_ids_BS, segment_ids_BS, False), self.encoder_bias(length, length)
-    for layer in self.encoder_layers:
-      x_BSD = layer(x_BSD, mask_B1SS, bias_1NSS)
-    return self.encoder_norm(x_BSD)
+    return self.encoder(self.embed(tokens_BS), segment_ids_BS, deterministic)
 
-  def decode(self, encoded_BSD, tokens_BT, encoder_segment_ids_BS=None, segment_ids_BT=None):
+  def decode(self, encoded_BSD, tokens_BT, encoder_segment_ids_BS=None, segment_ids_BT=None, deterministic=True):
     if segment_ids_BT is None:
       segment_ids_BT = jnp.ones_like(tokens_BT)
     if encoder_segment_ids_BS is None:
       encoder_segment_ids_BS = jnp.ones(encoded_BSD.shape[:2], jnp.int32)
-    length = tokens_BT.shape[1]
-    y_BTD = self.embed(tokens_BT)
     self_mask, cross_mask = (_segment_mask(segment_ids_BT, segment_ids_BT, True),
                              _segment_mask(segment_ids_BT, encoder_segment_ids_BS, False))
-    bias_1NTT = self.decoder_bias(length, length)
-    for layer in self.decoder_layers:
-      y_BTD = layer(y_BTD, encoded_BSD, self_mask, cross_mask, bias_1NTT)
-    logits_BTV = self.lm_head(self.decoder_norm(y_BTD))
+    return self._logits(self.decoder(self.embed(tokens_BT), encoded_BSD, self_mask, cross_mask, deterministic))
+
+  def decode_step(self, encoded_BSD, tokens_BT, offset, cache_length: int, encoder_segment_ids_BS=None):
+    """Logits of decoder positions [offset, offset + T), with keys and values
+    of earlier positions from the 'cache' collection (sized by an `init`
+    through this method at the full length `cache_length`)."""
+    if encoder_segment_ids_BS is None:
+      encoder_segment_ids_BS = jnp.ones(encoded_BSD.shape[:2], jnp.int32)
+    positions_T = offset + jnp.arange(tokens_BT.shape[1])
+    self_mask = (jnp.arange(cache_length)[None, :] <= positions_T[:, None])[None, None]
+    cross_mask = (encoder_segment_ids_BS != 0)[:, None, None, :]
+    hidden_BTD = self.decoder(self.embed(tokens_BT), encoded_BSD, self_mask, cross_mask, decode=True, offset=offset)
+    return self._logits(hidden_BTD)
+
+  def _logits(self, hidden_BTD):
+    logits_BTV = self.lm_head(hidden_BTD)
     return nn.with_logical_constraint(logits_BTV, ("activation_batch", "activation_length",
                                                    "activation_vocab")).astype(jnp.float32)
 
-  def __call__(self, encoder_tokens_BS, decoder_tokens_BT, encoder_segment_ids_BS=None, decoder_segment_ids_BT=None):
-    encoded_BSD = self.encode(encoder_tokens_BS, encoder_segment_ids_BS)
-    return self.decode(encoded_BSD, decoder_tokens_BT, encoder_segment_ids_BS, decoder_segment_ids_BT)
+  def __call__(self, encoder_tokens_BS, decoder_tokens_BT, encoder_segment_ids_BS=None, decoder_segment_ids_BT=None,
+               deterministic=True):
+    encoded_BSD = self.encode(encoder_tokens_BS, encoder_segment_ids_BS, deterministic)
+    return self.decode(encoded_BSD, decoder_tokens_BT, encoder_segment_ids_BS, decoder_segment_ids_BT, deterministic)

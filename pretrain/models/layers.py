@@ -4,6 +4,7 @@ Shapes are named in suffixes: B batch, L query length, S key length, D model
 width, N query heads, K key/value heads, H head width, F feed-forward width.
 """
 
+import dataclasses
 import functools
 
 import flax.linen as nn
@@ -12,6 +13,12 @@ import jax.numpy as jnp
 
 Dtype = jnp.dtype
 partitioned = nn.with_logical_partitioning
+
+
+def config_fields(config_class, model_cfg) -> dict:
+  """The dataclass fields found in the model config section (others keep their defaults)."""
+  names = {f.name for f in dataclasses.fields(config_class)} - {"vocab_size"}
+  return {k: model_cfg[k] for k in names if k in model_cfg}
 
 
 def kernel_init(*axes, in_axis=-2, out_axis=-1):
@@ -34,6 +41,29 @@ def rematerialised(module_class, policy: str, scanned: bool):
     from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
     raise UserError(f"model.remat={policy!r} is unknown; use none, {', '.join(REMAT_POLICIES)}")
   return nn.remat(module_class, policy=REMAT_POLICIES[policy], prevent_cse=not scanned)
+
+
+def repeat(block_class, count: int, scan: bool, remat: str, module_args: tuple, x, *shared):
+  """`count` blocks applied in turn to `x` (each also given `shared`), unrolled
+  as submodules `layer_{i}` or under one nn.scan named `layers` whose parameters
+  (and decoding caches) gain a leading 'layers' axis. Called from a compact method.
+
+  A block returns (x, None) when scanned: nn.scan wants (carry, output).
+  """
+  block = rematerialised(block_class, remat, scanned=scan)
+  if not scan:
+    for i in range(count):
+      x = block(*module_args, name=f"layer_{i}")(x, *shared)
+    return x
+  scanned = nn.scan(block, variable_axes={"params": 0, "cache": 0}, split_rngs={"params": True, "dropout": True},
+                    in_axes=(nn.broadcast,) * len(shared), length=count,
+                    metadata_params={nn.PARTITION_NAME: "layers"})
+  return scanned(*module_args, name="layers")(x, *shared)[0]
+
+
+def dropout(rate: float, deterministic: bool):
+  """Dropout for the residual branches; the identity when deterministic or at rate 0."""
+  return nn.Dropout(rate, deterministic=deterministic or rate == 0.0)
 
 
 class RMSNorm(nn.Module):
@@ -104,23 +134,28 @@ class Attention(nn.Module):
     v_BLKH = jnp.einsum("BLD,DKH->BLKH", x_BLD, wv_DKH)
     q_BLNH = nn.with_logical_constraint(q_BLNH, ("activation_batch", "activation_length", "activation_heads", None))
     if decode:
-      k_BLKH, v_BLKH = self._cached(k_BLKH, v_BLKH)
+      k_BLKH, v_BLKH = append_to_cache(self, k_BLKH, v_BLKH)
     out_BLNH = jax.nn.dot_product_attention(q_BLNH, k_BLKH, v_BLKH, mask=mask_B1LS)
     return jnp.einsum("BLNH,NHD->BLD", out_BLNH, wo_NHD)
 
-  def _cached(self, k_BLKH, v_BLKH):
-    """Writes this call's keys and values at the cache index; returns the whole cache."""
-    initialised = self.has_variable("cache", "key")
-    key = self.variable("cache", "key", jnp.zeros, k_BLKH.shape, k_BLKH.dtype)
-    value = self.variable("cache", "value", jnp.zeros, v_BLKH.shape, v_BLKH.dtype)
-    index = self.variable("cache", "index", lambda: jnp.zeros((), jnp.int32))
-    if not initialised:  # `init` sizes the cache; it attends as usual.
-      return k_BLKH, v_BLKH
-    start = (0, index.value, 0, 0)
-    key.value = jax.lax.dynamic_update_slice(key.value, k_BLKH, start)
-    value.value = jax.lax.dynamic_update_slice(value.value, v_BLKH, start)
-    index.value = index.value + k_BLKH.shape[1]
-    return key.value, value.value
+
+def append_to_cache(module: nn.Module, k_BLKH, v_BLKH):
+  """Writes keys and values at the cache index of `module`'s 'cache' collection; returns the whole cache.
+
+  An `init` with decode=True sizes the cache (at the full decoding length)
+  and attends as usual.
+  """
+  initialised = module.has_variable("cache", "key")
+  key = module.variable("cache", "key", jnp.zeros, k_BLKH.shape, k_BLKH.dtype)
+  value = module.variable("cache", "value", jnp.zeros, v_BLKH.shape, v_BLKH.dtype)
+  index = module.variable("cache", "index", lambda: jnp.zeros((), jnp.int32))
+  if not initialised:
+    return k_BLKH, v_BLKH
+  start = (0, index.value, 0, 0)
+  key.value = jax.lax.dynamic_update_slice(key.value, k_BLKH, start)
+  value.value = jax.lax.dynamic_update_slice(value.value, v_BLKH, start)
+  index.value = index.value + k_BLKH.shape[1]
+  return key.value, value.value
 
 
 class SwiGLU(nn.Module):

@@ -218,7 +218,7 @@ def train(cfg, workdir: str) -> dict:
       state = ckpt.restore(start, state_lib.abstract(run.model, tx, example_args, state_shardings))
       writer.truncate_after(start)
 
-    train_step = jax.jit(steps.make_train_step(run.model, tx, lr_schedule, cfg.loss),
+    train_step = jax.jit(steps.make_train_step(run.model, tx, lr_schedule, cfg.loss, c.seed),
                          in_shardings=(state_shardings, batch_sharding),
                          out_shardings=(state_shardings, None), donate_argnums=(0,))
     eval_step = jax.jit(steps.make_eval_step(run.model), in_shardings=(state_shardings.params, batch_sharding))

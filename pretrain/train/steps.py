@@ -9,21 +9,24 @@ from pretrain.train import losses
 from pretrain.train.state import TrainState
 
 
-def _sums(model, params, batch, loss_cfg=None):
-  logits_BLV = forward(model, params, batch)
+def _sums(model, params, batch, loss_cfg=None, dropout_rng=None):
+  logits_BLV = forward(model, params, batch, dropout_rng)
   targets_BL, weights_BL = targets_and_weights(batch)
   if loss_cfg is None:  # Evaluation: the plain cross-entropy.
     return losses.loss_sums(logits_BLV, targets_BL, weights_BL)
   return losses.loss_sums(logits_BLV, targets_BL, weights_BL, loss_cfg.z_loss, loss_cfg.label_smoothing)
 
 
-def make_train_step(model, tx, lr_schedule, loss_cfg):
+def make_train_step(model, tx, lr_schedule, loss_cfg, seed: int = 0):
   """The loss is summed over target tokens and divided by their number, or by
-  `loss.normalizing_factor` when that is set (T5X's loss_normalizing_factor)."""
+  `loss.normalizing_factor` when that is set (T5X's loss_normalizing_factor).
+  Dropout masks derive from `seed` and the step, so a resumed run draws the same ones."""
 
   def train_step(state: TrainState, batch):
+    dropout_rng = jax.random.fold_in(jax.random.key(seed), state.step)
+
     def loss_fn(params):
-      sums = _sums(model, params, batch, loss_cfg)
+      sums = _sums(model, params, batch, loss_cfg, dropout_rng)
       denominator = loss_cfg.normalizing_factor or jnp.maximum(sums["weight"], 1.0)
       return sums["loss"] / denominator, sums
 
