@@ -1,0 +1,143 @@
+"""Hugging Face format: export a run to a directory `transformers` loads, and
+import such a directory to continue pre-training.
+
+Decoder-only models are Llama (LlamaForCausalLM), encoder-decoder models T5
+v1.1 (T5ForConditionalGeneration); the tokenizer is the run's SentencePiece
+model as tokenizer.json (see tokenizer.py) plus the .model file itself.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import safetensors.numpy
+
+from pretrain import models
+from pretrain.errors import UserError
+from pretrain.hf import llama, t5, tokenizer
+
+FAMILIES = {"llama": llama, "t5": t5}
+WEIGHTS = "model.safetensors"
+
+
+def family(model) -> str:
+  """'llama' or 't5': the Hugging Face architecture a model exports to."""
+  if isinstance(model, models.EncoderOnly):
+    raise UserError("an encoder-only (MLM) model has no Hugging Face export here; export decoder-only (Llama) or "
+                    "encoder-decoder (T5) runs")
+  return "t5" if isinstance(model, models.EncoderDecoder) else "llama"
+
+
+def export(out_dir: str, model, model_cfg, params, spm_path: str, extra_ids: int, max_length: int) -> str:
+  """Writes config.json, model.safetensors and the tokenizer files of a model to `out_dir`.
+
+  Written into a temporary directory and renamed, so a failed export leaves
+  nothing behind. Returns the architecture written.
+  """
+  module = FAMILIES[family(model)]
+  if os.path.exists(out_dir) and os.listdir(out_dir):
+    raise UserError(f"--out={out_dir!r} exists and is not empty; give a new directory")
+  params = jax.tree.map(np.asarray, jax.device_get(nn.meta.unbox(params)))
+  check_shapes(params, jax.eval_shape(lambda: _example_init(model, max_length)), "the checkpoint")
+  state = {k: np.ascontiguousarray(v, np.float32) for k, v in module.to_hf(params, model_cfg).items()}
+  config = module.hf_config(model_cfg, model.config.vocab_size, max_length)
+  parent = os.path.dirname(os.path.abspath(out_dir))
+  os.makedirs(parent, exist_ok=True)
+  staging = tempfile.mkdtemp(dir=parent, prefix=".export-")
+  try:
+    safetensors.numpy.save_file(state, os.path.join(staging, WEIGHTS), metadata={"format": "pt"})
+    with open(os.path.join(staging, "config.json"), "w") as f:
+      json.dump(config, f, indent=2)
+    generation = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+                  if k in config}
+    with open(os.path.join(staging, "generation_config.json"), "w") as f:
+      json.dump(generation, f, indent=2)
+    tokenizer.write(spm_path, extra_ids, staging, family(model))
+    if os.path.exists(out_dir):
+      os.rmdir(out_dir)
+    os.rename(staging, out_dir)
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+  return config["architectures"][0]
+
+
+def _example_init(model, length: int):
+  args = [jnp.zeros((1, min(length, 8)), jnp.int32)] * (2 if isinstance(model, models.EncoderDecoder) else 1)
+  return nn.meta.unbox(model.init(jax.random.key(0), *args)["params"])
+
+
+def read_config(hf_dir: str) -> tuple[str, dict]:
+  """(family, config.json) of a Hugging Face directory, or a UserError naming what is wrong."""
+  path = os.path.join(hf_dir, "config.json")
+  if not os.path.exists(path):
+    raise UserError(f"{hf_dir!r} has no config.json; give a directory written by save_pretrained or export_hf.py")
+  with open(path) as f:
+    config = json.load(f)
+  model_type = config.get("model_type")
+  if model_type not in FAMILIES:
+    supported = ", ".join(m.ARCHITECTURE for m in FAMILIES.values())
+    raise UserError(f"{hf_dir!r} holds a {model_type!r} model ({', '.join(config.get('architectures') or [])}); "
+                    f"only {supported} can be imported")
+  return model_type, config
+
+
+def import_config(cfg, hf_dir: str):
+  """`cfg` with the model and tokenizer of a Hugging Face directory, checked against the objective."""
+  family, hf_config = read_config(hf_dir)
+  settings, unsupported = FAMILIES[family].model_config(hf_config)
+  if unsupported:
+    raise UserError(f"{hf_dir!r} uses {', '.join(unsupported)}, which this project's models do not implement")
+  spm_path = os.path.join(hf_dir, tokenizer.TOKENIZER_MODEL)
+  if not os.path.exists(spm_path):
+    spm_path = os.path.join(hf_dir, "spiece.model")  # T5's name for it.
+  if not os.path.exists(spm_path):
+    raise UserError(f"{hf_dir!r} has no SentencePiece model (tokenizer.model or spiece.model) to tokenize with")
+  cfg = cfg.copy_and_resolve_references()
+  for key, value in settings.items():
+    cfg.model[key] = value
+  cfg.tokenizer.path = spm_path
+  tokenizer_config = os.path.join(hf_dir, "tokenizer_config.json")
+  if os.path.exists(tokenizer_config):
+    with open(tokenizer_config) as f:
+      cfg.tokenizer.extra_ids = json.load(f).get("extra_ids", cfg.tokenizer.extra_ids)
+  return cfg
+
+
+def load_weights(hf_dir: str) -> dict[str, np.ndarray]:
+  """The tensors of model.safetensors, or of every shard listed in its index."""
+  single, index = os.path.join(hf_dir, WEIGHTS), os.path.join(hf_dir, WEIGHTS + ".index.json")
+  if os.path.exists(single):
+    return safetensors.numpy.load_file(single)
+  if os.path.exists(index):
+    with open(index) as f:
+      files = sorted(set(json.load(f)["weight_map"].values()))
+    return {k: v for name in files for k, v in safetensors.numpy.load_file(os.path.join(hf_dir, name)).items()}
+  raise UserError(f"{hf_dir!r} has no {WEIGHTS} (or sharded index); save the model with safe_serialization")
+
+
+def import_params(hf_dir: str, model, model_cfg, expected) -> dict:
+  """Our parameters from a Hugging Face directory, checked against the shapes `expected` (a pytree of shapes)."""
+  state = load_weights(hf_dir)
+  try:
+    params = FAMILIES[family(model)].from_hf(state, model_cfg)
+  except KeyError as e:
+    raise UserError(f"{hf_dir!r} lacks the weight {e.args[0]!r} that its config.json implies") from None
+  check_shapes(params, expected, f"the weights in {hf_dir!r}")
+  return params
+
+
+def check_shapes(params, expected, what: str) -> None:
+  """Raises a UserError naming the first parameter whose shape differs from the model config's."""
+  got = dict(jax.tree_util.tree_flatten_with_path(params)[0])
+  for path, shape in jax.tree_util.tree_flatten_with_path(nn.meta.unbox(expected))[0]:
+    name = "/".join(str(getattr(k, "key", k)) for k in path)
+    if path not in got:
+      raise UserError(f"{what} lack the parameter {name}")
+    if tuple(got[path].shape) != tuple(shape.shape):
+      raise UserError(f"{what}: parameter {name} has shape {tuple(got[path].shape)}, but the model config implies "
+                      f"{tuple(shape.shape)}; the checkpoint and its config do not belong together")

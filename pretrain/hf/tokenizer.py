@@ -1,0 +1,76 @@
+"""A Hugging Face fast tokenizer (tokenizer.json) equal to a run's SentencePiece vocabulary.
+
+The SentencePiece model is unigram with byte fallback, identity normalisation
+and a dummy-prefix space (vocab.py). SentencePiece first cuts the text into
+words, each a run of spaces followed by non-spaces, then segments each word;
+the pre-tokenizer below cuts the same words, so the unigram lattice is the
+same. The objectives' special pieces and seqio's sentinels are added tokens,
+matched whole wherever they occur, as SentencePiece matches user symbols.
+"""
+
+import json
+import os
+import shutil
+
+import tokenizers
+from sentencepiece import sentencepiece_model_pb2
+from tokenizers import decoders, models as tok_models, pre_tokenizers, processors
+
+from pretrain.data import vocab
+
+SPACE = "\u2581"
+TOKENIZER_MODEL = "tokenizer.model"  # The SentencePiece model itself, for import and for slow tokenizers.
+
+
+def build(spm_path: str, extra_ids: int, family: str) -> tokenizers.Tokenizer:
+  """The tokenizer; with special tokens, Llama inputs start with id 0 (the
+  BOS of training) and T5 inputs end with EOS, as seqio's tasks make them."""
+  proto = sentencepiece_model_pb2.ModelProto()
+  with open(spm_path, "rb") as f:
+    proto.ParseFromString(f.read())
+  pieces = [(p.piece, p.score) for p in proto.pieces]
+  tokenizer = tokenizers.Tokenizer(tok_models.Unigram(pieces, unk_id=vocab.UNK_ID, byte_fallback=True))
+  prepend = "first" if proto.normalizer_spec.add_dummy_prefix else "never"
+  tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+      pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme=prepend, split=False),
+      pre_tokenizers.Split(tokenizers.Regex(f"{SPACE}+[^{SPACE}]*|[^{SPACE}]+"), behavior="isolated"),
+  ])
+  tokenizer.decoder = decoders.Sequence([
+      decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(),
+      *([decoders.Strip(" ", 1, 0)] if prepend == "first" else []),
+  ])
+  control = [p.piece for p in proto.pieces if p.type == sentencepiece_model_pb2.ModelProto.SentencePiece.CONTROL]
+  user = [p.piece for p in proto.pieces if p.type == sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED]
+  tokenizer.add_special_tokens([tokenizers.AddedToken(p, normalized=False) for p in control])
+  tokenizer.add_tokens([tokenizers.AddedToken(p, normalized=False) for p in user])
+  # seqio numbers sentinels down from the top (<extra_id_0> is the last id) and
+  # spells them "▁<extra_id_N>": a space before one belongs to it.
+  sentinels = [f"<extra_id_{i}>" for i in reversed(range(extra_ids))]
+  tokenizer.add_special_tokens([tokenizers.AddedToken(s, normalized=False, lstrip=True) for s in sentinels])
+  pad, eos = ("<pad>", vocab.PAD_ID), ("</s>", vocab.EOS_ID)
+  if family == "llama":
+    tokenizer.post_processor = processors.TemplateProcessing(single="<pad> $A", pair="<pad> $A $B:1",
+                                                             special_tokens=[pad])
+  else:
+    tokenizer.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B:1 </s>:1",
+                                                             special_tokens=[eos])
+  return tokenizer
+
+
+def write(spm_path: str, extra_ids: int, out_dir: str, family: str) -> None:
+  """tokenizer.json, tokenizer_config.json, special_tokens_map.json and the SentencePiece model."""
+  build(spm_path, extra_ids, family).save(os.path.join(out_dir, "tokenizer.json"))
+  shutil.copyfile(spm_path, os.path.join(out_dir, TOKENIZER_MODEL))
+  special = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
+  if family == "llama":
+    # The decoder-only model reads targets shifted right after id 0: id 0 plays the part of BOS.
+    special["bos_token"] = "<pad>"
+  config = {
+      "tokenizer_class": "PreTrainedTokenizerFast", **special,
+      "add_bos_token": family == "llama", "add_eos_token": family == "t5", "extra_ids": extra_ids,
+      "model_max_length": 1_000_000_000, "clean_up_tokenization_spaces": False,
+  }
+  with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+    json.dump(config, f, indent=2)
+  with open(os.path.join(out_dir, "special_tokens_map.json"), "w") as f:
+    json.dump(special, f, indent=2)

@@ -1,0 +1,137 @@
+"""Export to and import from the Hugging Face format, checked against transformers itself."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+from flax import linen as nn
+import ml_collections
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from pretrain import hf, models
+from pretrain.data import vocab
+from pretrain.errors import UserError
+from pretrain.models import decoding
+from tests.conftest import REPO
+
+LLAMA_SHAPES = {
+    "gqa": dict(d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, mlp_dim=160),
+    "three_heads_tied_odd_vocab_scanned": dict(d_model=48, num_layers=2, num_heads=3, num_kv_heads=3, head_dim=8,
+                                               mlp_dim=96, tie_embeddings=True, vocab_size=4111, scan_layers=True,
+                                               rope_theta=500.0),
+}
+T5_SHAPES = {
+    "small": dict(d_model=64, num_layers=2, num_decoder_layers=3, num_heads=4, head_dim=16, mlp_dim=96),
+    "six_heads_odd_vocab_scanned": dict(d_model=48, num_layers=2, num_decoder_layers=2, num_heads=6, head_dim=8,
+                                        mlp_dim=64, vocab_size=4100, scan_layers=True,
+                                        relative_attention_num_buckets=16, relative_attention_max_distance=64),
+}
+MAX_LENGTH = 128
+
+
+def _model_cfg(**overrides):
+  cfg = ml_collections.ConfigDict(dict(
+      d_model=32, num_layers=1, num_decoder_layers=0, num_heads=2, num_kv_heads=2, head_dim=16, mlp_dim=64,
+      rope_theta=10000.0, tie_embeddings=False, dtype="float32", scan_layers=False, remat="none", dropout=0.0,
+      vocab_size=0, relative_attention_num_buckets=32, relative_attention_max_distance=128))
+  cfg.update(overrides)
+  return cfg
+
+
+def _random_model(converter, vocabulary, shape):
+  model_cfg = _model_cfg(**shape)
+  model = models.build(model_cfg, vocabulary.vocab_size, converter)
+  args = [jnp.zeros((1, 8), jnp.int32)] * (2 if converter == "enc_dec" else 1)
+  params = nn.meta.unbox(model.init(jax.random.key(1), *args)["params"])
+  # Norm scales start at one; perturb them so a mix-up of norms would show.
+  params = jax.tree_util.tree_map_with_path(
+      lambda path, x: x * (1.0 + 0.1 * jax.random.normal(jax.random.key(len(path)), x.shape))
+      if "scale" in jax.tree_util.keystr(path) else x, jax.tree.map(jnp.asarray, params))
+  return model_cfg, model, params
+
+
+def _export(tmp_path, model_cfg, model, params, vocabulary):
+  out = str(tmp_path / "hf")
+  hf.export(out, model, model_cfg, params, vocabulary.sentencepiece_model_file, vocabulary.extra_ids, MAX_LENGTH)
+  return out
+
+
+def _text_ids(vocabulary, corpus_source, count):
+  text = next(t for t in corpus_source.texts("validation") if len(vocabulary.encode(t)) > count)
+  return vocabulary.encode(text)[:count]
+
+
+def _check_llama(out, model, params, ids, prefix=None):
+  theirs = transformers.AutoModelForCausalLM.from_pretrained(out, attn_implementation="eager").eval()
+  assert type(theirs).__name__ == "LlamaForCausalLM"
+  tokens = np.asarray([[0] + ids])
+  ours = np.asarray(model.apply({"params": params}, jnp.asarray(tokens)))
+  with torch.no_grad():
+    reference = theirs(torch.from_numpy(tokens)).logits.numpy()
+  assert np.abs(ours - reference).max() < 1e-4
+  prompt = ids[:8]
+  greedy = np.asarray(decoding.generate(model, params, jnp.asarray([prompt]), 20, jax.random.key(0)))[0]
+  with torch.no_grad():
+    # Id 0 is both the BOS and the pad token: the attention mask (as the tokenizer returns it) says it is real.
+    prompt_ids = torch.tensor([[0] + prompt])
+    generated = theirs.generate(prompt_ids, attention_mask=torch.ones_like(prompt_ids), max_new_tokens=20,
+                                min_new_tokens=20, do_sample=False)[0, len(prompt) + 1:].numpy()
+  np.testing.assert_array_equal(greedy, generated)
+
+
+def _check_t5(out, model, params, ids):
+  theirs = transformers.AutoModelForSeq2SeqLM.from_pretrained(out, attn_implementation="eager").eval()
+  assert type(theirs).__name__ == "T5ForConditionalGeneration"
+  inputs, targets = np.asarray([ids[:40]]), np.asarray([[0] + ids[40:60]])
+  ours = np.asarray(model.apply({"params": params}, jnp.asarray(inputs), jnp.asarray(targets)))
+  with torch.no_grad():
+    reference = theirs(input_ids=torch.from_numpy(inputs), decoder_input_ids=torch.from_numpy(targets)).logits.numpy()
+  assert np.abs(ours - reference).max() < 1e-4
+  greedy = np.asarray(decoding.generate_encoder_decoder(model, params, jnp.asarray(inputs), 20, jax.random.key(0)))[0]
+  with torch.no_grad():
+    # transformers' T5 cache sizes itself by the encoder's depth: it fails for a deeper decoder.
+    symmetric = theirs.config.num_layers == theirs.config.num_decoder_layers
+    generated = theirs.generate(torch.from_numpy(inputs), max_new_tokens=20, min_new_tokens=20, do_sample=False,
+                                use_cache=symmetric)[0, 1:].numpy()
+  np.testing.assert_array_equal(greedy, generated)
+
+
+@pytest.mark.parametrize("shape", LLAMA_SHAPES)
+def test_random_llama_matches_transformers(tmp_path, vocabulary, corpus_source, shape):
+  model_cfg, model, params = _random_model("lm", vocabulary, LLAMA_SHAPES[shape])
+  out = _export(tmp_path, model_cfg, model, params, vocabulary)
+  _check_llama(out, model, params, _text_ids(vocabulary, corpus_source, 60))
+  # Import reproduces every parameter exactly, in the layout the config asks for.
+  imported = hf.import_params(out, model, model_cfg, params)
+  jax.tree.map(np.testing.assert_array_equal, imported, jax.tree.map(np.asarray, params))
+
+
+@pytest.mark.parametrize("shape", T5_SHAPES)
+def test_random_t5_matches_transformers(tmp_path, vocabulary, corpus_source, shape):
+  model_cfg, model, params = _random_model("enc_dec", vocabulary, T5_SHAPES[shape])
+  out = _export(tmp_path, model_cfg, model, params, vocabulary)
+  _check_t5(out, model, params, _text_ids(vocabulary, corpus_source, 60))
+  imported = hf.import_params(out, model, model_cfg, params)
+  jax.tree.map(np.testing.assert_array_equal, imported, jax.tree.map(np.asarray, params))
+
+
+def test_exported_tokenizer_encodes_like_the_vocabulary(tmp_path, vocabulary, corpus_source):
+  model_cfg, model, params = _random_model("lm", vocabulary, {})
+  out = _export(tmp_path, model_cfg, model, params, vocabulary)
+  tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+  texts = [t for _, t in zip(range(60), corpus_source.texts("validation"))]
+  texts += ["Special [NLU] pieces <MID> and a sentinel <extra_id_3> in\n\ttabs,  spaces, é and 漢字 and 🙂."]
+  for text in texts:
+    assert tokenizer(text, add_special_tokens=False)["input_ids"] == vocabulary.encode(text)
+    assert tokenizer(text)["input_ids"] == [vocab.PAD_ID] + vocabulary.encode(text)  # BOS is id 0, as in training.
+  assert tokenizer.decode(vocabulary.encode(texts[0])) == texts[0]
+  model_cfg, model, params = _random_model("enc_dec", vocabulary, {})
+  t5_tokenizer = transformers.AutoTokenizer.from_pretrained(_export(tmp_path / "t5", model_cfg, model, params,
+                                                                    vocabulary))
+  assert t5_tokenizer(texts[0])["input_ids"] == vocabulary.encode(texts[0]) + [vocab.EOS_ID]  # As seqio's inputs.
