@@ -17,11 +17,14 @@ setup(
         "tensorflow-datasets>=4.9.10,<4.10",
         "importlib_resources",  # tensorflow-datasets imports it without declaring it.
         "sentencepiece>=0.2.3,<0.3",
+        "tokenizers>=0.22",   # Hugging Face export: tokenizer.json
+        "safetensors>=0.6",
         "ml_collections>=1.1",
         "gin-config>=0.5",
         "tensorboard",
         "tqdm",
         "matplotlib",
     ],
-    extras_require={"test": ["pytest", "hypothesis"]},
+    # torch 2.13.0 is the CPU build on these machines; transformers 5 compares against PyTorch models.
+    extras_require={"test": ["pytest", "hypothesis", "torch==2.13.0", "transformers>=5,<6"]},
 )

@@ -96,6 +96,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.train.eval_batches = 8
   c.train.checkpoint_every = 100
   c.train.keep_checkpoints = 2
+  # A Hugging Face directory (LlamaForCausalLM or T5 v1.1) to start from: its model shape and tokenizer
+  # replace the model and tokenizer sections, its weights the random initialisation.
+  c.train.init_from_hf = ""
 
   c.mesh = ml_collections.ConfigDict()
   c.mesh.data = -1                # -1 takes the devices left by the other axes

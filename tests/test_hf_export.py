@@ -135,3 +135,73 @@ def test_exported_tokenizer_encodes_like_the_vocabulary(tmp_path, vocabulary, co
   t5_tokenizer = transformers.AutoTokenizer.from_pretrained(_export(tmp_path / "t5", model_cfg, model, params,
                                                                     vocabulary))
   assert t5_tokenizer(texts[0])["input_ids"] == vocabulary.encode(texts[0]) + [vocab.EOS_ID]  # As seqio's inputs.
+
+
+def _export_cli(workdir, out):
+  return subprocess.run([sys.executable, "tools/export_hf.py", f"--workdir={workdir}", f"--out={out}"], cwd=REPO,
+                        capture_output=True, text=True)
+
+
+def _trained(workdir):
+  from pretrain.train import restore  # pylint: disable=g-import-not-at-top
+  return restore.load(str(workdir))
+
+
+def _eval_losses(workdir):
+  records = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
+  return {r["step"]: r["eval/loss"] for r in records if "eval/loss" in r}
+
+
+def test_trained_llama_exports_and_continues_from_the_export(tmp_path, run_train, corpus_source):
+  first = tmp_path / "first"
+  assert run_train(first, "--config.train.steps=3", "--config.model.num_kv_heads=1").returncode == 0
+  out = tmp_path / "hf"
+  result = _export_cli(first, out)
+  assert result.returncode == 0, result.stderr
+  assert "LlamaForCausalLM" in result.stdout
+  run = _trained(first)
+  _check_llama(str(out), run.model, run.params, _text_ids(run.vocabulary, corpus_source, 30))
+  # Pre-training continues from the export: the first evaluation equals the exported run's last.
+  second = tmp_path / "second"
+  result = run_train(second, "--config.train.steps=1", f"--config.train.init_from_hf={out}",
+                     "--config.model.d_model=64", "--config.model.num_kv_heads=2")  # Replaced by the import.
+  assert result.returncode == 0, result.stderr
+  assert "Initialising from" in result.stderr + result.stdout
+  assert _eval_losses(second)[0] == pytest.approx(_eval_losses(first)[3], abs=1e-5)
+  assert json.load(open(second / "config.json"))["model"]["d_model"] == 32
+
+
+def test_trained_t5_exports(tmp_path, run_train, corpus_source):
+  workdir = tmp_path / "run"
+  result = run_train(workdir, "--config.train.steps=3", "--config.data.objective=span_corruption",
+                     "--config.data.inputs_length=32", "--config.data.targets_length=16",
+                     "--config.model.scan_layers=true", "--config.model.num_layers=2")
+  assert result.returncode == 0, result.stderr
+  out = tmp_path / "hf"
+  assert "T5ForConditionalGeneration" in _export_cli(workdir, out).stdout
+  run = _trained(workdir)
+  _check_t5(str(out), run.model, run.params, _text_ids(run.vocabulary, corpus_source, 60))
+
+
+def test_bad_exports_and_imports_are_refused(tmp_path, run_train, vocabulary):
+  workdir = tmp_path / "run"
+  assert run_train(workdir, "--config.train.steps=1").returncode == 0
+  config = json.load(open(workdir / "config.json"))
+  config["model"]["mlp_dim"] = 80
+  json.dump(config, open(workdir / "config.json", "w"))
+  result = _export_cli(workdir, tmp_path / "hf")
+  assert result.returncode == 2 and "has shape (32, 64), but the model config implies (32, 80)" in result.stderr
+  assert not os.path.exists(tmp_path / "hf")  # Nothing half-written.
+
+  gpt2 = tmp_path / "gpt2"
+  gpt2.mkdir()
+  (gpt2 / "config.json").write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))
+  with pytest.raises(UserError, match="'gpt2' model .*only LlamaForCausalLM, T5ForConditionalGeneration"):
+    hf.read_config(str(gpt2))
+  result = run_train(tmp_path / "from_gpt2", f"--config.train.init_from_hf={gpt2}")
+  assert result.returncode == 2 and "only LlamaForCausalLM" in result.stderr
+
+  model_cfg, model, params = _random_model("enc_dec", vocabulary, {})
+  t5_dir = _export(tmp_path / "t5", model_cfg, model, params, vocabulary)
+  result = run_train(tmp_path / "t5_into_clm", f"--config.train.init_from_hf={t5_dir}")
+  assert result.returncode == 2 and "holds a t5 model, but data.objective='clm' trains llama" in result.stderr

@@ -43,7 +43,7 @@ def export(out_dir: str, model, model_cfg, params, spm_path: str, extra_ids: int
   if os.path.exists(out_dir) and os.listdir(out_dir):
     raise UserError(f"--out={out_dir!r} exists and is not empty; give a new directory")
   params = jax.tree.map(np.asarray, jax.device_get(nn.meta.unbox(params)))
-  check_shapes(params, jax.eval_shape(lambda: _example_init(model, max_length)), "the checkpoint")
+  models.check_shapes(params, jax.eval_shape(lambda: _example_init(model, max_length)), "the checkpoint")
   state = {k: np.ascontiguousarray(v, np.float32) for k, v in module.to_hf(params, model_cfg).items()}
   config = module.hf_config(model_cfg, model.config.vocab_size, max_length)
   parent = os.path.dirname(os.path.abspath(out_dir))
@@ -127,17 +127,5 @@ def import_params(hf_dir: str, model, model_cfg, expected) -> dict:
     params = FAMILIES[family(model)].from_hf(state, model_cfg)
   except KeyError as e:
     raise UserError(f"{hf_dir!r} lacks the weight {e.args[0]!r} that its config.json implies") from None
-  check_shapes(params, expected, f"the weights in {hf_dir!r}")
+  models.check_shapes(params, expected, f"the weights in {hf_dir!r}")
   return params
-
-
-def check_shapes(params, expected, what: str) -> None:
-  """Raises a UserError naming the first parameter whose shape differs from the model config's."""
-  got = dict(jax.tree_util.tree_flatten_with_path(params)[0])
-  for path, shape in jax.tree_util.tree_flatten_with_path(nn.meta.unbox(expected))[0]:
-    name = "/".join(str(getattr(k, "key", k)) for k in path)
-    if path not in got:
-      raise UserError(f"{what} lack the parameter {name}")
-    if tuple(got[path].shape) != tuple(shape.shape):
-      raise UserError(f"{what}: parameter {name} has shape {tuple(got[path].shape)}, but the model config implies "
-                      f"{tuple(shape.shape)}; the checkpoint and its config do not belong together")

@@ -5,6 +5,8 @@ examples train the decoder-only model, `enc_dec` the T5 encoder-decoder and
 `encoder` (MLM) the encoder-only model.
 """
 
+import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from pretrain.errors import UserError
@@ -59,3 +61,17 @@ def targets_and_weights(batch):
   if "encoder_target_tokens" in batch:
     return batch["encoder_target_tokens"], batch["encoder_loss_weights"]
   return batch["decoder_target_tokens"], batch["decoder_loss_weights"]
+
+
+def check_shapes(params, expected, what: str) -> None:
+  """Raises a UserError naming the first parameter of `expected` (shapes from
+  the model config) that `params` (arrays or checkpoint metadata) lack or shape differently."""
+  got = {jax.tree_util.keystr(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
+  for path, leaf in jax.tree_util.tree_flatten_with_path(nn.meta.unbox(expected))[0]:
+    name = jax.tree_util.keystr(path)
+    if name not in got:
+      raise UserError(f"{what} lacks the parameter {name} that the model config implies (model.scan_layers, the "
+                      "family or the depth differ); the checkpoint and its config do not belong together")
+    if tuple(got[name].shape) != tuple(leaf.shape):
+      raise UserError(f"{what}: parameter {name} has shape {tuple(got[name].shape)}, but the model config implies "
+                      f"{tuple(leaf.shape)}; the checkpoint and its config do not belong together")

@@ -26,6 +26,11 @@ class Checkpointer:
     """Restores into the shapes, dtypes and shardings of `abstract_state`."""
     return self.manager.restore(step, args=ocp.args.StandardRestore(abstract_state))
 
+  def saved_params(self, step: int):
+    """Shapes and dtypes of the parameters saved at `step`, read without restoring them."""
+    path = os.path.join(self.manager.directory, str(step), "default")
+    return ocp.StandardCheckpointer().metadata(path).item_metadata["params"]
+
   def close(self) -> None:
     """Waits for pending saves to finish."""
     self.manager.wait_until_finished()

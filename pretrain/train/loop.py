@@ -26,7 +26,7 @@ import tqdm
 from pretrain import config as config_lib
 from pretrain.data import objectives, pipeline, sources, tasks, vocab
 from pretrain.errors import UserError
-from pretrain import models
+from pretrain import hf, models
 from pretrain.models import decoding
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import checkpoint, metrics, optimizer, state as state_lib, steps
@@ -86,7 +86,27 @@ def _check_same_shapes(cfg, workdir: str) -> None:
                         f"{saved.get(section, {}).get(key)!r}, not {value!r}; use a new --workdir or the old value")
 
 
+_FAMILIES = {"lm": "llama", "prefix_lm": "llama", "enc_dec": "t5", "encoder": "an encoder-only model"}
+
+
+def _imported(cfg):
+  """With train.init_from_hf, the config takes the model and tokenizer of that Hugging Face directory."""
+  path = cfg.train.get("init_from_hf")
+  if not path:
+    return cfg
+  family, _ = hf.read_config(path)
+  wanted = _FAMILIES[objectives.make(cfg.data.objective, cfg.data, 0).converter]
+  if family != wanted:
+    raise UserError(f"train.init_from_hf={path!r} holds a {family} model, but data.objective="
+                    f"{cfg.data.objective!r} trains {wanted}; choose an objective of that family")
+  imported = hf.import_config(cfg, path)
+  changed = [f"model.{k}={v!r}" for k, v in imported.model.items() if cfg.model.get(k) != v]
+  log(f"Initialising from {path}: " + ", ".join(changed + [f"tokenizer.path={imported.tokenizer.path!r}"]))
+  return imported
+
+
 def build(cfg, workdir: str) -> Run:
+  cfg = _imported(cfg)
   config_lib.validate(cfg)
   _check_writable(workdir)
   _check_same_shapes(cfg, workdir)
@@ -197,7 +217,7 @@ def samples(run: Run, params) -> list[tuple[str, str]]:
 def train(cfg, workdir: str) -> dict:
   """Trains to `train.steps` and returns a summary; resumes from the workdir's checkpoints."""
   run = build(cfg, workdir)
-  c = cfg.train
+  cfg, c = run.cfg, run.cfg.train
   tx = optimizer.make(cfg.optimizer, c.steps)
   lr_schedule = optimizer.schedule(cfg.optimizer, c.steps)
   lengths = pipeline.feature_lengths(cfg.data, run.objective)
@@ -212,6 +232,9 @@ def train(cfg, workdir: str) -> dict:
     if start is None:
       start = 0
       state = state_lib.create(run.model, tx, example_args, state_shardings, c.seed)
+      if c.get("init_from_hf"):  # The optimizer's moments start at zero either way.
+        params = hf.import_params(c.init_from_hf, run.model, cfg.model, state.params)
+        state = state.replace(params=jax.device_put(params, state_shardings.params))
       writer.truncate_after(-1)  # Records of an earlier attempt that saved no checkpoint.
     else:
       log(f"Resuming from the checkpoint at step {start} in {workdir}/checkpoints")

@@ -50,6 +50,8 @@ def load(workdir: str) -> Trained:
   example_args = models.example_args(model, pipeline.feature_lengths(cfg.data, objective))
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
     shardings = state_lib.shardings(model, tx, example_args, mesh, rules)
-    state = saver.restore(step, state_lib.abstract(model, tx, example_args, shardings))
+    target = state_lib.abstract(model, tx, example_args, shardings)
+    models.check_shapes(saver.saved_params(step), target.params, f"the checkpoint of step {step} in {workdir!r}")
+    state = saver.restore(step, target)
   saver.close()
   return Trained(cfg, objective, vocabulary, model, state.params, step)
