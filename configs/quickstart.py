@@ -63,7 +63,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.model.mlp_dim = 768
   c.model.rope_theta = 10000.0
   c.model.tie_embeddings = False
-  c.model.dtype = "float32"       # activation dtype; parameters are float32
+  c.model.dtype = "auto"          # activations: auto (bfloat16 on GPU/TPU, float32 on CPU) | float32 | bfloat16
   c.model.scan_layers = False     # one nn.scan over the layers (faster compiles for deep models)
   c.model.remat = "none"          # none | full | save_dots (recompute activations to save memory)
   c.model.dropout = 0.0           # in training, on embeddings and residual branches (T5 used 0.1 when fine-tuning)

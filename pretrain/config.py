@@ -145,6 +145,8 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   _require(m.num_heads % m.num_kv_heads == 0,
            f"model.num_heads ({m.num_heads}) must be a multiple of model.num_kv_heads ({m.num_kv_heads})")
   _require(m.head_dim % 2 == 0, f"model.head_dim must be even for rotary positions, got {m.head_dim}")
+  _require(m.get("dtype", "float32") in ("auto", "float32", "bfloat16", "float16"),
+           f"model.dtype must be auto, float32, bfloat16 or float16, got {m.get('dtype')!r}")
   _require(0.0 <= m.get("dropout", 0.0) < 1.0, f"model.dropout must be in [0, 1), got {m.get('dropout')}")
   _require(cfg.optimizer.warmup_steps >= 0, "optimizer.warmup_steps must be >= 0")
 

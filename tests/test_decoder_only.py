@@ -3,6 +3,7 @@ import dataclasses
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
@@ -121,3 +122,19 @@ def test_dropout_acts_in_training_only():
   np.testing.assert_array_equal(train(1), train(1))
   assert not np.allclose(train(1), evaluated, atol=1e-3)
   assert not np.allclose(train(1), train(2), atol=1e-3)
+
+
+def test_auto_dtype_is_bfloat16_on_accelerators_only():
+  from pretrain import models  # pylint: disable=g-import-not-at-top
+  assert models.activation_dtype("auto", "gpu") == models.activation_dtype("auto", "tpu") == "bfloat16"
+  assert models.activation_dtype("auto", "cpu") == "float32"
+  assert models.activation_dtype("bfloat16", "cpu") == "bfloat16"
+  model_cfg = ml_collections.ConfigDict(dict(d_model=32, num_layers=1, num_heads=2, num_kv_heads=2, head_dim=16,
+                                             mlp_dim=64, dtype="bfloat16"))
+  model = models.build(model_cfg, 100, "lm")
+  params = model.init(jax.random.key(0), jnp.zeros((1, 8), jnp.int32))
+  assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(params))  # Parameters stay float32 ...
+  hidden = model.apply(params, jnp.zeros((1, 8), jnp.int32), capture_intermediates=True,
+                       mutable=["intermediates"])[1]["intermediates"]["layer_0"]["__call__"][0]
+  assert hidden.dtype == jnp.bfloat16  # ... activations follow model.dtype ...
+  assert model.apply(params, jnp.zeros((1, 8), jnp.int32)).dtype == jnp.float32  # ... and logits are float32.

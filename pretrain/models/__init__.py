@@ -18,6 +18,14 @@ from pretrain.models.encoder_decoder import EncoderDecoder, EncoderDecoderConfig
 VOCAB_MULTIPLE = 128
 
 
+def activation_dtype(name: str, backend: str | None = None) -> str:
+  """model.dtype: 'auto' computes in bfloat16 on accelerators (GPU, TPU) and in
+  float32 on CPUs, whose bfloat16 matmuls are slow; parameters stay float32."""
+  if name != "auto":
+    return name
+  return "float32" if (backend or jax.default_backend()) == "cpu" else "bfloat16"
+
+
 def build(model_cfg, vocabulary_size: int, converter: str):
   """The model for a config, a vocabulary and the objective's feature converter.
 
@@ -28,6 +36,8 @@ def build(model_cfg, vocabulary_size: int, converter: str):
   if vocab_size < vocabulary_size:
     raise UserError(f"model.vocab_size={vocab_size} is smaller than the vocabulary's {vocabulary_size} ids; "
                     "use 0 (the vocabulary's size, rounded up) or a larger value")
+  model_cfg = model_cfg.copy_and_resolve_references()
+  model_cfg.dtype = activation_dtype(model_cfg.get("dtype", "float32"))
   if converter == "enc_dec":
     return EncoderDecoder(EncoderDecoderConfig.from_config(model_cfg, vocab_size))
   config = DecoderOnlyConfig.from_config(model_cfg, vocab_size)

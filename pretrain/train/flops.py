@@ -1,9 +1,10 @@
-"""Model FLOPs per token and the machine's measured matmul peak, for MFU.
+"""Model FLOPs of a training step and the machine's measured matmul peak, for MFU.
 
-flops/token = 6 * N + 12 * layers * heads * head_dim * seq_len (PaLM appendix B),
-N counting every parameter that multiplies activations: all but the input
-embedding table (the output projection counts, also when tied). The attention
-term is the full (not causally halved) count.
+For a decoder-only model, flops/token = 6 * N + 12 * layers * heads * head_dim
+* seq_len (PaLM appendix B), N counting every parameter that multiplies
+activations: all but the input embedding table (the output projection counts,
+also when tied). An encoder-decoder model counts each parameter against the
+tokens it sees (inputs or targets), and its three kinds of attention.
 """
 
 import time
@@ -12,15 +13,32 @@ import jax
 import jax.numpy as jnp
 
 
-def matmul_params(params, tie_embeddings: bool) -> int:
-  total = sum(x.size for x in jax.tree.leaves(params))
-  embed = params["embed"]["embedding"].size
-  return total if tie_embeddings else total - embed
+def _tokens_through(path: str, lengths: dict[str, int]) -> int:
+  """How many tokens of an example a parameter multiplies: encoder parameters
+  (and the decoder's cross-attention keys and values) see the inputs, the rest
+  the targets, or the whole row of a decoder-only model."""
+  if "inputs" not in lengths or "encoder" in path or ("cross_attention" in path and ("'key'" in path or "'value'" in path)):
+    return sum(lengths.values()) if "inputs" not in lengths else lengths["inputs"]
+  return lengths["targets"]
 
 
-def flops_per_token(params, model_cfg, seq_len: int) -> float:
-  n = matmul_params(params, model_cfg.tie_embeddings)
-  return 6 * n + 12 * model_cfg.num_layers * model_cfg.num_heads * model_cfg.head_dim * seq_len
+def flops_per_example(params, model_cfg, lengths: dict[str, int]) -> float:
+  """Training FLOPs of one example: 6 per parameter per token it multiplies (the
+  input embedding gathers, it does not multiply, unless tied to the output)
+  plus 12 * heads * head_dim per query-key pair of every attention layer
+  (full, not causally halved)."""
+  total = 0
+  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    name = jax.tree_util.keystr(path)
+    if "'embed'" in name and not model_cfg.get("tie_embeddings", False):
+      continue
+    total += 6 * leaf.size * _tokens_through(name, lengths)
+  width = 12 * model_cfg.num_heads * model_cfg.head_dim
+  if "inputs" not in lengths:
+    return total + width * model_cfg.num_layers * sum(lengths.values()) ** 2
+  s, t = lengths["inputs"], lengths["targets"]
+  decoder_layers = model_cfg.get("num_decoder_layers") or model_cfg.num_layers
+  return total + width * (model_cfg.num_layers * s * s + decoder_layers * (t * t + t * s))
 
 
 def matmul_peak(size: int = 2048, repeats: int = 10, dtype=jnp.float32) -> float:

@@ -1,0 +1,58 @@
+"""The peer of bench_train.py: the same architecture, batch and optimizer
+step in transformers (PyTorch, eager, on the CPU).
+
+The model is built from the config.json our export would write (pretrain.hf),
+so the two sides compute the same network.
+"""
+
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+import transformers
+
+from pretrain import hf
+
+
+def bench(family: str, model_cfg, vocab_size: int, rows: int, lengths: dict[str, int], num_steps: int,
+          warmup: int) -> dict:
+  torch.manual_seed(0)
+  torch.set_num_threads(os.cpu_count())
+  config = hf.FAMILIES[family].hf_config(model_cfg, vocab_size, sum(lengths.values()))
+  config = transformers.AutoConfig.for_model(config.pop("model_type"), **config)
+  auto = transformers.AutoModelForSeq2SeqLM if family == "t5" else transformers.AutoModelForCausalLM
+  model = auto.from_config(config, dtype=torch.float32).train()
+  if family == "t5":  # transformers 5 ties T5's output layer to the embedding; T5 v1.1 (and ours) does not.
+    model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+  optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
+  rng = np.random.default_rng(0)
+  tokens = lambda length: torch.from_numpy(rng.integers(3, vocab_size, (rows, length)))
+  if family == "t5":
+    batch = {"input_ids": tokens(lengths["inputs"]), "labels": tokens(lengths["targets"])}
+  else:
+    ids = tokens(sum(lengths.values()))
+    batch = {"input_ids": ids, "labels": ids}
+
+  def step():
+    optimizer.zero_grad(set_to_none=True)
+    loss = model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return float(loss.detach())
+
+  start = time.perf_counter()
+  step()
+  first = time.perf_counter() - start
+  for _ in range(warmup):
+    step()
+  times = []
+  for _ in range(num_steps):
+    start = time.perf_counter()
+    step()
+    times.append(time.perf_counter() - start)
+  step_seconds = statistics.median(times)
+  return {"params": sum(p.numel() for p in model.parameters()), "tokens/step": rows * sum(lengths.values()),
+          "compile s": first, "step s": step_seconds, "tokens/s": rows * sum(lengths.values()) / step_seconds}
