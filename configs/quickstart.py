@@ -74,7 +74,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.model.relative_attention_max_distance = 128
 
   c.optimizer = ml_collections.ConfigDict()
-  c.optimizer.learning_rate = 3e-3
+  c.optimizer.name = "adamw"      # adamw | adafactor (T5's: factored, decay 0.8, update clipping 1, no momentum)
+  c.optimizer.schedule = "cosine"  # cosine (warmup, then cosine decay) | rsqrt (T5: constant, then 1/sqrt(step))
+  c.optimizer.learning_rate = 3e-3  # the peak
   c.optimizer.warmup_steps = 40
   c.optimizer.end_lr_ratio = 0.1
   c.optimizer.weight_decay = 0.1
@@ -90,6 +92,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.train = ml_collections.ConfigDict()
   c.train.steps = 300
   c.train.batch_size = 16         # sequences per step, over all hosts
+  c.train.microbatches = 1        # gradient accumulation: the batch is processed in this many pieces
   c.train.seed = 0
   c.train.log_every = 10
   c.train.eval_every = 50

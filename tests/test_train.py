@@ -170,3 +170,87 @@ def test_train_with_scanned_rematerialised_layers(tmp_path, run_train):
                      "--config.model.remat=save_dots", "--config.model.num_layers=2")
   assert result.returncode == 0, result.stderr
   assert "Trained 2 steps" in result.stdout
+
+
+def _one_step(cfg, model, mesh, rules, tx, batch, **step_kwargs):
+  example = jnp.zeros((1, batch["decoder_input_tokens"].shape[1]), jnp.int32)
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
+    state = state_lib.create(model, tx, (example,), shardings, seed=0)
+    step = jax.jit(steps.make_train_step(model, tx, optimizer.schedule(cfg.optimizer, 100), cfg.loss, **step_kwargs))
+    return step(state, mesh_lib.global_batch(batch, mesh_lib.batch_sharding(mesh, rules)))
+
+
+def test_gradient_accumulation_over_four_microbatches_matches_the_full_batch():
+  cfg, model, mesh, rules, tx = _setup()
+  batch = _batch(rows=8)
+  batch["decoder_loss_weights"][:, -5:] = 0  # Uneven weights: the loss is normalised over the whole batch.
+  batch["decoder_loss_weights"][0, :] = 0
+  full_state, full = _one_step(cfg, model, mesh, rules, tx, batch)
+  micro_state, micro = _one_step(cfg, model, mesh, rules, tx, batch, num_microbatches=4)
+  for key in ("loss", "grad_norm", "accuracy"):
+    np.testing.assert_allclose(float(micro[key]), float(full[key]), rtol=1e-5)
+  for a, b in zip(jax.tree.leaves(full_state.params), jax.tree.leaves(micro_state.params)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
+
+
+def test_microbatches_take_rows_from_every_block():
+  rows = {"x": np.arange(8)}
+  np.testing.assert_array_equal(np.asarray(steps.microbatches(rows, 4)["x"]), [[0, 4], [1, 5], [2, 6], [3, 7]])
+
+
+def test_a_step_with_a_non_finite_loss_changes_nothing():
+  cfg, model, mesh, rules, tx = _setup()
+  cfg.loss.normalizing_factor = float("nan")
+  example = jnp.zeros((1, 16), jnp.int32)
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
+    before = jax.device_get(state_lib.create(model, tx, (example,), shardings, seed=0))
+  after, metrics_ = _one_step(cfg, model, mesh, rules, tx, _batch())
+  assert not bool(metrics_["finite"])
+  for a, b in zip(jax.tree.leaves(before), jax.tree.leaves(after)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_nan_loss_stops_the_run_and_keeps_the_last_checkpoint(tmp_path, run_train):
+  workdir = tmp_path / "run"
+  # Warmup starts at learning rate 0, so the first step is good and saved; then the parameters explode.
+  result = run_train(workdir, "--config.train.steps=30", "--config.train.checkpoint_every=1",
+                     "--config.optimizer.learning_rate=1e12", "--config.optimizer.warmup_steps=10",
+                     "--config.optimizer.grad_clip=1e30")
+  assert result.returncode == 2, result.stderr
+  assert "became NaN or Inf at step" in result.stderr
+  saved = sorted(int(p) for p in os.listdir(workdir / "checkpoints") if p.isdigit())
+  assert saved and f"the checkpoint of step {saved[-1]} is intact" in result.stderr
+
+
+def test_weight_decay_skips_norm_scales_also_when_scanned():
+  params = {"layers": {"norm": {"scale": jnp.ones((4, 8))}, "mlp": {"kernel": jnp.ones((4, 8, 8))}},
+            "embed": {"embedding": jnp.ones((16, 8))}, "final_norm": {"scale": jnp.ones(8)}}
+  assert optimizer.decay_mask(params) == {"layers": {"norm": {"scale": False}, "mlp": {"kernel": True}},
+                                          "embed": {"embedding": True}, "final_norm": {"scale": False}}
+
+
+def test_adafactor_and_the_rsqrt_schedule():
+  cfg, model, mesh, rules, _ = _setup()
+  cfg.optimizer.name, cfg.optimizer.schedule, cfg.optimizer.learning_rate = "adafactor", "rsqrt", 0.01
+  cfg.optimizer.warmup_steps = 100
+  lr = optimizer.schedule(cfg.optimizer, 1000)
+  np.testing.assert_allclose([float(lr(s)) for s in (0, 100, 400, 10_000)], [0.01, 0.01, 0.005, 0.001], rtol=1e-6)
+  cfg.optimizer.learning_rate = 0.3  # Adafactor's steps are relative to each parameter's scale.
+  lr = optimizer.schedule(cfg.optimizer, 1000)
+  tx = optimizer.make(cfg.optimizer, 1000)
+  example = jnp.zeros((1, 16), jnp.int32)
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
+    state = state_lib.create(model, tx, (example,), shardings, seed=0)
+    step = jax.jit(steps.make_train_step(model, tx, lr, cfg.loss))
+    batch = mesh_lib.global_batch(_batch(), mesh_lib.batch_sharding(mesh, rules))
+    losses = [float(step(state, batch)[1]["loss"])]
+    for _ in range(30):
+      state, m = step(state, batch)
+      losses.append(float(m["loss"]))
+  assert losses[-1] < 0.8 * losses[0]
+  cfg.optimizer.name = "sgd"
+  with pytest.raises(Exception, match="optimizer.name='sgd' is unknown"):
+    optimizer.make(cfg.optimizer, 10)

@@ -116,6 +116,10 @@ def build(cfg, workdir: str) -> Run:
   if cfg.train.batch_size % data_shards:
     raise UserError(f"train.batch_size={cfg.train.batch_size} does not divide across {data_shards} data shards; "
                     f"use a multiple of {data_shards}")
+  micro = cfg.train.get("microbatches", 1)
+  if micro < 1 or cfg.train.batch_size % (micro * data_shards):
+    raise UserError(f"train.batch_size={cfg.train.batch_size} does not split into train.microbatches={micro} "
+                    f"microbatches across {data_shards} data shards; use a multiple of {max(micro, 1) * data_shards}")
   objective = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed)
   members = sources.mixture_sources(cfg.data)
   source = members[0][0]  # Trains the vocabulary (unless tokenizer.path is set) and gives sample prompts.
@@ -241,7 +245,8 @@ def train(cfg, workdir: str) -> dict:
       state = ckpt.restore(start, state_lib.abstract(run.model, tx, example_args, state_shardings))
       writer.truncate_after(start)
 
-    train_step = jax.jit(steps.make_train_step(run.model, tx, lr_schedule, cfg.loss, c.seed),
+    train_step = jax.jit(steps.make_train_step(run.model, tx, lr_schedule, cfg.loss, c.seed,
+                                              c.get("microbatches", 1)),
                          in_shardings=(state_shardings, batch_sharding),
                          out_shardings=(state_shardings, None), donate_argnums=(0,))
     eval_step = jax.jit(steps.make_eval_step(run.model), in_shardings=(state_shardings.params, batch_sharding))
@@ -261,12 +266,19 @@ def train(cfg, workdir: str) -> dict:
       except StopIteration:
         raise UserError(f"the training data of {run.task} yields no examples; check the data source") from None
       state, step_metrics = train_step(state, mesh_lib.global_batch(local, batch_sharding))
+      if not bool(step_metrics["finite"]):  # The step was not applied: the state is the last good one.
+        bar.close()
+        ckpt.close()  # Waits for a pending save of a good state.
+        kept = f"the checkpoint of step {saved} is intact" if saved else "no checkpoint had been written"
+        raise UserError(f"the loss or gradient became NaN or Inf at step {step + 1}; stopped without saving "
+                        f"({kept}). Lower "
+                        "optimizer.learning_rate or raise optimizer.warmup_steps, then rerun to resume")
       step += 1
       interval_steps += 1
       bar.update(1)
       eval_now = step % c.eval_every == 0 or step == c.steps
       if eval_now or step % c.log_every == 0:
-        values = {f"train/{k}": float(v) for k, v in jax.device_get(step_metrics).items()}
+        values = {f"train/{k}": float(v) for k, v in jax.device_get(step_metrics).items() if k != "finite"}
         elapsed = time.perf_counter() - interval_start
         values["train/tokens_per_second"] = interval_steps * tokens_per_step / elapsed
         values["train/step_seconds"] = elapsed / interval_steps

@@ -7,6 +7,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 import optax
+from jax.sharding import PartitionSpec as P
 
 from pretrain.parallel import mesh as mesh_lib
 
@@ -20,14 +21,37 @@ class TrainState(flax.struct.PyTreeNode):
 def _init_fn(model: nn.Module, tx: optax.GradientTransformation, example_args: tuple):
   def init(rng):
     params = model.init(rng, *example_args)["params"]  # Boxed with logical axis names.
-    return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params))
+    return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(nn.meta.unbox(params)))
   return init
+
+
+def _optimizer_specs(opt_state, params, param_specs):
+  """Logical specs of the optimizer state: a leaf shaped like a parameter, at
+  a path ending in that parameter's path (Adam's moments), is laid out like
+  it; others (counts, Adafactor's factored statistics, all small) are replicated."""
+  by_path = {jax.tree_util.keystr(path): (leaf.shape, spec) for (path, leaf), spec in zip(
+      jax.tree_util.tree_flatten_with_path(params)[0], jax.tree.leaves(param_specs, is_leaf=_is_spec))}
+
+  def spec(path, leaf):
+    name = jax.tree_util.keystr(path)
+    matches = [(len(p), s) for p, (shape, s) in by_path.items() if name.endswith(p) and shape == leaf.shape]
+    return max(matches, key=lambda m: m[0])[1] if matches else P()
+
+  return jax.tree_util.tree_map_with_path(spec, opt_state)
+
+
+def _is_spec(x):
+  return isinstance(x, P)
 
 
 def shardings(model, tx, example_args, mesh, axis_rules):
   """The NamedSharding of every leaf of the (unboxed) train state."""
   abstract = jax.eval_shape(_init_fn(model, tx, example_args), jax.random.key(0))
-  return mesh_lib.logical_shardings(nn.get_partition_spec(abstract), mesh, axis_rules)
+  param_specs = nn.get_partition_spec(abstract.params)
+  params = jax.tree.map(lambda box: box.value, abstract.params, is_leaf=lambda x: isinstance(x, nn.meta.AxisMetadata))
+  specs = TrainState(step=P(), params=param_specs,
+                     opt_state=_optimizer_specs(abstract.opt_state, params, param_specs))
+  return mesh_lib.logical_shardings(specs, mesh, axis_rules)
 
 
 def abstract(model, tx, example_args, state_shardings):

@@ -17,27 +17,53 @@ def _sums(model, params, batch, loss_cfg=None, dropout_rng=None):
   return losses.loss_sums(logits_BLV, targets_BL, weights_BL, loss_cfg.z_loss, loss_cfg.label_smoothing)
 
 
-def make_train_step(model, tx, lr_schedule, loss_cfg, seed: int = 0):
+def microbatches(batch, count: int):
+  """[B, ...] arrays as [count, B / count, ...]: microbatch m holds rows m, m + count, ...,
+  so that each data shard's contiguous block of rows contributes to every microbatch."""
+  return jax.tree.map(lambda x: jnp.swapaxes(x.reshape(x.shape[0] // count, count, *x.shape[1:]), 0, 1), batch)
+
+
+def make_train_step(model, tx, lr_schedule, loss_cfg, seed: int = 0, num_microbatches: int = 1):
   """The loss is summed over target tokens and divided by their number, or by
   `loss.normalizing_factor` when that is set (T5X's loss_normalizing_factor).
-  Dropout masks derive from `seed` and the step, so a resumed run draws the same ones."""
+  With `num_microbatches` > 1 the gradients of the summed loss are accumulated
+  over microbatches, one at a time, and divided once: the full batch's gradient.
+  Dropout masks derive from `seed`, the step and the microbatch, so a resumed run
+  draws the same ones. A step whose loss or gradient is not finite changes
+  nothing and reports finite=False."""
+
+  def summed_grads(params, batch, rng):
+    def loss_fn(params):
+      sums = _sums(model, params, batch, loss_cfg, rng)
+      return sums["loss"], sums
+    return jax.grad(loss_fn, has_aux=True)(params)
 
   def train_step(state: TrainState, batch):
-    dropout_rng = jax.random.fold_in(jax.random.key(seed), state.step)
-
-    def loss_fn(params):
-      sums = _sums(model, params, batch, loss_cfg, dropout_rng)
-      denominator = loss_cfg.normalizing_factor or jnp.maximum(sums["weight"], 1.0)
-      return sums["loss"] / denominator, sums
-
-    grads, sums = jax.grad(loss_fn, has_aux=True)(state.params)
-    updates, opt_state = tx.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
+    rng = jax.random.fold_in(jax.random.key(seed), state.step)
+    if num_microbatches == 1:
+      grads, sums = summed_grads(state.params, batch, rng)
+    else:
+      def accumulate(carry, micro_and_index):
+        micro, index = micro_and_index
+        grads, sums = summed_grads(state.params, micro, jax.random.fold_in(rng, index))
+        return jax.tree.map(jnp.add, carry, (grads, sums)), None
+      first = jax.tree.map(lambda x: x[0], microbatches(batch, num_microbatches))
+      zeros = jax.tree.map(jnp.zeros_like, jax.eval_shape(summed_grads, state.params, first, rng))
+      (grads, sums), _ = jax.lax.scan(accumulate, zeros,
+                                      (microbatches(batch, num_microbatches), jnp.arange(num_microbatches)))
     weight = jnp.maximum(sums["weight"], 1.0)
+    grads = jax.tree.map(lambda g: g / (loss_cfg.normalizing_factor or weight), grads)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    grad_norm = optax.tree.norm(grads)
+    finite = jnp.isfinite(sums["loss"]) & jnp.isfinite(grad_norm)
+    new_state = TrainState(step=state.step + 1, params=optax.apply_updates(state.params, updates),
+                           opt_state=opt_state)
+    # A diverged step is not applied, so the state stays the last good one.
+    new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state, state)
     metrics = {"loss": sums["loss"] / weight, "cross_entropy": sums["cross_entropy"] / weight,
                "z_loss": sums["z_loss"] / weight, "accuracy": sums["correct"] / weight,
-               "grad_norm": optax.tree.norm(grads), "learning_rate": lr_schedule(state.step)}
-    return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
+               "grad_norm": grad_norm, "learning_rate": lr_schedule(state.step), "finite": finite}
+    return new_state, metrics
 
   return train_step
 

@@ -1,0 +1,111 @@
+"""Sharding changes nothing but speed: training steps under several mesh layouts
+of 8 (fake CPU) devices give the losses of one device, for both model families,
+and FSDP holds 1/8 of the parameters and optimizer state on each device.
+
+The 8-device runs happen in a subprocess (`python -m tests.test_mesh_layouts`)
+started with --xla_force_host_platform_device_count=8.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pretrain import config as config_lib
+from pretrain import models
+from pretrain.parallel import mesh as mesh_lib
+from pretrain.train import optimizer, state as state_lib, steps
+from tests.conftest import REPO
+
+LAYOUTS = {"data8": (8, 1, 1), "fsdp8": (1, 8, 1), "data2_fsdp2_tensor2": (2, 2, 2), "fsdp2_tensor4": (1, 2, 4)}
+MODEL = ["--config.model.d_model=32", "--config.model.num_layers=2", "--config.model.num_heads=4",
+         "--config.model.num_kv_heads=4", "--config.model.head_dim=8", "--config.model.mlp_dim=64",
+         "--config.model.vocab_size=256", "--config.train.batch_size=8", "--config.optimizer.warmup_steps=1"]
+FAMILIES = {"decoder_only": ("lm", {"targets": 16}), "encoder_decoder": ("enc_dec", {"inputs": 16, "targets": 8})}
+
+
+def _batch(converter, lengths, rows=8, vocab=256):
+  rng = np.random.default_rng(0)
+  ints = lambda length: rng.integers(3, vocab, (rows, length)).astype(np.int32)
+  ones = lambda length: np.ones((rows, length), np.int32)
+  if converter == "enc_dec":
+    targets = ints(lengths["targets"])
+    return {"encoder_input_tokens": ints(lengths["inputs"]), "encoder_segment_ids": ones(lengths["inputs"]),
+            "decoder_input_tokens": np.pad(targets[:, :-1], ((0, 0), (1, 0))), "decoder_target_tokens": targets,
+            "decoder_segment_ids": ones(lengths["targets"]), "decoder_loss_weights": ones(lengths["targets"])}
+  tokens = ints(lengths["targets"] + 1)
+  return {"decoder_input_tokens": tokens[:, :-1], "decoder_target_tokens": tokens[:, 1:],
+          "decoder_segment_ids": ones(lengths["targets"]), "decoder_loss_weights": ones(lengths["targets"]),
+          "decoder_positions": np.tile(np.arange(lengths["targets"], dtype=np.int32), (rows, 1))}
+
+
+def run_layout(family: str, sizes, num_steps: int = 3, optimizer_name: str = "adamw") -> dict:
+  """Losses of `num_steps` steps on a fixed batch, and device 0's share of the train state's bytes."""
+  converter, lengths = FAMILIES[family]
+  _, cfg = config_lib.parse_command_line(__import__("argparse").ArgumentParser(),
+                                         ["--config=configs/quickstart.py", *MODEL])
+  cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor = sizes
+  cfg.optimizer.name = optimizer_name
+  model = models.build(cfg.model, 256, converter)
+  mesh, rules = mesh_lib.make_mesh(cfg.mesh), mesh_lib.rules(cfg.mesh)
+  tx = optimizer.make(cfg.optimizer, 10)
+  example_args = models.example_args(model, lengths)
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    shardings = state_lib.shardings(model, tx, example_args, mesh, rules)
+    state = state_lib.create(model, tx, example_args, shardings, seed=0)
+    batch_sharding = mesh_lib.batch_sharding(mesh, rules)
+    step = jax.jit(steps.make_train_step(model, tx, optimizer.schedule(cfg.optimizer, 10), cfg.loss),
+                   in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None))
+    batch = mesh_lib.global_batch(_batch(converter, lengths), batch_sharding)
+    device = jax.devices()[0]
+    leaves = [x for x in jax.tree.leaves((state.params, state.opt_state)) if x.ndim]
+    total = sum(x.nbytes for x in leaves)
+    on_device = sum(s.data.nbytes for x in leaves for s in x.addressable_shards if s.device == device)
+    losses = []
+    for _ in range(num_steps):
+      state, metrics = step(state, batch)
+      losses.append(float(metrics["loss"]))
+  return {"losses": losses, "bytes_total": total, "bytes_device0": on_device}
+
+
+@pytest.fixture(scope="module")
+def eight_device_runs():
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+  result = subprocess.run([sys.executable, "-m", "tests.test_mesh_layouts"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_layout_gives_the_losses_of_one_device(eight_device_runs, family):
+  one_device = run_layout(family, (1, 1, 1))["losses"]
+  for layout in LAYOUTS:
+    np.testing.assert_allclose(eight_device_runs[family][layout]["losses"], one_device, rtol=2e-5,
+                               err_msg=f"{family} under {layout}")
+
+
+def test_adafactor_state_shards_too(eight_device_runs):
+  one_device = run_layout("decoder_only", (1, 1, 1), optimizer_name="adafactor")["losses"]
+  np.testing.assert_allclose(eight_device_runs["adafactor_fsdp2_tensor4"]["losses"], one_device, rtol=2e-5)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fsdp_keeps_an_eighth_of_the_state_on_each_device(eight_device_runs, family):
+  fsdp = eight_device_runs[family]["fsdp8"]
+  assert fsdp["bytes_device0"] == pytest.approx(fsdp["bytes_total"] / 8, rel=0.10)
+  replicated = eight_device_runs[family]["data8"]
+  assert replicated["bytes_device0"] == replicated["bytes_total"]
+
+
+if __name__ == "__main__":
+  assert jax.device_count() == 8, "run with XLA_FLAGS=--xla_force_host_platform_device_count=8"
+  runs = {family: {name: run_layout(family, sizes) for name, sizes in LAYOUTS.items()} for family in FAMILIES}
+  runs["adafactor_fsdp2_tensor4"] = run_layout("decoder_only", LAYOUTS["fsdp2_tensor4"], optimizer_name="adafactor")
+  print(json.dumps(runs))
