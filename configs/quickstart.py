@@ -45,6 +45,9 @@ def get_config() -> ml_collections.ConfigDict:
   # Several sources mixed at rates: rows of (corpus | files | tfds, files glob or TFDS NAME:VERSION, rate),
   # e.g. (("corpus", "", 1.0), ("files", "data/*.jsonl", 3.0)). Empty: data.source alone.
   c.data.mixture = ()
+  # Multi-host: source (each host prepares its shard of the documents) | examples (each host prepares
+  # everything and keeps every n-th example: the same global batches for any number of hosts).
+  c.data.host_sharding = "source"
   c.data.cache_dir = ""           # corpus and tokenizers ('' = $PRETRAIN_CACHE or ~/.cache/pretrain)
 
   c.tokenizer = ml_collections.ConfigDict()

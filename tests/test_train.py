@@ -254,3 +254,34 @@ def test_adafactor_and_the_rsqrt_schedule():
   cfg.optimizer.name = "sgd"
   with pytest.raises(Exception, match="optimizer.name='sgd' is unknown"):
     optimizer.make(cfg.optimizer, 10)
+
+
+def _train_losses(workdir):
+  return {r["step"]: r["train/loss"] for r in metrics.read(str(workdir)) if "train/loss" in r}
+
+
+@pytest.mark.parametrize("kill_signal", [signal.SIGKILL, signal.SIGTERM])
+def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, kill_signal):
+  args = ["--config.train.steps=160", "--config.train.checkpoint_every=20", "--config.train.eval_every=40"]
+  straight = run_train(tmp_path / "straight", *args)
+  assert straight.returncode == 0, straight.stderr
+  expected = _train_losses(tmp_path / "straight")
+
+  workdir = tmp_path / "killed"
+  target = int(np.random.default_rng().choice([20, 40, 60]))
+  process = run_train(workdir, *args, start_new_session=True)
+  deadline = time.time() + 300
+  while not (workdir / "checkpoints" / str(target)).exists():
+    assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
+    time.sleep(0.01)
+  time.sleep(np.random.default_rng().uniform(0, 0.2))  # Somewhere after that checkpoint.
+  process.send_signal(kill_signal)
+  process.communicate(timeout=120)
+  assert process.returncode in (-signal.SIGKILL, 128 + signal.SIGTERM)
+  resumed = run_train(workdir, *args)
+  assert resumed.returncode == 0, resumed.stderr
+  start = int((resumed.stdout + resumed.stderr).split("Resuming from the checkpoint at step ")[1].split()[0])
+  assert start >= target
+  losses = _train_losses(workdir)
+  assert sorted(losses) == list(range(1, 161))
+  assert [losses[s] for s in range(start + 1, 161)] == [expected[s] for s in range(start + 1, 161)]

@@ -9,13 +9,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
 from pretrain.errors import exit_on_user_error  # pylint: disable=g-import-not-at-top
+from pretrain.parallel import distributed  # pylint: disable=g-import-not-at-top
 
 
 @exit_on_user_error
 def main(argv: list[str]) -> int:
   parser = argparse.ArgumentParser(prog="python -m pretrain.train", description=__doc__)
   parser.add_argument("--workdir", required=True, help="where checkpoints, metrics and plots go")
+  distributed.add_flags(parser)
   args, cfg = config_lib.parse_command_line(parser, argv)
+  distributed.initialize(args)
   from pretrain.train import loop  # pylint: disable=g-import-not-at-top  (imports JAX and TF)
   summary = loop.train(cfg, args.workdir)
   return 128 + summary["stopped_by"] if summary.get("stopped_by") else 0

@@ -127,8 +127,8 @@ def build(cfg, workdir: str) -> Run:
   task = tasks.register_mixture(members, vocabulary, objective)
   model = models.build(cfg.model, vocabulary.vocab_size, objective.converter)
   if jax.process_index() == 0:  # What tools/generate.py needs, beside the checkpoints.
-    with open(os.path.join(workdir, "config.json"), "w") as f:
-      f.write(config_lib.to_json(cfg))
+    # Atomically: the other processes of a resumed run read it meanwhile.
+    vocab.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(cfg).encode())
     shutil.copyfile(vocabulary.sentencepiece_model_file, os.path.join(workdir, VOCAB_FILE))
   return Run(cfg, workdir, source, vocabulary, objective, task, model, mesh, rules)
 
@@ -169,7 +169,8 @@ class _StopRequest:
 def _batches(run: Run, split: str, **kwargs):
   c = run.cfg
   return pipeline.batches(run.task, split, pipeline.feature_lengths(c.data, run.objective), c.train.batch_size,
-                          run.objective.converter, seed=c.train.seed, **kwargs)
+                          run.objective.converter, seed=c.train.seed,
+                          host_sharding=c.data.get("host_sharding", "source"), **kwargs)
 
 
 def _eval_batches(run: Run, batch_sharding):

@@ -1,0 +1,42 @@
+"""Joining a multi-process run (several hosts, or several processes on one) with jax.distributed.
+
+Every process runs the same command. The coordinator is given by flags, or
+found by JAX itself on a multi-host TPU VM slice or under SLURM.
+"""
+
+import os
+
+import jax
+
+from pretrain.errors import UserError
+
+
+def add_flags(parser) -> None:
+  group = parser.add_argument_group("multi-process runs (TPU VM slices and SLURM are detected without them)")
+  group.add_argument("--coordinator_address", help="HOST:PORT of process 0, reachable from every process")
+  group.add_argument("--num_processes", type=int, help="how many processes take part")
+  group.add_argument("--process_id", type=int, help="this process's index, 0 .. num_processes - 1")
+
+
+def _on_cluster() -> bool:
+  slurm = int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in os.environ
+  tpu_slice = "," in os.environ.get("TPU_WORKER_HOSTNAMES", "")  # More than one host.
+  return slurm or tpu_slice
+
+
+def initialize(args) -> None:
+  """Calls jax.distributed.initialize when the flags or the environment ask for several processes."""
+  given = {"--coordinator_address": args.coordinator_address, "--num_processes": args.num_processes,
+           "--process_id": args.process_id}
+  if any(v is not None for v in given.values()):
+    missing = [k for k, v in given.items() if v is None]
+    if missing:
+      raise UserError(f"{', '.join(missing)} missing: a multi-process run needs --coordinator_address, "
+                      "--num_processes and --process_id together")
+    if not 0 <= args.process_id < args.num_processes:
+      raise UserError(f"--process_id={args.process_id} is not in 0 .. {args.num_processes - 1}")
+    # Processes on CPUs exchange arrays over gloo (TCP); GPUs and TPUs use their own collectives.
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
+  elif _on_cluster():
+    jax.distributed.initialize()
