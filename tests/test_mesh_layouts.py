@@ -20,7 +20,7 @@ import pytest
 from pretrain import config as config_lib
 from pretrain import models
 from pretrain.parallel import mesh as mesh_lib
-from pretrain.train import optimizer, state as state_lib, steps
+from pretrain.train import memory, optimizer, state as state_lib, steps
 from tests.conftest import REPO
 
 LAYOUTS = {"data8": (8, 1, 1), "fsdp8": (1, 8, 1), "data2_fsdp2_tensor2": (2, 2, 2), "fsdp2_tensor4": (1, 2, 4)}
@@ -67,11 +67,13 @@ def run_layout(family: str, sizes, num_steps: int = 3, optimizer_name: str = "ad
     leaves = [x for x in jax.tree.leaves((state.params, state.opt_state)) if x.ndim]
     total = sum(x.nbytes for x in leaves)
     on_device = sum(s.data.nbytes for x in leaves for s in x.addressable_shards if s.device == device)
+    estimated = memory.estimate(cfg, model, lengths, compile_step=False)
     losses = []
     for _ in range(num_steps):
       state, metrics = step(state, batch)
       losses.append(float(metrics["loss"]))
-  return {"losses": losses, "bytes_total": total, "bytes_device0": on_device}
+  return {"losses": losses, "bytes_total": total, "bytes_device0": on_device,
+          "bytes_estimated": estimated["params"] + estimated["optimizer_state"]}
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +104,21 @@ def test_fsdp_keeps_an_eighth_of_the_state_on_each_device(eight_device_runs, fam
   assert fsdp["bytes_device0"] == pytest.approx(fsdp["bytes_total"] / 8, rel=0.10)
   replicated = eight_device_runs[family]["data8"]
   assert replicated["bytes_device0"] == replicated["bytes_total"]
+  for layout in ("fsdp8", "data8", "fsdp2_tensor4"):  # tools/estimate_memory.py's figures, before allocating.
+    run = eight_device_runs[family][layout]
+    assert abs(run["bytes_estimated"] - run["bytes_device0"]) <= 64  # Scalars (step counts) aside.
+
+
+def test_estimate_memory_tool():
+  result = subprocess.run([sys.executable, "tools/estimate_memory.py", "--devices=8", "--config.mesh.data=1",
+                           "--config.mesh.fsdp=8", *MODEL], cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr
+  assert "mesh {'data': 1, 'fsdp': 8, 'tensor': 1}" in result.stdout
+  lines = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith("  ")}
+  assert {"params", "optimizer_state", "activations_and_temporaries", "total"} <= set(lines)
+  bad = subprocess.run([sys.executable, "tools/estimate_memory.py", "--devices=8", "--config.mesh.data=3"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert bad.returncode == 2 and "has 3 devices but 8 are available" in bad.stderr
 
 
 if __name__ == "__main__":
