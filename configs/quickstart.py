@@ -102,6 +102,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.train.eval_batches = 8
   c.train.checkpoint_every = 100
   c.train.keep_checkpoints = 2
+  c.train.profile_steps = ()      # (start, stop): a jax.profiler trace of those steps into WORKDIR/profile
   # A Hugging Face directory (LlamaForCausalLM or T5 v1.1) to start from: its model shape and tokenizer
   # replace the model and tokenizer sections, its weights the random initialisation.
   c.train.init_from_hf = ""

@@ -149,6 +149,9 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
            f"model.dtype must be auto, float32, bfloat16 or float16, got {m.get('dtype')!r}")
   _require(0.0 <= m.get("dropout", 0.0) < 1.0, f"model.dropout must be in [0, 1), got {m.get('dropout')}")
   _require(cfg.optimizer.warmup_steps >= 0, "optimizer.warmup_steps must be >= 0")
+  profile = tuple(t.get("profile_steps", ()))
+  _require(not profile or (len(profile) == 2 and 0 <= profile[0] < profile[1]),
+           f"train.profile_steps must be () or (start, stop) with 0 <= start < stop, got {profile}")
 
 
 def to_json(cfg: ml_collections.ConfigDict) -> str:

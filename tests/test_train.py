@@ -285,3 +285,47 @@ def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, kill_signal):
   losses = _train_losses(workdir)
   assert sorted(losses) == list(range(1, 161))
   assert [losses[s] for s in range(start + 1, 161)] == [expected[s] for s in range(start + 1, 161)]
+
+
+def test_profile_and_mfu_in_the_metrics(tmp_path, run_train):
+  workdir = tmp_path / "run"
+  result = run_train(workdir, "--config.train.steps=4", "--config.train.profile_steps=(1, 3)")
+  assert result.returncode == 0, result.stderr
+  traces = [f for _, _, files in os.walk(workdir / "profile") for f in files if f.endswith(".xplane.pb")]
+  assert traces
+  logged = [r for r in metrics.read(str(workdir)) if "train/mfu" in r]
+  assert logged and all(0 < r["train/mfu"] < 1 for r in logged)
+  bad = run_train(tmp_path / "bad", "--config.train.profile_steps=(3, 1)")
+  assert bad.returncode == 2 and "train.profile_steps must be" in bad.stderr
+
+
+_CRASH_DURING_SAVE = """
+import os, signal, sys
+from pretrain.train import checkpoint
+save = checkpoint.Checkpointer.save
+def save_then_crash(self, step, state):
+  save(self, step, state)  # Starts writing in the background ...
+  if step == 4:
+    os.kill(os.getpid(), signal.SIGKILL)  # ... and the process dies before the write completes.
+checkpoint.Checkpointer.save = save_then_crash
+from pretrain.train.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_crash_while_saving_leaves_the_previous_checkpoint_usable(tmp_path, run_train, cache_dir):
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  from tests.conftest import REPO, TINY  # pylint: disable=g-import-not-at-top
+  workdir = tmp_path / "run"
+  args = [f"--workdir={workdir}", "--config=configs/quickstart.py", *TINY, "--config.train.steps=6",
+          "--config.train.checkpoint_every=2"]
+  crashed = subprocess.run([sys.executable, "-c", _CRASH_DURING_SAVE, *args], cwd=REPO, capture_output=True,
+                           text=True, env={**os.environ, "PRETRAIN_CACHE": cache_dir})
+  assert crashed.returncode == -signal.SIGKILL
+  entries = os.listdir(workdir / "checkpoints")
+  assert "2" in entries and "4" not in entries, entries  # Step 4 was never completed under its final name.
+  resumed = run_train(workdir, "--config.train.steps=6", "--config.train.checkpoint_every=2")
+  assert resumed.returncode == 0, resumed.stderr
+  assert "Resuming from the checkpoint at step 2" in resumed.stdout + resumed.stderr
+  assert sorted(int(e) for e in os.listdir(workdir / "checkpoints") if e.isdigit()) == [4, 6]

@@ -16,6 +16,7 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -32,7 +33,7 @@ from pretrain import models
 from pretrain.data import objectives
 from pretrain.errors import UserError, exit_on_user_error
 from pretrain.parallel import mesh as mesh_lib
-from pretrain.train import flops, optimizer, state as state_lib, steps
+from pretrain.train import checkpoint, flops, optimizer, state as state_lib, steps
 import step_profile  # pylint: disable=g-bad-import-order  (tools/)
 
 # The configurations of the transformers comparison: (family, config overrides, feature lengths).
@@ -93,6 +94,7 @@ def bench(cfg, vocab_size: int, lengths: dict[str, int], num_steps: int, warmup:
       state, m = step(state, batch)
       jax.block_until_ready(m)
       times.append(time.perf_counter() - start)
+    checkpoint_bytes, save_blocks = _checkpoint_cost(state)
     if profile:
       def run_step():
         nonlocal state
@@ -106,7 +108,25 @@ def bench(cfg, vocab_size: int, lengths: dict[str, int], num_steps: int, warmup:
   model_flops = flops.flops_per_example(state.params, cfg.model, lengths) * rows / step_seconds
   return {"params": sum(x.size for x in jax.tree.leaves(state.params)), "tokens/step": tokens,
           "compile s": compile_seconds, "step s": step_seconds, "tokens/s": tokens / step_seconds,
-          "model GFLOP/s": model_flops / 1e9, "matmul peak GFLOP/s": peak / 1e9, "MFU": model_flops / peak}
+          "model GFLOP/s": model_flops / 1e9, "matmul peak GFLOP/s": peak / 1e9, "MFU": model_flops / peak,
+          "checkpoint MB": checkpoint_bytes / 1e6, "save blocks s": save_blocks,
+          "save blocks / step": save_blocks / step_seconds}
+
+
+def _checkpoint_cost(state) -> tuple[int, float]:
+  """Bytes of an Orbax checkpoint of `state`, and how long an asynchronous save
+  blocks the caller (a second save once the first is written, as in a running loop)."""
+  with tempfile.TemporaryDirectory() as directory:
+    saver = checkpoint.Checkpointer(directory, keep=1)
+    saver.save(1, state)
+    saver.manager.wait_until_finished()
+    start = time.perf_counter()
+    saver.save(2, state)
+    blocked = time.perf_counter() - start
+    saver.close()
+    size = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(os.path.join(directory, "2"))
+               for f in files)
+  return size, blocked
 
 
 def print_table(rows: dict[str, dict]) -> None:

@@ -29,7 +29,7 @@ from pretrain.errors import UserError
 from pretrain import hf, models
 from pretrain.models import decoding
 from pretrain.parallel import mesh as mesh_lib
-from pretrain.train import checkpoint, metrics, optimizer, state as state_lib, steps
+from pretrain.train import checkpoint, flops, metrics, optimizer, state as state_lib, steps
 
 VOCAB_FILE = "spm.model"
 # Config sections that fix the shapes of a checkpoint.
@@ -257,6 +257,10 @@ def train(cfg, workdir: str) -> dict:
       writer.write(0, evaluate(eval_step, state.params, eval_batches))
 
     tokens_per_step = c.batch_size * sum(lengths.values())
+    step_flops = flops.flops_per_example(state.params, cfg.model, lengths) * c.batch_size
+    peak = flops.matmul_peak(dtype=jnp.dtype(models.activation_dtype(cfg.model.get("dtype", "float32"))))
+    profile_start, profile_stop = tuple(c.get("profile_steps", ())) or (None, None)
+    tracing = False
     step, saved, latest_eval = start, start, {}
     bar = tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,
                     disable=jax.process_index() != 0)
@@ -266,7 +270,12 @@ def train(cfg, workdir: str) -> dict:
         local = next(train_batches)
       except StopIteration:
         raise UserError(f"the training data of {run.task} yields no examples; check the data source") from None
+      if step == profile_start:
+        jax.profiler.start_trace(os.path.join(workdir, "profile"))
+        tracing = True
       state, step_metrics = train_step(state, mesh_lib.global_batch(local, batch_sharding))
+      if tracing and step + 1 == profile_stop:
+        tracing = _stop_trace(step_metrics, workdir)
       if not bool(step_metrics["finite"]):  # The step was not applied: the state is the last good one.
         bar.close()
         ckpt.close()  # Waits for a pending save of a good state.
@@ -283,6 +292,8 @@ def train(cfg, workdir: str) -> dict:
         elapsed = time.perf_counter() - interval_start
         values["train/tokens_per_second"] = interval_steps * tokens_per_step / elapsed
         values["train/step_seconds"] = elapsed / interval_steps
+        # Model FLOPs utilisation against a matmul peak measured at startup, over all devices.
+        values["train/mfu"] = step_flops / values["train/step_seconds"] / (peak * jax.device_count())
         if eval_now:
           latest_eval = {"step": step, **evaluate(eval_step, state.params, eval_batches)}
           values.update({k: v for k, v in latest_eval.items() if k != "step"})
@@ -292,6 +303,8 @@ def train(cfg, workdir: str) -> dict:
       if step % c.checkpoint_every == 0 or step == c.steps or stop.signal is not None:
         ckpt.save(step, state)
         saved = step
+    if tracing:  # Stopped before the end of the profiled range.
+      _stop_trace(step_metrics, workdir)
     bar.close()
     ckpt.close()
 
@@ -303,6 +316,13 @@ def train(cfg, workdir: str) -> dict:
     final.pop("step", None)
     pairs = samples(run, state.params)
   return _report(run, step, final, pairs)
+
+
+def _stop_trace(last_outputs, workdir: str) -> bool:
+  jax.block_until_ready(last_outputs)
+  jax.profiler.stop_trace()
+  log(f"Wrote a profiler trace to {workdir}/profile (open it with TensorBoard's profile plugin or xprof)")
+  return False
 
 
 def _report(run: Run, step: int, final: dict, pairs) -> dict:
