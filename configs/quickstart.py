@@ -111,22 +111,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.mesh.data = -1                # -1 takes the devices left by the other axes
   c.mesh.fsdp = 1
   c.mesh.tensor = 1
-  # Logical axis name -> mesh axes. Parameters: embed, mlp, heads, kv_heads, kv, vocab.
-  c.mesh.rules = (
-      ("activation_batch", ("data", "fsdp")),
-      ("activation_length", None),
-      ("activation_embed", None),
-      ("activation_mlp", "tensor"),
-      ("activation_heads", "tensor"),
-      ("activation_vocab", "tensor"),
-      ("embed", "fsdp"),
-      ("mlp", "tensor"),
-      ("heads", "tensor"),
-      ("kv_heads", "tensor"),
-      ("kv", None),
-      ("vocab", "tensor"),
-      ("layers", None),               # the stacked axis of scanned layers
-  )
+  # Logical axis names -> mesh axes: a preset of parallel/mesh.py (fsdp_tensor | t5x | data_parallel) or
+  # explicit pairs, e.g. (("activation_batch", ("data", "fsdp")), ("embed", "fsdp"), ("mlp", "tensor"), ...).
+  c.mesh.rules = "fsdp_tensor"
 
   c.sample = ml_collections.ConfigDict()
   c.sample.num = 3                # samples printed at the end of the run

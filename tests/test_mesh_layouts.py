@@ -1,4 +1,4 @@
-"""Sharding changes nothing but speed: training steps under several mesh layouts
+"""Sharding changes nothing but speed: training steps under several mesh layouts and rule presets
 of 8 (fake CPU) devices give the losses of one device, for both model families,
 and FSDP holds 1/8 of the parameters and optimizer state on each device.
 
@@ -23,7 +23,10 @@ from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import memory, optimizer, state as state_lib, steps
 from tests.conftest import REPO
 
-LAYOUTS = {"data8": (8, 1, 1), "fsdp8": (1, 8, 1), "data2_fsdp2_tensor2": (2, 2, 2), "fsdp2_tensor4": (1, 2, 4)}
+# Name -> ((data, fsdp, tensor), mesh.rules preset).
+LAYOUTS = {"data8": ((8, 1, 1), "fsdp_tensor"), "fsdp8": ((1, 8, 1), "fsdp_tensor"),
+           "data2_fsdp2_tensor2": ((2, 2, 2), "fsdp_tensor"), "fsdp2_tensor4": ((1, 2, 4), "fsdp_tensor"),
+           "t5x_data2_tensor4": ((2, 1, 4), "t5x"), "data_parallel_4x2": ((4, 2, 1), "data_parallel")}
 MODEL = ["--config.model.d_model=32", "--config.model.num_layers=2", "--config.model.num_heads=4",
          "--config.model.num_kv_heads=4", "--config.model.head_dim=8", "--config.model.mlp_dim=64",
          "--config.model.vocab_size=256", "--config.train.batch_size=8", "--config.optimizer.warmup_steps=1"]
@@ -45,12 +48,12 @@ def _batch(converter, lengths, rows=8, vocab=256):
           "decoder_positions": np.tile(np.arange(lengths["targets"], dtype=np.int32), (rows, 1))}
 
 
-def run_layout(family: str, sizes, num_steps: int = 3, optimizer_name: str = "adamw") -> dict:
+def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "adamw") -> dict:
   """Losses of `num_steps` steps on a fixed batch, and device 0's share of the train state's bytes."""
   converter, lengths = FAMILIES[family]
   _, cfg = config_lib.parse_command_line(__import__("argparse").ArgumentParser(),
                                          ["--config=configs/quickstart.py", *MODEL])
-  cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor = sizes
+  (cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor), cfg.mesh.rules = layout
   cfg.optimizer.name = optimizer_name
   model = models.build(cfg.model, 256, converter)
   mesh, rules = mesh_lib.make_mesh(cfg.mesh), mesh_lib.rules(cfg.mesh)
@@ -87,14 +90,14 @@ def eight_device_runs():
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_layout_gives_the_losses_of_one_device(eight_device_runs, family):
-  one_device = run_layout(family, (1, 1, 1))["losses"]
+  one_device = run_layout(family, ((1, 1, 1), "fsdp_tensor"))["losses"]
   for layout in LAYOUTS:
     np.testing.assert_allclose(eight_device_runs[family][layout]["losses"], one_device, rtol=2e-5,
                                err_msg=f"{family} under {layout}")
 
 
 def test_adafactor_state_shards_too(eight_device_runs):
-  one_device = run_layout("decoder_only", (1, 1, 1), optimizer_name="adafactor")["losses"]
+  one_device = run_layout("decoder_only", ((1, 1, 1), "fsdp_tensor"), optimizer_name="adafactor")["losses"]
   np.testing.assert_allclose(eight_device_runs["adafactor_fsdp2_tensor4"]["losses"], one_device, rtol=2e-5)
 
 
@@ -102,8 +105,8 @@ def test_adafactor_state_shards_too(eight_device_runs):
 def test_fsdp_keeps_an_eighth_of_the_state_on_each_device(eight_device_runs, family):
   fsdp = eight_device_runs[family]["fsdp8"]
   assert fsdp["bytes_device0"] == pytest.approx(fsdp["bytes_total"] / 8, rel=0.10)
-  replicated = eight_device_runs[family]["data8"]
-  assert replicated["bytes_device0"] == replicated["bytes_total"]
+  for replicated in (eight_device_runs[family]["data8"], eight_device_runs[family]["data_parallel_4x2"]):
+    assert replicated["bytes_device0"] == replicated["bytes_total"]
   for layout in ("fsdp8", "data8", "fsdp2_tensor4"):  # tools/estimate_memory.py's figures, before allocating.
     run = eight_device_runs[family][layout]
     assert abs(run["bytes_estimated"] - run["bytes_device0"]) <= 64  # Scalars (step counts) aside.
@@ -123,6 +126,19 @@ def test_estimate_memory_tool():
 
 if __name__ == "__main__":
   assert jax.device_count() == 8, "run with XLA_FLAGS=--xla_force_host_platform_device_count=8"
-  runs = {family: {name: run_layout(family, sizes) for name, sizes in LAYOUTS.items()} for family in FAMILIES}
+  runs = {family: {name: run_layout(family, layout) for name, layout in LAYOUTS.items()} for family in FAMILIES}
   runs["adafactor_fsdp2_tensor4"] = run_layout("decoder_only", LAYOUTS["fsdp2_tensor4"], optimizer_name="adafactor")
   print(json.dumps(runs))
+
+
+def test_bad_meshes_and_rules_are_named():
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  mesh_cfg = ml_collections.ConfigDict({"data": 3, "fsdp": -1, "tensor": 1, "rules": "megatron"})
+  with pytest.raises(UserError, match="does not divide the 8 devices"):
+    mesh_lib.mesh_shape(mesh_cfg, 8)
+  with pytest.raises(UserError, match="'megatron' is not a preset; use one of fsdp_tensor, t5x, data_parallel"):
+    mesh_lib.rules(mesh_cfg)
+  mesh_cfg = ml_collections.ConfigDict({"rules": (("embed", "model"),)})
+  with pytest.raises(UserError, match="maps 'embed' to unknown mesh axis 'model'"):
+    mesh_lib.rules(mesh_cfg)

@@ -16,6 +16,22 @@ from pretrain.errors import UserError
 
 AXES = ("data", "fsdp", "tensor")
 
+_ACTIVATIONS = (("activation_batch", ("data", "fsdp")), ("activation_length", None), ("activation_embed", None),
+                ("activation_mlp", "tensor"), ("activation_heads", "tensor"), ("activation_vocab", "tensor"))
+# Named sets of rules for mesh.rules. Parameters' logical axes: embed, mlp, heads, kv_heads, kv, vocab, layers.
+PRESETS = {
+    # Parameters sharded over fsdp (their embed axis) and tensor (heads, mlp, vocab): ZeRO-3 plus Megatron.
+    "fsdp_tensor": _ACTIVATIONS + (("embed", "fsdp"), ("mlp", "tensor"), ("heads", "tensor"),
+                                   ("kv_heads", "tensor"), ("kv", None), ("vocab", "tensor"), ("layers", None)),
+    # T5X's standard rules: parameters split along the model (tensor) axis only, replicated over the batch axes.
+    "t5x": _ACTIVATIONS + (("embed", None), ("mlp", "tensor"), ("heads", "tensor"), ("kv_heads", "tensor"),
+                           ("kv", None), ("vocab", "tensor"), ("layers", None)),
+    # Pure data parallelism: every parameter replicated.
+    "data_parallel": (("activation_batch", ("data", "fsdp", "tensor")),) + tuple(
+        (name, None) for name in ("activation_length", "activation_embed", "activation_mlp", "activation_heads",
+                                  "activation_vocab", "embed", "mlp", "heads", "kv_heads", "kv", "vocab", "layers")),
+}
+
 
 def mesh_shape(mesh_cfg, num_devices: int) -> tuple[int, ...]:
   """Sizes of (data, fsdp, tensor); one size may be -1 to take the remaining devices."""
@@ -41,8 +57,15 @@ def make_mesh(mesh_cfg) -> jax.sharding.Mesh:
 
 
 def rules(mesh_cfg) -> tuple[tuple[str, object], ...]:
-  """The logical axis rules of the config, checked against the mesh axes."""
-  result = tuple((name, tuple(axes) if isinstance(axes, list) else axes) for name, axes in mesh_cfg.rules)
+  """The logical axis rules of the config (a PRESETS name or (logical, mesh axes) pairs), checked
+  against the mesh axes."""
+  given = mesh_cfg.rules
+  if isinstance(given, str):
+    if given not in PRESETS:
+      raise UserError(f"mesh.rules={given!r} is not a preset; use one of {', '.join(PRESETS)} or a tuple of "
+                      "(logical axis, mesh axes) pairs")
+    given = PRESETS[given]
+  result = tuple((name, tuple(axes) if isinstance(axes, list) else axes) for name, axes in given)
   for name, axes in result:
     for axis in (axes if isinstance(axes, tuple) else (axes,)):
       if axis is not None and axis not in AXES:
