@@ -34,6 +34,9 @@ def get_config() -> ml_collections.ConfigDict:
       ("X", 3, 0.5, 1.0), ("X", 8, 0.5, 1.0), ("X", 64, 0.15, 1.0), ("X", 64, 0.5, 1.0),
       ("S", 0, 0, 1.0),
   )
+  # More objectives evaluated (on the validation split, every train.eval_every steps) beside data.objective,
+  # of the same model family, e.g. ("prefix_lm_decoder", "fim") for clm; metrics eval/TASK/loss, ...
+  c.data.eval_objectives = ()
   c.data.mlm_rate = 0.15          # mlm: share of tokens selected (80% [MASK], 10% random, 10% kept)
   c.data.fim_rate = 0.5           # fim: share of documents rearranged
   c.data.fim_spm_rate = 0.5       # fim: share of those in SPM rather than PSM order
@@ -111,6 +114,10 @@ def get_config() -> ml_collections.ConfigDict:
   c.mesh.data = -1                # -1 takes the devices left by the other axes
   c.mesh.fsdp = 1
   c.mesh.tensor = 1
+  # Multi-slice TPU runs: how much of each axis spans slices (DCN); the rest is within a slice (ICI).
+  c.mesh.dcn_data = 1
+  c.mesh.dcn_fsdp = 1
+  c.mesh.dcn_tensor = 1
   # Logical axis names -> mesh axes: a preset of parallel/mesh.py (fsdp_tensor | t5x | data_parallel) or
   # explicit pairs, e.g. (("activation_batch", ("data", "fsdp")), ("embed", "fsdp"), ("mlp", "tensor"), ...).
   c.mesh.rules = "fsdp_tensor"

@@ -142,3 +142,18 @@ def test_bad_meshes_and_rules_are_named():
   mesh_cfg = ml_collections.ConfigDict({"rules": (("embed", "model"),)})
   with pytest.raises(UserError, match="maps 'embed' to unknown mesh axis 'model'"):
     mesh_lib.rules(mesh_cfg)
+
+
+def test_multi_slice_split():
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  assert mesh_lib.split_over_slices((16, 32, 4), (2, 1, 1)) == (8, 32, 4)
+  with pytest.raises(UserError, match="mesh.dcn_fsdp=3 must be a positive divisor of the fsdp axis size 8"):
+    mesh_lib.split_over_slices((2, 8, 1), (1, 3, 1))
+  mesh_cfg = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "tensor": 1, "dcn_data": 1, "dcn_fsdp": 1,
+                                        "dcn_tensor": 1})
+  assert mesh_lib.make_mesh(mesh_cfg).shape["data"] == jax.device_count()
+  if not hasattr(jax.devices()[0], "slice_index"):  # CPUs and GPUs belong to no slices.
+    mesh_cfg.dcn_data = 2
+    with pytest.raises(UserError, match="belong to no TPU slices"):
+      mesh_lib.make_mesh(mesh_cfg)

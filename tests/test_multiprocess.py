@@ -72,3 +72,18 @@ def test_incomplete_process_flags_are_refused(tmp_path, cache_dir):
                           cwd=REPO, capture_output=True, text=True, env={**os.environ, "PRETRAIN_CACHE": cache_dir})
   assert result.returncode == 2
   assert "--coordinator_address, --process_id missing" in result.stderr
+
+
+def test_cluster_detection(monkeypatch):
+  from pretrain.parallel import distributed  # pylint: disable=g-import-not-at-top
+  for name in ("SLURM_NTASKS", "SLURM_PROCID", "TPU_WORKER_HOSTNAMES"):
+    monkeypatch.delenv(name, raising=False)
+  assert not distributed._on_cluster()  # pylint: disable=protected-access
+  monkeypatch.setenv("TPU_WORKER_HOSTNAMES", "t1k-0")  # One host: nothing to join.
+  assert not distributed._on_cluster()  # pylint: disable=protected-access
+  monkeypatch.setenv("TPU_WORKER_HOSTNAMES", "t1k-0,t1k-1")
+  assert distributed._on_cluster()  # pylint: disable=protected-access
+  monkeypatch.delenv("TPU_WORKER_HOSTNAMES")
+  monkeypatch.setenv("SLURM_NTASKS", "4")
+  monkeypatch.setenv("SLURM_PROCID", "2")
+  assert distributed._on_cluster()  # pylint: disable=protected-access

@@ -329,3 +329,16 @@ def test_a_crash_while_saving_leaves_the_previous_checkpoint_usable(tmp_path, ru
   assert resumed.returncode == 0, resumed.stderr
   assert "Resuming from the checkpoint at step 2" in resumed.stdout + resumed.stderr
   assert sorted(int(e) for e in os.listdir(workdir / "checkpoints") if e.isdigit()) == [4, 6]
+
+
+def test_evaluation_on_several_objectives(tmp_path, run_train):
+  workdir = tmp_path / "run"
+  result = run_train(workdir, "--config.train.steps=2", "--config.data.eval_objectives=('prefix_lm_decoder', 'fim')")
+  assert result.returncode == 0, result.stderr
+  evaluated = [r for r in metrics.read(str(workdir)) if "eval/loss" in r]
+  assert [r["step"] for r in evaluated] == [0, 2]
+  for record in evaluated:
+    for task in ("corpus_prefix_lm_decoder", "corpus_fim"):
+      assert record[f"eval/{task}/loss"] > 0 and 0 <= record[f"eval/{task}/accuracy"] <= 1
+  bad = run_train(tmp_path / "bad", "--config.data.eval_objectives=('span_corruption',)")
+  assert bad.returncode == 2 and "evaluate objectives of the trained family" in bad.stderr

@@ -50,10 +50,30 @@ def mesh_shape(mesh_cfg, num_devices: int) -> tuple[int, ...]:
   return tuple(sizes)
 
 
+def split_over_slices(sizes: tuple[int, ...], dcn: tuple[int, ...]) -> tuple[int, ...]:
+  """The within-slice (ICI) part of each axis, given the part (`dcn`) that spans slices."""
+  for axis, size, across in zip(AXES, sizes, dcn):
+    if across < 1 or size % across:
+      raise UserError(f"mesh.dcn_{axis}={across} must be a positive divisor of the {axis} axis size {size}")
+  return tuple(size // across for size, across in zip(sizes, dcn))
+
+
 def make_mesh(mesh_cfg) -> jax.sharding.Mesh:
+  """The mesh of all devices. On multi-slice TPUs, mesh.dcn_data / dcn_fsdp / dcn_tensor say how much
+  of each axis spans slices (over the data-center network): the rest stays within a slice (ICI)."""
+  sizes = mesh_shape(mesh_cfg, jax.device_count())
+  dcn = tuple(mesh_cfg.get(f"dcn_{axis}", 1) for axis in AXES)
   # Auto axes: XLA propagates the shardings that the logical constraints pin down.
-  return jax.make_mesh(mesh_shape(mesh_cfg, jax.device_count()), AXES,
-                       axis_types=(jax.sharding.AxisType.Auto,) * len(AXES))
+  axis_types = (jax.sharding.AxisType.Auto,) * len(AXES)
+  if dcn == (1,) * len(AXES):
+    return jax.make_mesh(sizes, AXES, axis_types=axis_types)
+  if not hasattr(jax.devices()[0], "slice_index"):
+    raise UserError(f"mesh.dcn_* = {dcn} asks for a multi-slice mesh, but these {jax.devices()[0].platform} "
+                    "devices belong to no TPU slices; leave mesh.dcn_data, dcn_fsdp and dcn_tensor at 1")
+  ici = split_over_slices(sizes, dcn)
+  from jax.experimental import mesh_utils  # pylint: disable=g-import-not-at-top
+  devices = mesh_utils.create_hybrid_device_mesh(ici, dcn, jax.devices())
+  return jax.sharding.Mesh(devices, AXES, axis_types=axis_types)
 
 
 def rules(mesh_cfg) -> tuple[tuple[str, object], ...]:

@@ -53,6 +53,8 @@ class Run:
   model: object  # models.DecoderOnly, EncoderDecoder or EncoderOnly
   mesh: jax.sharding.Mesh
   rules: tuple
+  # More evaluations, each {task name: objective}, from data.eval_objectives.
+  eval_tasks: dict = dataclasses.field(default_factory=dict)
 
 
 def _check_writable(workdir: str) -> None:
@@ -125,12 +127,20 @@ def build(cfg, workdir: str) -> Run:
   source = members[0][0]  # Trains the vocabulary (unless tokenizer.path is set) and gives sample prompts.
   vocabulary = vocab.get_vocabulary(cfg, source)
   task = tasks.register_mixture(members, vocabulary, objective)
+  eval_tasks = {}
+  for name in cfg.data.get("eval_objectives", ()):
+    extra = objectives.make(name, cfg.data, cfg.train.seed)
+    if _FAMILIES[extra.converter] != _FAMILIES[objective.converter]:
+      raise UserError(f"data.eval_objectives names {name!r}, which needs {_FAMILIES[extra.converter]}, but "
+                      f"data.objective={cfg.data.objective!r} trains {_FAMILIES[objective.converter]}; "
+                      "evaluate objectives of the trained family")
+    eval_tasks[tasks.register_mixture(members, vocabulary, extra)] = extra
   model = models.build(cfg.model, vocabulary.vocab_size, objective.converter)
   if jax.process_index() == 0:  # What tools/generate.py needs, beside the checkpoints.
     # Atomically: the other processes of a resumed run read it meanwhile.
     vocab.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(cfg).encode())
     shutil.copyfile(vocabulary.sentencepiece_model_file, os.path.join(workdir, VOCAB_FILE))
-  return Run(cfg, workdir, source, vocabulary, objective, task, model, mesh, rules)
+  return Run(cfg, workdir, source, vocabulary, objective, task, model, mesh, rules, eval_tasks)
 
 
 def evaluate(eval_step, params, eval_batches) -> dict[str, float]:
@@ -166,20 +176,33 @@ class _StopRequest:
       signal.signal(sig, handler)
 
 
-def _batches(run: Run, split: str, **kwargs):
-  c = run.cfg
-  return pipeline.batches(run.task, split, pipeline.feature_lengths(c.data, run.objective), c.train.batch_size,
-                          run.objective.converter, seed=c.train.seed,
+def _batches(run: Run, split: str, task: str | None = None, objective=None, **kwargs):
+  c, objective = run.cfg, objective or run.objective
+  return pipeline.batches(task or run.task, split, pipeline.feature_lengths(c.data, objective), c.train.batch_size,
+                          objective.converter, seed=c.train.seed,
                           host_sharding=c.data.get("host_sharding", "source"), **kwargs)
 
 
-def _eval_batches(run: Run, batch_sharding):
+def _eval_sets(run: Run, batch_sharding) -> dict[str, list]:
+  """Validation batches by metric prefix: 'eval' for the trained task, 'eval/TASK' for each extra one."""
   c = run.cfg
-  local = list(itertools.islice(_batches(run, "validation", shuffle=False, repeat=False), c.train.eval_batches))
-  if not local:
-    raise UserError(f"the validation split of {run.task} holds less than one batch of {c.train.batch_size} "
-                    "sequences; add validation data or lower train.batch_size")
-  return [mesh_lib.global_batch(b, batch_sharding) for b in local]
+  sets = {}
+  for prefix, task, objective in [("eval", run.task, run.objective),
+                                  *((f"eval/{t}", t, o) for t, o in run.eval_tasks.items())]:
+    local = list(itertools.islice(_batches(run, "validation", task, objective, shuffle=False, repeat=False),
+                                  c.train.eval_batches))
+    if not local:
+      raise UserError(f"the validation split of {task} holds less than one batch of {c.train.batch_size} "
+                      "sequences; add validation data or lower train.batch_size")
+    sets[prefix] = [mesh_lib.global_batch(b, batch_sharding) for b in local]
+  return sets
+
+
+def evaluate_all(eval_step, params, eval_sets) -> dict[str, float]:
+  results = {}
+  for prefix, batches in eval_sets.items():
+    results.update({f"{prefix}/{k.split('/', 1)[1]}": v for k, v in evaluate(eval_step, params, batches).items()})
+  return results
 
 
 def samples(run: Run, params) -> list[tuple[str, str]]:
@@ -251,10 +274,10 @@ def train(cfg, workdir: str) -> dict:
                          in_shardings=(state_shardings, batch_sharding),
                          out_shardings=(state_shardings, None), donate_argnums=(0,))
     eval_step = jax.jit(steps.make_eval_step(run.model), in_shardings=(state_shardings.params, batch_sharding))
-    eval_batches = _eval_batches(run, batch_sharding)
+    eval_sets = _eval_sets(run, batch_sharding)
     train_batches = _batches(run, "train", shuffle=True, repeat=True, skip=start)
     if start == 0:
-      writer.write(0, evaluate(eval_step, state.params, eval_batches))
+      writer.write(0, evaluate_all(eval_step, state.params, eval_sets))
 
     tokens_per_step = c.batch_size * sum(lengths.values())
     step_flops = flops.flops_per_example(state.params, cfg.model, lengths) * c.batch_size
@@ -295,7 +318,7 @@ def train(cfg, workdir: str) -> dict:
         # Model FLOPs utilisation against a matmul peak measured at startup, over all devices.
         values["train/mfu"] = step_flops / values["train/step_seconds"] / (peak * jax.device_count())
         if eval_now:
-          latest_eval = {"step": step, **evaluate(eval_step, state.params, eval_batches)}
+          latest_eval = {"step": step, **evaluate_all(eval_step, state.params, eval_sets)}
           values.update({k: v for k, v in latest_eval.items() if k != "step"})
         writer.write(step, values)
         bar.set_postfix(loss=f"{values['train/loss']:.3f}", tok_s=f"{values['train/tokens_per_second']:,.0f}")
@@ -312,7 +335,7 @@ def train(cfg, workdir: str) -> dict:
       log(f"Stopped at step {step}; " + (f"the checkpoint of step {saved} is saved. " if saved else "")
           + "Rerun the same command to resume.")
       return {"step": step, "stopped_by": stop.signal}
-    final = latest_eval if latest_eval.get("step") == step else evaluate(eval_step, state.params, eval_batches)
+    final = latest_eval if latest_eval.get("step") == step else evaluate_all(eval_step, state.params, eval_sets)
     final.pop("step", None)
     pairs = samples(run, state.params)
   return _report(run, step, final, pairs)
