@@ -67,7 +67,7 @@ def _text_ids(vocabulary, corpus_source, count):
   return vocabulary.encode(text)[:count]
 
 
-def _check_llama(out, model, params, ids, prefix=None):
+def _check_llama(out, model, params, ids):
   theirs = transformers.AutoModelForCausalLM.from_pretrained(out, attn_implementation="eager").eval()
   assert type(theirs).__name__ == "LlamaForCausalLM"
   tokens = np.asarray([[0] + ids])
@@ -102,21 +102,18 @@ def _check_t5(out, model, params, ids):
   np.testing.assert_array_equal(greedy, generated)
 
 
-@pytest.mark.parametrize("shape", LLAMA_SHAPES)
-def test_random_llama_matches_transformers(tmp_path, vocabulary, corpus_source, shape):
-  model_cfg, model, params = _random_model("lm", vocabulary, LLAMA_SHAPES[shape])
+RANDOM_MODELS = {f"llama_{name}": ("lm", shape) for name, shape in LLAMA_SHAPES.items()}
+RANDOM_MODELS.update({f"t5_{name}": ("enc_dec", shape) for name, shape in T5_SHAPES.items()})
+
+
+@pytest.mark.parametrize("name", RANDOM_MODELS)
+def test_random_model_matches_transformers(tmp_path, vocabulary, corpus_source, name):
+  converter, shape = RANDOM_MODELS[name]
+  model_cfg, model, params = _random_model(converter, vocabulary, shape)
   out = _export(tmp_path, model_cfg, model, params, vocabulary)
-  _check_llama(out, model, params, _text_ids(vocabulary, corpus_source, 60))
+  check = _check_t5 if converter == "enc_dec" else _check_llama
+  check(out, model, params, _text_ids(vocabulary, corpus_source, 60))
   # Import reproduces every parameter exactly, in the layout the config asks for.
-  imported = hf.import_params(out, model, model_cfg, params)
-  jax.tree.map(np.testing.assert_array_equal, imported, jax.tree.map(np.asarray, params))
-
-
-@pytest.mark.parametrize("shape", T5_SHAPES)
-def test_random_t5_matches_transformers(tmp_path, vocabulary, corpus_source, shape):
-  model_cfg, model, params = _random_model("enc_dec", vocabulary, T5_SHAPES[shape])
-  out = _export(tmp_path, model_cfg, model, params, vocabulary)
-  _check_t5(out, model, params, _text_ids(vocabulary, corpus_source, 60))
   imported = hf.import_params(out, model, model_cfg, params)
   jax.tree.map(np.testing.assert_array_equal, imported, jax.tree.map(np.asarray, params))
 
