@@ -10,6 +10,7 @@ import difflib
 import importlib.util
 import json
 import os
+import sys
 
 import ml_collections
 
@@ -26,10 +27,13 @@ def load_config_file(path: str) -> ml_collections.ConfigDict:
                     "or the path of another config file")
   spec = importlib.util.spec_from_file_location("_pretrain_run_config", path)
   module = importlib.util.module_from_spec(spec)
+  sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # Config files may import their neighbours.
   try:
     spec.loader.exec_module(module)
   except SyntaxError as e:
     raise UserError(f"config file {path!r} has a syntax error at line {e.lineno}: {e.msg}") from None
+  finally:
+    sys.path.pop(0)
   if not hasattr(module, "get_config"):
     raise UserError(f"config file {path!r} defines no get_config(); add one that returns a ConfigDict")
   return module.get_config()

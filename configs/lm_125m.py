@@ -1,0 +1,18 @@
+"""Decoder-only causal LM, Llama shape, about 125M parameters, on C4.
+
+Sized for 1 x A100 40GB or a v4-8: batch 256 x 2048 tokens, AdamW with warmup
+and cosine decay, bfloat16 activations on accelerators.
+"""
+
+import _zoo  # pylint: disable=import-error  (configs/ is on the path when this file is loaded)
+
+
+def get_config():
+  return _zoo.apply(_zoo.c4(_zoo.base(), "clm"), {
+      "model.d_model": 768, "model.num_layers": 12, "model.num_heads": 12, "model.num_kv_heads": 12,
+      "model.head_dim": 64, "model.mlp_dim": 2560, "model.tie_embeddings": True, "model.rope_theta": 10000.0,
+      "model.scan_layers": True, "model.remat": "none", "data.seq_len": 2048,
+      "optimizer.learning_rate": 0.0006, "optimizer.warmup_steps": 2000, "optimizer.end_lr_ratio": 0.1,
+      "optimizer.weight_decay": 0.1, "optimizer.b2": 0.95, "train.steps": 100_000, "train.batch_size": 256,
+      "mesh.data": -1, "mesh.fsdp": 1, "mesh.tensor": 1,
+  })

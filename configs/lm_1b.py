@@ -1,0 +1,18 @@
+"""Decoder-only causal LM, Llama shape, about 1.1B parameters, on C4.
+
+Sized for 8 x A100 80GB or a v4-32 (FSDP): batch 512 x 2048 tokens, AdamW with warmup
+and cosine decay, bfloat16 activations on accelerators.
+"""
+
+import _zoo  # pylint: disable=import-error  (configs/ is on the path when this file is loaded)
+
+
+def get_config():
+  return _zoo.apply(_zoo.c4(_zoo.base(), "clm"), {
+      "model.d_model": 2048, "model.num_layers": 22, "model.num_heads": 32, "model.num_kv_heads": 4,
+      "model.head_dim": 64, "model.mlp_dim": 5632, "model.tie_embeddings": False, "model.rope_theta": 10000.0,
+      "model.scan_layers": True, "model.remat": "save_dots", "data.seq_len": 2048,
+      "optimizer.learning_rate": 0.0004, "optimizer.warmup_steps": 2000, "optimizer.end_lr_ratio": 0.1,
+      "optimizer.weight_decay": 0.1, "optimizer.b2": 0.95, "train.steps": 100_000, "train.batch_size": 512,
+      "mesh.data": -1, "mesh.fsdp": 8, "mesh.tensor": 1,
+  })

@@ -1,0 +1,18 @@
+"""Decoder-only causal LM, Llama shape, about 6.74B parameters, on C4.
+
+Sized for 64 x H100 or a v4-256 (FSDP x tensor 4): batch 1024 x 4096 tokens, AdamW with warmup
+and cosine decay, bfloat16 activations on accelerators.
+"""
+
+import _zoo  # pylint: disable=import-error  (configs/ is on the path when this file is loaded)
+
+
+def get_config():
+  return _zoo.apply(_zoo.c4(_zoo.base(), "clm"), {
+      "model.d_model": 4096, "model.num_layers": 32, "model.num_heads": 32, "model.num_kv_heads": 32,
+      "model.head_dim": 128, "model.mlp_dim": 11008, "model.tie_embeddings": False, "model.rope_theta": 10000.0,
+      "model.scan_layers": True, "model.remat": "save_dots", "data.seq_len": 4096,
+      "optimizer.learning_rate": 0.0003, "optimizer.warmup_steps": 2000, "optimizer.end_lr_ratio": 0.1,
+      "optimizer.weight_decay": 0.1, "optimizer.b2": 0.95, "train.steps": 100_000, "train.batch_size": 1024,
+      "mesh.data": -1, "mesh.fsdp": 16, "mesh.tensor": 4,
+  })

@@ -1,0 +1,17 @@
+"""Decoder-only UL2 (mixture of denoisers as prefix-LM examples, bidirectional prefix) at the
+1.1B Llama shape, on C4.
+
+Sized for 8 x A100 80GB or a v4-32: batch 512 x (1024 inputs + 1024 targets), FSDP 8.
+"""
+
+import _zoo  # pylint: disable=import-error  (configs/ is on the path when this file is loaded)
+
+
+def get_config():
+  return _zoo.apply(_zoo.c4(_zoo.base(), "ul2_decoder"), {
+      "model.d_model": 2048, "model.num_layers": 22, "model.num_heads": 32, "model.num_kv_heads": 4,
+      "model.head_dim": 64, "model.mlp_dim": 5632, "model.scan_layers": True, "model.remat": "save_dots",
+      "data.inputs_length": 1024, "data.targets_length": 1024, "tokenizer.extra_ids": 300,
+      "optimizer.learning_rate": 4e-4, "optimizer.warmup_steps": 2000,
+      "train.steps": 100_000, "train.batch_size": 512, "mesh.data": -1, "mesh.fsdp": 8,
+  })

@@ -1,0 +1,17 @@
+"""UL2 at T5 v1.1 small's shape (77M parameters): the mixture of denoisers, encoder-decoder, on C4.
+
+Sized for one A100 40GB or a v4-8: batch 128 x (512 inputs, 512 targets).
+"""
+
+import _zoo  # pylint: disable=import-error  (configs/ is on the path when this file is loaded)
+
+
+def get_config():
+  return _zoo.apply(_zoo.c4(_zoo.base(), "ul2"), {
+      "model.d_model": 512, "model.num_layers": 8, "model.num_decoder_layers": 8, "model.num_heads": 6, "model.num_kv_heads": 6,
+      "model.head_dim": 64, "model.mlp_dim": 1024, "model.scan_layers": True,
+      "data.inputs_length": 512, "data.targets_length": 512, "tokenizer.extra_ids": 200,
+      "optimizer.name": "adafactor", "optimizer.schedule": "rsqrt", "optimizer.learning_rate": 0.01,
+      "optimizer.warmup_steps": 10_000, "optimizer.weight_decay": 0.0,
+      "train.steps": 500_000, "train.batch_size": 128, "mesh.data": -1,
+  })

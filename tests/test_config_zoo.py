@@ -1,0 +1,43 @@
+"""Every config of the zoo builds: its model abstractly (no parameter is
+allocated), its mesh for the device count it was sized for, and its data
+pipeline's spec. The large ones have their published parameter counts."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from pretrain import config as config_lib
+from pretrain import models
+from pretrain.data import objectives, pipeline
+from pretrain.parallel import mesh as mesh_lib
+
+# Config -> (devices it was sized for, published parameter count or None).
+ZOO = {
+    "t5_1_1_small": (8, 77e6), "t5_1_1_base": (8, 248e6), "t5_1_1_large": (32, 783e6), "t5_1_1_xl": (64, 2.85e9),
+    "t5_1_1_xxl": (256, 11.3e9), "ul2_small": (8, 77e6), "ul2_20b": (512, 20e9), "lm_125m": (8, 125e6),
+    "lm_350m": (8, 350e6), "lm_1b": (32, 1.1e9), "lm_7b": (256, 6.74e9), "ul2_decoder_1b": (32, 1.1e9),
+    "mlm_base": (8, 110e6),
+}
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_config_builds_without_allocating(name):
+  devices, published = ZOO[name]
+  cfg = config_lib.load_config_file(f"configs/{name}.py")
+  config_lib.validate(cfg)
+  objective = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed)
+  lengths = pipeline.feature_lengths(cfg.data, objective)
+  model = models.build(cfg.model, cfg.tokenizer.vocab_size, objective.converter)
+  args = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in models.example_args(model, lengths)]
+  shapes = jax.eval_shape(lambda *a: model.init(jax.random.key(0), *a), *args)["params"]
+  count = sum(math.prod(leaf.value.shape if hasattr(leaf, "value") else leaf.shape)
+              for leaf in jax.tree.leaves(shapes, is_leaf=lambda x: hasattr(x, "value")))
+  print(f"{name}: {count:,} parameters (published {published:,.0f})")
+  assert count == pytest.approx(published, rel=0.05)
+  sizes = dict(zip(mesh_lib.AXES, mesh_lib.mesh_shape(cfg.mesh, devices)))
+  mesh_lib.rules(cfg.mesh)
+  assert cfg.train.batch_size % (sizes["data"] * sizes["fsdp"]) == 0
+  assert cfg.data.source == "tfds" and cfg.data.tfds_name == "c4/en:3.1.0"
+  assert jnp.dtype(models.activation_dtype(cfg.model.dtype, "tpu")) == jnp.bfloat16
