@@ -76,22 +76,33 @@ def _parse_value(text: str, current, key: str):
     return text
 
 
-def override(cfg: ml_collections.ConfigDict, key: str, text: str) -> None:
-  """Sets the dotted `key` of `cfg` from its command-line text."""
+def _locate(cfg: ml_collections.ConfigDict, key: str, what: str = "", prefix: str = "--config."):
+  """(section, field) of the dotted `key`, or a UserError naming the nearest valid key."""
   keys = flat_keys(cfg)
   if key not in keys:
     close = difflib.get_close_matches(key, keys, n=1, cutoff=0.4)
-    hint = f"did you mean --config.{close[0]}?" if close else "see the config file for the valid keys"
-    raise UserError(f"unknown config key {key!r}; {hint}")
+    hint = f"did you mean {prefix}{close[0]}?" if close else "see the config file for the valid keys"
+    raise UserError(f"{what + ': ' if what else ''}unknown config key {key!r}; {hint}")
   *parents, leaf = key.split(".")
   node = cfg
   for parent in parents:
     node = node[parent]
-  value = _parse_value(text, node[leaf], key)
+  return node, leaf
+
+
+def set_value(cfg: ml_collections.ConfigDict, key: str, value, what: str) -> None:
+  """Sets the dotted `key` of `cfg` to a parsed value of the field's type."""
+  node, leaf = _locate(cfg, key, what, prefix="")
   try:
     node[leaf] = value
   except TypeError as e:
-    raise UserError(f"--config.{key}: {e}") from None
+    raise UserError(f"{what}: {e}") from None
+
+
+def override(cfg: ml_collections.ConfigDict, key: str, text: str) -> None:
+  """Sets the dotted `key` of `cfg` from its command-line text."""
+  node, leaf = _locate(cfg, key)
+  set_value(cfg, key, _parse_value(text, node[leaf], key), f"--config.{key}")
 
 
 def apply_overrides(cfg: ml_collections.ConfigDict, args: list[str]) -> list[str]:
@@ -122,10 +133,18 @@ def parse_command_line(parser, argv: list[str]):
   Returns (args, config); anything left over is an error.
   """
   parser.add_argument("--config", default="configs/quickstart.py", help="ml_collections config file")
-  parser.epilog = "Any config field can be set with --config.SECTION.FIELD=VALUE, e.g. --config.train.steps=100."
+  parser.add_argument("--gin_file", action="append", default=[],
+                      help="gin file of SECTION.FIELD = value bindings over --config (repeatable)")
+  parser.epilog = ("Any config field can be set with --config.SECTION.FIELD=VALUE, e.g. --config.train.steps=100, "
+                   "or --gin.SECTION.FIELD=VALUE.")
   args, rest = parser.parse_known_args(argv)
   cfg = load_config_file(args.config)
-  rest = apply_overrides(cfg, rest)
+  from pretrain import gin_config  # pylint: disable=g-import-not-at-top
+  for path in args.gin_file:
+    gin_config.apply_file(cfg, path)
+  for arg in [a for a in rest if a.startswith("--gin.")]:
+    gin_config.apply_binding(cfg, arg[len("--gin."):])
+  rest = apply_overrides(cfg, [a for a in rest if not a.startswith("--gin.")])
   if rest:
     raise UserError(f"unknown arguments {rest}; see --help for the flags, and set config fields "
                     "with --config.KEY=VALUE")

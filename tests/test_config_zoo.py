@@ -41,3 +41,32 @@ def test_zoo_config_builds_without_allocating(name):
   assert cfg.train.batch_size % (sizes["data"] * sizes["fsdp"]) == 0
   assert cfg.data.source == "tfds" and cfg.data.tfds_name == "c4/en:3.1.0"
   assert jnp.dtype(models.activation_dtype(cfg.model.dtype, "tpu")) == jnp.bfloat16
+
+
+def _parse(argv):
+  import argparse  # pylint: disable=g-import-not-at-top
+  return config_lib.parse_command_line(argparse.ArgumentParser(), argv)[1]
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_gin_twin_resolves_to_the_same_config(name):
+  assert _parse([f"--gin_file=configs/gin/{name}.gin"]).to_dict() == _parse([f"--config=configs/{name}.py"]).to_dict()
+
+
+def test_gin_macros_includes_flags_and_errors(tmp_path):
+  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  (tmp_path / "base.gin").write_text("WIDTH = 96\nmodel.d_model = %WIDTH\n")
+  (tmp_path / "run.gin").write_text("include 'base.gin'\nmodel.mlp_dim = 384\ntrain.steps = 7\n")
+  cfg = _parse([f"--gin_file={tmp_path / 'run.gin'}", "--gin.train.batch_size=8", "--gin.data.objective=ul2"])
+  assert (cfg.model.d_model, cfg.model.mlp_dim, cfg.train.steps, cfg.train.batch_size) == (96, 384, 7, 8)
+  assert cfg.data.objective == "ul2"
+  (tmp_path / "typo.gin").write_text("model.d_modle = 3\n")
+  with pytest.raises(UserError, match=r"gin binding model.d_modle \(.*typo.gin, line 1\): unknown config key "
+                                      r"'model.d_modle'; did you mean model.d_model\?"):
+    _parse([f"--gin_file={tmp_path / 'typo.gin'}"])
+  (tmp_path / "broken.gin").write_text("model.d_model = (3\n")
+  with pytest.raises(UserError, match="gin syntax error"):
+    _parse([f"--gin_file={tmp_path / 'broken.gin'}"])
+  (tmp_path / "syntax.py").write_text("def get_config(:\n")
+  with pytest.raises(UserError, match="has a syntax error at line 1"):
+    _parse([f"--config={tmp_path / 'syntax.py'}"])
