@@ -8,13 +8,4 @@ import _zoo  # pylint: disable=import-error  (configs/ is on the path when this 
 
 
 def get_config():
-  return _zoo.apply(_zoo.c4(_zoo.base(), "span_corruption"), {
-      "model.d_model": 512, "model.mlp_dim": 1024, "model.num_heads": 6, "model.num_kv_heads": 6, "model.head_dim": 64,
-      "model.num_layers": 8, "model.num_decoder_layers": 8, "model.dropout": 0.0,
-      "model.scan_layers": True, "model.remat": "none",
-      "data.inputs_length": 512, "data.targets_length": 114,
-      "optimizer.name": "adafactor", "optimizer.schedule": "rsqrt", "optimizer.learning_rate": 0.01,
-      "optimizer.warmup_steps": 10_000, "optimizer.weight_decay": 0.0, "loss.z_loss": 1e-4,
-      "train.steps": 524_288, "train.batch_size": 128,
-      "mesh.data": -1, "mesh.fsdp": 1, "mesh.tensor": 1,
-  })
+  return _zoo.t5_1_1(512, 1024, 6, 8, "none", (-1, 1, 1))

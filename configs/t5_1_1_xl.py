@@ -8,13 +8,4 @@ import _zoo  # pylint: disable=import-error  (configs/ is on the path when this 
 
 
 def get_config():
-  return _zoo.apply(_zoo.c4(_zoo.base(), "span_corruption"), {
-      "model.d_model": 2048, "model.mlp_dim": 5120, "model.num_heads": 32, "model.num_kv_heads": 32, "model.head_dim": 64,
-      "model.num_layers": 24, "model.num_decoder_layers": 24, "model.dropout": 0.0,
-      "model.scan_layers": True, "model.remat": "full",
-      "data.inputs_length": 512, "data.targets_length": 114,
-      "optimizer.name": "adafactor", "optimizer.schedule": "rsqrt", "optimizer.learning_rate": 0.01,
-      "optimizer.warmup_steps": 10_000, "optimizer.weight_decay": 0.0, "loss.z_loss": 1e-4,
-      "train.steps": 524_288, "train.batch_size": 128,
-      "mesh.data": -1, "mesh.fsdp": 8, "mesh.tensor": 1,
-  })
+  return _zoo.t5_1_1(2048, 5120, 32, 24, "full", (-1, 8, 1))
