@@ -6,6 +6,7 @@ setup(
     description="Pre-training language models with JAX, Flax, Optax, Orbax and SeqIO.",
     packages=find_packages(include=["pretrain", "pretrain.*"]),
     python_requires=">=3.11",
+    entry_points={"console_scripts": ["pretrain = pretrain.cli:main"]},
     install_requires=[
         "jax>=0.10,<0.11",
         "flax>=0.12,<0.13",

@@ -1,6 +1,6 @@
 """Evaluates the latest checkpoint of a run on a task.
 
-  python -m pretrain.evaluate --workdir=runs/quickstart --task=corpus_clm [--split=validation] [--batches=N]
+  pretrain eval --workdir=runs/quickstart --task=corpus_clm [--split=validation] [--batches=N]
 
 Reports loss (per target token), token accuracy and perplexity, and writes
 them to WORKDIR/eval/TASK-SPLIT-stepN.json. A task is `{source}_{objective}`
@@ -62,12 +62,12 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int = 0) -> dict:
 
 
 @exit_on_user_error
-def main(argv):
-  parser = argparse.ArgumentParser(prog="python -m pretrain.evaluate", description=__doc__,
+def main(argv: list[str], prog: str = "pretrain eval") -> None:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--workdir", required=True, help="a run of python -m pretrain.train")
   parser.add_argument("--task", required=True, help="e.g. corpus_clm; an unknown name lists the valid ones")
-  parser.add_argument("--split", default="validation")
+  parser.add_argument("--split", default="validation", help="train or validation")
   parser.add_argument("--batches", type=int, default=0, help="at most this many batches (0: the whole split)")
   args = parser.parse_args(argv)
   s = evaluate(args.workdir, args.task, args.split, args.batches)

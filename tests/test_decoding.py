@@ -54,7 +54,7 @@ def test_generate_tool(tmp_path, run_train):
 
   workdir = tmp_path / "run"
   assert run_train(workdir, "--config.train.steps=3").returncode == 0
-  generate = lambda *args: subprocess.run([sys.executable, "tools/generate.py", f"--workdir={workdir}", *args],
+  generate = lambda *args: subprocess.run([sys.executable, "-m", "pretrain", "generate", f"--workdir={workdir}", *args],
                                           cwd=REPO, capture_output=True, text=True)
   greedy = [generate("--prompt=Return the", "--max_new_tokens=5") for _ in range(2)]
   assert greedy[0].returncode == 0, greedy[0].stderr

@@ -135,7 +135,7 @@ def test_exported_tokenizer_encodes_like_the_vocabulary(tmp_path, vocabulary, co
 
 
 def _export_cli(workdir, out):
-  return subprocess.run([sys.executable, "tools/export_hf.py", f"--workdir={workdir}", f"--out={out}"], cwd=REPO,
+  return subprocess.run([sys.executable, "-m", "pretrain", "export", f"--workdir={workdir}", f"--out={out}"], cwd=REPO,
                         capture_output=True, text=True)
 
 

@@ -67,7 +67,7 @@ def test_tfds_dataset_by_name_and_version(cache_dir, corpus_source):
 def test_train_on_files_with_a_trained_tokenizer(doc_files, run_train, tmp_path):
   path, _ = doc_files
   model = tmp_path / "tok" / "spm.model"
-  made = subprocess.run([sys.executable, "tools/train_tokenizer.py", f"--out={model}",
+  made = subprocess.run([sys.executable, "-m", "pretrain", "train-tokenizer", f"--out={model}",
                          "--config.data.source=files", f"--config.data.train_files={path}/*",
                          "--config.tokenizer.vocab_size=1000"], cwd=REPO, capture_output=True, text=True)
   assert made.returncode == 0, made.stderr

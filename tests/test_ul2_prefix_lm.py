@@ -119,17 +119,17 @@ def test_objectives_train_end_to_end(tmp_path, run_train, objective):
 def test_inspect_task(cache_dir, vocabulary):
   del vocabulary  # Cached, so the tool reuses it.
   env = {**os.environ, "PRETRAIN_CACHE": cache_dir}
-  listed = subprocess.run([sys.executable, "tools/inspect_task.py", "--list"], cwd=REPO, env=env,
+  listed = subprocess.run([sys.executable, "-m", "pretrain", "inspect-task", "--list"], cwd=REPO, env=env,
                           capture_output=True, text=True)
   assert listed.returncode == 0, listed.stderr
   assert {"corpus_clm", "corpus_span_corruption", "corpus_ul2", "corpus_ul2_decoder"} <= set(listed.stdout.split())
-  shown = subprocess.run([sys.executable, "tools/inspect_task.py", "--task=corpus_span_corruption", "--num=2",
+  shown = subprocess.run([sys.executable, "-m", "pretrain", "inspect-task", "--task=corpus_span_corruption", "--num=2",
                           "--inputs_length=64", "--targets_length=32", "--json"], cwd=REPO, env=env,
                          capture_output=True, text=True)
   assert shown.returncode == 0, shown.stderr
   lines = [json.loads(l) for l in shown.stdout.splitlines()]
   assert lines[0] == {"vocab_size": 4096, "eos_id": 1, "pad_id": 0}
   assert len(lines) == 3 and all(len(ex["inputs"]) <= 64 and ex["targets"][0] == 4095 for ex in lines[1:])
-  text = subprocess.run([sys.executable, "tools/inspect_task.py", "--task=corpus_span_corruption", "--num=1"],
+  text = subprocess.run([sys.executable, "-m", "pretrain", "inspect-task", "--task=corpus_span_corruption", "--num=1"],
                         cwd=REPO, env=env, capture_output=True, text=True)
   assert "<extra_id_0>" in text.stdout

@@ -91,11 +91,11 @@ def load(path: str, extra_ids: int = EXTRA_IDS) -> seqio.SentencePieceVocabulary
   try:
     processor = spm.SentencePieceProcessor(model_file=path)
   except (RuntimeError, OSError) as e:
-    raise UserError(f"{path!r} is not a SentencePiece model ({e}); train one with tools/train_tokenizer.py") from None
+    raise UserError(f"{path!r} is not a SentencePiece model ({e}); train one with `pretrain train-tokenizer`") from None
   ids = (processor.pad_id(), processor.eos_id(), processor.unk_id())
   if ids != (PAD_ID, EOS_ID, UNK_ID):
     raise UserError(f"{path!r} has pad/eos/unk ids {ids}, expected {(PAD_ID, EOS_ID, UNK_ID)}; "
-                    "train a vocabulary with tools/train_tokenizer.py")
+                    "train a vocabulary with `pretrain train-tokenizer`")
   return seqio.SentencePieceVocabulary(path, extra_ids=extra_ids)
 
 
@@ -105,7 +105,7 @@ def single_piece_id(vocabulary: seqio.SentencePieceVocabulary, token: str) -> in
   ids = [i for i in ids if vocabulary.tokenizer.id_to_piece(i) != "▁"]
   if len(ids) != 1:
     raise UserError(f"the vocabulary encodes {token!r} as {len(ids)} pieces, not one; train a vocabulary "
-                    "with tools/train_tokenizer.py, which adds the special tokens as single pieces")
+                    "with `pretrain train-tokenizer`, which adds the special tokens as single pieces")
   return ids[0]
 
 

@@ -1,4 +1,4 @@
-"""python -m pretrain.train --config=configs/quickstart.py --workdir=DIR [--config.KEY=VALUE ...]"""
+"""pretrain train --config=configs/quickstart.py --workdir=DIR [--config.KEY=VALUE ...] (or python -m pretrain.train)"""
 
 import argparse
 import os
@@ -13,8 +13,8 @@ from pretrain.parallel import distributed  # pylint: disable=g-import-not-at-top
 
 
 @exit_on_user_error
-def main(argv: list[str]) -> int:
-  parser = argparse.ArgumentParser(prog="python -m pretrain.train", description=__doc__)
+def main(argv: list[str], prog: str = "pretrain train") -> int:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__)
   parser.add_argument("--workdir", required=True, help="where checkpoints, metrics and plots go")
   distributed.add_flags(parser)
   args, cfg = config_lib.parse_command_line(parser, argv)

@@ -136,7 +136,7 @@ def build(cfg, workdir: str) -> Run:
                       "evaluate objectives of the trained family")
     eval_tasks[tasks.register_mixture(members, vocabulary, extra)] = extra
   model = models.build(cfg.model, vocabulary.vocab_size, objective.converter)
-  if jax.process_index() == 0:  # What tools/generate.py needs, beside the checkpoints.
+  if jax.process_index() == 0:  # What `pretrain generate` and `pretrain export` need, beside the checkpoints.
     # Atomically: the other processes of a resumed run read it meanwhile.
     vocab.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(cfg).encode())
     shutil.copyfile(vocabulary.sentencepiece_model_file, os.path.join(workdir, VOCAB_FILE))

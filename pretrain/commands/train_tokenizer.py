@@ -1,6 +1,6 @@
 """Trains a SentencePiece vocabulary on a run's data source.
 
-  python tools/train_tokenizer.py --out=my.model [--config=configs/quickstart.py] \
+  pretrain train-tokenizer --out=my.model [--config=configs/quickstart.py] \
       [--config.data.source=files --config.data.train_files='docs/*.jsonl'] [--config.tokenizer.vocab_size=32000]
 
 The model has pad=0, eos=1, unk=2, the special tokens (UL2 modes, FIM markers,
@@ -13,15 +13,14 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
 from pretrain.errors import exit_on_user_error
 
 
 @exit_on_user_error
-def main(argv):
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str], prog: str = "pretrain train-tokenizer") -> None:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--out", required=True, help="path of the .model file to write")
   args, cfg = config_lib.parse_command_line(parser, argv)
   from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top  (imports TF)

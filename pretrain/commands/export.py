@@ -1,6 +1,6 @@
 """Exports the latest checkpoint of a run to a Hugging Face directory.
 
-  python tools/export_hf.py --workdir=runs/quickstart --out=runs/quickstart-hf
+  pretrain export --workdir=runs/quickstart --out=runs/quickstart-hf
 
 Writes config.json, model.safetensors and the tokenizer (tokenizer.json plus
 the SentencePiece tokenizer.model). Decoder-only runs load in transformers as
@@ -17,14 +17,13 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pretrain.errors import exit_on_user_error  # pylint: disable=g-import-not-at-top
 
 
 @exit_on_user_error
-def main(argv):
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str], prog: str = "pretrain export") -> None:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--workdir", required=True, help="a run of python -m pretrain.train")
   parser.add_argument("--out", required=True, help="a new (or empty) directory to write")
   args = parser.parse_args(argv)

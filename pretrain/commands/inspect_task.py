@@ -1,8 +1,8 @@
 """Prints examples of a registered task, decoded, before packing.
 
-  python tools/inspect_task.py --task=corpus_span_corruption [--split=validation] [--num=3] \
+  pretrain inspect-task --task=corpus_span_corruption [--split=validation] [--num=3] \
       [--inputs_length=128 --targets_length=128] [--json]
-  python tools/inspect_task.py --list
+  pretrain inspect-task --list
 
 Tasks are registered for the source of the config (the bundled corpus unless
 --config.data.source says otherwise), one per objective: {source}_{objective}.
@@ -18,18 +18,17 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
 from pretrain.errors import UserError, exit_on_user_error
 
 
 @exit_on_user_error
-def main(argv):
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--task", help="task name, e.g. corpus_ul2")
   parser.add_argument("--list", action="store_true", help="print the registered task names")
-  parser.add_argument("--split", default="validation", choices=("train", "validation"))
+  parser.add_argument("--split", default="validation", choices=("train", "validation"), help="which split")
   parser.add_argument("--num", type=int, default=3, help="examples to print")
   parser.add_argument("--inputs_length", type=int, help="default: data.inputs_length (data.seq_len for mlm)")
   parser.add_argument("--targets_length", type=int, help="default: data.targets_length (data.seq_len for clm, fim)")

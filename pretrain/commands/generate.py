@@ -1,6 +1,6 @@
 """Generates a continuation of a prompt with the latest checkpoint of a run.
 
-  python tools/generate.py --workdir=runs/quickstart --prompt="Return the" \
+  pretrain generate --workdir=runs/quickstart --prompt="Return the" \
       [--max_new_tokens=40] [--temperature=0.8 --top_k=40 --top_p=0.95] [--seed=0]
 
 Greedy unless a sampling flag is given. A decoder-only model continues the
@@ -13,21 +13,20 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pretrain.errors import UserError, exit_on_user_error  # pylint: disable=g-import-not-at-top
 
 
 @exit_on_user_error
-def main(argv):
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--workdir", required=True)
-  parser.add_argument("--prompt", required=True)
-  parser.add_argument("--max_new_tokens", type=int, default=40)
+def main(argv: list[str], prog: str = "pretrain generate") -> None:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--workdir", required=True, help="a run of pretrain train (its latest checkpoint)")
+  parser.add_argument("--prompt", required=True, help="text to continue (encoder-decoder: to fill a span after)")
+  parser.add_argument("--max_new_tokens", type=int, default=40, help="tokens to generate")
   parser.add_argument("--temperature", type=float, help="sampling temperature (default: greedy)")
   parser.add_argument("--top_k", type=int, default=0, help="sample among the k most likely tokens")
   parser.add_argument("--top_p", type=float, default=1.0, help="sample among the most likely tokens of mass p")
-  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--seed", type=int, default=0, help="sampling seed")
   args = parser.parse_args(argv)
   sampling = args.temperature is not None or args.top_k or args.top_p < 1.0
   temperature = (1.0 if args.temperature is None else args.temperature) if sampling else 0.0

@@ -1,0 +1,1 @@
+"""The pretrain command line's subcommands (pretrain/cli.py dispatches to them)."""

@@ -1,0 +1,79 @@
+"""The `pretrain` console script: every subcommand answers --help, explains each flag, and names missing ones."""
+
+import argparse
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pretrain import cli
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "pretrain")  # Installed by `pip install -e .`.
+
+
+def run(*args):
+  return subprocess.run([SCRIPT, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def test_overview_lists_every_subcommand():
+  result = run("--help")
+  assert result.returncode == 0, result.stderr
+  for name in ("train", "eval", "generate", "export", "inspect-task", "train-tokenizer", "estimate-memory", "bench",
+               "launch"):
+    assert f"\n  {name} " in result.stdout
+  assert set(cli.SUBCOMMANDS) == {"train", "eval", "generate", "export", "inspect-task", "train-tokenizer",
+                                  "estimate-memory", "bench", "launch"}
+
+
+def test_unknown_subcommand_suggests_the_closest():
+  result = run("evaluate")
+  assert result.returncode == 2
+  assert "unknown subcommand 'evaluate'; did you mean 'eval'?" in result.stderr
+
+
+@pytest.mark.parametrize("name", list(cli.SUBCOMMANDS))
+def test_help_explains_every_flag(name, monkeypatch, capsys):
+  """Records every flag the subcommand's parser defines, in process, and asks each for a help text."""
+  flags = []
+  original = argparse._ActionsContainer.add_argument  # pylint: disable=protected-access
+
+  def recording(self, *args, **kwargs):
+    action = original(self, *args, **kwargs)
+    flags.append(action)
+    return action
+
+  monkeypatch.setattr(argparse._ActionsContainer, "add_argument", recording)  # pylint: disable=protected-access
+  module = importlib.import_module(cli.SUBCOMMANDS[name][0])
+  with pytest.raises(SystemExit) as exit_info:
+    module.main(["--help"], prog=f"pretrain {name}")
+  assert exit_info.value.code == 0
+  shown = capsys.readouterr().out
+  assert shown.startswith(f"usage: pretrain {name}")
+  options = [a for a in flags if a.option_strings and a.dest != "help"]
+  assert options or name == "launch"  # launch's flags belong to its tpu-vm and slurm subparsers.
+  undocumented = [a.option_strings[0] for a in options if not a.help]
+  assert not undocumented, f"pretrain {name}: flags without help: {undocumented}"
+
+
+def test_help_through_the_console_script_and_python_m():
+  assert "--prompt" in run("generate", "--help").stdout
+  by_module = subprocess.run([sys.executable, "-m", "pretrain", "export", "--help"], cwd=REPO, capture_output=True,
+                             text=True)
+  assert by_module.returncode == 0 and "--out" in by_module.stdout
+
+
+@pytest.mark.parametrize("args, missing", [
+    (["train"], "--workdir"),
+    (["eval", "--workdir=runs/x"], "--task"),
+    (["generate", "--prompt=hi"], "--workdir"),
+    (["export", "--workdir=runs/x"], "--out"),
+    (["train-tokenizer"], "--out"),
+])
+def test_missing_required_flag_is_one_clear_error(args, missing):
+  result = run(*args)
+  assert result.returncode == 2
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith(f"pretrain {args[0]}: error: the following arguments are required: {missing}"), result.stderr

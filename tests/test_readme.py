@@ -1,0 +1,106 @@
+"""Every shell command in README.md parses as written: subcommand, flags, config files and config keys.
+
+The commands' behaviour is tested where each feature is (a CLI run per subcommand in the other test files);
+this file catches the README drifting from the code: a renamed flag, a moved tool, an unknown config key.
+"""
+
+import argparse
+import importlib
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from pretrain import cli
+from pretrain import config as config_lib
+from pretrain.errors import UserError
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def readme_commands() -> list[list[str]]:
+  """Shell commands of the README's ``` blocks (not ```python), continuations joined, [optional] parts dropped."""
+  blocks, block, language = [], None, ""
+  with open(os.path.join(REPO, "README.md")) as f:
+    for line in f:
+      if line.startswith("```"):
+        if block is None:
+          block, language = [], line[3:].strip()
+        else:
+          if not language:
+            blocks.append("".join(block))
+          block = None
+      elif block is not None:
+        block.append(line)
+  commands = []
+  for block in blocks:
+    for line in block.replace("\\\n", " ").splitlines():
+      line = re.sub(r"\[[^\]]*\]", "", line.split("#")[0]).replace("...", "").replace("$i", "0")
+      words = shlex.split(line)
+      while words and re.match(r"^[A-Z_]+=", words[0]):  # Environment variables before the command.
+        words.pop(0)
+      if words:
+        commands.append(words)
+  return commands
+
+
+COMMANDS = readme_commands()
+
+
+class Parsed(Exception):
+  """Raised in place of running a command once its flags and config have been resolved."""
+
+
+def test_the_readme_has_commands_of_every_kind():
+  programs = {c[0] if c[0] != ".venv/bin/pretrain" else f"pretrain {c[1]}" for c in COMMANDS}
+  assert {"make", "pretrain train", "pretrain eval", "pretrain generate", "pretrain export", "pretrain launch",
+          "pretrain inspect-task", "pretrain train-tokenizer", "pretrain estimate-memory", "pretrain bench"} <= programs
+
+
+@pytest.mark.parametrize("words", [c for c in COMMANDS if c[0] == ".venv/bin/pretrain"], ids=shlex.join)
+def test_pretrain_command_parses(words, monkeypatch):
+  name, argv = words[1], words[2:]
+  assert name in cli.SUBCOMMANDS
+  original_parse_args, original_command_line = argparse.ArgumentParser.parse_args, config_lib.parse_command_line
+
+  def parse_args(self, args=None, namespace=None):
+    original_parse_args(self, args, namespace)
+    raise Parsed()
+
+  def parse_command_line(parser, args):
+    original_command_line(parser, args)
+    raise Parsed()
+
+  monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_args)
+  monkeypatch.setattr(config_lib, "parse_command_line", parse_command_line)
+  monkeypatch.chdir(REPO)
+  module = importlib.import_module(cli.SUBCOMMANDS[name][0])
+  try:
+    module.main.__wrapped__(argv, prog=f"pretrain {name}")  # Unwrapped: a UserError fails the test with its text.
+  except Parsed:
+    return
+  except SystemExit as e:
+    pytest.fail(f"{shlex.join(words)}: exits {e.code} while parsing (see the captured stderr)")
+  except UserError as e:
+    pytest.fail(f"{shlex.join(words)}: {e}")
+  pytest.fail(f"{shlex.join(words)}: parsed no flags")
+
+
+@pytest.mark.parametrize("words", [c for c in COMMANDS if c[0] == ".venv/bin/python"], ids=shlex.join)
+def test_tool_command_exists_and_takes_its_flags(words):
+  script = words[1]
+  assert script.startswith("tools/") and os.path.exists(os.path.join(REPO, script)), script
+  shown = subprocess.run([sys.executable, script, "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert shown.returncode == 0, shown.stderr
+  for flag in (w.split("=")[0] for w in words[2:] if w.startswith("--")):
+    assert flag in shown.stdout or flag.startswith("--config."), f"{script} has no flag {flag}"
+
+
+def test_make_targets_exist():
+  with open(os.path.join(REPO, "Makefile")) as f:
+    targets = set(re.findall(r"^([a-z]+):", f.read(), flags=re.M))
+  for words in (c for c in COMMANDS if c[0] == "make"):
+    assert words[1] in targets, shlex.join(words)
