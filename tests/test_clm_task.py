@@ -60,8 +60,10 @@ def test_same_seed_same_batches(corpus_source, vocabulary):
   name = tasks.register(corpus_source, vocabulary, CLM)
   first = [next(pipeline.batches(name, "train", {"targets": 32}, 4, "lm", shuffle=True, seed=7, repeat=True)) for _ in range(2)]
   np.testing.assert_array_equal(first[0]["decoder_target_tokens"], first[1]["decoder_target_tokens"])
-  resumed = pipeline.batches(name, "train", {"targets": 32}, 4, "lm", shuffle=True, seed=7, repeat=True, skip=2)
-  uninterrupted = pipeline.batches(name, "train", {"targets": 32}, 4, "lm", shuffle=True, seed=7, repeat=True)
-  for _ in range(2):
-    next(uninterrupted)
-  np.testing.assert_array_equal(next(resumed)["decoder_target_tokens"], next(uninterrupted)["decoder_target_tokens"])
+  batches = lambda size, skip=0: pipeline.batches(name, "train", {"targets": 32}, size, "lm", shuffle=True, seed=7,
+                                                  repeat=True, skip_examples=skip)
+  uninterrupted = batches(4)
+  seen = [next(uninterrupted)["decoder_target_tokens"] for _ in range(4)]
+  np.testing.assert_array_equal(next(batches(4, skip=8))["decoder_target_tokens"], seen[2])
+  # Resumed with another batch size after 8 examples: the same examples follow.
+  np.testing.assert_array_equal(next(batches(8, skip=8))["decoder_target_tokens"], np.concatenate(seen[2:]))

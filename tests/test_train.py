@@ -83,9 +83,15 @@ def test_train_resume_and_continue(tmp_path, run_train):
   assert records[0]["step"] == 0 and "eval/perplexity" in records[0]
   assert {"train/loss", "train/tokens_per_second", "eval/loss"} <= set(records[2])
 
-  more = run_train(workdir, "--config.train.steps=6", "--config.train.eval_every=3", "--config.train.log_every=2")
+  position = {"task": "corpus_clm", "examples": 3 * 4, "batch_size": 4, "processes": 1}  # The data item.
+  assert checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(3) == position
+
+  # Continued with a larger batch: the data position counts examples, so it goes on from the 13th.
+  more = run_train(workdir, "--config.train.steps=6", "--config.train.eval_every=3", "--config.train.log_every=2",
+                   "--config.train.batch_size=8")
   assert more.returncode == 0, more.stderr
   assert "Resuming from the checkpoint at step 3" in more.stdout + more.stderr
+  assert checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(6)["examples"] == 12 + 3 * 8
   # Logged every step up to 3, then every 2 steps and at each evaluation (every 3) to 6.
   assert _steps_logged(workdir) == [1, 2, 3, 4, 6]
   assert [r["step"] for r in metrics.read(str(workdir)) if "eval/loss" in r] == [0, 2, 3, 6]
@@ -303,8 +309,8 @@ _CRASH_DURING_SAVE = """
 import os, signal, sys
 from pretrain.train import checkpoint
 save = checkpoint.Checkpointer.save
-def save_then_crash(self, step, state):
-  save(self, step, state)  # Starts writing in the background ...
+def save_then_crash(self, step, *args):
+  save(self, step, *args)  # Starts writing in the background ...
   if step == 4:
     os.kill(os.getpid(), signal.SIGKILL)  # ... and the process dies before the write completes.
 checkpoint.Checkpointer.save = save_then_crash

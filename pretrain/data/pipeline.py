@@ -32,7 +32,7 @@ HOST_SHARDING = ("source", "examples")
 
 
 def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, converter: str, *, shuffle: bool,
-            seed: int, repeat: bool, skip: int = 0, host_sharding: str = "source"):
+            seed: int, repeat: bool, skip_examples: int = 0, host_sharding: str = "source"):
   """A numpy iterator over this host's batches of `batch_size // process_count` rows.
 
   host_sharding 'source': each host reads and prepares only its shard of the
@@ -40,8 +40,9 @@ def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, con
   the whole stream and keeps every n-th example, so the global batches are
   the same for any number of hosts (rows in another order), at the cost of
   preparing everything everywhere.
-  `skip` batches are passed over first, so a resumed run continues with exactly
-  the batches it would have seen.
+  The first `skip_examples` examples of the global stream are passed over, so a
+  resumed run continues with exactly the examples it would have seen, also
+  with another batch size.
   """
   num_hosts = jax.process_count()
   if batch_size % num_hosts:
@@ -56,6 +57,6 @@ def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, con
       seed=seed, batch_size=None, verbose=False)
   if not by_source:
     dataset = dataset.shard(num_hosts, jax.process_index())
-  dataset = dataset.batch(batch_size // num_hosts, drop_remainder=True)
-  dataset = dataset.skip(skip).prefetch(tf.data.AUTOTUNE)
+  dataset = dataset.skip(skip_examples // num_hosts).batch(batch_size // num_hosts, drop_remainder=True)
+  dataset = dataset.prefetch(tf.data.AUTOTUNE)
   return dataset.as_numpy_iterator()

@@ -183,6 +183,20 @@ def _batches(run: Run, split: str, task: str | None = None, objective=None, **kw
                           host_sharding=c.data.get("host_sharding", "source"), **kwargs)
 
 
+def _resume_position(position: dict | None, run: Run) -> int:
+  """Training examples to pass over on resuming: the saved data position of the same task, else none."""
+  if position is None:
+    raise UserError(f"the latest checkpoint in {run.workdir!r} has no data position (written by an older version); "
+                    "start a new workdir")
+  if position["task"] != run.task:
+    log(f"The data changed from {position['task']} to {run.task}: reading {run.task} from its start.")
+    return 0
+  if position["processes"] != jax.process_count() and run.cfg.data.get("host_sharding", "source") == "source":
+    log(f"The checkpoint was written by {position['processes']} processes and {jax.process_count()} resume it: with "
+        "data.host_sharding=source each host's order of examples changes (use 'examples' to keep it).")
+  return position["examples"]
+
+
 def _eval_sets(run: Run, batch_sharding) -> dict[str, list]:
   """Validation batches by metric prefix: 'eval' for the trained task, 'eval/TASK' for each extra one."""
   c = run.cfg
@@ -256,7 +270,7 @@ def train(cfg, workdir: str) -> dict:
   with jax.set_mesh(run.mesh), nn.logical_axis_rules(run.rules), stop:
     state_shardings = state_lib.shardings(run.model, tx, example_args, run.mesh, run.rules)
     batch_sharding = mesh_lib.batch_sharding(run.mesh, run.rules)
-    start = ckpt.latest_step()
+    start, skip_examples = ckpt.latest_step(), 0
     if start is None:
       start = 0
       state = state_lib.create(run.model, tx, example_args, state_shardings, c.seed)
@@ -267,15 +281,16 @@ def train(cfg, workdir: str) -> dict:
     else:
       log(f"Resuming from the checkpoint at step {start} in {workdir}/checkpoints")
       state = ckpt.restore(start, state_lib.abstract(run.model, tx, example_args, state_shardings))
+      skip_examples = _resume_position(ckpt.restore_data(start), run)
       writer.truncate_after(start)
 
-    train_step = jax.jit(steps.make_train_step(run.model, tx, lr_schedule, cfg.loss, c.seed,
-                                              c.get("microbatches", 1)),
+    train_step = jax.jit(steps.make_train_step(run.model, tx, lr_schedule, cfg.loss, c.get("microbatches", 1)),
                          in_shardings=(state_shardings, batch_sharding),
                          out_shardings=(state_shardings, None), donate_argnums=(0,))
     eval_step = jax.jit(steps.make_eval_step(run.model), in_shardings=(state_shardings.params, batch_sharding))
     eval_sets = _eval_sets(run, batch_sharding)
-    train_batches = _batches(run, "train", shuffle=True, repeat=True, skip=start)
+    train_batches = _batches(run, "train", shuffle=True, repeat=True, skip_examples=skip_examples)
+    examples = skip_examples  # Training examples read so far: the data position saved with each checkpoint.
     if start == 0:
       writer.write(0, evaluate_all(eval_step, state.params, eval_sets))
 
@@ -307,6 +322,7 @@ def train(cfg, workdir: str) -> dict:
                         f"({kept}). Lower "
                         "optimizer.learning_rate or raise optimizer.warmup_steps, then rerun to resume")
       step += 1
+      examples += c.batch_size
       interval_steps += 1
       bar.update(1)
       eval_now = step % c.eval_every == 0 or step == c.steps
@@ -324,7 +340,8 @@ def train(cfg, workdir: str) -> dict:
         bar.set_postfix(loss=f"{values['train/loss']:.3f}", tok_s=f"{values['train/tokens_per_second']:,.0f}")
         interval_start, interval_steps = time.perf_counter(), 0
       if step % c.checkpoint_every == 0 or step == c.steps or stop.signal is not None:
-        ckpt.save(step, state)
+        ckpt.save(step, state, {"task": run.task, "examples": examples, "batch_size": c.batch_size,
+                                "processes": jax.process_count()})
         saved = step
     if tracing:  # Stopped before the end of the profiled range.
       _stop_trace(step_metrics, workdir)

@@ -16,12 +16,14 @@ class TrainState(flax.struct.PyTreeNode):
   step: jax.Array
   params: Any
   opt_state: Any
+  rng: jax.Array  # Key data (uint32) of the run's key; dropout folds in the step (and microbatch).
 
 
 def _init_fn(model: nn.Module, tx: optax.GradientTransformation, example_args: tuple):
   def init(rng):
     params = model.init(rng, *example_args)["params"]  # Boxed with logical axis names.
-    return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(nn.meta.unbox(params)))
+    return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(nn.meta.unbox(params)),
+                      rng=jax.random.key_data(rng))
   return init
 
 
@@ -50,7 +52,7 @@ def shardings(model, tx, example_args, mesh, axis_rules):
   param_specs = nn.get_partition_spec(abstract.params)
   params = jax.tree.map(lambda box: box.value, abstract.params, is_leaf=lambda x: isinstance(x, nn.meta.AxisMetadata))
   specs = TrainState(step=P(), params=param_specs,
-                     opt_state=_optimizer_specs(abstract.opt_state, params, param_specs))
+                     opt_state=_optimizer_specs(abstract.opt_state, params, param_specs), rng=P())
   return mesh_lib.logical_shardings(specs, mesh, axis_rules)
 
 

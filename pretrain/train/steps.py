@@ -23,13 +23,13 @@ def microbatches(batch, count: int):
   return jax.tree.map(lambda x: jnp.swapaxes(x.reshape(x.shape[0] // count, count, *x.shape[1:]), 0, 1), batch)
 
 
-def make_train_step(model, tx, lr_schedule, loss_cfg, seed: int = 0, num_microbatches: int = 1):
+def make_train_step(model, tx, lr_schedule, loss_cfg, num_microbatches: int = 1):
   """The loss is summed over target tokens and divided by their number, or by
   `loss.normalizing_factor` when that is set (T5X's loss_normalizing_factor).
   With `num_microbatches` > 1 the gradients of the summed loss are accumulated
   over microbatches, one at a time, and divided once: the full batch's gradient.
-  Dropout masks derive from `seed`, the step and the microbatch, so a resumed run
-  draws the same ones. A step whose loss or gradient is not finite changes
+  Dropout masks derive from the state's RNG key, the step and the microbatch, so
+  a resumed run draws the same ones. A step whose loss or gradient is not finite changes
   nothing and reports finite=False."""
 
   def summed_grads(params, batch, rng):
@@ -39,7 +39,7 @@ def make_train_step(model, tx, lr_schedule, loss_cfg, seed: int = 0, num_microba
     return jax.grad(loss_fn, has_aux=True)(params)
 
   def train_step(state: TrainState, batch):
-    rng = jax.random.fold_in(jax.random.key(seed), state.step)
+    rng = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
     if num_microbatches == 1:
       grads, sums = summed_grads(state.params, batch, rng)
     else:
@@ -56,8 +56,8 @@ def make_train_step(model, tx, lr_schedule, loss_cfg, seed: int = 0, num_microba
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     grad_norm = optax.tree.norm(grads)
     finite = jnp.isfinite(sums["loss"]) & jnp.isfinite(grad_norm)
-    new_state = TrainState(step=state.step + 1, params=optax.apply_updates(state.params, updates),
-                           opt_state=opt_state)
+    new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
+                              opt_state=opt_state)
     # A diverged step is not applied, so the state stays the last good one.
     new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state, state)
     metrics = {"loss": sums["loss"] / weight, "cross_entropy": sums["cross_entropy"] / weight,
