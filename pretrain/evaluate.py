@@ -22,6 +22,7 @@ from pretrain.errors import UserError, exit_on_user_error  # pylint: disable=g-i
 def evaluate(workdir: str, task: str, split: str, max_batches: int = 0) -> dict:
   import flax.linen as nn  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
+  from pretrain import files  # pylint: disable=g-import-not-at-top
   from pretrain.data import objectives, pipeline, sources, tasks  # pylint: disable=g-import-not-at-top
   from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   from pretrain.train import loop, restore, steps  # pylint: disable=g-import-not-at-top
@@ -55,9 +56,8 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int = 0) -> dict:
   summary = {"task": task, "split": split, "step": run.step, "batches": len(batches),
              "loss": result["eval/loss"], "accuracy": result["eval/accuracy"], "perplexity": result["eval/perplexity"]}
   if jax.process_index() == 0:
-    os.makedirs(os.path.join(workdir, "eval"), exist_ok=True)
-    with open(os.path.join(workdir, "eval", f"{task}-{split}-step{run.step}.json"), "w") as f:
-      json.dump(summary, f, indent=2)
+    files.write_atomically(os.path.join(workdir, "eval", f"{task}-{split}-step{run.step}.json"),
+                           json.dumps(summary, indent=2).encode())
   return summary
 
 

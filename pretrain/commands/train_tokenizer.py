@@ -23,11 +23,12 @@ def main(argv: list[str], prog: str = "pretrain train-tokenizer") -> None:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--out", required=True, help="path of the .model file to write")
   args, cfg = config_lib.parse_command_line(parser, argv)
+  from pretrain import files  # pylint: disable=g-import-not-at-top
   from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top  (imports TF)
   source = sources.make_source(cfg.data)
   texts = source.texts("train", max_chars=cfg.tokenizer.max_chars)
   t = cfg.tokenizer
-  vocab.write_atomically(args.out, vocab.train_sentencepiece(texts, t.vocab_size, t.model_type, t.extra_ids))
+  files.write_atomically(args.out, vocab.train_sentencepiece(texts, t.vocab_size, t.model_type, t.extra_ids))
   vocabulary = vocab.load(args.out, t.extra_ids)
   print(f"Wrote {args.out}: {vocabulary.vocab_size} ids with the sentinels "
         f"(<extra_id_0> = {vocab.sentinel_id(vocabulary, 0)}), pad {vocab.PAD_ID}, eos {vocab.EOS_ID}, "

@@ -11,11 +11,11 @@ import io
 import json
 import os
 import sys
-import tempfile
 
 import seqio
 import sentencepiece as spm
 
+from pretrain import files
 from pretrain.data.sources import cache_dir
 from pretrain.errors import UserError
 
@@ -62,14 +62,6 @@ def train_sentencepiece(texts, vocab_size: int, model_type: str = "unigram", ext
   return model.getvalue()
 
 
-def write_atomically(path: str, data: bytes) -> None:
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  with tempfile.NamedTemporaryFile(dir=directory, delete=False) as f:
-    f.write(data)
-  os.replace(f.name, path)
-
-
 def cached_model(texts, vocab_size: int, model_type: str, cache: str, extra_ids: int = EXTRA_IDS) -> str:
   """Path of a model trained on `texts`, trained once per distinct text and options."""
   texts = list(texts)
@@ -79,7 +71,7 @@ def cached_model(texts, vocab_size: int, model_type: str, cache: str, extra_ids:
   path = os.path.join(cache, "tokenizers", f"spm_{vocab_size}_{digest.hexdigest()[:16]}.model")
   if not os.path.exists(path):
     print(f"Training a {vocab_size}-token SentencePiece vocabulary (once) -> {path}", file=sys.stderr, flush=True)
-    write_atomically(path, train_sentencepiece(texts, vocab_size, model_type, extra_ids))
+    files.write_atomically(path, train_sentencepiece(texts, vocab_size, model_type, extra_ids))
   return path
 
 

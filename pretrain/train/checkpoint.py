@@ -10,11 +10,13 @@ import os
 
 import orbax.checkpoint as ocp
 
+from pretrain import files
+
 
 class Checkpointer:
   def __init__(self, directory: str, keep: int):
     self.manager = ocp.CheckpointManager(
-        os.path.abspath(directory),
+        os.path.abspath(directory) if files.local(directory) else directory,
         options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=True))
 
   def latest_step(self) -> int | None:
@@ -33,13 +35,13 @@ class Checkpointer:
 
   def restore_data(self, step: int) -> dict | None:
     """The data position saved at `step` (None if the checkpoint has none)."""
-    if not os.path.isdir(os.path.join(self.manager.directory, str(step), "data")):
+    if not files.exists(os.path.join(str(self.manager.directory), str(step), "data")):
       return None
     return self.manager.restore(step, args=ocp.args.Composite(data=ocp.args.JsonRestore())).data
 
   def saved_params(self, step: int):
     """Shapes and dtypes of the parameters saved at `step`, read without restoring them."""
-    path = os.path.join(self.manager.directory, str(step), "state")
+    path = os.path.join(str(self.manager.directory), str(step), "state")
     return ocp.StandardCheckpointer().metadata(path).item_metadata["params"]
 
   def close(self) -> None:

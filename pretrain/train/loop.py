@@ -11,9 +11,7 @@ import itertools
 import json
 import math
 import os
-import shutil
 import signal
-import tempfile
 import time
 
 import flax.linen as nn
@@ -21,9 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import seqio
+import tensorflow as tf
 import tqdm
 
 from pretrain import config as config_lib
+from pretrain import files
 from pretrain.data import objectives, pipeline, sources, tasks, vocab
 from pretrain.errors import UserError
 from pretrain import hf, models
@@ -59,20 +59,19 @@ class Run:
 
 def _check_writable(workdir: str) -> None:
   try:
-    os.makedirs(workdir, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=workdir):
-      pass
-  except OSError as e:
-    raise UserError(f"workdir {workdir!r} cannot be written ({e.strerror}); choose another --workdir") from None
+    files.write_atomically(os.path.join(workdir, ".writable"), b"")
+    tf.io.gfile.remove(os.path.join(workdir, ".writable"))
+  except (OSError, tf.errors.OpError) as e:
+    reason = e.message if isinstance(e, tf.errors.OpError) else e.strerror
+    raise UserError(f"workdir {workdir!r} cannot be written ({reason}); choose another --workdir") from None
 
 
 def _check_same_shapes(cfg, workdir: str) -> None:
   """A workdir with checkpoints only resumes a run of the same model and vocabulary."""
   path = os.path.join(workdir, "config.json")
-  if not (os.path.exists(path) and os.path.isdir(os.path.join(workdir, "checkpoints"))):
+  if not (files.exists(path) and files.exists(os.path.join(workdir, "checkpoints"))):
     return
-  with open(path) as f:
-    saved = json.load(f)
+  saved = json.loads(files.read_text(path))
   current = cfg.to_dict()
   family = {"lm": "decoder-only", "prefix_lm": "decoder-only", "enc_dec": "encoder-decoder", "encoder": "encoder-only"}
   families = [family[objectives.make(name, cfg.data, 0).converter]
@@ -138,8 +137,8 @@ def build(cfg, workdir: str) -> Run:
   model = models.build(cfg.model, vocabulary.vocab_size, objective.converter)
   if jax.process_index() == 0:  # What `pretrain generate` and `pretrain export` need, beside the checkpoints.
     # Atomically: the other processes of a resumed run read it meanwhile.
-    vocab.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(cfg).encode())
-    shutil.copyfile(vocabulary.sentencepiece_model_file, os.path.join(workdir, VOCAB_FILE))
+    files.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(cfg).encode())
+    tf.io.gfile.copy(vocabulary.sentencepiece_model_file, os.path.join(workdir, VOCAB_FILE), overwrite=True)
   return Run(cfg, workdir, source, vocabulary, objective, task, model, mesh, rules, eval_tasks)
 
 

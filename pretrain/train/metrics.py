@@ -1,42 +1,51 @@
 """Run metrics: one JSON object per logged step, TensorBoard scalars, a loss plot."""
 
+import io
 import json
 import os
 
 import tensorflow as tf
+
+from pretrain import files
 
 METRICS_FILE = "metrics.jsonl"
 
 
 def read(workdir: str) -> list[dict]:
   path = os.path.join(workdir, METRICS_FILE)
-  if not os.path.exists(path):
+  if not files.exists(path):
     return []
-  with open(path) as f:
-    return [json.loads(line) for line in f if line.strip()]
+  return [json.loads(line) for line in files.read_text(path).splitlines() if line.strip()]
 
 
 class MetricsWriter:
-  """Writes metrics on process 0 only; the other processes' writers do nothing."""
+  """Writes metrics on process 0 only; the other processes' writers do nothing.
+
+  The file is rewritten whole on each write (object stores such as gs:// cannot
+  append); it stays small, one line per logged step.
+  """
 
   def __init__(self, workdir: str, enabled: bool = True):
     self.enabled = enabled
     self.path = os.path.join(workdir, METRICS_FILE)
+    self.records = read(workdir) if enabled else []
     self.summary = tf.summary.create_file_writer(os.path.join(workdir, "tensorboard")) if enabled else None
+
+  def _flush(self) -> None:
+    files.write_atomically(self.path, "".join(json.dumps(r) + "\n" for r in self.records).encode())
 
   def truncate_after(self, step: int) -> None:
     """Drops records after `step`: a resumed run rewrites the steps it repeats."""
     if not self.enabled:
       return
-    records = [r for r in read(os.path.dirname(self.path)) if r["step"] <= step]
-    with open(self.path, "w") as f:
-      f.writelines(json.dumps(r) + "\n" for r in records)
+    self.records = [r for r in self.records if r["step"] <= step]
+    self._flush()
 
   def write(self, step: int, metrics: dict[str, float]) -> None:
     if not self.enabled:
       return
-    with open(self.path, "a") as f:
-      f.write(json.dumps({"step": step, **{k: float(v) for k, v in metrics.items()}}) + "\n")
+    self.records.append({"step": step, **{k: float(v) for k, v in metrics.items()}})
+    self._flush()
     with self.summary.as_default(step=step):
       for name, value in metrics.items():
         tf.summary.scalar(name, float(value))
@@ -60,6 +69,8 @@ def plot_losses(workdir: str) -> str:
   ax.grid(alpha=0.3)
   ax.legend()
   path = os.path.join(workdir, "loss.png")
-  fig.savefig(path, dpi=100, bbox_inches="tight")
+  image = io.BytesIO()
+  fig.savefig(image, format="png", dpi=100, bbox_inches="tight")
   plt.close(fig)
+  files.write_atomically(path, image.getvalue())
   return path

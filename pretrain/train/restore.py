@@ -9,7 +9,7 @@ import jax
 import ml_collections
 import seqio
 
-from pretrain import models
+from pretrain import files, models
 from pretrain.data import objectives, pipeline, vocab
 from pretrain.errors import UserError
 from pretrain.parallel import mesh as mesh_lib
@@ -34,10 +34,9 @@ class Trained:
 def load(workdir: str) -> Trained:
   """Restores the latest checkpoint of a run made by `python -m pretrain.train`."""
   path = os.path.join(workdir, "config.json")
-  if not os.path.exists(path):
+  if not files.exists(path):
     raise UserError(f"{workdir!r} holds no run (no config.json); give the --workdir of a training run")
-  with open(path) as f:
-    cfg = ml_collections.ConfigDict(json.load(f))
+  cfg = ml_collections.ConfigDict(json.loads(files.read_text(path)))
   objective = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed)
   vocabulary = vocab.load(os.path.join(workdir, VOCAB_FILE), cfg.tokenizer.extra_ids)
   model = models.build(cfg.model, vocabulary.vocab_size, objective.converter)
