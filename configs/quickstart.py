@@ -70,6 +70,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.model.rope_theta = 10000.0
   c.model.tie_embeddings = False
   c.model.dtype = "auto"          # activations: auto (bfloat16 on GPU/TPU, float32 on CPU) | float32 | bfloat16
+  c.model.param_dtype = "float32"  # parameters and optimizer moments: float32 | bfloat16 (half the memory)
   c.model.scan_layers = False     # one nn.scan over the layers (faster compiles for deep models)
   c.model.remat = "none"          # none | full | save_dots (recompute activations to save memory)
   c.model.dropout = 0.0           # in training, on embeddings and residual branches (T5 used 0.1 when fine-tuning)

@@ -170,6 +170,8 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   _require(m.head_dim % 2 == 0, f"model.head_dim must be even for rotary positions, got {m.head_dim}")
   _require(m.get("dtype", "float32") in ("auto", "float32", "bfloat16", "float16"),
            f"model.dtype must be auto, float32, bfloat16 or float16, got {m.get('dtype')!r}")
+  _require(m.get("param_dtype", "float32") in ("float32", "bfloat16"),
+           f"model.param_dtype must be float32 or bfloat16, got {m.get('param_dtype')!r}")
   _require(0.0 <= m.get("dropout", 0.0) < 1.0, f"model.dropout must be in [0, 1), got {m.get('dropout')}")
   _require(cfg.optimizer.warmup_steps >= 0, "optimizer.warmup_steps must be >= 0")
   profile = tuple(t.get("profile_steps", ()))

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import signal
@@ -48,6 +49,29 @@ def test_steps_reduce_loss_on_a_fixed_batch():
       losses.append(float(m["loss"]))
   assert int(state.step) == 50
   assert losses[-1] < 0.5 * losses[0]
+
+
+def test_bfloat16_parameters_store_half_and_still_train():
+  cfg, model, mesh, rules, tx = _setup()
+  half = DecoderOnly(dataclasses.replace(model.config, param_dtype="bfloat16"))
+  example = jnp.zeros((1, 16), jnp.int32)
+  runs = {}
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    for name, m in (("float32", model), ("bfloat16", half)):
+      state = state_lib.create(m, tx, (example,), state_lib.shardings(m, tx, (example,), mesh, rules), seed=0)
+      runs[name] = {"bytes": sum(x.nbytes for x in jax.tree.leaves((state.params, state.opt_state)) if x.ndim),
+                    "dtypes": {x.dtype for x in jax.tree.leaves(state.params)}}
+      step = jax.jit(steps.make_train_step(m, tx, optimizer.schedule(cfg.optimizer, 100), cfg.loss))
+      batch = mesh_lib.global_batch(_batch(), mesh_lib.batch_sharding(mesh, rules))
+      losses = []
+      for _ in range(20):
+        state, step_metrics = step(state, batch)
+        losses.append(float(step_metrics["loss"]))
+      runs[name]["losses"] = losses
+  assert runs["bfloat16"]["dtypes"] == {jnp.dtype("bfloat16")} and runs["float32"]["dtypes"] == {jnp.dtype("float32")}
+  assert runs["bfloat16"]["bytes"] == runs["float32"]["bytes"] // 2  # Parameters and Adam's moments.
+  np.testing.assert_allclose(runs["bfloat16"]["losses"][0], runs["float32"]["losses"][0], rtol=1e-2)
+  assert runs["bfloat16"]["losses"][-1] < 0.7 * runs["bfloat16"]["losses"][0]
 
 
 def test_checkpoint_round_trip(tmp_path):

@@ -20,6 +20,7 @@ class DecoderOnlyConfig:
   rope_theta: float = 10000.0
   tie_embeddings: bool = False
   dtype: str = "float32"
+  param_dtype: str = "float32"  # How parameters are stored (the train state casts them; see train/state.py).
   scan_layers: bool = False  # One nn.scan over the layers (parameters stacked on a 'layers' axis).
   remat: str = "none"        # Rematerialisation of each layer: none | full | save_dots.
   dropout: float = 0.0       # On the embeddings and each residual branch, in training.

@@ -26,6 +26,7 @@ class EncoderDecoderConfig:
   relative_attention_num_buckets: int = 32
   relative_attention_max_distance: int = 128
   dtype: str = "float32"
+  param_dtype: str = "float32"  # How parameters are stored (the train state casts them; see train/state.py).
   scan_layers: bool = False  # One nn.scan over each stack's layers.
   remat: str = "none"        # none | full | save_dots
   dropout: float = 0.0       # T5's places: embeddings, residual branches, inside the MLP, after the final norms.

@@ -275,6 +275,7 @@ def train(cfg, workdir: str) -> dict:
       state = state_lib.create(run.model, tx, example_args, state_shardings, c.seed)
       if c.get("init_from_hf"):  # The optimizer's moments start at zero either way.
         params = hf.import_params(c.init_from_hf, run.model, cfg.model, state.params)
+        params = jax.tree.map(lambda new, old: np.asarray(new, old.dtype), params, state.params)
         state = state.replace(params=jax.device_put(params, state_shardings.params))
       writer.truncate_after(-1)  # Records of an earlier attempt that saved no checkpoint.
     else:

@@ -20,8 +20,13 @@ class TrainState(flax.struct.PyTreeNode):
 
 
 def _init_fn(model: nn.Module, tx: optax.GradientTransformation, example_args: tuple):
+  """Parameters are initialised in float32 and stored in model.param_dtype (bfloat16 halves them and the
+  optimizer's moments); the layers cast them to model.dtype to compute, so only the storage changes."""
+  param_dtype = jnp.dtype(model.config.param_dtype)
+
   def init(rng):
     params = model.init(rng, *example_args)["params"]  # Boxed with logical axis names.
+    params = jax.tree.map(lambda p: p.astype(param_dtype), params)
     return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(nn.meta.unbox(params)),
                       rng=jax.random.key_data(rng))
   return init
