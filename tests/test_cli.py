@@ -53,7 +53,7 @@ def test_help_explains_every_flag(name, monkeypatch, capsys):
   shown = capsys.readouterr().out
   assert shown.startswith(f"usage: pretrain {name}")
   options = [a for a in flags if a.option_strings and a.dest != "help"]
-  assert options or name == "launch"  # launch's flags belong to its tpu-vm and slurm subparsers.
+  assert options
   undocumented = [a.option_strings[0] for a in options if not a.help]
   assert not undocumented, f"pretrain {name}: flags without help: {undocumented}"
 

@@ -6,6 +6,7 @@ import json
 import tensorflow as tf
 
 from pretrain import files
+from pretrain.data import vocab
 from pretrain.train import metrics
 
 
@@ -29,3 +30,10 @@ def test_metrics_and_plot_on_an_object_store():
   assert [r["step"] for r in metrics.read("ram://metrics/run")] == [1, 2, 3]
   path = metrics.plot_losses("ram://metrics/run")
   assert tf.io.gfile.GFile(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_vocabulary_from_an_object_store(vocabulary):
+  with open(vocabulary.sentencepiece_model_file, "rb") as f:
+    files.write_atomically("ram://files/spm.model", f.read())
+  remote = vocab.load("ram://files/spm.model")
+  assert remote.encode("Return the number of items.") == vocabulary.encode("Return the number of items.")

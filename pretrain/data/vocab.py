@@ -14,6 +14,7 @@ import sys
 
 import seqio
 import sentencepiece as spm
+import tensorflow as tf
 
 from pretrain import files
 from pretrain.data.sources import cache_dir
@@ -77,11 +78,12 @@ def cached_model(texts, vocab_size: int, model_type: str, cache: str, extra_ids:
 
 def load(path: str, extra_ids: int = EXTRA_IDS) -> seqio.SentencePieceVocabulary:
   """Loads a SentencePiece model with seqio's sentinels, checking the ids we rely on."""
-  if not os.path.isfile(path):
+  if not files.exists(path) or tf.io.gfile.isdir(path):
     raise UserError(f"vocabulary file {path!r} does not exist; give an existing .model file in "
                     "tokenizer.path, or leave it empty to train one")
   try:
-    processor = spm.SentencePieceProcessor(model_file=path)
+    with tf.io.gfile.GFile(path, "rb") as f:  # Also from gs://, as seqio reads it.
+      processor = spm.SentencePieceProcessor(model_proto=f.read())
   except (RuntimeError, OSError) as e:
     raise UserError(f"{path!r} is not a SentencePiece model ({e}); train one with `pretrain train-tokenizer`") from None
   ids = (processor.pad_id(), processor.eos_id(), processor.unk_id())

@@ -226,7 +226,7 @@ def samples(run: Run, params) -> list[tuple[str, str]]:
   """
   c = run.cfg.sample
   encoder_decoder = isinstance(run.model, models.EncoderDecoder)
-  if isinstance(run.model, models.EncoderOnly):  # A masked LM does not generate text.
+  if isinstance(run.model, models.EncoderOnly) or c.num <= 0:  # A masked LM does not generate text.
     return []
   prompts = []
   for text in run.source.texts("validation"):

@@ -1,0 +1,336 @@
+"""Commands that start a run on a cluster: a TPU VM slice (gcloud) or SLURM (an sbatch script).
+
+  pretrain launch tpu-vm --name=NAME --zone=ZONE --accelerator_type=v4-32 --workdir=gs://BUCKET/run [--run]
+  pretrain launch slurm --nodes=2 --gpus_per_node=8 --workdir=DIR [--out=job.sh [--run]]
+
+Both start `python -m pretrain.train` once per host with the same config and
+overrides; pretrain/parallel/distributed.py joins the processes with
+jax.distributed. Nothing runs without --run: the commands or the script are
+printed to be read first.
+"""
+
+import argparse
+import dataclasses
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+from pretrain.errors import UserError, exit_on_user_error
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REMOTE_DIR = "pretrain"  # On each TPU VM worker, under the home directory.
+# TPU VM images are Ubuntu 22.04 with Python 3.10, older than JAX and setup.py accept; uv installs this one.
+DEFAULT_PYTHON = "3.12"
+_FALLBACK_JAX_PIN = ">=0.10,<0.11"
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuSlice:
+  accelerator_type: str
+  hosts: int    # TPU VMs ("workers"): one process each.
+  chips: int
+  devices: int  # JAX devices over all hosts.
+  runtime: str  # Default --version (TPU software version) for JAX.
+
+
+# Checked against Cloud TPU's documentation (cloud.google.com/tpu/docs: v4, v5p, v5e, v6e, runtimes,
+# system-architecture-tpu-vm): v2-v4 and v5p names count TensorCores, 2 per chip, 4 chips per VM (v5p's
+# table: v5p-8 = 4 chips on 1 host, v5p-16 = 2 hosts); v5litepod and v6e names count chips, 1 to 8 on one VM,
+# and from 16 chips one VM per 4 chips (v6e's table: v6e-16 = 4 VMs; v5e: "one TPU VM for every four TPU
+# chips"). JAX sees each v2/v3 TensorCore as a device, and a v4/v5p chip (2 cores, "megacore") as one.
+# The runtimes are the documented "TPU software versions" for JAX.
+_CORE_NAMED = {"v2": ("tpu-ubuntu2204-base", 2), "v3": ("tpu-ubuntu2204-base", 2), "v4": ("tpu-ubuntu2204-base", 1),
+               "v5p": ("v2-alpha-tpuv5", 1)}  # generation: (runtime, JAX devices per chip)
+_CHIP_NAMED = {"v5litepod": "v2-alpha-tpuv5-lite", "v6e": "v2-alpha-tpuv6e"}
+_CHIP_COUNTS = (1, 4, 8, 16, 32, 64, 128, 256)
+ACCEPTED = ("v2-N, v3-N, v4-N, v5p-N (N TensorCores, a multiple of 8: v4-8, v4-32, v5p-128, ...) or "
+            "v5litepod-N, v6e-N (N chips: 1, 4, 8, 16, 32, 64, 128 or 256)")
+
+
+def tpu_slice(accelerator_type: str) -> TpuSlice:
+  """Hosts, chips and JAX devices of a Cloud TPU accelerator type such as v4-32."""
+  match = re.fullmatch(r"(v2|v3|v4|v5p|v5litepod|v6e)-(\d+)", accelerator_type)
+  if not match:
+    raise UserError(f"--accelerator_type={accelerator_type!r} is not a TPU accelerator type this launcher knows; "
+                    f"use {ACCEPTED}")
+  generation, n = match[1], int(match[2])
+  if generation in _CORE_NAMED:
+    if n < 8 or n % 8:
+      raise UserError(f"--accelerator_type={accelerator_type}: a {generation} slice has a multiple of 8 "
+                      f"TensorCores (4 chips of 2 per host), e.g. {generation}-8 or {generation}-32")
+    runtime, devices_per_chip = _CORE_NAMED[generation]
+    return TpuSlice(accelerator_type, n // 8, n // 2, n // 2 * devices_per_chip, runtime)
+  if n not in _CHIP_COUNTS:
+    raise UserError(f"--accelerator_type={accelerator_type}: {generation} slices have "
+                    f"{', '.join(map(str, _CHIP_COUNTS))} chips")
+  return TpuSlice(accelerator_type, 1 if n <= 8 else n // 4, n, n, _CHIP_NAMED[generation])
+
+
+def _jax_pin() -> str:
+  """The jax version range of setup.py, so the TPU hosts install the JAX this code is written for."""
+  try:
+    with open(os.path.join(REPO, "setup.py")) as f:
+      match = re.search(r"""["']jax\s*([<>=!~][^"']*)["']""", f.read())
+  except OSError:
+    match = None
+  return match[1].replace(" ", "") if match else _FALLBACK_JAX_PIN
+
+
+def _split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
+  """Separates the --config.KEY=VALUE and --gin.KEY=VALUE overrides, passed to the trainer verbatim."""
+  overrides, rest = [], []
+  for arg in argv:
+    (overrides if arg.startswith(("--config.", "--gin.")) else rest).append(arg)
+  for arg in overrides:
+    if "=" not in arg:
+      raise UserError(f"{arg} has no value; write {arg}=VALUE (with =) so it reaches every host as one argument")
+  return overrides, rest
+
+
+def _in_repo(path: str, flag: str, inside: bool) -> str:
+  """A file the hosts read, as they see it: relative to the repository they run in (absolute if outside)."""
+  for candidate in (os.path.abspath(path), os.path.join(REPO, path)):
+    if os.path.isfile(candidate):
+      break
+  else:
+    raise UserError(f"{flag}={path} does not exist (relative paths are looked up from the current directory, "
+                    f"then from the repository {REPO})")
+  relative = os.path.relpath(os.path.realpath(candidate), os.path.realpath(REPO))
+  if not relative.startswith(".."):
+    return relative
+  if inside:
+    raise UserError(f"{flag}={path} is outside the repository {REPO}, and only the repository is copied to the "
+                    "hosts; move the file into it (e.g. configs/)")
+  return os.path.realpath(candidate)
+
+
+def _check_config(config: str, gin_files: list[str], overrides: list[str]) -> None:
+  """Resolves the config as the trainer will, so a mistyped key fails here and not on every host."""
+  from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
+  argv = [f"--config={os.path.join(REPO, config)}", *(f"--gin_file={os.path.join(REPO, g)}" for g in gin_files)]
+  _, cfg = config_lib.parse_command_line(argparse.ArgumentParser(), argv + overrides)
+  config_lib.validate(cfg)
+
+
+def _train_args(args, overrides: list[str], inside: bool) -> list[str]:
+  """The trainer's flags, the same on every host: config, gin files, workdir, overrides."""
+  config = _in_repo(args.config, "--config", inside)
+  gin_files = [_in_repo(g, "--gin_file", inside) for g in args.gin_file]
+  _check_config(config, gin_files, overrides)
+  return [f"--config={config}", *(f"--gin_file={g}" for g in gin_files), f"--workdir={args.workdir}", *overrides]
+
+
+def _add_train_flags(parser, run_help: str, config_help: str) -> None:
+  group = parser.add_argument_group("the run (passed to `python -m pretrain.train` on every host)")
+  group.add_argument("--workdir", required=True, help="where checkpoints, metrics and plots go; every host writes "
+                     "to it, so it must be one place they all reach")
+  group.add_argument("--config", default="configs/quickstart.py",
+                     help=f"ml_collections config file{config_help} (default: %(default)s)")
+  group.add_argument("--gin_file", action="append", default=[],
+                     help="gin file of SECTION.FIELD = value bindings over --config (repeatable)")
+  group.add_argument("--run", action="store_true", help=run_help)
+
+
+# TPU VM slices.
+
+
+def tpu_vm_commands(args, train_args: list[str]) -> tuple[TpuSlice, list[list[str]]]:
+  """The slice, and the commands that (create,) copy, install and start the run on every worker."""
+  tpu = tpu_slice(args.accelerator_type)
+  if tpu.hosts > 1 and not args.workdir.startswith("gs://") and not args.allow_local_workdir:
+    raise UserError(f"--workdir={args.workdir} is a local path, but the {tpu.hosts} hosts of a {tpu.accelerator_type} "
+                    "slice must write checkpoints and metrics to one shared place: use a Cloud Storage bucket, "
+                    "--workdir=gs://BUCKET/RUN (or --allow_local_workdir if every host mounts that path)")
+  if not os.path.isdir(os.path.join(REPO, ".git")):
+    raise UserError(f"{REPO} is not a git checkout; launch tpu-vm copies the files git knows of, so run it from "
+                    "a clone of the repository")
+  gcloud = ["gcloud", "compute", "tpus", "tpu-vm"]
+  where = [f"--zone={args.zone}"] + ([f"--project={args.project}"] if args.project else [])
+  commands = []
+  if args.create:
+    commands.append([*gcloud, "create", args.name, *where, f"--accelerator-type={tpu.accelerator_type}",
+                     f"--version={args.version or tpu.runtime}"])
+  tarball = args.tarball or os.path.join(tempfile.gettempdir(), f"pretrain-{args.name}.tar.gz")
+  # The tracked files and the untracked ones .gitignore keeps (new configs): not .venv, runs/ or caches.
+  pack = (f"set -o pipefail; git -C {shlex.quote(REPO)} ls-files -z --cached --others --exclude-standard | "
+          f"tar --create --gzip --file={shlex.quote(tarball)} --directory={shlex.quote(REPO)} --null --files-from=- "
+          "--ignore-failed-read")
+  commands.append(["bash", "-c", pack])
+  commands.append([*gcloud, "scp", tarball, f"{args.name}:{REMOTE_DIR}.tar.gz", *where, "--worker=all"])
+  install = (f"mkdir -p ~/{REMOTE_DIR} && tar -xzf ~/{REMOTE_DIR}.tar.gz -C ~/{REMOTE_DIR} && cd ~/{REMOTE_DIR} && "
+             'export PATH="$HOME/.local/bin:$PATH" && '
+             "{ command -v uv >/dev/null || python3 -m pip install --user uv; } && "
+             f"uv venv --allow-existing --python {shlex.quote(args.python)} .venv && "
+             f"uv pip install --python .venv/bin/python -e . {shlex.quote('jax[tpu]' + _jax_pin())}")
+  commands.append([*gcloud, "ssh", args.name, *where, "--worker=all", f"--command={install}"])
+  train = f"cd ~/{REMOTE_DIR} && " + shlex.join([".venv/bin/python", "-m", "pretrain.train", *train_args])
+  commands.append([*gcloud, "ssh", args.name, *where, "--worker=all", f"--command={train}"])
+  return tpu, commands
+
+
+def _tpu_vm(args, overrides: list[str]) -> int:
+  train_args = _train_args(args, overrides, inside=True)
+  tpu, commands = tpu_vm_commands(args, train_args)
+  joined = "; every host runs the trainer, and jax.distributed finds the others itself" if tpu.hosts > 1 else ""
+  print(f"# {tpu.accelerator_type}: {tpu.hosts} host{'s' if tpu.hosts > 1 else ''}, {tpu.devices} JAX devices "
+        f"({tpu.chips} chips){joined}", flush=True)
+  for command in commands:
+    print(shlex.join(command), flush=True)
+    if args.run:
+      try:
+        code = subprocess.run(command, check=False).returncode
+      except FileNotFoundError:
+        raise UserError(f"{command[0]} is not on the PATH; install the Google Cloud CLI (gcloud), or run without "
+                        "--run and start the commands where it is") from None
+      if code:
+        print(f"# failed with exit code {code}; stopped", file=sys.stderr, flush=True)
+        return code
+  return 0
+
+
+# SLURM.
+
+
+def slurm_script(args, train_args: list[str], argv: list[str]) -> str:
+  """An sbatch script: one task per node owning all its GPUs, process 0's node as the coordinator."""
+  sbatch = {"job-name": args.job_name, "nodes": args.nodes, "ntasks-per-node": 1, "gpus-per-node": args.gpus_per_node,
+            "cpus-per-task": args.cpus_per_task, "time": args.time, "partition": args.partition,
+            "account": args.account, "chdir": REPO, "output": args.log}
+  lines = ["#!/bin/bash", f"# Written by: {args.prog} {shlex.join(argv)}"]
+  lines += [f"#SBATCH --{key}={value}" for key, value in sbatch.items() if value is not None]
+  lines += ["set -euo pipefail", f"cd {shlex.quote(REPO)}"]
+  if args.venv != "none":
+    lines.append(f"source {shlex.quote(os.path.join(args.venv, 'bin', 'activate'))}")
+  lines += [*args.setup, "export PYTHONUNBUFFERED=1"]
+  # A fixed port would clash between two jobs whose first node is the same; the job id spreads them.
+  port = str(args.port) if args.port else "$((29500 + SLURM_JOB_ID % 1000))"
+  lines += ['COORDINATOR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p):' + port + '"',
+            "export COORDINATOR",
+            "# The single quotes leave $SLURM_PROCID to each task's own shell: expanded here, every task would be 0."]
+  srun = ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--label"]
+  if args.cpus_per_task:  # Since Slurm 22.05, srun no longer takes --cpus-per-task from the allocation.
+    srun.append(f"--cpus-per-task={args.cpus_per_task}")
+  task = ('echo "pretrain: process $SLURM_PROCID of $SLURM_NTASKS on $(hostname), coordinator $COORDINATOR" >&2; '
+          'exec "$@" --coordinator_address="$COORDINATOR" --num_processes="$SLURM_NTASKS" '
+          '--process_id="$SLURM_PROCID"')
+  train = [shlex.join(["python", "-m", "pretrain.train"]), *map(shlex.quote, train_args)]
+  lines.append(" \\\n    ".join([shlex.join([*srun, "bash", "-c", task, "bash"]), *train]))
+  return "\n".join(lines) + "\n"
+
+
+def _slurm(args, overrides: list[str], argv: list[str]) -> int:
+  for flag, value in (("--nodes", args.nodes), ("--gpus_per_node", args.gpus_per_node)):
+    if value < 1:
+      raise UserError(f"{flag}={value}: must be at least 1")
+  if args.cpus_per_task is not None and args.cpus_per_task < 1:
+    raise UserError(f"--cpus_per_task={args.cpus_per_task}: must be at least 1")
+  if args.time is not None and not re.fullmatch(r"(\d+-)?\d+(:\d+){0,2}", args.time):
+    raise UserError(f"--time={args.time} is not a Slurm time limit; write MINUTES, HH:MM:SS or DAYS-HH:MM:SS")
+  if args.run and not args.out:
+    raise UserError("--run submits the script with sbatch, which needs it in a file: add --out=FILE")
+  if not 0 <= args.port < 65536:
+    raise UserError(f"--port={args.port} is not a TCP port; use 1024 .. 65535, or 0 to derive it from the job id")
+  if args.venv != "none":
+    args.venv = os.path.abspath(args.venv)
+    if not os.path.isfile(os.path.join(args.venv, "bin", "activate")):
+      raise UserError(f"--venv={args.venv} has no bin/activate; create it (make train, or python3 -m venv) with "
+                      "jax[cuda12] installed, or pass --venv=none to use the job's own environment (see --setup)")
+  if "://" not in args.workdir:
+    args.workdir = os.path.abspath(args.workdir)  # The job runs in the repository, not where this ran.
+  args.log = os.path.abspath(args.log)
+  script = slurm_script(args, _train_args(args, overrides, inside=False), argv)
+  if "%" not in os.path.dirname(args.log):
+    os.makedirs(os.path.dirname(args.log), exist_ok=True)  # Slurm does not create it, and fails the job without.
+  if not args.out:
+    sys.stdout.write(script)
+    return 0
+  with open(args.out, "w") as f:
+    f.write(script)
+  os.chmod(args.out, 0o755)
+  print(f"Wrote {args.out}; submit it with: sbatch {shlex.quote(args.out)}", flush=True)
+  if not args.run:
+    return 0
+  try:
+    return subprocess.run(["sbatch", args.out], check=False).returncode
+  except FileNotFoundError:
+    raise UserError("sbatch is not on the PATH; run this on the cluster's login node, or submit the script "
+                    "there") from None
+
+
+# The command line.
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__, allow_abbrev=False,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  sub = parser.add_subparsers(dest="command", required=True, metavar="{tpu-vm,slurm}")
+  overrides = ("Any config field can be set with --config.SECTION.FIELD=VALUE (or --gin.SECTION.FIELD=VALUE); "
+               "they are checked here and passed to every host verbatim.")
+
+  tpu = sub.add_parser(
+      "tpu-vm", allow_abbrev=False, help="print (or --run) the gcloud commands for a Cloud TPU VM slice",
+      description="Prints the commands that (with --create, create the TPU VM,) pack the repository, copy it to "
+      f"every worker, install it there with TPU JAX (jax[tpu]{_jax_pin()}, in ~/{REMOTE_DIR}/.venv) and start the "
+      "trainer on all workers at once. A multi-host slice needs no coordinator flags: JAX finds the other hosts "
+      "(TPU_WORKER_HOSTNAMES). The training runs while the last ssh command does; start it from a session that "
+      "stays up (tmux, screen).", epilog=overrides)
+  group = tpu.add_argument_group("the TPU VM")
+  group.add_argument("--name", required=True, help="name of the TPU VM (the slice)")
+  group.add_argument("--zone", required=True, help="its zone, e.g. us-central2-b")
+  group.add_argument("--accelerator_type", required=True, help=f"its type: {ACCEPTED}")
+  group.add_argument("--project", help="Google Cloud project (default: gcloud's configured one)")
+  group.add_argument("--create", action="store_true", help="create the TPU VM first")
+  group.add_argument("--version", help="TPU software version for --create (default: the one Cloud TPU documents for "
+                     "JAX on that generation: tpu-ubuntu2204-base up to v4, v2-alpha-tpuv5 for v5p, "
+                     "v2-alpha-tpuv5-lite for v5litepod, v2-alpha-tpuv6e for v6e)")
+  group.add_argument("--python", default=DEFAULT_PYTHON, help="Python version uv installs on the workers "
+                     "(default: %(default)s; the images' own Python 3.10 is older than JAX supports)")
+  group.add_argument("--tarball", help="where to pack the repository before copying it (default: "
+                     f"{os.path.join(tempfile.gettempdir(), 'pretrain-NAME.tar.gz')})")
+  group.add_argument("--allow_local_workdir", action="store_true",
+                     help="accept a --workdir that is not gs:// on a multi-host slice (a disk every host mounts)")
+  _add_train_flags(tpu, "run the printed commands, in order, stopping at the first that fails (default: only "
+                   "print them)", ", inside the repository (what the workers get)")
+
+  slurm = sub.add_parser(
+      "slurm", allow_abbrev=False, help="write (or --run with sbatch) a batch script for a SLURM GPU cluster",
+      description="Writes an sbatch script that starts one process per node, owning all that node's GPUs, joined "
+      "by jax.distributed with the first node as the coordinator. Run it on the cluster's login node: the script "
+      "uses this repository and virtual environment, which must be on a file system the nodes share; the "
+      "environment needs JAX for GPUs (pip install 'jax[cuda12]').", epilog=overrides)
+  group = slurm.add_argument_group("the job")
+  group.add_argument("--nodes", type=int, required=True, help="nodes (hosts), one training process each")
+  group.add_argument("--gpus_per_node", type=int, required=True, help="GPUs of each node the process uses")
+  group.add_argument("--cpus_per_task", type=int, help="CPU cores of each process (default: the cluster's)")
+  group.add_argument("--time", help="time limit, HH:MM:SS or DAYS-HH:MM:SS (default: the partition's)")
+  group.add_argument("--partition", help="partition (queue) to submit to (default: the cluster's)")
+  group.add_argument("--account", help="account to charge (default: yours)")
+  group.add_argument("--job_name", default="pretrain", help="job name (default: %(default)s)")
+  group.add_argument("--port", type=int, default=0, help="coordinator port on the first node (default: 29500 plus "
+                     "the job id modulo 1000, so jobs sharing a node do not collide)")
+  group.add_argument("--venv", default=os.path.join(REPO, ".venv"),
+                     help="virtual environment the job activates, or 'none' (default: %(default)s)")
+  group.add_argument("--setup", action="append", default=[],
+                     help="a shell line run before training, e.g. --setup='module load cuda' (repeatable)")
+  group.add_argument("--log", default=os.path.join(REPO, "runs", "slurm-%x-%j.out"),
+                     help="the job's output file, %%x the job name and %%j its id (default: %(default)s)")
+  group.add_argument("--out", help="write the script to this file (default: print it)")
+  _add_train_flags(slurm, "submit the written script with sbatch (needs --out; default: only write it)", "")
+  return parser
+
+
+@exit_on_user_error
+def main(argv: list[str], prog: str = "pretrain launch") -> int:
+  overrides, rest = _split_overrides(argv)
+  args = _parser(prog).parse_args(rest)
+  args.prog = prog
+  if args.command == "tpu-vm":
+    return _tpu_vm(args, overrides)
+  return _slurm(args, overrides, argv)
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))
