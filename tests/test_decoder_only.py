@@ -138,3 +138,20 @@ def test_auto_dtype_is_bfloat16_on_accelerators_only():
                        mutable=["intermediates"])[1]["intermediates"]["layer_0"]["__call__"][0]
   assert hidden.dtype == jnp.bfloat16  # ... activations follow model.dtype ...
   assert model.apply(params, jnp.zeros((1, 8), jnp.int32)).dtype == jnp.float32  # ... and logits are float32.
+
+
+@pytest.mark.parametrize("objective, converter, expected", [
+    ("clm", "lm", {"targets": 64}),
+    ("prefix_lm_decoder", "prefix_lm", {"targets": 48 + 16}),
+    ("mlm", "encoder", {"targets": 64}),  # The task's lengths name the row three times (inputs, targets, weights).
+    ("span_corruption", "enc_dec", {"inputs": 48, "targets": 16}),
+])
+def test_row_lengths_count_each_token_once(objective, converter, expected):
+  from pretrain import models  # pylint: disable=g-import-not-at-top
+  from pretrain.data import pipeline  # pylint: disable=g-import-not-at-top
+  data = ml_collections.ConfigDict({"objective": objective, "seq_len": 64, "inputs_length": 48, "targets_length": 16})
+  model_cfg = ml_collections.ConfigDict({"d_model": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 2,
+                                         "head_dim": 16, "mlp_dim": 64, "num_decoder_layers": 0})
+  model = models.build(model_cfg, 256, converter)
+  lengths = pipeline.feature_lengths(data, type("Objective", (), {"converter": converter})())
+  assert models.row_lengths(model, lengths) == expected

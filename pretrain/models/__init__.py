@@ -53,6 +53,15 @@ def example_args(model, lengths: dict[str, int]) -> tuple:
   return (jnp.zeros((1, sum(lengths.values())), jnp.int32),)
 
 
+def row_lengths(model, lengths: dict[str, int]) -> dict[str, int]:
+  """Tokens each row puts through the model: {'inputs', 'targets'} for an encoder-decoder (encoder and
+  decoder), else {'targets': the row} (a prefix-LM row holds inputs and targets; an MLM row is one sequence)."""
+  args = example_args(model, lengths)
+  if isinstance(model, EncoderDecoder):
+    return {"inputs": args[0].shape[1], "targets": args[1].shape[1]}
+  return {"targets": args[0].shape[1]}
+
+
 def forward(model, params, batch, dropout_rng=None):
   """Logits for a batch from the feature converters; with `dropout_rng`, in training mode (dropout on)."""
   kwargs = {"deterministic": dropout_rng is None, "rngs": {} if dropout_rng is None else {"dropout": dropout_rng}}

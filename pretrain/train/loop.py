@@ -294,8 +294,9 @@ def train(cfg, workdir: str) -> dict:
     if start == 0:
       writer.write(0, evaluate_all(eval_step, state.params, eval_sets))
 
-    tokens_per_step = c.batch_size * sum(lengths.values())
-    step_flops = flops.flops_per_example(state.params, cfg.model, lengths) * c.batch_size
+    row = models.row_lengths(run.model, lengths)  # Not the task's lengths: MLM's repeat the row three times.
+    tokens_per_step = c.batch_size * sum(row.values())
+    step_flops = flops.flops_per_example(state.params, cfg.model, row) * c.batch_size
     peak = flops.matmul_peak(dtype=jnp.dtype(models.activation_dtype(cfg.model.get("dtype", "float32"))))
     profile_start, profile_stop = tuple(c.get("profile_steps", ())) or (None, None)
     tracing = False

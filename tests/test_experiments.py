@@ -1,0 +1,96 @@
+"""tools/compare_objectives.py and tools/scaling.py: the power-law fit, and a tiny run of each tool."""
+
+import argparse
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+from pretrain import config as config_lib
+from pretrain.errors import UserError
+from tests.conftest import REPO
+
+sys.path.insert(0, os.path.join(REPO, "tools"))
+import compare_objectives  # pylint: disable=g-import-not-at-top,g-bad-import-order
+import scaling  # pylint: disable=g-import-not-at-top,g-bad-import-order
+
+# A model and budget small enough for a CPU test: a few seconds of training per run.
+TINY = ["--steps=3", "--batch_size=4", "--seq_len=64", "--evals=3", "--config.train.eval_batches=2"]
+
+
+@pytest.mark.parametrize("nc, alpha, l_inf", [(8.8e13, 0.076, 1.7), (1e5, 0.5, 2.0), (3e4, 0.3, 0.0)])
+def test_fit_power_law_recovers_known_parameters(nc, alpha, l_inf):
+  n = np.geomspace(1e4, 3e6, 6)
+  fitted = scaling.fit_power_law(n, scaling.power_law(n, nc, alpha, l_inf))
+  assert fitted[0] == pytest.approx(nc, rel=0.03)
+  assert fitted[1] == pytest.approx(alpha, rel=0.03)
+  assert fitted[2] == pytest.approx(l_inf, rel=0.03, abs=1e-3)
+
+
+def test_fit_power_law_refuses_too_few_points_and_rising_losses():
+  with pytest.raises(ValueError, match="3 or more distinct sizes"):
+    scaling.fit_power_law([1e4, 1e5], [5.0, 4.0])
+  with pytest.raises(ValueError, match="3 or more distinct sizes"):
+    scaling.fit_power_law([1e4, 1e4, 1e5], [5.0, 5.1, 4.0])
+  with pytest.raises(ValueError, match="does not fall with N"):
+    scaling.fit_power_law([1e4, 1e5, 1e6], [3.0, 4.0, 5.0])
+
+
+def test_split_row_fits_each_objective():
+  data = config_lib.load_config_file(os.path.join(REPO, "configs/quickstart.py")).data
+  assert compare_objectives.split_row("span_corruption", data, 100, 128) == (104, 24)  # T5's 512:114, scaled.
+  assert compare_objectives.split_row("ul2", data, 100, 128) == (64, 64)
+  assert compare_objectives.split_row("prefix_lm_decoder", data, 100, 128) == (64, 64)
+  with pytest.raises(UserError, match="no split of a row of --seq_len=6 tokens"):
+    compare_objectives.split_row("ul2", data, 100, 6)
+
+
+def _table_rows(path: str) -> list[str]:
+  with open(path) as f:
+    return [line for line in f if line.startswith("| ") and not line.startswith("| ---")][1:]
+
+
+def test_compare_objectives_writes_curves_and_table(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
+  del vocabulary  # Built first, so the runs reuse it.
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  out = str(tmp_path / "docs" / "objectives")
+  compare_objectives.main(["--objectives=clm,span_corruption", "--d_model=32", "--num_layers=1", "--head_dim=16",
+                           f"--out={out}", f"--out_dir={tmp_path / 'runs'}", *TINY])
+  assert os.path.getsize(out + ".png") > 0
+  rows = _table_rows(out + ".md")
+  assert [row.split("|")[1].strip() for row in rows] == ["clm", "span_corruption"]
+  assert "4 x 64 = 256" in rows[0] and "4 x (51 + 13) = 256" in rows[1]
+  text = " ".join(open(out + ".md").read().split())  # Prose is wrapped.
+  assert "python tools/compare_objectives.py --objectives=clm,span_corruption" in text
+  assert "losses of different objectives are not comparable" in text
+  printed = capsys.readouterr().out
+  assert re.search(r"\[1/2\] clm .* val loss \d", printed) and re.search(r"\[2/2\] span_corruption", printed)
+  assert os.path.exists(tmp_path / "runs" / "clm" / "train.log")
+
+
+def test_scaling_writes_plot_and_table(tmp_path, cache_dir, vocabulary, monkeypatch):
+  del vocabulary
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  out = str(tmp_path / "scaling")
+  scaling.main(["--ladder=16x1,32x1", "--head_dim=16", f"--out={out}", f"--out_dir={tmp_path / 'runs'}", *TINY])
+  assert os.path.getsize(out + ".png") > 0
+  rows = _table_rows(out + ".md")
+  assert [row.split("|")[1].strip() for row in rows] == ["16x1", "32x1"]
+  assert "No fit: fit_power_law needs points at 3 or more distinct sizes" in " ".join(open(out + ".md").read().split())
+
+
+def test_scaling_report_with_a_fit(tmp_path):
+  """The fitting, plotting and writing half of the tool, on made-up runs (no training)."""
+  n = np.array([1e4, 1e5, 4e5, 1e6])
+  losses = scaling.power_law(n, 1e5, 0.5, 2.0) + np.array([0.01, -0.01, 0.0, 0.005])
+  results = [{"size": f"{i}x1", "heads": "1 x 16", "non_embedding_params": int(x), "params": int(x) + 1000,
+              "loss": loss, "initial_loss": 8.3, "tokens_per_second": 1000.0, "wall": 10.0,
+              "curve": [(0, 8.3), (100, loss)]} for i, (x, loss) in enumerate(zip(n, losses))]
+  args = argparse.Namespace(out=str(tmp_path / "scaling"), steps=3, batch_size=4, seq_len=64)
+  scaling.write_outputs(results, args, ["--steps=3"], "2 CPU cores")
+  text = " ".join(open(args.out + ".md").read().split())
+  nc, alpha, l_inf = (float(x) for x in re.search(r"Nc = (\S+), alpha = (\S+), L_inf = (\S+) ", text).groups())
+  assert 0.4 < alpha < 0.6 and 1.9 < l_inf < 2.1 and nc > 0
+  assert len(_table_rows(args.out + ".md")) == 4 and os.path.getsize(args.out + ".png") > 0
