@@ -147,15 +147,13 @@ def measure(run, workdir: str, wall: float) -> dict:
   """Parameters, FLOPs and target tokens per step, tokens/s and the curves of a finished run."""
   cfg = run.cfg
   lengths = pipeline.feature_lengths(cfg.data, run.objective)
-  row = {"inputs": lengths.get("inputs", 0), "targets": lengths.get("targets", 0)}
-  if run.objective.converter in ("lm", "encoder"):  # One row of seq_len tokens (the encoder's lengths repeat it).
-    row = {"targets": cfg.data.seq_len}
-  tokens_per_step = cfg.train.batch_size * sum(row.values())
+  model_row = models.row_lengths(run.model, lengths)  # Each token of a row once, as the training loop counts.
+  tokens_per_step = cfg.train.batch_size * sum(model_row.values())
+  # For the table: a prefix-LM row shown as inputs + targets.
+  row = model_row if run.objective.converter in ("lm", "encoder") else {"inputs": lengths["inputs"],
+                                                                       "targets": lengths["targets"]}
   shapes = _param_shapes(run.model, lengths)
-  # flops.py counts features named inputs and targets as an encoder-decoder's: a decoder-only prefix-LM or an
-  # encoder-only model costs what a decoder-only one does on its whole row.
-  flops_row = row if run.objective.converter == "enc_dec" else {"targets": sum(row.values())}
-  step_flops = flops.flops_per_example(shapes, cfg.model, flops_row) * cfg.train.batch_size
+  step_flops = flops.flops_per_example(shapes, cfg.model, model_row) * cfg.train.batch_size
   # Loss-bearing tokens per step, on the validation batches the eval used.
   weights = []
   for batch in pipeline.batches(run.task, "validation", lengths, cfg.train.batch_size, run.objective.converter,
