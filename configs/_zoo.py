@@ -12,11 +12,8 @@ def base():
 
 
 def apply(cfg, overrides: dict):
-  """Sets dotted keys, e.g. {"model.d_model": 512}."""
-  for key, value in overrides.items():
-    section, name = key.split(".")
-    cfg[section][name] = value
-  return cfg
+  """Sets dotted keys, e.g. {"model.d_model": 512}; a mistyped key fails naming the nearest."""
+  return config_lib.update(cfg, overrides, "config zoo")
 
 
 def c4(cfg, objective: str):

@@ -1,8 +1,11 @@
-"""Run configuration: ml_collections config files, command-line overrides, checks.
+"""Run configuration: ml_collections config files, dotted-key overrides, checks.
 
 A run is described by a Python file whose `get_config()` returns a ConfigDict
 (see configs/quickstart.py). Any field can be overridden on the command line
 with `--config.SECTION.FIELD=VALUE`; the value is parsed to the field's type.
+Every front-end (command line, gin files, the config zoo) sets a field through
+`set_value`; they import this module, never the reverse (pretrain.command_line
+joins them for the commands).
 """
 
 import ast
@@ -99,6 +102,13 @@ def set_value(cfg: ml_collections.ConfigDict, key: str, value, what: str) -> Non
     raise UserError(f"{what}: {e}") from None
 
 
+def update(cfg: ml_collections.ConfigDict, overrides: dict, where: str) -> ml_collections.ConfigDict:
+  """Sets each dotted key of `overrides`, e.g. {"model.d_model": 512}; returns `cfg`."""
+  for key, value in overrides.items():
+    set_value(cfg, key, value, f"{key} ({where})")
+  return cfg
+
+
 def override(cfg: ml_collections.ConfigDict, key: str, text: str) -> None:
   """Sets the dotted `key` of `cfg` from its command-line text."""
   node, leaf = _locate(cfg, key)
@@ -127,30 +137,6 @@ def apply_overrides(cfg: ml_collections.ConfigDict, args: list[str]) -> list[str
   return rest
 
 
-def parse_command_line(parser, argv: list[str]):
-  """Parses a tool's flags plus `--config=FILE` and `--config.KEY=VALUE` overrides.
-
-  Returns (args, config); anything left over is an error.
-  """
-  parser.add_argument("--config", default="configs/quickstart.py", help="ml_collections config file")
-  parser.add_argument("--gin_file", action="append", default=[],
-                      help="gin file of SECTION.FIELD = value bindings over --config (repeatable)")
-  parser.epilog = ("Any config field can be set with --config.SECTION.FIELD=VALUE, e.g. --config.train.steps=100, "
-                   "or --gin.SECTION.FIELD=VALUE.")
-  args, rest = parser.parse_known_args(argv)
-  cfg = load_config_file(args.config)
-  from pretrain import gin_config  # pylint: disable=g-import-not-at-top
-  for path in args.gin_file:
-    gin_config.apply_file(cfg, path)
-  for arg in [a for a in rest if a.startswith("--gin.")]:
-    gin_config.apply_binding(cfg, arg[len("--gin."):])
-  rest = apply_overrides(cfg, [a for a in rest if not a.startswith("--gin.")])
-  if rest:
-    raise UserError(f"unknown arguments {rest}; see --help for the flags, and set config fields "
-                    "with --config.KEY=VALUE")
-  return args, cfg
-
-
 def _require(condition: bool, message: str) -> None:
   if not condition:
     raise UserError(message)
@@ -168,13 +154,13 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   _require(m.num_heads % m.num_kv_heads == 0,
            f"model.num_heads ({m.num_heads}) must be a multiple of model.num_kv_heads ({m.num_kv_heads})")
   _require(m.head_dim % 2 == 0, f"model.head_dim must be even for rotary positions, got {m.head_dim}")
-  _require(m.get("dtype", "float32") in ("auto", "float32", "bfloat16", "float16"),
-           f"model.dtype must be auto, float32, bfloat16 or float16, got {m.get('dtype')!r}")
-  _require(m.get("param_dtype", "float32") in ("float32", "bfloat16"),
-           f"model.param_dtype must be float32 or bfloat16, got {m.get('param_dtype')!r}")
-  _require(0.0 <= m.get("dropout", 0.0) < 1.0, f"model.dropout must be in [0, 1), got {m.get('dropout')}")
+  _require(m.dtype in ("auto", "float32", "bfloat16", "float16"),
+           f"model.dtype must be auto, float32, bfloat16 or float16, got {m.dtype!r}")
+  _require(m.param_dtype in ("float32", "bfloat16"),
+           f"model.param_dtype must be float32 or bfloat16, got {m.param_dtype!r}")
+  _require(0.0 <= m.dropout < 1.0, f"model.dropout must be in [0, 1), got {m.dropout}")
   _require(cfg.optimizer.warmup_steps >= 0, "optimizer.warmup_steps must be >= 0")
-  profile = tuple(t.get("profile_steps", ()))
+  profile = tuple(t.profile_steps)
   _require(not profile or (len(profile) == 2 and 0 <= profile[0] < profile[1]),
            f"train.profile_steps must be () or (start, stop) with 0 <= start < stop, got {profile}")
 

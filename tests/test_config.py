@@ -1,3 +1,9 @@
+import ast
+import inspect
+import json
+import subprocess
+import sys
+
 import pytest
 
 from pretrain import config
@@ -39,3 +45,29 @@ def test_validate_rejects_nonsense(cfg):
 def test_missing_config_file():
   with pytest.raises(UserError, match="does not exist"):
     config.load_config_file("configs/nope.py")
+
+
+def test_config_imports_no_front_end():
+  """pretrain.config is the base the gin front-end builds on; importing it must not import gin_config."""
+  code = "import json, sys, pretrain.config; print(json.dumps(sorted(sys.modules)))"
+  loaded = set(json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                         text=True).stdout))
+  assert "pretrain.config" in loaded
+  assert not loaded & {"pretrain.gin_config", "pretrain.command_line", "gin"}
+  imported = set()  # Nor inside a function, where the import above would not see it.
+  for node in ast.walk(ast.parse(inspect.getsource(config))):
+    if isinstance(node, ast.ImportFrom):
+      imported |= {f"{node.module}.{a.name}" for a in node.names}
+    elif isinstance(node, ast.Import):
+      imported |= {a.name for a in node.names}
+  assert not {n for n in imported if "gin" in n or "command_line" in n}, imported
+
+
+def test_update_sets_dotted_keys_and_names_the_nearest(cfg):
+  assert config.update(cfg, {"model.d_model": 96, "train.steps": 7}, "test") is cfg
+  assert (cfg.model.d_model, cfg.train.steps) == (96, 7)
+  with pytest.raises(UserError, match=r"model.d_modle \(test\): unknown config key 'model.d_modle'; "
+                                      r"did you mean model.d_model\?"):
+    config.update(cfg, {"model.d_modle": 3}, "test")
+  with pytest.raises(UserError, match=r"train.steps \(test\): "):
+    config.update(cfg, {"train.steps": "many"}, "test")

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+from pretrain import command_line
 from pretrain import config as config_lib
 from pretrain import models
 from pretrain.data import objectives, pipeline
@@ -45,7 +46,7 @@ def test_zoo_config_builds_without_allocating(name):
 
 def _parse(argv):
   import argparse  # pylint: disable=g-import-not-at-top
-  return config_lib.parse_command_line(argparse.ArgumentParser(), argv)[1]
+  return command_line.parse_command_line(argparse.ArgumentParser(), argv)[1]
 
 
 @pytest.mark.parametrize("name", ZOO)

@@ -18,7 +18,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
+from pretrain import command_line  # pylint: disable=g-import-not-at-top
 from pretrain.errors import exit_on_user_error
 
 def pretokenized_task(name: str, tokens, vocabulary, objective) -> str:
@@ -57,7 +57,7 @@ def main(argv):
   parser.add_argument("--objectives", default="clm,span_corruption,prefix_lm,ul2,ul2_decoder,mlm,fim,bart")
   parser.add_argument("--seconds", type=float, default=10.0, help="measuring time per pipeline")
   parser.add_argument("--batch_size", type=int, default=64)
-  args, cfg = config_lib.parse_command_line(parser, argv)
+  args, cfg = command_line.parse_command_line(parser, argv)
   cfg.data.seq_len, cfg.data.inputs_length, cfg.data.targets_length = 512, 512, 512
   cfg.tokenizer.extra_ids = 200  # UL2's X-denoiser (mean 3, density 0.5) makes 127 spans at inputs 512.
   from pretrain.data import objectives, pipeline, sources, tasks, vocab  # pylint: disable=g-import-not-at-top

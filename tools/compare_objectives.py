@@ -46,6 +46,7 @@ sys.path.insert(0, REPO)
 import flax.linen as nn  # pylint: disable=g-import-not-at-top
 import jax
 
+from pretrain import command_line
 from pretrain import config as config_lib
 from pretrain import models
 from pretrain.data import objectives, pipeline
@@ -313,7 +314,7 @@ def main(argv: list[str]) -> None:
   parser.add_argument("--mlp_dim", type=int, default=0, help="0: 3 x d_model")
   parser.add_argument("--out", default="docs/compare_objectives", help="writes OUT.png and OUT.md")
   parser.add_argument("--out_dir", default="runs/compare_objectives", help="the runs' workdirs, OUT_DIR/OBJECTIVE")
-  args, base = config_lib.parse_command_line(parser, argv)
+  args, base = command_line.parse_command_line(parser, argv)
   names = [n.strip() for n in args.objectives.split(",") if n.strip()]
   for name in names:
     objectives.make(name, base.data, 0)  # An unknown name fails now, not after the first runs.

@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # compare_object
 import numpy as np  # pylint: disable=g-import-not-at-top
 from scipy import optimize
 
+from pretrain import command_line
 from pretrain import config as config_lib
 from pretrain.errors import UserError, exit_on_user_error
 import compare_objectives  # pylint: disable=g-bad-import-order  (tools/: runs a config, measures it)
@@ -242,7 +243,7 @@ def main(argv: list[str]) -> None:
   parser.add_argument("--evals", type=int, default=10, help="validation points per curve")
   parser.add_argument("--out", default="docs/scaling", help="writes OUT.png and OUT.md")
   parser.add_argument("--out_dir", default="runs/scaling", help="the runs' workdirs, OUT_DIR/DxL")
-  args, base = config_lib.parse_command_line(parser, argv)
+  args, base = command_line.parse_command_line(parser, argv)
   rungs = parse_ladder(args.ladder)
   configs = [run_config(base, d, layers, args) for d, layers in rungs]
   for cfg in configs:

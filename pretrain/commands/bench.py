@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pretrain import command_line
 from pretrain import config as config_lib
 from pretrain import models
 from pretrain.data import objectives
@@ -158,7 +159,7 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
   parser.add_argument("--compare", choices=["hf"], help="also time transformers on the PEERS configurations")
   parser.add_argument("--only", choices=list(PEERS), help="with --compare: one configuration")
   parser.add_argument("--profile", action="store_true", help="print where one step's time goes, by XLA op")
-  args, cfg = config_lib.parse_command_line(parser, argv)
+  args, cfg = command_line.parse_command_line(parser, argv)
   config_lib.validate(cfg)
   peak = flops.matmul_peak()
   print(f"{jax.device_count()} x {jax.devices()[0].device_kind}, {os.cpu_count()} CPU cores; MFU = model FLOPs "

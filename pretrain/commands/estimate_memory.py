@@ -15,6 +15,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from pretrain import command_line  # pylint: disable=g-import-not-at-top
 from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
 from pretrain.errors import exit_on_user_error  # pylint: disable=g-import-not-at-top
 
@@ -29,7 +30,7 @@ def main(argv: list[str], prog: str = "pretrain estimate-memory") -> None:
   parser.add_argument("--devices", type=int, help="fake this many CPU devices (set before JAX starts)")
   parser.add_argument("--vocab_size", type=int, default=0, help="vocabulary size (default: tokenizer.vocab_size)")
   parser.add_argument("--no_compile", action="store_true", help="skip XLA's estimate of the step's temporaries")
-  args, cfg = config_lib.parse_command_line(parser, argv)
+  args, cfg = command_line.parse_command_line(parser, argv)
   config_lib.validate(cfg)
   if args.devices:
     os.environ["JAX_PLATFORMS"] = "cpu"

@@ -19,7 +19,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
+from pretrain import command_line  # pylint: disable=g-import-not-at-top
 from pretrain.errors import UserError, exit_on_user_error
 
 
@@ -33,7 +33,7 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
   parser.add_argument("--inputs_length", type=int, help="default: data.inputs_length (data.seq_len for mlm)")
   parser.add_argument("--targets_length", type=int, help="default: data.targets_length (data.seq_len for clm, fim)")
   parser.add_argument("--json", action="store_true", help="token ids as JSON lines")
-  args, cfg = config_lib.parse_command_line(parser, argv)
+  args, cfg = command_line.parse_command_line(parser, argv)
   if not args.list and not args.task:
     raise UserError("give --task=NAME (see --list for the names)")
 

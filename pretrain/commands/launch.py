@@ -109,9 +109,9 @@ def _in_repo(path: str, flag: str, inside: bool) -> str:
 
 def _check_config(config: str, gin_files: list[str], overrides: list[str]) -> None:
   """Resolves the config as the trainer will, so a mistyped key fails here and not on every host."""
-  from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
+  from pretrain import command_line, config as config_lib  # pylint: disable=g-import-not-at-top
   argv = [f"--config={os.path.join(REPO, config)}", *(f"--gin_file={os.path.join(REPO, g)}" for g in gin_files)]
-  _, cfg = config_lib.parse_command_line(argparse.ArgumentParser(), argv + overrides)
+  _, cfg = command_line.parse_command_line(argparse.ArgumentParser(), argv + overrides)
   config_lib.validate(cfg)
 
 

@@ -14,7 +14,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
+from pretrain import command_line  # pylint: disable=g-import-not-at-top
 from pretrain.errors import exit_on_user_error
 
 
@@ -22,7 +22,7 @@ from pretrain.errors import exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain train-tokenizer") -> None:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--out", required=True, help="path of the .model file to write")
-  args, cfg = config_lib.parse_command_line(parser, argv)
+  args, cfg = command_line.parse_command_line(parser, argv)
   from pretrain import files  # pylint: disable=g-import-not-at-top
   from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top  (imports TF)
   source = sources.make_source(cfg.data)
