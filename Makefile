@@ -20,7 +20,7 @@ $(VENV)/.installed-test: setup.py | $(BIN)/python
 	touch $@ $(VENV)/.installed
 
 train: $(VENV)/.installed
-	$(BIN)/python -m pretrain.train --config=$(CONFIG) --workdir=$(WORKDIR) $(ARGS)
+	$(BIN)/python -m pretrain train --config=$(CONFIG) --workdir=$(WORKDIR) $(ARGS)
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q tests

@@ -13,8 +13,8 @@ import sys
 
 # name: (module, one line for the overview)
 SUBCOMMANDS = {
-    "train": ("pretrain.train.__main__", "pre-train a model from a config (resumes from the workdir's checkpoint)"),
-    "eval": ("pretrain.evaluate", "loss, accuracy and perplexity of a run's checkpoint on a task"),
+    "train": ("pretrain.commands.train", "pre-train a model from a config (resumes from the workdir's checkpoint)"),
+    "eval": ("pretrain.commands.eval", "loss, accuracy and perplexity of a run's checkpoint on a task"),
     "generate": ("pretrain.commands.generate", "continue a prompt with a run's checkpoint"),
     "export": ("pretrain.commands.export", "write a run as a Hugging Face model directory"),
     "inspect-task": ("pretrain.commands.inspect_task", "print a task's examples as text or token ids"),

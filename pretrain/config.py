@@ -151,9 +151,6 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   _require(cfg.data.source in ("corpus", "files", "tfds"),
            f"data.source must be 'corpus', 'files' or 'tfds', got {cfg.data.source!r}")
   m = cfg.model
-  _require(m.num_heads % m.num_kv_heads == 0,
-           f"model.num_heads ({m.num_heads}) must be a multiple of model.num_kv_heads ({m.num_kv_heads})")
-  _require(m.head_dim % 2 == 0, f"model.head_dim must be even for rotary positions, got {m.head_dim}")
   _require(m.dtype in ("auto", "float32", "bfloat16", "float16"),
            f"model.dtype must be auto, float32, bfloat16 or float16, got {m.dtype!r}")
   _require(m.param_dtype in ("float32", "bfloat16"),

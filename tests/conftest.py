@@ -1,5 +1,6 @@
 """Shared fixtures: the bundled corpus and its vocabulary, built once per session."""
 
+import argparse
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from pretrain import command_line, run as run_lib  # pylint: disable=g-import-not-at-top
 from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -19,6 +21,17 @@ TINY = [
     "--config.data.seq_len=32", "--config.train.batch_size=4", "--config.train.eval_batches=2",
     "--config.train.log_every=1", "--config.sample.num=1", "--config.sample.max_new_tokens=4",
 ]
+
+
+def tiny_config(*args: str):
+  """The quickstart config with the TINY model, then `--config.KEY=VALUE` args."""
+  return command_line.parse_command_line(argparse.ArgumentParser(),
+                                         ["--config=configs/quickstart.py", *TINY, *args])[1]
+
+
+def tiny_run(*args: str, vocab_size: int = 128) -> run_lib.Run:
+  """The model side of a run (pretrain.run) of tiny_config(*args), without data."""
+  return run_lib.Run.build(tiny_config(*args), vocab_size)
 
 
 @pytest.fixture(scope="session")
@@ -40,11 +53,11 @@ def vocabulary(corpus_source, cache_dir):
 
 @pytest.fixture
 def run_train(cache_dir, vocabulary):
-  """Runs `python -m pretrain.train` with the quickstart config, a tiny model and the test cache."""
+  """Runs `python -m pretrain train` with the quickstart config, a tiny model and the test cache."""
   del vocabulary  # Built first, so runs reuse it.
 
   def run(workdir, *args, timeout=600, **popen):
-    cmd = [sys.executable, "-m", "pretrain.train", "--config=configs/quickstart.py", f"--workdir={workdir}",
+    cmd = [sys.executable, "-m", "pretrain", "train", "--config=configs/quickstart.py", f"--workdir={workdir}",
            *TINY, *args]
     env = {**os.environ, "PRETRAIN_CACHE": cache_dir}
     if popen:

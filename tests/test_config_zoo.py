@@ -11,7 +11,7 @@ import pytest
 from pretrain import command_line
 from pretrain import config as config_lib
 from pretrain import models
-from pretrain.data import objectives, pipeline
+from pretrain.data import objectives
 from pretrain.parallel import mesh as mesh_lib
 
 # Config -> (devices it was sized for, published parameter count or None).
@@ -28,10 +28,10 @@ def test_zoo_config_builds_without_allocating(name):
   devices, published = ZOO[name]
   cfg = config_lib.load_config_file(f"configs/{name}.py")
   config_lib.validate(cfg)
-  objective = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed)
-  lengths = pipeline.feature_lengths(cfg.data, objective)
-  model = models.build(cfg.model, cfg.tokenizer.vocab_size, objective.converter)
-  args = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in models.example_args(model, lengths)]
+  family = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed).family
+  family.check(cfg.model)
+  model = family.build(cfg.model, cfg.tokenizer.vocab_size)
+  args = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in family.example_args(family.task_lengths(cfg.data))]
   shapes = jax.eval_shape(lambda *a: model.init(jax.random.key(0), *a), *args)["params"]
   count = sum(math.prod(leaf.value.shape if hasattr(leaf, "value") else leaf.shape)
               for leaf in jax.tree.leaves(shapes, is_leaf=lambda x: hasattr(x, "value")))

@@ -3,7 +3,6 @@ import dataclasses
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 
@@ -129,9 +128,8 @@ def test_auto_dtype_is_bfloat16_on_accelerators_only():
   assert models.activation_dtype("auto", "gpu") == models.activation_dtype("auto", "tpu") == "bfloat16"
   assert models.activation_dtype("auto", "cpu") == "float32"
   assert models.activation_dtype("bfloat16", "cpu") == "bfloat16"
-  model_cfg = ml_collections.ConfigDict(dict(d_model=32, num_layers=1, num_heads=2, num_kv_heads=2, head_dim=16,
-                                             mlp_dim=64, dtype="bfloat16"))
-  model = models.build(model_cfg, 100, "lm")
+  from tests.conftest import tiny_run  # pylint: disable=g-import-not-at-top
+  model = tiny_run("--config.model.dtype=bfloat16", vocab_size=100).model
   params = model.init(jax.random.key(0), jnp.zeros((1, 8), jnp.int32))
   assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(params))  # Parameters stay float32 ...
   hidden = model.apply(params, jnp.zeros((1, 8), jnp.int32), capture_intermediates=True,
@@ -140,18 +138,28 @@ def test_auto_dtype_is_bfloat16_on_accelerators_only():
   assert model.apply(params, jnp.zeros((1, 8), jnp.int32)).dtype == jnp.float32  # ... and logits are float32.
 
 
-@pytest.mark.parametrize("objective, converter, expected", [
-    ("clm", "lm", {"targets": 64}),
-    ("prefix_lm_decoder", "prefix_lm", {"targets": 48 + 16}),
-    ("mlm", "encoder", {"targets": 64}),  # The task's lengths name the row three times (inputs, targets, weights).
-    ("span_corruption", "enc_dec", {"inputs": 48, "targets": 16}),
+# A hand count of the TINY model (d 32, 1 layer, 2 heads of 16, MLP 64, 128 embedding rows) under pretrain/train/flops.py's
+# rule: 6 FLOPs per parameter per token it multiplies (all but the input embedding) + 12 * heads * head_dim per
+# query-key pair of every attention layer.
+_ATTENTION, _MLP, _NORM, _HEAD = 4 * 32 * 32, 3 * 32 * 64, 32, 32 * 128
+_DECODER_ONLY = 6 * (_ATTENTION + _MLP + 3 * _NORM + _HEAD) * 64 + 12 * 2 * 16 * 64 * 64  # Rows of 64 tokens.
+_BUCKETS = 32 * 2  # T5's relative-position bias table, one per stack.
+_ENCODER_SIDE = _ATTENTION + _MLP + 2 * _NORM + _NORM + _BUCKETS + 2 * 32 * 32  # + the cross-attention's keys, values.
+_DECODER_SIDE = _ATTENTION + 2 * 32 * 32 + _MLP + 3 * _NORM + _NORM + _BUCKETS + _HEAD
+_ENCODER_DECODER = (6 * (_ENCODER_SIDE * 48 + _DECODER_SIDE * 16)
+                    + 12 * 2 * 16 * (48 * 48 + 16 * 16 + 16 * 48))  # Encoder, decoder and cross attention.
+
+
+@pytest.mark.parametrize("objective, expected, flops", [
+    ("clm", {"targets": 64}, _DECODER_ONLY),
+    ("prefix_lm_decoder", {"targets": 48 + 16}, _DECODER_ONLY),
+    ("mlm", {"targets": 64}, _DECODER_ONLY),  # The task's lengths name the row three times (inputs, targets, weights).
+    ("span_corruption", {"inputs": 48, "targets": 16}, _ENCODER_DECODER),
 ])
-def test_row_lengths_count_each_token_once(objective, converter, expected):
-  from pretrain import models  # pylint: disable=g-import-not-at-top
-  from pretrain.data import pipeline  # pylint: disable=g-import-not-at-top
-  data = ml_collections.ConfigDict({"objective": objective, "seq_len": 64, "inputs_length": 48, "targets_length": 16})
-  model_cfg = ml_collections.ConfigDict({"d_model": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 2,
-                                         "head_dim": 16, "mlp_dim": 64, "num_decoder_layers": 0})
-  model = models.build(model_cfg, 256, converter)
-  lengths = pipeline.feature_lengths(data, type("Objective", (), {"converter": converter})())
-  assert models.row_lengths(model, lengths) == expected
+def test_row_tokens_and_flops_by_hand(objective, expected, flops):
+  from tests.conftest import tiny_run  # pylint: disable=g-import-not-at-top
+  run = tiny_run(f"--config.data.objective={objective}", "--config.data.seq_len=64",
+                 "--config.data.inputs_length=48", "--config.data.targets_length=16")
+  assert run.family.row_lengths(run.task_lengths) == expected
+  shapes = nn.meta.unbox(jax.eval_shape(lambda: run.model.init(jax.random.key(0), *run.example_args))["params"])
+  assert run.flops_per_example(shapes) == flops

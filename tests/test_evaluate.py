@@ -1,4 +1,4 @@
-"""python -m pretrain.evaluate on a trained run."""
+"""pretrain eval on a trained run."""
 
 import json
 import os
@@ -13,7 +13,7 @@ def test_evaluate_matches_the_training_evaluation_and_names_bad_tasks(tmp_path, 
   workdir = tmp_path / "run"
   assert run_train(workdir, "--config.train.steps=2", "--config.train.eval_batches=3").returncode == 0
   env = {**os.environ, "PRETRAIN_CACHE": cache_dir}
-  evaluate = lambda *args: subprocess.run([sys.executable, "-m", "pretrain.evaluate", f"--workdir={workdir}", *args],
+  evaluate = lambda *args: subprocess.run([sys.executable, "-m", "pretrain", "eval", f"--workdir={workdir}", *args],
                                           cwd=REPO, capture_output=True, text=True, env=env)
   result = evaluate("--task=corpus_clm", "--batches=3")
   assert result.returncode == 0, result.stderr

@@ -8,17 +8,16 @@ import sys
 import jax
 import jax.numpy as jnp
 from flax import linen as nn
-import ml_collections
 import numpy as np
 import pytest
 import torch
 import transformers
 
-from pretrain import hf, models
+from pretrain import hf, run as run_lib
 from pretrain.data import vocab
 from pretrain.errors import UserError
 from pretrain.models import decoding
-from tests.conftest import REPO
+from tests.conftest import REPO, tiny_run
 
 LLAMA_SHAPES = {
     "gqa": dict(d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, mlp_dim=160),
@@ -35,30 +34,24 @@ T5_SHAPES = {
 MAX_LENGTH = 128
 
 
-def _model_cfg(**overrides):
-  cfg = ml_collections.ConfigDict(dict(
-      d_model=32, num_layers=1, num_decoder_layers=0, num_heads=2, num_kv_heads=2, head_dim=16, mlp_dim=64,
-      rope_theta=10000.0, tie_embeddings=False, dtype="float32", scan_layers=False, remat="none", dropout=0.0,
-      vocab_size=0, relative_attention_num_buckets=32, relative_attention_max_distance=128))
-  cfg.update(overrides)
-  return cfg
-
-
-def _random_model(converter, vocabulary, shape):
-  model_cfg = _model_cfg(**shape)
-  model = models.build(model_cfg, vocabulary.vocab_size, converter)
-  args = [jnp.zeros((1, 8), jnp.int32)] * (2 if converter == "enc_dec" else 1)
-  params = nn.meta.unbox(model.init(jax.random.key(1), *args)["params"])
+def _random_model(objective, vocabulary, shape):
+  """A run (pretrain.run) of `objective` with a model of `shape`, and its random parameters."""
+  lengths = ("--config.data.seq_len=128",) if objective == "clm" else ("--config.data.inputs_length=64",
+                                                                       "--config.data.targets_length=64")
+  run = tiny_run(f"--config.data.objective={objective}", *lengths,
+                 *(f"--config.model.{k}={v}" for k, v in shape.items()), vocab_size=vocabulary.vocab_size)
+  args = [jnp.zeros((1, 8), jnp.int32)] * len(run.example_args)
+  params = nn.meta.unbox(run.model.init(jax.random.key(1), *args)["params"])
   # Norm scales start at one; perturb them so a mix-up of norms would show.
   params = jax.tree_util.tree_map_with_path(
       lambda path, x: x * (1.0 + 0.1 * jax.random.normal(jax.random.key(len(path)), x.shape))
       if "scale" in jax.tree_util.keystr(path) else x, jax.tree.map(jnp.asarray, params))
-  return model_cfg, model, params
+  return run, params
 
 
-def _export(tmp_path, model_cfg, model, params, vocabulary):
+def _export(tmp_path, run, params, vocabulary):
   out = str(tmp_path / "hf")
-  hf.export(out, model, model_cfg, params, vocabulary.sentencepiece_model_file, vocabulary.extra_ids, MAX_LENGTH)
+  hf.export(out, run, params, vocabulary.sentencepiece_model_file)
   return out
 
 
@@ -102,25 +95,25 @@ def _check_t5(out, model, params, ids):
   np.testing.assert_array_equal(greedy, generated)
 
 
-RANDOM_MODELS = {f"llama_{name}": ("lm", shape) for name, shape in LLAMA_SHAPES.items()}
-RANDOM_MODELS.update({f"t5_{name}": ("enc_dec", shape) for name, shape in T5_SHAPES.items()})
+RANDOM_MODELS = {f"llama_{name}": ("clm", shape) for name, shape in LLAMA_SHAPES.items()}
+RANDOM_MODELS.update({f"t5_{name}": ("span_corruption", shape) for name, shape in T5_SHAPES.items()})
 
 
 @pytest.mark.parametrize("name", RANDOM_MODELS)
 def test_random_model_matches_transformers(tmp_path, vocabulary, corpus_source, name):
-  converter, shape = RANDOM_MODELS[name]
-  model_cfg, model, params = _random_model(converter, vocabulary, shape)
-  out = _export(tmp_path, model_cfg, model, params, vocabulary)
-  check = _check_t5 if converter == "enc_dec" else _check_llama
-  check(out, model, params, _text_ids(vocabulary, corpus_source, 60))
+  objective, shape = RANDOM_MODELS[name]
+  run, params = _random_model(objective, vocabulary, shape)
+  out = _export(tmp_path, run, params, vocabulary)
+  check = _check_llama if objective == "clm" else _check_t5
+  check(out, run.model, params, _text_ids(vocabulary, corpus_source, 60))
   # Import reproduces every parameter exactly, in the layout the config asks for.
-  imported = hf.import_params(out, model, model_cfg, params)
+  imported = hf.import_params(out, run.family, run.cfg.model, params)
   jax.tree.map(np.testing.assert_array_equal, imported, jax.tree.map(np.asarray, params))
 
 
 def test_exported_tokenizer_encodes_like_the_vocabulary(tmp_path, vocabulary, corpus_source):
-  model_cfg, model, params = _random_model("lm", vocabulary, {})
-  out = _export(tmp_path, model_cfg, model, params, vocabulary)
+  run, params = _random_model("clm", vocabulary, {})
+  out = _export(tmp_path, run, params, vocabulary)
   tokenizer = transformers.AutoTokenizer.from_pretrained(out)
   texts = [t for _, t in zip(range(60), corpus_source.texts("validation"))]
   texts += ["Special [NLU] pieces <MID> and a sentinel <extra_id_3> in\n\ttabs,  spaces, é and 漢字 and 🙂."]
@@ -128,9 +121,8 @@ def test_exported_tokenizer_encodes_like_the_vocabulary(tmp_path, vocabulary, co
     assert tokenizer(text, add_special_tokens=False)["input_ids"] == vocabulary.encode(text)
     assert tokenizer(text)["input_ids"] == [vocab.PAD_ID] + vocabulary.encode(text)  # BOS is id 0, as in training.
   assert tokenizer.decode(vocabulary.encode(texts[0])) == texts[0]
-  model_cfg, model, params = _random_model("enc_dec", vocabulary, {})
-  t5_tokenizer = transformers.AutoTokenizer.from_pretrained(_export(tmp_path / "t5", model_cfg, model, params,
-                                                                    vocabulary))
+  run, params = _random_model("span_corruption", vocabulary, {})
+  t5_tokenizer = transformers.AutoTokenizer.from_pretrained(_export(tmp_path / "t5", run, params, vocabulary))
   assert t5_tokenizer(texts[0])["input_ids"] == vocabulary.encode(texts[0]) + [vocab.EOS_ID]  # As seqio's inputs.
 
 
@@ -140,8 +132,9 @@ def _export_cli(workdir, out):
 
 
 def _trained(workdir):
-  from pretrain.train import restore  # pylint: disable=g-import-not-at-top
-  return restore.load(str(workdir))
+  """(run, parameters) of a workdir's latest checkpoint."""
+  run, params, _ = run_lib.load(str(workdir))
+  return run, params
 
 
 def _eval_losses(workdir):
@@ -156,8 +149,8 @@ def test_trained_llama_exports_and_continues_from_the_export(tmp_path, run_train
   result = _export_cli(first, out)
   assert result.returncode == 0, result.stderr
   assert "LlamaForCausalLM" in result.stdout
-  run = _trained(first)
-  _check_llama(str(out), run.model, run.params, _text_ids(run.vocabulary, corpus_source, 30))
+  run, params = _trained(first)
+  _check_llama(str(out), run.model, params, _text_ids(run.vocabulary, corpus_source, 30))
   # Pre-training continues from the export: the first evaluation equals the exported run's last.
   second = tmp_path / "second"
   result = run_train(second, "--config.train.steps=1", f"--config.train.init_from_hf={out}",
@@ -176,8 +169,8 @@ def test_trained_t5_exports(tmp_path, run_train, corpus_source):
   assert result.returncode == 0, result.stderr
   out = tmp_path / "hf"
   assert "T5ForConditionalGeneration" in _export_cli(workdir, out).stdout
-  run = _trained(workdir)
-  _check_t5(str(out), run.model, run.params, _text_ids(run.vocabulary, corpus_source, 60))
+  run, params = _trained(workdir)
+  _check_t5(str(out), run.model, params, _text_ids(run.vocabulary, corpus_source, 60))
 
 
 def test_bad_exports_and_imports_are_refused(tmp_path, run_train, vocabulary):
@@ -198,7 +191,7 @@ def test_bad_exports_and_imports_are_refused(tmp_path, run_train, vocabulary):
   result = run_train(tmp_path / "from_gpt2", f"--config.train.init_from_hf={gpt2}")
   assert result.returncode == 2 and "only LlamaForCausalLM" in result.stderr
 
-  model_cfg, model, params = _random_model("enc_dec", vocabulary, {})
-  t5_dir = _export(tmp_path / "t5", model_cfg, model, params, vocabulary)
+  run, params = _random_model("span_corruption", vocabulary, {})
+  t5_dir = _export(tmp_path / "t5", run, params, vocabulary)
   result = run_train(tmp_path / "t5_into_clm", f"--config.train.init_from_hf={t5_dir}")
   assert result.returncode == 2 and "holds a t5 model, but data.objective='clm' trains llama" in result.stderr

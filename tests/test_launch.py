@@ -79,7 +79,7 @@ def test_tpu_vm_prints_create_copy_install_and_train_for_every_worker(capsys, fa
   assert "pip install" in install[9] and "-e ." in install[9] and "'jax[tpu]>=0.10,<0.11'" in install[9]
   remote = shlex.split(train[9][len("--command="):])  # What each worker's shell runs.
   assert remote[:3] == ["cd", "~/pretrain", "&&"]
-  assert remote[3:] == [".venv/bin/python", "-m", "pretrain.train", "--config=configs/quickstart.py",
+  assert remote[3:] == [".venv/bin/python", "-m", "pretrain", "train", "--config=configs/quickstart.py",
                         "--workdir=gs://bucket/run", *OVERRIDES]  # No coordinator flags: JAX finds the hosts.
   assert not fake_gcloud()  # Printed, not run.
 

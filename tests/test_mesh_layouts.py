@@ -11,17 +11,13 @@ import os
 import subprocess
 import sys
 
-import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pretrain import config as config_lib
-from pretrain import models
 from pretrain.parallel import mesh as mesh_lib
-from pretrain.train import memory, optimizer, state as state_lib, steps
-from tests.conftest import REPO
+from pretrain.train import memory
+from tests.conftest import REPO, tiny_run
 
 # Name -> ((data, fsdp, tensor), mesh.rules preset).
 LAYOUTS = {"data8": ((8, 1, 1), "fsdp_tensor"), "fsdp8": ((1, 8, 1), "fsdp_tensor"),
@@ -29,51 +25,30 @@ LAYOUTS = {"data8": ((8, 1, 1), "fsdp_tensor"), "fsdp8": ((1, 8, 1), "fsdp_tenso
            "t5x_data2_tensor4": ((2, 1, 4), "t5x"), "data_parallel_4x2": ((4, 2, 1), "data_parallel")}
 MODEL = ["--config.model.d_model=32", "--config.model.num_layers=2", "--config.model.num_heads=4",
          "--config.model.num_kv_heads=4", "--config.model.head_dim=8", "--config.model.mlp_dim=64",
-         "--config.model.vocab_size=256", "--config.train.batch_size=8", "--config.optimizer.warmup_steps=1"]
-FAMILIES = {"decoder_only": ("lm", {"targets": 16}), "encoder_decoder": ("enc_dec", {"inputs": 16, "targets": 8})}
-
-
-def _batch(converter, lengths, rows=8, vocab=256):
-  rng = np.random.default_rng(0)
-  ints = lambda length: rng.integers(3, vocab, (rows, length)).astype(np.int32)
-  ones = lambda length: np.ones((rows, length), np.int32)
-  if converter == "enc_dec":
-    targets = ints(lengths["targets"])
-    return {"encoder_input_tokens": ints(lengths["inputs"]), "encoder_segment_ids": ones(lengths["inputs"]),
-            "decoder_input_tokens": np.pad(targets[:, :-1], ((0, 0), (1, 0))), "decoder_target_tokens": targets,
-            "decoder_segment_ids": ones(lengths["targets"]), "decoder_loss_weights": ones(lengths["targets"])}
-  tokens = ints(lengths["targets"] + 1)
-  return {"decoder_input_tokens": tokens[:, :-1], "decoder_target_tokens": tokens[:, 1:],
-          "decoder_segment_ids": ones(lengths["targets"]), "decoder_loss_weights": ones(lengths["targets"]),
-          "decoder_positions": np.tile(np.arange(lengths["targets"], dtype=np.int32), (rows, 1))}
+         "--config.model.vocab_size=256", "--config.train.batch_size=8", "--config.optimizer.warmup_steps=1",
+         "--config.train.steps=10"]
+FAMILIES = {"decoder_only": ("--config.data.objective=clm", "--config.data.seq_len=16"),
+            "encoder_decoder": ("--config.data.objective=span_corruption", "--config.data.inputs_length=16",
+                                "--config.data.targets_length=8")}
 
 
 def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "adamw") -> dict:
   """Losses of `num_steps` steps on a fixed batch, and device 0's share of the train state's bytes."""
-  converter, lengths = FAMILIES[family]
-  _, cfg = config_lib.parse_command_line(__import__("argparse").ArgumentParser(),
-                                         ["--config=configs/quickstart.py", *MODEL])
-  (cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor), cfg.mesh.rules = layout
-  cfg.optimizer.name = optimizer_name
-  model = models.build(cfg.model, 256, converter)
-  mesh, rules = mesh_lib.make_mesh(cfg.mesh), mesh_lib.rules(cfg.mesh)
-  tx = optimizer.make(cfg.optimizer, 10)
-  example_args = models.example_args(model, lengths)
-  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    shardings = state_lib.shardings(model, tx, example_args, mesh, rules)
-    state = state_lib.create(model, tx, example_args, shardings, seed=0)
-    batch_sharding = mesh_lib.batch_sharding(mesh, rules)
-    step = jax.jit(steps.make_train_step(model, tx, optimizer.schedule(cfg.optimizer, 10), cfg.loss),
-                   in_shardings=(shardings, batch_sharding), out_shardings=(shardings, None))
-    batch = mesh_lib.global_batch(_batch(converter, lengths), batch_sharding)
-    device = jax.devices()[0]
-    leaves = [x for x in jax.tree.leaves((state.params, state.opt_state)) if x.ndim]
-    total = sum(x.nbytes for x in leaves)
-    on_device = sum(s.data.nbytes for x in leaves for s in x.addressable_shards if s.device == device)
-    estimated = memory.estimate(cfg, model, lengths, compile_step=False)
-    losses = []
+  (data, fsdp, tensor), rules = layout
+  run = tiny_run(*MODEL, *FAMILIES[family], f"--config.mesh.data={data}", f"--config.mesh.fsdp={fsdp}",
+                 f"--config.mesh.tensor={tensor}", f"--config.mesh.rules={rules}",
+                 f"--config.optimizer.name={optimizer_name}", vocab_size=256)
+  state = run.create_state()
+  device = jax.devices()[0]
+  leaves = [x for x in jax.tree.leaves((state.params, state.opt_state)) if x.ndim]
+  total = sum(x.nbytes for x in leaves)
+  on_device = sum(s.data.nbytes for x in leaves for s in x.addressable_shards if s.device == device)
+  estimated = memory.estimate(run, compile_step=False)
+  losses = []
+  with run.activated():
+    batch = run.random_batch()
     for _ in range(num_steps):
-      state, metrics = step(state, batch)
+      state, metrics = run.train_step(state, batch)
       losses.append(float(metrics["loss"]))
   return {"losses": losses, "bytes_total": total, "bytes_device0": on_device,
           "bytes_estimated": estimated["params"] + estimated["optimizer_state"]}

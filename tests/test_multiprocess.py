@@ -25,10 +25,10 @@ def _free_port() -> int:
 
 
 def _train(workdir, cache_dir, processes: int, devices: int, *args):
-  """Runs `python -m pretrain.train` as `processes` processes of `devices` CPU devices each."""
+  """Runs `python -m pretrain train` as `processes` processes of `devices` CPU devices each."""
   env = {**os.environ, "PRETRAIN_CACHE": cache_dir, "JAX_PLATFORMS": "cpu",
          "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
-  cmd = [sys.executable, "-m", "pretrain.train", "--config=configs/quickstart.py", f"--workdir={workdir}", *ARGS,
+  cmd = [sys.executable, "-m", "pretrain", "train", "--config=configs/quickstart.py", f"--workdir={workdir}", *ARGS,
          *args]
   if processes > 1:
     port = _free_port()
@@ -68,7 +68,7 @@ def test_two_processes_match_one_and_checkpoints_move_between_them(tmp_path, cac
 
 
 def test_incomplete_process_flags_are_refused(tmp_path, cache_dir):
-  result = subprocess.run([sys.executable, "-m", "pretrain.train", f"--workdir={tmp_path}", "--num_processes=2"],
+  result = subprocess.run([sys.executable, "-m", "pretrain", "train", f"--workdir={tmp_path}", "--num_processes=2"],
                           cwd=REPO, capture_output=True, text=True, env={**os.environ, "PRETRAIN_CACHE": cache_dir})
   assert result.returncode == 2
   assert "--coordinator_address, --process_id missing" in result.stderr

@@ -1,73 +1,51 @@
-import dataclasses
-import json
 import os
 import signal
 import time
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 
-from pretrain import config
-from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from pretrain.parallel import mesh as mesh_lib
-from pretrain.train import checkpoint, metrics, optimizer, state as state_lib, steps
+from pretrain.train import checkpoint, metrics, optimizer, steps
+from tests.conftest import tiny_run
+
+# The model of these step tests: TINY, 16 positions, a short warmup.
+STEP_ARGS = ("--config.data.seq_len=16", "--config.optimizer.warmup_steps=2", "--config.train.steps=100")
 
 
-def _setup(total_steps=100):
-  cfg = config.load_config_file("configs/quickstart.py")
-  cfg.optimizer.warmup_steps = 2
-  model = DecoderOnly(DecoderOnlyConfig(vocab_size=128, d_model=32, num_layers=1, num_heads=2, num_kv_heads=2,
-                                        head_dim=16, mlp_dim=64))
-  mesh, rules = mesh_lib.make_mesh(cfg.mesh), mesh_lib.rules(cfg.mesh)
-  tx = optimizer.make(cfg.optimizer, total_steps)
-  return cfg, model, mesh, rules, tx
-
-
-def _batch(rows=4, length=16):
+def _batch(run, rows=4, length=16):
   tokens = np.random.default_rng(0).integers(3, 128, (rows, length + 1)).astype(np.int32)
-  return {"decoder_input_tokens": tokens[:, :-1], "decoder_target_tokens": tokens[:, 1:],
-          "decoder_loss_weights": np.ones((rows, length), np.int32),
-          "decoder_segment_ids": np.ones((rows, length), np.int32),
-          "decoder_positions": np.tile(np.arange(length, dtype=np.int32), (rows, 1))}
+  local = {"decoder_input_tokens": tokens[:, :-1], "decoder_target_tokens": tokens[:, 1:],
+           "decoder_loss_weights": np.ones((rows, length), np.int32),
+           "decoder_segment_ids": np.ones((rows, length), np.int32),
+           "decoder_positions": np.tile(np.arange(length, dtype=np.int32), (rows, 1))}
+  return local if run is None else mesh_lib.global_batch(local, run.batch_sharding)
+
+
+def _losses(run, num_steps, batch=None):
+  state, batch, losses = run.create_state(), batch or _batch(run), []
+  with run.activated():
+    for _ in range(num_steps):
+      state, m = run.train_step(state, batch)
+      losses.append(float(m["loss"]))
+  return state, losses
 
 
 def test_steps_reduce_loss_on_a_fixed_batch():
-  cfg, model, mesh, rules, tx = _setup()
-  example = jnp.zeros((1, 16), jnp.int32)
-  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
-    state = state_lib.create(model, tx, (example,), shardings, seed=0)
-    batch = mesh_lib.global_batch(_batch(), mesh_lib.batch_sharding(mesh, rules))
-    step = jax.jit(steps.make_train_step(model, tx, optimizer.schedule(cfg.optimizer, 100), cfg.loss), donate_argnums=0)
-    losses = []
-    for _ in range(50):
-      state, m = step(state, batch)
-      losses.append(float(m["loss"]))
+  state, losses = _losses(tiny_run(*STEP_ARGS), 50)
   assert int(state.step) == 50
   assert losses[-1] < 0.5 * losses[0]
 
 
 def test_bfloat16_parameters_store_half_and_still_train():
-  cfg, model, mesh, rules, tx = _setup()
-  half = DecoderOnly(dataclasses.replace(model.config, param_dtype="bfloat16"))
-  example = jnp.zeros((1, 16), jnp.int32)
   runs = {}
-  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    for name, m in (("float32", model), ("bfloat16", half)):
-      state = state_lib.create(m, tx, (example,), state_lib.shardings(m, tx, (example,), mesh, rules), seed=0)
-      runs[name] = {"bytes": sum(x.nbytes for x in jax.tree.leaves((state.params, state.opt_state)) if x.ndim),
-                    "dtypes": {x.dtype for x in jax.tree.leaves(state.params)}}
-      step = jax.jit(steps.make_train_step(m, tx, optimizer.schedule(cfg.optimizer, 100), cfg.loss))
-      batch = mesh_lib.global_batch(_batch(), mesh_lib.batch_sharding(mesh, rules))
-      losses = []
-      for _ in range(20):
-        state, step_metrics = step(state, batch)
-        losses.append(float(step_metrics["loss"]))
-      runs[name]["losses"] = losses
+  for name in ("float32", "bfloat16"):
+    run = tiny_run(*STEP_ARGS, f"--config.model.param_dtype={name}")
+    state = run.create_state()
+    runs[name] = {"bytes": sum(x.nbytes for x in jax.tree.leaves((state.params, state.opt_state)) if x.ndim),
+                  "dtypes": {x.dtype for x in jax.tree.leaves(state.params)}, "losses": _losses(run, 20)[1]}
   assert runs["bfloat16"]["dtypes"] == {jnp.dtype("bfloat16")} and runs["float32"]["dtypes"] == {jnp.dtype("float32")}
   assert runs["bfloat16"]["bytes"] == runs["float32"]["bytes"] // 2  # Parameters and Adam's moments.
   np.testing.assert_allclose(runs["bfloat16"]["losses"][0], runs["float32"]["losses"][0], rtol=1e-2)
@@ -75,18 +53,15 @@ def test_bfloat16_parameters_store_half_and_still_train():
 
 
 def test_checkpoint_round_trip(tmp_path):
-  cfg, model, mesh, rules, tx = _setup()
-  example = jnp.zeros((1, 16), jnp.int32)
-  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
-    state = state_lib.create(model, tx, (example,), shardings, seed=1)
-    state = state.replace(step=jnp.asarray(17, jnp.int32))
-    saver = checkpoint.Checkpointer(str(tmp_path / "ckpt"), keep=2)
-    saver.save(17, state)
-    saver.close()
-    restorer = checkpoint.Checkpointer(str(tmp_path / "ckpt"), keep=2)
-    assert restorer.latest_step() == 17
-    restored = restorer.restore(17, state_lib.abstract(model, tx, (example,), shardings))
+  run = tiny_run(*STEP_ARGS, "--config.train.seed=1")
+  with run.activated():
+    state = run.create_state().replace(step=jnp.asarray(17, jnp.int32))
+  saver = checkpoint.Checkpointer(str(tmp_path / "ckpt"), keep=2)
+  saver.save(17, state)
+  saver.close()
+  restorer = checkpoint.Checkpointer(str(tmp_path / "ckpt"), keep=2)
+  assert restorer.latest_step() == 17
+  restored = run.restore(restorer, 17, "the test checkpoint")
   for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(restored)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert a.sharding == b.sharding
@@ -179,18 +154,12 @@ def test_resume_with_another_model_is_refused(tmp_path, run_train):
 
 
 def test_loss_normalizing_factor_scales_the_gradients():
-  cfg, model, mesh, rules, tx = _setup()
-  example = jnp.zeros((1, 16), jnp.int32)
   tokens = 4 * 16  # Weighted target tokens in _batch().
   norms = {}
-  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
-    batch = mesh_lib.global_batch(_batch(), mesh_lib.batch_sharding(mesh, rules))
-    for factor in (0.0, float(tokens), 2.0 * tokens):
-      cfg.loss.normalizing_factor = factor
-      state = state_lib.create(model, tx, (example,), shardings, seed=0)
-      step = jax.jit(steps.make_train_step(model, tx, optimizer.schedule(cfg.optimizer, 100), cfg.loss))
-      norms[factor] = float(step(state, batch)[1]["grad_norm"])
+  for factor in (0.0, float(tokens), 2.0 * tokens):
+    run = tiny_run(*STEP_ARGS, f"--config.loss.normalizing_factor={factor}")
+    with run.activated():
+      norms[factor] = float(run.train_step(run.create_state(), _batch(run))[1]["grad_norm"])
   np.testing.assert_allclose(norms[float(tokens)], norms[0.0], rtol=1e-5)
   np.testing.assert_allclose(norms[2.0 * tokens], norms[0.0] / 2, rtol=1e-5)
 
@@ -202,22 +171,18 @@ def test_train_with_scanned_rematerialised_layers(tmp_path, run_train):
   assert "Trained 2 steps" in result.stdout
 
 
-def _one_step(cfg, model, mesh, rules, tx, batch, **step_kwargs):
-  example = jnp.zeros((1, batch["decoder_input_tokens"].shape[1]), jnp.int32)
-  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
-    state = state_lib.create(model, tx, (example,), shardings, seed=0)
-    step = jax.jit(steps.make_train_step(model, tx, optimizer.schedule(cfg.optimizer, 100), cfg.loss, **step_kwargs))
-    return step(state, mesh_lib.global_batch(batch, mesh_lib.batch_sharding(mesh, rules)))
+def _one_step(*args, batch):
+  run = tiny_run(*STEP_ARGS, *args)
+  with run.activated():
+    return run.train_step(run.create_state(), mesh_lib.global_batch(batch, run.batch_sharding))
 
 
 def test_gradient_accumulation_over_four_microbatches_matches_the_full_batch():
-  cfg, model, mesh, rules, tx = _setup()
-  batch = _batch(rows=8)
+  batch = _batch(None, rows=8)
   batch["decoder_loss_weights"][:, -5:] = 0  # Uneven weights: the loss is normalised over the whole batch.
   batch["decoder_loss_weights"][0, :] = 0
-  full_state, full = _one_step(cfg, model, mesh, rules, tx, batch)
-  micro_state, micro = _one_step(cfg, model, mesh, rules, tx, batch, num_microbatches=4)
+  full_state, full = _one_step("--config.train.batch_size=8", batch=batch)
+  micro_state, micro = _one_step("--config.train.batch_size=8", "--config.train.microbatches=4", batch=batch)
   for key in ("loss", "grad_norm", "accuracy"):
     np.testing.assert_allclose(float(micro[key]), float(full[key]), rtol=1e-5)
   for a, b in zip(jax.tree.leaves(full_state.params), jax.tree.leaves(micro_state.params)):
@@ -230,13 +195,8 @@ def test_microbatches_take_rows_from_every_block():
 
 
 def test_a_step_with_a_non_finite_loss_changes_nothing():
-  cfg, model, mesh, rules, tx = _setup()
-  cfg.loss.normalizing_factor = float("nan")
-  example = jnp.zeros((1, 16), jnp.int32)
-  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
-    before = jax.device_get(state_lib.create(model, tx, (example,), shardings, seed=0))
-  after, metrics_ = _one_step(cfg, model, mesh, rules, tx, _batch())
+  before = jax.device_get(tiny_run(*STEP_ARGS).create_state())
+  after, metrics_ = _one_step("--config.loss.normalizing_factor=nan", batch=_batch(None))
   assert not bool(metrics_["finite"])
   for a, b in zip(jax.tree.leaves(before), jax.tree.leaves(after)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -262,24 +222,16 @@ def test_weight_decay_skips_norm_scales_also_when_scanned():
 
 
 def test_adafactor_and_the_rsqrt_schedule():
-  cfg, model, mesh, rules, _ = _setup()
+  cfg = tiny_run(*STEP_ARGS).cfg
   cfg.optimizer.name, cfg.optimizer.schedule, cfg.optimizer.learning_rate = "adafactor", "rsqrt", 0.01
   cfg.optimizer.warmup_steps = 100
   lr = optimizer.schedule(cfg.optimizer, 1000)
   np.testing.assert_allclose([float(lr(s)) for s in (0, 100, 400, 10_000)], [0.01, 0.01, 0.005, 0.001], rtol=1e-6)
-  cfg.optimizer.learning_rate = 0.3  # Adafactor's steps are relative to each parameter's scale.
-  lr = optimizer.schedule(cfg.optimizer, 1000)
-  tx = optimizer.make(cfg.optimizer, 1000)
-  example = jnp.zeros((1, 16), jnp.int32)
-  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    shardings = state_lib.shardings(model, tx, (example,), mesh, rules)
-    state = state_lib.create(model, tx, (example,), shardings, seed=0)
-    step = jax.jit(steps.make_train_step(model, tx, lr, cfg.loss))
-    batch = mesh_lib.global_batch(_batch(), mesh_lib.batch_sharding(mesh, rules))
-    losses = [float(step(state, batch)[1]["loss"])]
-    for _ in range(30):
-      state, m = step(state, batch)
-      losses.append(float(m["loss"]))
+  # Adafactor's steps are relative to each parameter's scale.
+  run = tiny_run(*STEP_ARGS, "--config.optimizer.name=adafactor", "--config.optimizer.schedule=rsqrt",
+                 "--config.optimizer.learning_rate=0.3", "--config.optimizer.warmup_steps=100",
+                 "--config.train.steps=1000")
+  _, losses = _losses(run, 31)
   assert losses[-1] < 0.8 * losses[0]
   cfg.optimizer.name = "sgd"
   with pytest.raises(Exception, match="optimizer.name='sgd' is unknown"):
@@ -338,7 +290,7 @@ def save_then_crash(self, step, *args):
   if step == 4:
     os.kill(os.getpid(), signal.SIGKILL)  # ... and the process dies before the write completes.
 checkpoint.Checkpointer.save = save_then_crash
-from pretrain.train.__main__ import main
+from pretrain.commands.train import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -9,15 +9,12 @@ train step. --devices fakes that many CPU devices, to size a mesh you do not
 have; XLA's temporaries are then the CPU compiler's, an estimate for others.
 """
 
-import argparse
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from pretrain import command_line  # pylint: disable=g-import-not-at-top
-from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
-from pretrain.errors import exit_on_user_error  # pylint: disable=g-import-not-at-top
+from pretrain import command_line
+from pretrain.commands import parser_for
+from pretrain.errors import exit_on_user_error
 
 
 def _gib(n: int) -> str:
@@ -26,30 +23,26 @@ def _gib(n: int) -> str:
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain estimate-memory") -> None:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = parser_for(prog, __doc__)
   parser.add_argument("--devices", type=int, help="fake this many CPU devices (set before JAX starts)")
-  parser.add_argument("--vocab_size", type=int, default=0, help="vocabulary size (default: tokenizer.vocab_size)")
+  parser.add_argument("--vocab_size", type=int, default=0,
+                      help="vocabulary size (default: model.vocab_size, else tokenizer.vocab_size)")
   parser.add_argument("--no_compile", action="store_true", help="skip XLA's estimate of the step's temporaries")
   args, cfg = command_line.parse_command_line(parser, argv)
-  config_lib.validate(cfg)
   if args.devices:
     os.environ["JAX_PLATFORMS"] = "cpu"
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + f" --xla_force_host_platform_device_count={args.devices}")
   import jax  # pylint: disable=g-import-not-at-top
-  from pretrain import models  # pylint: disable=g-import-not-at-top
-  from pretrain.data import objectives, pipeline  # pylint: disable=g-import-not-at-top
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   from pretrain.train import memory  # pylint: disable=g-import-not-at-top
 
-  objective = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed)
-  vocab_size = args.vocab_size or cfg.model.get("vocab_size") or cfg.tokenizer.vocab_size
-  model = models.build(cfg.model, vocab_size, objective.converter)
-  lengths = pipeline.feature_lengths(cfg.data, objective)
+  run = run_lib.Run.build(cfg, args.vocab_size)
   sizes = dict(zip(mesh_lib.AXES, mesh_lib.mesh_shape(cfg.mesh, jax.device_count())))
-  result = memory.estimate(cfg, model, lengths, compile_step=not args.no_compile)
-  print(f"{type(model).__name__}, {jax.device_count()} x {jax.devices()[0].device_kind}, mesh {sizes}, "
-        f"batch {cfg.train.batch_size} x {lengths}")
+  result = memory.estimate(run, compile_step=not args.no_compile)
+  print(f"{run.family.name} ({type(run.model).__name__}), {jax.device_count()} x {jax.devices()[0].device_kind}, "
+        f"mesh {sizes}, batch {cfg.train.batch_size} x {run.task_lengths}, {cfg.train.microbatches} microbatches")
   print("per device:")
   for name, value in result.items():
     print(f"  {name:30s} {_gib(value):>14s}  ({value:,} bytes)")

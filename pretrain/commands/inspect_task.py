@@ -11,21 +11,18 @@ With --json: a first line {"vocab_size", "eos_id", "pad_id"}, then one object
 per example mapping each feature to its token ids.
 """
 
-import argparse
 import itertools
 import json
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from pretrain import command_line  # pylint: disable=g-import-not-at-top
+from pretrain import command_line
+from pretrain.commands import parser_for
 from pretrain.errors import UserError, exit_on_user_error
 
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = parser_for(prog, __doc__)
   parser.add_argument("--task", help="task name, e.g. corpus_ul2")
   parser.add_argument("--list", action="store_true", help="print the registered task names")
   parser.add_argument("--split", default="validation", choices=("train", "validation"), help="which split")
@@ -38,7 +35,7 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
     raise UserError("give --task=NAME (see --list for the names)")
 
   import seqio  # pylint: disable=g-import-not-at-top  (imports TF)
-  from pretrain.data import objectives, pipeline, sources, tasks, vocab  # pylint: disable=g-import-not-at-top
+  from pretrain.data import objectives, sources, tasks, vocab  # pylint: disable=g-import-not-at-top
 
   source = sources.make_source(cfg.data)
   vocabulary = vocab.get_vocabulary(cfg, source)
@@ -48,16 +45,13 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
     return
   if args.task not in names:
     raise UserError(f"unknown task {args.task!r}; the registered tasks are {', '.join(names)}")
-  objective = objectives.make(args.task[len(source.name) + 1:], cfg.data, cfg.train.seed)
-  if args.inputs_length:
-    cfg.data.inputs_length = args.inputs_length
-    if objective.converter == "encoder":
-      cfg.data.seq_len = args.inputs_length
-  if args.targets_length:
-    cfg.data.targets_length = args.targets_length
-    if objective.converter == "lm":
-      cfg.data.seq_len = args.targets_length
-  lengths = pipeline.feature_lengths(cfg.data, objective)
+  family = objectives.make(args.task[len(source.name) + 1:], cfg.data, cfg.train.seed).family
+  cfg.data.inputs_length = args.inputs_length or cfg.data.inputs_length
+  cfg.data.targets_length = args.targets_length or cfg.data.targets_length
+  # A row of one length (clm and fim: targets, mlm: inputs) is data.seq_len long: its first feature's flag sets it.
+  cfg.data.seq_len = (args.inputs_length if family.task_features[0] == "inputs" else args.targets_length) \
+      or cfg.data.seq_len
+  lengths = family.task_lengths(cfg.data)
   dataset = seqio.get_mixture_or_task(args.task).get_dataset(
       lengths, split=args.split, shuffle=False, seed=cfg.train.seed)
   examples = itertools.islice(dataset.as_numpy_iterator(), args.num)

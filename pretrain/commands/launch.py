@@ -3,7 +3,7 @@
   pretrain launch tpu-vm --name=NAME --zone=ZONE --accelerator_type=v4-32 --workdir=gs://BUCKET/run [--run]
   pretrain launch slurm --nodes=2 --gpus_per_node=8 --workdir=DIR [--out=job.sh [--run]]
 
-Both start `python -m pretrain.train` once per host with the same config and
+Both start `python -m pretrain train` once per host with the same config and
 overrides; pretrain/parallel/distributed.py joins the processes with
 jax.distributed. Nothing runs without --run: the commands or the script are
 printed to be read first.
@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 
+from pretrain.commands import parser_for
 from pretrain.errors import UserError, exit_on_user_error
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -124,7 +125,7 @@ def _train_args(args, overrides: list[str], inside: bool) -> list[str]:
 
 
 def _add_train_flags(parser, run_help: str, config_help: str) -> None:
-  group = parser.add_argument_group("the run (passed to `python -m pretrain.train` on every host)")
+  group = parser.add_argument_group("the run (passed to `python -m pretrain train` on every host)")
   group.add_argument("--workdir", required=True, help="where checkpoints, metrics and plots go; every host writes "
                      "to it, so it must be one place they all reach")
   group.add_argument("--config", default="configs/quickstart.py",
@@ -166,7 +167,7 @@ def tpu_vm_commands(args, train_args: list[str]) -> tuple[TpuSlice, list[list[st
              f"uv venv --allow-existing --python {shlex.quote(args.python)} .venv && "
              f"uv pip install --python .venv/bin/python -e . {shlex.quote('jax[tpu]' + _jax_pin())}")
   commands.append([*gcloud, "ssh", args.name, *where, "--worker=all", f"--command={install}"])
-  train = f"cd ~/{REMOTE_DIR} && " + shlex.join([".venv/bin/python", "-m", "pretrain.train", *train_args])
+  train = f"cd ~/{REMOTE_DIR} && " + shlex.join([".venv/bin/python", "-m", "pretrain", "train", *train_args])
   commands.append([*gcloud, "ssh", args.name, *where, "--worker=all", f"--command={train}"])
   return tpu, commands
 
@@ -216,7 +217,7 @@ def slurm_script(args, train_args: list[str], argv: list[str]) -> str:
   task = ('echo "pretrain: process $SLURM_PROCID of $SLURM_NTASKS on $(hostname), coordinator $COORDINATOR" >&2; '
           'exec "$@" --coordinator_address="$COORDINATOR" --num_processes="$SLURM_NTASKS" '
           '--process_id="$SLURM_PROCID"')
-  train = [shlex.join(["python", "-m", "pretrain.train"]), *map(shlex.quote, train_args)]
+  train = [shlex.join(["python", "-m", "pretrain", "train"]), *map(shlex.quote, train_args)]
   lines.append(" \\\n    ".join([shlex.join([*srun, "bash", "-c", task, "bash"]), *train]))
   return "\n".join(lines) + "\n"
 
@@ -264,8 +265,7 @@ def _slurm(args, overrides: list[str], argv: list[str]) -> int:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__, allow_abbrev=False,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = parser_for(prog, __doc__, allow_abbrev=False)
   sub = parser.add_subparsers(dest="command", required=True, metavar="{tpu-vm,slurm}")
   overrides = ("Any config field can be set with --config.SECTION.FIELD=VALUE (or --gin.SECTION.FIELD=VALUE); "
                "they are checked here and passed to every host verbatim.")

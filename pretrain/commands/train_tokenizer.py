@@ -8,19 +8,16 @@ The model has pad=0, eos=1, unk=2, the special tokens (UL2 modes, FIM markers,
 default): `tokenizer.vocab_size` counts them. Use it with --config.tokenizer.path=my.model.
 """
 
-import argparse
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from pretrain import command_line  # pylint: disable=g-import-not-at-top
+from pretrain import command_line
+from pretrain.commands import parser_for
 from pretrain.errors import exit_on_user_error
 
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain train-tokenizer") -> None:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = parser_for(prog, __doc__)
   parser.add_argument("--out", required=True, help="path of the .model file to write")
   args, cfg = command_line.parse_command_line(parser, argv)
   from pretrain import files  # pylint: disable=g-import-not-at-top

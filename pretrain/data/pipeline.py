@@ -8,32 +8,15 @@ import jax
 import seqio
 import tensorflow as tf
 
-from pretrain.data.encoder_converter import EncoderFeatureConverter
 from pretrain.errors import UserError
-
-CONVERTERS = {
-    "lm": lambda: seqio.LMFeatureConverter(pack=True),
-    "prefix_lm": lambda: seqio.PrefixLMFeatureConverter(pack=True, loss_on_targets_only=True),
-    "enc_dec": lambda: seqio.EncDecFeatureConverter(pack=True),
-    "encoder": EncoderFeatureConverter,
-}
-
-
-def feature_lengths(data_cfg, objective) -> dict[str, int]:
-  """Task feature lengths: seq_len for causal LM, inputs/targets lengths otherwise."""
-  if objective.converter == "lm":
-    return {"targets": data_cfg.seq_len}
-  if objective.converter == "encoder":
-    return {"inputs": data_cfg.seq_len, "targets": data_cfg.seq_len, "weights": data_cfg.seq_len}
-  return {"inputs": data_cfg.inputs_length, "targets": data_cfg.targets_length}
-
 
 HOST_SHARDING = ("source", "examples")
 
 
-def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, converter: str, *, shuffle: bool,
+def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, family, *, shuffle: bool,
             seed: int, repeat: bool, skip_examples: int = 0, host_sharding: str = "source"):
-  """A numpy iterator over this host's batches of `batch_size // process_count` rows.
+  """A numpy iterator over this host's batches of `batch_size // process_count` rows, packed by the
+  feature converter of `family` (pretrain.family).
 
   host_sharding 'source': each host reads and prepares only its shard of the
   documents (scales with the number of hosts). 'examples': each host prepares
@@ -51,7 +34,7 @@ def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, con
     raise UserError(f"data.host_sharding={host_sharding!r} is unknown; use one of {', '.join(HOST_SHARDING)}")
   by_source = host_sharding == "source" and num_hosts > 1
   dataset = seqio.get_dataset(
-      task, task_feature_lengths=lengths, feature_converter=CONVERTERS[converter](),
+      task, task_feature_lengths=lengths, feature_converter=family.converter(),
       dataset_split=split, shuffle=shuffle, num_epochs=None if repeat else 1,
       shard_info=seqio.ShardInfo(jax.process_index(), num_hosts) if by_source else None,
       seed=seed, batch_size=None, verbose=False)

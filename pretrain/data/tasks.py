@@ -20,9 +20,9 @@ def register(source: Source, vocabulary: seqio.Vocabulary, objective: objectives
   """Registers (or re-registers) the task and returns its name."""
   name = task_name(source, objective)
   features = {"targets": seqio.Feature(vocabulary, add_eos=True)}
-  if "inputs" in objective.features:  # Decoder-only models read the inputs as a prefix, without EOS.
-    features["inputs"] = seqio.Feature(vocabulary, add_eos=objective.converter == "enc_dec")
-  if "weights" in objective.features:
+  if "inputs" in objective.family.task_features:  # Decoder-only models read the inputs as a prefix, without EOS.
+    features["inputs"] = seqio.Feature(vocabulary, add_eos=objective.family.inputs_end_with_eos)
+  if "weights" in objective.family.task_features:
     features["weights"] = seqio.Feature(seqio.PassThroughVocabulary(2), add_eos=False)
   seqio.TaskRegistry.remove(name)
   seqio.TaskRegistry.add(

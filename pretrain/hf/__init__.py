@@ -13,11 +13,11 @@ import tempfile
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 import safetensors.numpy
 
 from pretrain import models
+from pretrain.console import log
 from pretrain.errors import UserError
 from pretrain.hf import llama, t5, tokenizer
 
@@ -25,27 +25,21 @@ FAMILIES = {"llama": llama, "t5": t5}
 WEIGHTS = "model.safetensors"
 
 
-def family(model) -> str:
-  """'llama' or 't5': the Hugging Face architecture a model exports to."""
-  if isinstance(model, models.EncoderOnly):
-    raise UserError("an encoder-only (MLM) model has no Hugging Face export here; export decoder-only (Llama) or "
-                    "encoder-decoder (T5) runs")
-  return "t5" if isinstance(model, models.EncoderDecoder) else "llama"
-
-
-def export(out_dir: str, model, model_cfg, params, spm_path: str, extra_ids: int, max_length: int) -> str:
-  """Writes config.json, model.safetensors and the tokenizer files of a model to `out_dir`.
+def export(out_dir: str, run, params, spm_path: str) -> str:
+  """Writes config.json, model.safetensors and the tokenizer files of a run (pretrain.run.Run) to `out_dir`.
 
   Written into a temporary directory and renamed, so a failed export leaves
   nothing behind. Returns the architecture written.
   """
-  module = FAMILIES[family(model)]
+  run.family.check_exportable()
+  model_cfg, max_length = run.cfg.model, sum(run.task_lengths.values())
+  module = FAMILIES[run.family.hf]
   if os.path.exists(out_dir) and os.listdir(out_dir):
     raise UserError(f"--out={out_dir!r} exists and is not empty; give a new directory")
   params = jax.tree.map(np.asarray, jax.device_get(nn.meta.unbox(params)))
-  models.check_shapes(params, jax.eval_shape(lambda: _example_init(model, max_length)), "the checkpoint")
+  models.check_shapes(params, run.abstract_state().params, "the checkpoint")
   state = {k: np.ascontiguousarray(v, np.float32) for k, v in module.to_hf(params, model_cfg).items()}
-  config = module.hf_config(model_cfg, model.config.vocab_size, max_length)
+  config = module.hf_config(model_cfg, run.model.config.vocab_size, max_length)
   parent = os.path.dirname(os.path.abspath(out_dir))
   os.makedirs(parent, exist_ok=True)
   staging = tempfile.mkdtemp(dir=parent, prefix=".export-")
@@ -57,18 +51,13 @@ def export(out_dir: str, model, model_cfg, params, spm_path: str, extra_ids: int
                   if k in config}
     with open(os.path.join(staging, "generation_config.json"), "w") as f:
       json.dump(generation, f, indent=2)
-    tokenizer.write(spm_path, extra_ids, staging, family(model))
+    tokenizer.write(spm_path, run.cfg.tokenizer.extra_ids, staging, run.family.hf)
     if os.path.exists(out_dir):
       os.rmdir(out_dir)
     os.rename(staging, out_dir)
   finally:
     shutil.rmtree(staging, ignore_errors=True)
   return config["architectures"][0]
-
-
-def _example_init(model, length: int):
-  args = [jnp.zeros((1, min(length, 8)), jnp.int32)] * (2 if isinstance(model, models.EncoderDecoder) else 1)
-  return nn.meta.unbox(model.init(jax.random.key(0), *args)["params"])
 
 
 def read_config(hf_dir: str) -> tuple[str, dict]:
@@ -120,11 +109,27 @@ def load_weights(hf_dir: str) -> dict[str, np.ndarray]:
   raise UserError(f"{hf_dir!r} has no {WEIGHTS} (or sharded index); save the model with safe_serialization")
 
 
-def import_params(hf_dir: str, model, model_cfg, expected) -> dict:
+def init_config(cfg, family):
+  """With train.init_from_hf, `cfg` takes the model and tokenizer of that Hugging Face directory, whose
+  architecture must be the one `family` (of data.objective) exports to."""
+  path = cfg.train.init_from_hf
+  if not path:
+    return cfg
+  architecture, _ = read_config(path)
+  if architecture != family.hf:
+    raise UserError(f"train.init_from_hf={path!r} holds a {architecture} model, but data.objective="
+                    f"{cfg.data.objective!r} trains {family.architecture}; choose an objective of that family")
+  imported = import_config(cfg, path)
+  changed = [f"model.{k}={v!r}" for k, v in imported.model.items() if cfg.model.get(k) != v]
+  log(f"Initialising from {path}: " + ", ".join(changed + [f"tokenizer.path={imported.tokenizer.path!r}"]))
+  return imported
+
+
+def import_params(hf_dir: str, family, model_cfg, expected) -> dict:
   """Our parameters from a Hugging Face directory, checked against the shapes `expected` (a pytree of shapes)."""
   state = load_weights(hf_dir)
   try:
-    params = FAMILIES[family(model)].from_hf(state, model_cfg)
+    params = FAMILIES[family.hf].from_hf(state, model_cfg)
   except KeyError as e:
     raise UserError(f"{hf_dir!r} lacks the weight {e.args[0]!r} that its config.json implies") from None
   models.check_shapes(params, expected, f"the weights in {hf_dir!r}")

@@ -4,14 +4,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from pretrain.models import forward, targets_and_weights
 from pretrain.train import losses
 from pretrain.train.state import TrainState
 
 
-def _sums(model, params, batch, loss_cfg=None, dropout_rng=None):
-  logits_BLV = forward(model, params, batch, dropout_rng)
-  targets_BL, weights_BL = targets_and_weights(batch)
+def _sums(family, model, params, batch, loss_cfg=None, dropout_rng=None):
+  logits_BLV = family.forward(model, params, batch, dropout_rng)
+  targets_BL, weights_BL = family.targets_and_weights(batch)
   if loss_cfg is None:  # Evaluation: the plain cross-entropy.
     return losses.loss_sums(logits_BLV, targets_BL, weights_BL)
   return losses.loss_sums(logits_BLV, targets_BL, weights_BL, loss_cfg.z_loss, loss_cfg.label_smoothing)
@@ -23,9 +22,9 @@ def microbatches(batch, count: int):
   return jax.tree.map(lambda x: jnp.swapaxes(x.reshape(x.shape[0] // count, count, *x.shape[1:]), 0, 1), batch)
 
 
-def make_train_step(model, tx, lr_schedule, loss_cfg, num_microbatches: int = 1):
-  """The loss is summed over target tokens and divided by their number, or by
-  `loss.normalizing_factor` when that is set (T5X's loss_normalizing_factor).
+def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: int = 1):
+  """The step of `model`, fed by its `family` (pretrain.family). The loss is
+  summed over target tokens and divided by their number, or by `loss.normalizing_factor` when that is set (T5X's loss_normalizing_factor).
   With `num_microbatches` > 1 the gradients of the summed loss are accumulated
   over microbatches, one at a time, and divided once: the full batch's gradient.
   Dropout masks derive from the state's RNG key, the step and the microbatch, so
@@ -34,7 +33,7 @@ def make_train_step(model, tx, lr_schedule, loss_cfg, num_microbatches: int = 1)
 
   def summed_grads(params, batch, rng):
     def loss_fn(params):
-      sums = _sums(model, params, batch, loss_cfg, rng)
+      sums = _sums(family, model, params, batch, loss_cfg, rng)
       return sums["loss"], sums
     return jax.grad(loss_fn, has_aux=True)(params)
 
@@ -68,8 +67,8 @@ def make_train_step(model, tx, lr_schedule, loss_cfg, num_microbatches: int = 1)
   return train_step
 
 
-def make_eval_step(model):
+def make_eval_step(family, model):
   def eval_step(params, batch):
-    sums = _sums(model, params, batch)
+    sums = _sums(family, model, params, batch)
     return {"loss": sums["cross_entropy"], "weight": sums["weight"], "correct": sums["correct"]}
   return eval_step

@@ -1,4 +1,4 @@
-"""The peer of bench_train.py: the same architecture, batch and optimizer
+"""The peer of `pretrain bench`: the same architecture, batch and optimizer
 step in transformers (PyTorch, eager, on the CPU).
 
 The model is built from the config.json our export would write (pretrain.hf),
@@ -16,23 +16,25 @@ import transformers
 from pretrain import hf
 
 
-def bench(family: str, model_cfg, vocab_size: int, rows: int, lengths: dict[str, int], num_steps: int,
-          warmup: int) -> dict:
+def bench(run, num_steps: int, warmup: int) -> dict:
+  """Times the train step of a run's (pretrain.run.Run) architecture, batch and AdamW in transformers."""
   torch.manual_seed(0)
   torch.set_num_threads(os.cpu_count())
-  config = hf.FAMILIES[family].hf_config(model_cfg, vocab_size, sum(lengths.values()))
+  rows, row = run.cfg.train.batch_size, run.family.row_lengths(run.task_lengths)
+  config = hf.FAMILIES[run.family.hf].hf_config(run.cfg.model, run.vocab_size, sum(run.task_lengths.values()))
   config = transformers.AutoConfig.for_model(config.pop("model_type"), **config)
-  auto = transformers.AutoModelForSeq2SeqLM if family == "t5" else transformers.AutoModelForCausalLM
+  seq2seq = "inputs" in row  # An encoder and a decoder.
+  auto = transformers.AutoModelForSeq2SeqLM if seq2seq else transformers.AutoModelForCausalLM
   model = auto.from_config(config, dtype=torch.float32).train()
-  if family == "t5":  # transformers 5 ties T5's output layer to the embedding; T5 v1.1 (and ours) does not.
+  if seq2seq:  # transformers 5 ties T5's output layer to the embedding; T5 v1.1 (and ours) does not.
     model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
   optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
   rng = np.random.default_rng(0)
-  tokens = lambda length: torch.from_numpy(rng.integers(3, vocab_size, (rows, length)))
-  if family == "t5":
-    batch = {"input_ids": tokens(lengths["inputs"]), "labels": tokens(lengths["targets"])}
+  tokens = lambda length: torch.from_numpy(rng.integers(3, run.vocab_size, (rows, length)))
+  if seq2seq:
+    batch = {"input_ids": tokens(row["inputs"]), "labels": tokens(row["targets"])}
   else:
-    ids = tokens(sum(lengths.values()))
+    ids = tokens(row["targets"])
     batch = {"input_ids": ids, "labels": ids}
 
   def step():
@@ -54,5 +56,6 @@ def bench(family: str, model_cfg, vocab_size: int, rows: int, lengths: dict[str,
     step()
     times.append(time.perf_counter() - start)
   step_seconds = statistics.median(times)
-  return {"params": sum(p.numel() for p in model.parameters()), "tokens/step": rows * sum(lengths.values()),
-          "compile s": first, "step s": step_seconds, "tokens/s": rows * sum(lengths.values()) / step_seconds}
+  tokens_per_step = rows * sum(row.values())
+  return {"params": sum(p.numel() for p in model.parameters()), "tokens/step": tokens_per_step,
+          "compile s": first, "step s": step_seconds, "tokens/s": tokens_per_step / step_seconds}

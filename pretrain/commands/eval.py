@@ -1,0 +1,60 @@
+"""Evaluates the latest checkpoint of a run on a task.
+
+  pretrain eval --workdir=runs/quickstart --task=corpus_clm [--split=validation] [--batches=N]
+
+Reports loss (per target token), token accuracy and perplexity, and writes
+them to WORKDIR/eval/TASK-SPLIT-stepN.json. A task is `{source}_{objective}`
+over the run's data source (e.g. corpus_prefix_lm_decoder), for any objective
+of the run's model family.
+"""
+
+import json
+import os
+import sys
+
+from pretrain.commands import parser_for
+from pretrain.errors import UserError, exit_on_user_error
+
+
+def evaluate(workdir: str, task: str, split: str, max_batches: int = 0) -> dict:
+  import jax  # pylint: disable=g-import-not-at-top
+  from pretrain import files, run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.data import objectives, sources, tasks  # pylint: disable=g-import-not-at-top
+  from pretrain.train import evaluation  # pylint: disable=g-import-not-at-top
+
+  run, params, step = run_lib.load(workdir)
+  members = sources.mixture_sources(run.cfg.data)
+  available = {}
+  for name in objectives.NAMES:
+    objective = run_lib.objective(run.cfg, name)
+    if objective.family.trains_same_model(run.family):
+      available[tasks.register_mixture(members, run.vocabulary, objective)] = objective
+  if task not in available:
+    raise UserError(f"--task={task!r} is not a task this {run.family.architecture} run can be evaluated on; use one "
+                    f"of {', '.join(sorted(available))}")
+  with run.activated():
+    batches = evaluation.global_batches(run, task, available[task], split, max_batches)
+    result = evaluation.evaluate(run.eval_step, params, batches)
+  summary = {"task": task, "split": split, "step": step, "batches": len(batches),
+             "loss": result["eval/loss"], "accuracy": result["eval/accuracy"], "perplexity": result["eval/perplexity"]}
+  if jax.process_index() == 0:
+    files.write_atomically(os.path.join(workdir, "eval", f"{task}-{split}-step{step}.json"),
+                           json.dumps(summary, indent=2).encode())
+  return summary
+
+
+@exit_on_user_error
+def main(argv: list[str], prog: str = "pretrain eval") -> None:
+  parser = parser_for(prog, __doc__)
+  parser.add_argument("--workdir", required=True, help="a run of pretrain train")
+  parser.add_argument("--task", required=True, help="e.g. corpus_clm; an unknown name lists the valid ones")
+  parser.add_argument("--split", default="validation", help="train or validation")
+  parser.add_argument("--batches", type=int, default=0, help="at most this many batches (0: the whole split)")
+  args = parser.parse_args(argv)
+  s = evaluate(args.workdir, args.task, args.split, args.batches)
+  print(f"{s['task']} ({s['split']}, step {s['step']}, {s['batches']} batches): loss {s['loss']:.4f}, "
+        f"accuracy {s['accuracy']:.4f}, perplexity {s['perplexity']:.2f}")
+
+
+if __name__ == "__main__":
+  main(sys.argv[1:])

@@ -1,0 +1,42 @@
+"""Pre-trains a model from a config, or resumes the workdir's run from its latest checkpoint.
+
+  pretrain train --workdir=DIR [--config=configs/quickstart.py] [--gin_file=FILE] [--config.KEY=VALUE ...]
+
+SIGTERM or Ctrl-C saves a checkpoint at the current step and stops (exit
+128 + the signal); rerunning the same command resumes.
+"""
+
+import sys
+
+from pretrain import command_line
+from pretrain.commands import parser_for
+from pretrain.errors import exit_on_user_error
+from pretrain.parallel import distributed
+
+
+def train(cfg, workdir: str) -> dict:
+  """Builds the run of `cfg` in `workdir`, checking everything before anything is compiled, and trains it."""
+  from pretrain import hf, run as run_lib, workdir as workdir_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.train import loop  # pylint: disable=g-import-not-at-top
+  cfg = hf.init_config(cfg, run_lib.objective(cfg).family)
+  workdir_lib.check_writable(workdir)
+  workdir_lib.check_same_model(cfg, workdir)
+  run = run_lib.Run.build_with_data(cfg)
+  run.workdir = workdir
+  workdir_lib.write_run_files(run.cfg, run.vocabulary, workdir)
+  return loop.train(run)
+
+
+@exit_on_user_error
+def main(argv: list[str], prog: str = "pretrain train") -> int:
+  parser = parser_for(prog, __doc__)
+  parser.add_argument("--workdir", required=True, help="where checkpoints, metrics and plots go")
+  distributed.add_flags(parser)
+  args, cfg = command_line.parse_command_line(parser, argv)
+  distributed.initialize(args)
+  summary = train(cfg, args.workdir)
+  return 128 + summary["stopped_by"] if summary.get("stopped_by") else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))

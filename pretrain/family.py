@@ -1,0 +1,246 @@
+"""Model families: what sits between an objective's examples and a model.
+
+A family owns, for one kind of model, everything that depends on that kind:
+the seqio feature converter that packs the task's features, the model's input
+features (the converter's), building the Flax module from the config, the
+example inputs that fix its shapes, the forward pass and the loss inputs, the
+tokens and FLOPs of a row, generation, and the Hugging Face architecture it
+exports to. An objective names its family (`pretrain.data.objectives`); no
+other module switches on families or model classes.
+
+A new family is a subclass here (plus its module in pretrain/models/).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pretrain import models
+from pretrain.errors import UserError
+from pretrain.models import decoding
+from pretrain.train import flops
+
+EOS_ID = 1  # seqio's, and the vocabularies' (pretrain.data.vocab)
+
+
+class Family:
+  name: str           # how messages and reports call it
+  architecture: str   # families of one architecture train the same model (and evaluate each other's tasks)
+  hf: str | None      # the Hugging Face architecture it exports to (a key of pretrain.hf.FAMILIES), or None
+  task_features: tuple[str, ...] = ("inputs", "targets")
+  inputs_end_with_eos: bool = False
+  generates: bool = True   # whether its model writes text (generate, samples)
+  prefix_lm: bool = False  # a decoder-only model reading a bidirectional prefix
+
+  def __repr__(self) -> str:
+    return f"<family {self.name}>"
+
+  def trains_same_model(self, other: "Family") -> bool:
+    """Whether `other`'s examples train (and evaluate) this family's model: causal and prefix LM share one."""
+    return self.architecture == other.architecture
+
+  # Data: the task's feature lengths and the converter that turns them into model features.
+  def task_lengths(self, data_cfg) -> dict[str, int]:
+    return {"inputs": data_cfg.inputs_length, "targets": data_cfg.targets_length}
+
+  def converter(self):
+    raise NotImplementedError
+
+  def model_lengths(self, task_lengths: dict[str, int]) -> dict[str, int]:
+    """Length of every model feature (the converter's, packing features included)."""
+    return dict(self.converter().get_model_feature_lengths(task_lengths))
+
+  def abstract_batch(self, rows: int, task_lengths: dict[str, int], sharding=None) -> dict:
+    return {k: jax.ShapeDtypeStruct((rows, n), jnp.int32, sharding=sharding)
+            for k, n in self.model_lengths(task_lengths).items()}
+
+  def random_batch(self, rows: int, task_lengths: dict[str, int], vocab_size: int) -> dict[str, np.ndarray]:
+    """A batch shaped as the converter makes it: random tokens, one segment per row, loss everywhere."""
+    rng = np.random.default_rng(0)
+    batch = {}
+    for name, n in self.model_lengths(task_lengths).items():
+      if name.endswith("_tokens"):
+        batch[name] = rng.integers(3, vocab_size, (rows, n)).astype(np.int32)
+      elif name.endswith("_positions"):
+        batch[name] = np.tile(np.arange(n, dtype=np.int32), (rows, 1))
+      else:  # segment ids, loss weights
+        batch[name] = np.ones((rows, n), np.int32)
+    return batch
+
+  # The model.
+  def check(self, model_cfg) -> None:
+    """Checks the model fields this family uses (others, e.g. a decoder-only field for T5, are not its business)."""
+
+  def build(self, model_cfg, vocabulary_size: int):
+    raise NotImplementedError
+
+  def example_args(self, task_lengths: dict[str, int]) -> tuple:
+    """Inputs of the model's shapes, to initialise it."""
+    return (jnp.zeros((1, sum(self.row_lengths(task_lengths).values())), jnp.int32),)
+
+  def forward(self, model, params, batch, dropout_rng=None):
+    raise NotImplementedError
+
+  def targets_and_weights(self, batch):
+    """The tokens to predict and where the loss applies."""
+    return batch["decoder_target_tokens"], batch["decoder_loss_weights"]
+
+  def row_lengths(self, task_lengths: dict[str, int]) -> dict[str, int]:
+    """Tokens each row puts through the model: {'targets': the row}, or {'inputs', 'targets'} for an encoder and
+    a decoder (a prefix-LM row holds inputs and targets; an MLM row is one sequence)."""
+    return {"targets": sum(task_lengths.values())}
+
+  def flops_per_example(self, params, model_cfg, task_lengths: dict[str, int]) -> float:
+    return flops.flops_per_example(params, model_cfg, self.row_lengths(task_lengths))
+
+  # Using a trained model.
+  def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths: dict[str, int]) -> None:
+    """Refuses a prompt and continuation longer than the rows the model was trained on."""
+    raise UserError(f"an {self.name} model (objective mlm) does not generate text")
+
+  def generate(self, model, params, prompts: list[list[int]], max_new_tokens: int, rng, *,
+               sentinel: int, **sampling) -> list[list[int]]:
+    """Continuations of each prompt (token ids), cut at EOS. `sampling`: temperature, top_k, top_p, num_valid."""
+    raise UserError(f"an {self.name} model does not generate text")
+
+  def check_exportable(self) -> None:
+    if self.hf is None:
+      raise UserError(f"an {self.name} model has no Hugging Face export here; export decoder-only (Llama) or "
+                      "encoder-decoder (T5) runs")
+
+
+def _until_eos(rows) -> list[list[int]]:
+  rows = np.asarray(jax.device_get(rows)).tolist()
+  return [row[:row.index(EOS_ID)] if EOS_ID in row else row for row in rows]
+
+
+class CausalLM(Family):
+  name, architecture, hf = "decoder-only", "llama", "llama"
+  task_features = ("targets",)
+
+  def task_lengths(self, data_cfg):
+    return {"targets": data_cfg.seq_len}
+
+  def converter(self):
+    import seqio  # pylint: disable=g-import-not-at-top  (the data stack; the model code does not need it)
+    return seqio.LMFeatureConverter(pack=True)
+
+  def check(self, model_cfg):
+    m = model_cfg
+    if m.num_heads % m.num_kv_heads:
+      raise UserError(f"model.num_heads ({m.num_heads}) must be a multiple of model.num_kv_heads ({m.num_kv_heads})")
+    if m.head_dim % 2:
+      raise UserError(f"model.head_dim must be even for rotary positions, got {m.head_dim}")
+
+  def build(self, model_cfg, vocabulary_size):
+    return models.DecoderOnly(models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size)))
+
+  def forward(self, model, params, batch, dropout_rng=None):
+    return model.apply({"params": params}, batch["decoder_input_tokens"], batch["decoder_segment_ids"],
+                       batch["decoder_positions"], batch.get("decoder_causal_attention"),
+                       **models.mode(dropout_rng))
+
+  def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths) -> None:
+    limit = sum(task_lengths.values())
+    if prompt_tokens + 1 + max_new_tokens > limit:
+      raise UserError(f"the prompt has {prompt_tokens} tokens and {max_new_tokens} new tokens are asked, more than "
+                      f"the {limit} positions the model was trained on; shorten the prompt or --max_new_tokens")
+
+  def generate(self, model, params, prompts, max_new_tokens, rng, *, sentinel, **sampling):
+    del sentinel
+    new = decoding.generate(model, params, jnp.asarray(prompts, jnp.int32), max_new_tokens, rng,
+                            prefix_lm=self.prefix_lm, **sampling)
+    return _until_eos(new)
+
+
+class PrefixLM(CausalLM):
+  """The decoder-only model reading the inputs bidirectionally (decoder_causal_attention) and predicting the
+  targets; a row holds inputs + targets."""
+  name = "decoder-only prefix-LM"
+  task_features = ("inputs", "targets")
+  prefix_lm = True
+
+  def task_lengths(self, data_cfg):
+    return Family.task_lengths(self, data_cfg)
+
+  def converter(self):
+    import seqio  # pylint: disable=g-import-not-at-top
+    return seqio.PrefixLMFeatureConverter(pack=True, loss_on_targets_only=True)
+
+  def random_batch(self, rows, task_lengths, vocab_size):
+    """The inputs (and the first target position) are the bidirectional prefix; the loss is on the targets."""
+    batch = super().random_batch(rows, task_lengths, vocab_size)
+    prefix = np.arange(sum(task_lengths.values())) <= task_lengths["inputs"]
+    batch["decoder_causal_attention"] = np.tile(prefix.astype(np.int32), (rows, 1))
+    batch["decoder_loss_weights"] = np.tile((~prefix).astype(np.int32), (rows, 1))
+    return batch
+
+
+class EncoderDecoder(Family):
+  name, architecture, hf = "encoder-decoder", "t5", "t5"
+  inputs_end_with_eos = True
+
+  def converter(self):
+    import seqio  # pylint: disable=g-import-not-at-top
+    return seqio.EncDecFeatureConverter(pack=True)
+
+  def build(self, model_cfg, vocabulary_size):
+    return models.EncoderDecoder(models.EncoderDecoderConfig.from_config(*models.resolve(model_cfg,
+                                                                                         vocabulary_size)))
+
+  def example_args(self, task_lengths):
+    return jnp.zeros((1, task_lengths["inputs"]), jnp.int32), jnp.zeros((1, task_lengths["targets"]), jnp.int32)
+
+  def row_lengths(self, task_lengths):
+    return {"inputs": task_lengths["inputs"], "targets": task_lengths["targets"]}
+
+  def forward(self, model, params, batch, dropout_rng=None):
+    return model.apply({"params": params}, batch["encoder_input_tokens"], batch["decoder_input_tokens"],
+                       batch["encoder_segment_ids"], batch["decoder_segment_ids"], **models.mode(dropout_rng))
+
+  def check_prompt(self, prompt_tokens, max_new_tokens, task_lengths):
+    inputs = prompt_tokens + 2  # <extra_id_0> and EOS follow.
+    if inputs > task_lengths["inputs"] or max_new_tokens > task_lengths["targets"]:
+      raise UserError(f"the prompt takes {inputs} input tokens and {max_new_tokens} new tokens are asked; the model "
+                      f"was trained on at most {task_lengths['inputs']} and {task_lengths['targets']}: shorten the "
+                      "prompt or --max_new_tokens")
+
+  def generate(self, model, params, prompts, max_new_tokens, rng, *, sentinel, **sampling):
+    """The encoder reads each prompt followed by <extra_id_0> and EOS; the decoder writes what fills that span."""
+    inputs = [p + [sentinel, EOS_ID] for p in prompts]
+    longest = max(len(i) for i in inputs)
+    inputs = [i + [0] * (longest - len(i)) for i in inputs]  # Id 0 is padding for the encoder.
+    return _until_eos(decoding.generate_encoder_decoder(model, params, jnp.asarray(inputs, jnp.int32),
+                                                        max_new_tokens, rng, **sampling))
+
+
+class EncoderOnly(Family):
+  """A bidirectional encoder predicting masked tokens (MLM); rows are padded, not packed."""
+  name, architecture, hf = "encoder-only", "encoder-only", None
+  generates = False
+  task_features = ("inputs", "targets", "weights")
+
+  def task_lengths(self, data_cfg):
+    return dict.fromkeys(self.task_features, data_cfg.seq_len)
+
+  def converter(self):
+    from pretrain.data.encoder_converter import EncoderFeatureConverter  # pylint: disable=g-import-not-at-top
+    return EncoderFeatureConverter()
+
+  check = CausalLM.check  # The same layers.
+
+  def build(self, model_cfg, vocabulary_size):
+    return models.EncoderOnly(models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size)))
+
+  def row_lengths(self, task_lengths):
+    return {"targets": task_lengths["inputs"]}  # The three task features describe one sequence.
+
+  def forward(self, model, params, batch, dropout_rng=None):
+    return model.apply({"params": params}, batch["encoder_input_tokens"], batch["encoder_segment_ids"],
+                       batch["encoder_positions"], **models.mode(dropout_rng))
+
+  def targets_and_weights(self, batch):
+    return batch["encoder_target_tokens"], batch["encoder_loss_weights"]
+
+
+CAUSAL_LM, PREFIX_LM, ENCODER_DECODER, ENCODER_ONLY = CausalLM(), PrefixLM(), EncoderDecoder(), EncoderOnly()

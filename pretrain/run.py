@@ -1,0 +1,226 @@
+"""One run's setup, built once from a config: family, model, mesh and rules,
+optimizer, shardings, state and the jitted steps, plus (for runs that read
+data) the vocabulary and the registered tasks.
+
+Every entry point builds its run here, so train, eval, generate, export,
+bench, estimate-memory, the experiments and the tests cannot drift apart:
+
+  Run.build(cfg[, vocab_size])      the model side only (bench, estimate-memory)
+  Run.build_with_data(cfg)          plus vocabulary and tasks (training, inspection)
+  load(workdir)                     a trained run and its latest parameters (eval, generate, export)
+
+Every check of a config happens while building, before anything is compiled.
+"""
+
+import contextlib
+import dataclasses
+import functools
+import json
+import os
+
+import flax.linen as nn
+import jax
+import ml_collections
+
+from pretrain import config as config_lib
+from pretrain import files, models
+from pretrain.console import log
+from pretrain.errors import UserError
+from pretrain.family import Family
+from pretrain.parallel import mesh as mesh_lib
+from pretrain.train import checkpoint, optimizer, state as state_lib, steps
+
+VOCAB_FILE = "spm.model"  # The run's vocabulary, copied into its workdir beside config.json.
+
+
+def objective(cfg, name: str | None = None):
+  """The objective `name` (default data.objective) with its parameters from the config."""
+  from pretrain.data import objectives  # pylint: disable=g-import-not-at-top  (the data stack: TensorFlow)
+  return objectives.make(name or cfg.data.objective, cfg.data, cfg.train.seed)
+
+
+def _checked_objective(cfg):
+  """The objective of a config whose values and model fields (those its family uses) are checked."""
+  config_lib.validate(cfg)
+  objective_ = objective(cfg)
+  objective_.family.check(cfg.model)
+  return objective_
+
+
+@dataclasses.dataclass
+class Run:
+  cfg: ml_collections.ConfigDict
+  objective: object          # pretrain.data.objectives.Objective
+  family: Family
+  vocab_size: int            # ids of the vocabulary (the embedding may have more rows)
+  model: nn.Module
+  mesh: jax.sharding.Mesh
+  rules: tuple
+  tx: object                 # optax.GradientTransformation
+  # With data (build_with_data, load): the vocabulary, the sources and the registered tasks.
+  vocabulary: object = None  # seqio.SentencePieceVocabulary
+  members: list = dataclasses.field(default_factory=list)  # [(Source, rate)]
+  task: str = ""
+  eval_tasks: dict = dataclasses.field(default_factory=dict)  # {task name: objective}, from data.eval_objectives
+  workdir: str = ""          # where a training run writes (pretrain.workdir)
+
+  @classmethod
+  def build(cls, cfg, vocab_size: int = 0) -> "Run":
+    """The model side of a run for a vocabulary of `vocab_size` ids (0: as many as the embedding has rows,
+    model.vocab_size, or else tokenizer.vocab_size); checks the config first."""
+    vocab_size = vocab_size or cfg.model.vocab_size or cfg.tokenizer.vocab_size
+    return cls._build(cfg, vocab_size, _checked_objective(cfg))
+
+  @classmethod
+  def _build(cls, cfg, vocab_size: int, objective_) -> "Run":
+    family = objective_.family
+    mesh, rules = mesh_lib.make_mesh(cfg.mesh), mesh_lib.rules(cfg.mesh)
+    data_shards = mesh_lib.data_parallel_size(mesh, rules)
+    t = cfg.train
+    if t.batch_size % data_shards:
+      raise UserError(f"train.batch_size={t.batch_size} does not divide across {data_shards} data shards; "
+                      f"use a multiple of {data_shards}")
+    if t.batch_size % (t.microbatches * data_shards):
+      raise UserError(f"train.batch_size={t.batch_size} does not split into train.microbatches={t.microbatches} "
+                      f"microbatches across {data_shards} data shards; use a multiple of "
+                      f"{t.microbatches * data_shards}")
+    return cls(cfg, objective_, family, vocab_size, family.build(cfg.model, vocab_size), mesh, rules,
+               optimizer.make(cfg.optimizer, t.steps))
+
+  @classmethod
+  def build_with_data(cls, cfg) -> "Run":
+    """A run that reads its data: the vocabulary (trained on first use), the task and the evaluation tasks."""
+    from pretrain.data import sources, tasks, vocab  # pylint: disable=g-import-not-at-top
+    objective_ = _checked_objective(cfg)
+    extra = {name: objective(cfg, name) for name in cfg.data.eval_objectives}
+    for name, other in extra.items():
+      if not other.family.trains_same_model(objective_.family):
+        raise UserError(f"data.eval_objectives names {name!r}, which needs {other.family.architecture}, but "
+                        f"data.objective={cfg.data.objective!r} trains {objective_.family.architecture}; "
+                        "evaluate objectives of the trained family")
+    members = sources.mixture_sources(cfg.data)
+    vocabulary = vocab.get_vocabulary(cfg, members[0][0])  # The first source trains it (unless tokenizer.path).
+    run = cls._build(cfg, vocabulary.vocab_size, objective_)
+    run.vocabulary, run.members = vocabulary, members
+    run.task = tasks.register_mixture(members, vocabulary, objective_)
+    run.eval_tasks = {tasks.register_mixture(members, vocabulary, o): o for o in extra.values()}
+    return run
+
+  @property
+  def source(self):
+    """The first data source: it trains the vocabulary and gives sample prompts."""
+    return self.members[0][0]
+
+  @functools.cached_property
+  def task_lengths(self) -> dict[str, int]:
+    return self.family.task_lengths(self.cfg.data)
+
+  @functools.cached_property
+  def example_args(self) -> tuple:
+    return self.family.example_args(self.task_lengths)
+
+  @contextlib.contextmanager
+  def activated(self):
+    """The mesh and logical axis rules, for creating state and running steps."""
+    with jax.set_mesh(self.mesh), nn.logical_axis_rules(self.rules):
+      yield
+
+  @functools.cached_property
+  def state_shardings(self):
+    with self.activated():
+      return state_lib.shardings(self.model, self.tx, self.example_args, self.mesh, self.rules)
+
+  @functools.cached_property
+  def batch_sharding(self):
+    return mesh_lib.batch_sharding(self.mesh, self.rules)
+
+  def abstract_state(self):
+    with self.activated():
+      return state_lib.abstract(self.model, self.tx, self.example_args, self.state_shardings)
+
+  def create_state(self):
+    with self.activated():
+      return state_lib.create(self.model, self.tx, self.example_args, self.state_shardings, self.cfg.train.seed)
+
+  def abstract_batch(self) -> dict:
+    return self.family.abstract_batch(self.cfg.train.batch_size, self.task_lengths, self.batch_sharding)
+
+  def random_batch(self) -> dict:
+    """A global batch of random tokens, shaped as the data pipeline's."""
+    local = self.family.random_batch(self.cfg.train.batch_size, self.task_lengths, self.vocab_size)
+    return mesh_lib.global_batch(local, self.batch_sharding)
+
+  @functools.cached_property
+  def train_step(self):
+    """(state, global batch) -> (state, metrics), compiled on first call; the state is donated."""
+    c = self.cfg
+    step = steps.make_train_step(self.family, self.model, self.tx, optimizer.schedule(c.optimizer, c.train.steps),
+                                 c.loss, c.train.microbatches)
+    return jax.jit(step, in_shardings=(self.state_shardings, self.batch_sharding),
+                   out_shardings=(self.state_shardings, None), donate_argnums=(0,))
+
+  @functools.cached_property
+  def eval_step(self):
+    """(params, global batch) -> summed loss, weight and correct predictions."""
+    return jax.jit(steps.make_eval_step(self.family, self.model),
+                   in_shardings=(self.state_shardings.params, self.batch_sharding))
+
+  def batches(self, split: str, task: str = "", objective_=None, **kwargs):
+    """This host's batches of `task` (default: the run's) as numpy arrays; see pipeline.batches."""
+    from pretrain.data import pipeline  # pylint: disable=g-import-not-at-top
+    c, objective_ = self.cfg, objective_ or self.objective
+    return pipeline.batches(task or self.task, split, objective_.family.task_lengths(c.data), c.train.batch_size,
+                            objective_.family, seed=c.train.seed, host_sharding=c.data.host_sharding, **kwargs)
+
+  def restore(self, saver: checkpoint.Checkpointer, step: int, what: str):
+    """The state saved at `step`, after checking its parameters' shapes against the model's."""
+    target = self.abstract_state()
+    models.check_shapes(saver.saved_params(step), target.params, what)
+    with self.activated():
+      return saver.restore(step, target)
+
+  def data_position(self, examples: int) -> dict:
+    """What a checkpoint records of the input: the task and how many of its training examples were read."""
+    return {"task": self.task, "examples": examples, "batch_size": self.cfg.train.batch_size,
+            "processes": jax.process_count()}
+
+  def examples_to_skip(self, position: dict | None) -> int:
+    """Training examples to pass over on resuming: those of the saved position, if its task is this run's."""
+    if position is None:
+      raise UserError(f"the latest checkpoint in {self.workdir!r} has no data position (written by an older "
+                      "version); start a new workdir")
+    if position["task"] != self.task:
+      log(f"The data changed from {position['task']} to {self.task}: reading {self.task} from its start.")
+      return 0
+    if position["processes"] != jax.process_count() and self.cfg.data.host_sharding == "source":
+      log(f"The checkpoint was written by {position['processes']} processes and {jax.process_count()} resume it: "
+          "with data.host_sharding=source each host's order of examples changes (use 'examples' to keep it).")
+    return position["examples"]
+
+  def flops_per_example(self, params) -> float:
+    return self.family.flops_per_example(params, self.cfg.model, self.task_lengths)
+
+
+def saved_config(workdir: str) -> ml_collections.ConfigDict:
+  path = os.path.join(workdir, "config.json")
+  if not files.exists(path):
+    raise UserError(f"{workdir!r} holds no run (no config.json); give the --workdir of a training run")
+  return ml_collections.ConfigDict(json.loads(files.read_text(path)))
+
+
+def load(workdir: str) -> tuple[Run, object, int]:
+  """(run, parameters, step) of the latest checkpoint of a training run's workdir."""
+  from pretrain.data import vocab  # pylint: disable=g-import-not-at-top
+  cfg = saved_config(workdir)
+  vocabulary = vocab.load(os.path.join(workdir, VOCAB_FILE), cfg.tokenizer.extra_ids)
+  run = Run.build(cfg, vocabulary.vocab_size)
+  run.vocabulary = vocabulary
+  saver = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints)
+  try:
+    step = saver.latest_step()
+    if step is None:
+      raise UserError(f"{workdir!r} has no checkpoint yet; train first (or wait for train.checkpoint_every steps)")
+    state = run.restore(saver, step, f"the checkpoint of step {step} in {workdir!r}")
+  finally:
+    saver.close()
+  return run, state.params, step

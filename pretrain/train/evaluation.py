@@ -1,0 +1,43 @@
+"""Validation loss, token accuracy and perplexity of parameters on fixed batches."""
+
+import itertools
+import math
+
+import jax
+
+from pretrain.errors import UserError
+from pretrain.parallel import mesh as mesh_lib
+
+
+def evaluate(eval_step, params, eval_batches) -> dict[str, float]:
+  totals = {"loss": 0.0, "weight": 0.0, "correct": 0.0}
+  for batch in eval_batches:
+    for key, value in jax.device_get(eval_step(params, batch)).items():
+      totals[key] += float(value)
+  loss = totals["loss"] / max(totals["weight"], 1.0)
+  return {"eval/loss": loss, "eval/accuracy": totals["correct"] / max(totals["weight"], 1.0),
+          "eval/perplexity": math.exp(min(loss, 50.0))}
+
+
+def global_batches(run, task: str, objective, split: str, max_batches: int) -> list:
+  """Up to `max_batches` (0: all) global batches of a split of `task`, read once."""
+  local = run.batches(split, task, objective, shuffle=False, repeat=False)
+  batches = [mesh_lib.global_batch(b, run.batch_sharding) for b in itertools.islice(local, max_batches or None)]
+  if not batches:
+    raise UserError(f"the {split} split of {task} holds less than one batch of {run.cfg.train.batch_size} "
+                    "sequences; add data or lower train.batch_size")
+  return batches
+
+
+def eval_sets(run) -> dict[str, list]:
+  """Validation batches by metric prefix: 'eval' for the trained task, 'eval/TASK' for each extra one."""
+  return {prefix: global_batches(run, task, objective, "validation", run.cfg.train.eval_batches)
+          for prefix, task, objective in [("eval", run.task, run.objective),
+                                          *((f"eval/{t}", t, o) for t, o in run.eval_tasks.items())]}
+
+
+def evaluate_all(eval_step, params, sets) -> dict[str, float]:
+  results = {}
+  for prefix, batches in sets.items():
+    results.update({f"{prefix}/{k.split('/', 1)[1]}": v for k, v in evaluate(eval_step, params, batches).items()})
+  return results

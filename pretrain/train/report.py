@@ -1,0 +1,24 @@
+"""What a finished run prints: validation perplexity against step 0, samples and where the outputs are."""
+
+import os
+
+import jax
+
+from pretrain.train import metrics
+
+
+def report(workdir: str, step: int, final: dict, pairs) -> dict:
+  records = metrics.read(workdir)
+  initial = next((r["eval/perplexity"] for r in records if r["step"] == 0 and "eval/perplexity" in r), None)
+  if jax.process_index() == 0:
+    plot = metrics.plot_losses(workdir)
+    lines = [f"Trained {step} steps. Validation loss {final['eval/loss']:.3f}, "
+             f"perplexity {final['eval/perplexity']:.1f}"
+             + (f" (step 0: {initial:.1f}, {initial / final['eval/perplexity']:.0f}x lower)" if initial else "")]
+    lines += ["Samples: a validation prompt, then >>> the model's continuation."] if pairs else []
+    for i, (prompt, continuation) in enumerate(pairs, 1):
+      lines += [f"[{i}] {prompt.rstrip()}", f">>> {continuation.strip()}"]
+    lines += [f"Outputs in {workdir}: metrics.jsonl, tensorboard/, checkpoints/, config.json, spm.model, "
+              f"{os.path.basename(plot)}"]
+    print("\n".join(lines), flush=True)
+  return {"step": step, **final, "initial_perplexity": initial, "samples": pairs}

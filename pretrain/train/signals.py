@@ -1,0 +1,26 @@
+"""SIGTERM and the first Ctrl-C become a request to checkpoint and stop; a second Ctrl-C stops at once."""
+
+import signal
+
+from pretrain.console import log
+
+
+class StopRequest:
+  def __init__(self):
+    self.signal = None
+    self._previous = {}
+
+  def __enter__(self):
+    for sig in (signal.SIGTERM, signal.SIGINT):
+      self._previous[sig] = signal.signal(sig, self._handle)
+    return self
+
+  def _handle(self, signum, frame):
+    if self.signal is not None:
+      raise KeyboardInterrupt
+    self.signal = signum
+    log(f"Received {signal.Signals(signum).name}: saving a checkpoint, then stopping.")
+
+  def __exit__(self, *exc):
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)

@@ -1,0 +1,52 @@
+"""A training run's workdir: checks before a run uses it, and the files that describe the run.
+
+Beside checkpoints/ and the metrics, a workdir holds config.json (the resolved
+config) and spm.model (the vocabulary): what eval, generate and export read.
+"""
+
+import os
+
+import jax
+import tensorflow as tf
+
+from pretrain import config as config_lib
+from pretrain import files, run as run_lib
+from pretrain.errors import UserError
+
+# Config sections that fix the shapes of a checkpoint.
+_SHAPE_SECTIONS = ("model", "tokenizer")
+
+
+def check_writable(workdir: str) -> None:
+  try:
+    files.write_atomically(os.path.join(workdir, ".writable"), b"")
+    tf.io.gfile.remove(os.path.join(workdir, ".writable"))
+  except (OSError, tf.errors.OpError) as e:
+    reason = e.message if isinstance(e, tf.errors.OpError) else e.strerror
+    raise UserError(f"workdir {workdir!r} cannot be written ({reason}); choose another --workdir") from None
+
+
+def check_same_model(cfg, workdir: str) -> None:
+  """A workdir with checkpoints only resumes a run of the same model and vocabulary."""
+  if not (files.exists(os.path.join(workdir, "config.json")) and files.exists(os.path.join(workdir, "checkpoints"))):
+    return
+  saved = run_lib.saved_config(workdir).to_dict()
+  current = cfg.to_dict()
+  before, now = run_lib.objective(cfg, saved["data"]["objective"]).family, run_lib.objective(cfg).family
+  if not now.trains_same_model(before):
+    raise UserError(f"workdir {workdir!r} holds checkpoints of a {before.name} model (objective "
+                    f"{saved['data']['objective']!r}), which data.objective={cfg.data.objective!r} cannot continue; "
+                    "use a new --workdir")
+  for section in _SHAPE_SECTIONS:
+    for key, value in current[section].items():
+      if saved.get(section, {}).get(key) != value:
+        raise UserError(f"workdir {workdir!r} holds checkpoints of a run with {section}.{key}="
+                        f"{saved.get(section, {}).get(key)!r}, not {value!r}; use a new --workdir or the old value")
+
+
+def write_run_files(cfg, vocabulary, workdir: str) -> None:
+  """config.json and spm.model: what `pretrain generate`, `eval` and `export` need beside the checkpoints."""
+  if jax.process_index() == 0:
+    # Atomically: the other processes of a resumed run read it meanwhile.
+    files.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(cfg).encode())
+    tf.io.gfile.copy(vocabulary.sentencepiece_model_file, os.path.join(workdir, run_lib.VOCAB_FILE), overwrite=True)

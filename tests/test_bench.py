@@ -1,0 +1,61 @@
+"""`pretrain bench` and `pretrain estimate-memory` time and size the step that training runs, for every family.
+
+Both build their run like training does (pretrain.run), so a prefix-LM step reads decoder_causal_attention and
+train.microbatches accumulates; the model features come from the family's seqio converter, and equal what the
+data pipeline yields.
+"""
+
+import pytest
+
+from pretrain.commands import bench, estimate_memory
+from tests.conftest import TINY, tiny_config
+
+FAMILY_ARGS = {
+    "clm": ["--config.data.objective=clm"],
+    "prefix_lm_decoder": ["--config.data.objective=prefix_lm_decoder", "--config.data.inputs_length=40",
+                          "--config.data.targets_length=8"],
+    "span_corruption": ["--config.data.objective=span_corruption", "--config.data.inputs_length=32",
+                        "--config.data.targets_length=16"],
+    "mlm": ["--config.data.objective=mlm"],
+}
+
+
+@pytest.mark.parametrize("objective", FAMILY_ARGS)
+def test_model_features_are_the_pipelines(objective, cache_dir, vocabulary):
+  del vocabulary  # Built first, so the run reuses it.
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+  run = run_lib.Run.build_with_data(tiny_config(*FAMILY_ARGS[objective], f"--config.data.cache_dir={cache_dir}"))
+  real = next(run.batches("validation", shuffle=False, repeat=False))
+  shapes = {k: v.shape for k, v in real.items()}
+  assert shapes == {k: s.shape for k, s in run.abstract_batch().items()}
+  assert shapes == {k: v.shape for k, v in run.family.random_batch(4, run.task_lengths, run.vocab_size).items()}
+  assert ("decoder_causal_attention" in shapes) == (objective == "prefix_lm_decoder")
+
+
+def _table(capsys) -> dict[str, list[str]]:
+  return {line.split("  ")[0].strip(): line.split() for line in capsys.readouterr().out.splitlines()}
+
+
+@pytest.mark.parametrize("objective", ["clm", "prefix_lm_decoder", "span_corruption"])
+def test_bench_times_the_training_step(objective, capsys):
+  bench.main.__wrapped__([*TINY, *FAMILY_ARGS[objective], "--config.train.microbatches=2", "--steps=1",
+                          "--warmup=0"])
+  rows = _table(capsys)
+  assert rows["microbatches"][-1] == "2.000"
+  cfg = tiny_config(*FAMILY_ARGS[objective])
+  row = cfg.data.seq_len if objective == "clm" else cfg.data.inputs_length + cfg.data.targets_length
+  assert rows["tokens/step"][-1] == str(cfg.train.batch_size * row)
+  assert 0 < float(rows["MFU"][-1]) < 1
+
+
+def test_bench_refuses_an_encoder_only_model():
+  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  with pytest.raises(UserError, match="not 'mlm'"):
+    bench.main.__wrapped__([*TINY, *FAMILY_ARGS["mlm"], "--steps=1", "--warmup=0"])
+
+
+@pytest.mark.parametrize("objective", FAMILY_ARGS)
+def test_estimate_memory_compiles_the_training_step(objective, capsys):
+  estimate_memory.main.__wrapped__([*TINY, *FAMILY_ARGS[objective], "--config.train.microbatches=2"])
+  out = capsys.readouterr().out
+  assert "2 microbatches" in out and "activations_and_temporaries" in out
