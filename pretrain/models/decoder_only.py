@@ -30,7 +30,8 @@ class DecoderOnlyConfig:
     return cls(vocab_size=vocab_size, **layers.config_fields(cls, model_cfg))
 
 
-class DecoderLayer(nn.Module):
+class DecoderOnlyLayer(nn.Module):
+  """One pre-norm block of DecoderOnly (and EncoderOnly): attention, then SwiGLU."""
   config: DecoderOnlyConfig
   decode: bool = False
   deterministic: bool = True
@@ -74,7 +75,7 @@ class DecoderOnly(nn.Module):
     x_BLD = layers.dropout(c.dropout, deterministic)(embed(tokens_BL))
     if mask_B1LS is None:
       mask_B1LS = layers.attention_mask(segment_ids_BL, prefix_BL)
-    x_BLD = layers.repeat(DecoderLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic),
+    x_BLD = layers.repeat(DecoderOnlyLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic),
                           x_BLD, mask_B1LS, positions_BL)
     x_BLD = layers.RMSNorm(dtype=dtype, name="final_norm")(x_BLD)
     if c.tie_embeddings:

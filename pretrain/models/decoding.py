@@ -58,17 +58,17 @@ def generate(model, params, prompt_BP, max_new_tokens: int, rng, temperature: fl
     first_BL = jnp.concatenate([jnp.zeros((batch, 1), jnp.int32), prompt_BP], axis=1)
     logits_BV, cache = forward(params, cache, first_BL, 0, prefill=True)
     rng, key = jax.random.split(rng)
-    out_BN = jnp.zeros((batch, max_new_tokens), jnp.int32).at[:, 0].set(sample(logits_BV, key))
+    generated_BG = jnp.zeros((batch, max_new_tokens), jnp.int32).at[:, 0].set(sample(logits_BV, key))
 
     def step(i, carry):
-      out_BN, cache, rng = carry
-      previous_B1 = jax.lax.dynamic_slice_in_dim(out_BN, i - 1, 1, axis=1)
+      generated_BG, cache, rng = carry
+      previous_B1 = jax.lax.dynamic_slice_in_dim(generated_BG, i - 1, 1, axis=1)
       logits_BV, cache = forward(params, cache, previous_B1, prompt_len + i, prefill=False)
       rng, key = jax.random.split(rng)
-      return out_BN.at[:, i].set(sample(logits_BV, key)), cache, rng
+      return generated_BG.at[:, i].set(sample(logits_BV, key)), cache, rng
 
-    out_BN, _, _ = jax.lax.fori_loop(1, max_new_tokens, step, (out_BN, cache, rng))
-    return out_BN
+    generated_BG, _, _ = jax.lax.fori_loop(1, max_new_tokens, step, (generated_BG, cache, rng))
+    return generated_BG
 
   return run(params, prompt_BP, rng)
 
@@ -88,22 +88,22 @@ def generate_encoder_decoder(model, params, inputs_BS, max_new_tokens: int, rng,
   @jax.jit
   def run(params, inputs_BS, rng):
     encoded_BSD = model.apply({"params": params}, inputs_BS, segments_BS, method=model.encode)
-    step_args = lambda tokens_B1, offset: (encoded_BSD, tokens_B1, offset, max_new_tokens, segments_BS)
+    step_args = lambda tokens_BT, offset: (encoded_BSD, tokens_BT, offset, max_new_tokens, segments_BS)
     cache = model.init(jax.random.key(0), *step_args(jnp.zeros((batch, max_new_tokens), jnp.int32), 0),
                        method=model.decode_step)["cache"]
     cache = jax.tree.map(jnp.zeros_like, cache)
 
     def step(i, carry):
-      out_BN, cache, rng = carry
+      generated_BG, cache, rng = carry
       # The decoder reads the targets shifted right, starting with id 0, as in training.
-      previous_B1 = jnp.where(i == 0, 0, jax.lax.dynamic_slice_in_dim(out_BN, jnp.maximum(i - 1, 0), 1, axis=1))
+      previous_B1 = jnp.where(i == 0, 0, jax.lax.dynamic_slice_in_dim(generated_BG, jnp.maximum(i - 1, 0), 1, axis=1))
       logits_B1V, variables = model.apply({"params": params, "cache": cache}, *step_args(previous_B1, i),
                                           method=model.decode_step, mutable=["cache"])
       rng, key = jax.random.split(rng)
-      return out_BN.at[:, i].set(sample(logits_B1V[:, 0], key)), variables["cache"], rng
+      return generated_BG.at[:, i].set(sample(logits_B1V[:, 0], key)), variables["cache"], rng
 
-    out_BN = jnp.zeros((batch, max_new_tokens), jnp.int32)
-    out_BN, _, _ = jax.lax.fori_loop(0, max_new_tokens, step, (out_BN, cache, rng))
-    return out_BN
+    generated_BG = jnp.zeros((batch, max_new_tokens), jnp.int32)
+    generated_BG, _, _ = jax.lax.fori_loop(0, max_new_tokens, step, (generated_BG, cache, rng))
+    return generated_BG
 
   return run(params, inputs_BS, rng)

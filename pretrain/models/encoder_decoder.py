@@ -65,11 +65,11 @@ class RelativePositionBias(nn.Module):
 
   @nn.compact
   def __call__(self, query_length: int, key_length: int):
-    table_TN = self.param("rel_embedding", layers.partitioned(nn.initializers.normal(1.0), (None, "heads")),
+    table_RN = self.param("rel_embedding", layers.partitioned(nn.initializers.normal(1.0), (None, "heads")),
                           (self.num_buckets, self.num_heads), jnp.float32)
     relative_LS = jnp.arange(key_length)[None, :] - jnp.arange(query_length)[:, None]
     buckets_LS = relative_position_bucket(relative_LS, self.bidirectional, self.num_buckets, self.max_distance)
-    return jnp.transpose(table_TN[buckets_LS], (2, 0, 1))[None]
+    return jnp.transpose(table_RN[buckets_LS], (2, 0, 1))[None]
 
 
 def _segment_mask(query_segments_BL, key_segments_BS, causal: bool):
@@ -140,7 +140,8 @@ class T5Attention(nn.Module):
     return key.value, value.value
 
 
-class EncoderLayer(nn.Module):
+class T5EncoderLayer(nn.Module):
+  """One block of the encoder: bidirectional self-attention, then gated GELU."""
   config: EncoderDecoderConfig
   deterministic: bool = True
 
@@ -157,18 +158,20 @@ class EncoderLayer(nn.Module):
     return (x_BLD, None) if c.scan_layers else x_BLD
 
 
-class DecoderLayer(nn.Module):
+class T5DecoderLayer(nn.Module):
+  """One block of the encoder-decoder's decoder: causal self-attention,
+  cross-attention to the encoded inputs, then gated GELU."""
   config: EncoderDecoderConfig
   deterministic: bool = True
   decode: bool = False
 
   @nn.compact
-  def __call__(self, y_BTD, encoded_BSD, self_mask_B1TT, cross_mask_B1TS, bias_1NTT):
+  def __call__(self, y_BTD, encoded_BSD, self_mask_B1TC, cross_mask_B1TS, bias_1NTC):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     drop = layers.dropout(c.dropout, self.deterministic)
     h_BTD = layers.RMSNorm(dtype=dtype, name="self_attention_norm")(y_BTD)
     y_BTD = y_BTD + drop(T5Attention(c.num_heads, c.head_dim, dtype, name="self_attention")(
-        h_BTD, h_BTD, self_mask_B1TT, bias_1NTT, self.decode))
+        h_BTD, h_BTD, self_mask_B1TC, bias_1NTC, self.decode))
     h_BTD = layers.RMSNorm(dtype=dtype, name="cross_attention_norm")(y_BTD)
     y_BTD = y_BTD + drop(T5Attention(c.num_heads, c.head_dim, dtype, cross=True, name="cross_attention")(
         h_BTD, encoded_BSD, cross_mask_B1TS, decode=self.decode))
@@ -190,7 +193,7 @@ class Encoder(nn.Module):
     bias_1NSS = RelativePositionBias(c.num_heads, True, c.relative_attention_num_buckets,
                                      c.relative_attention_max_distance, name="relative_bias")(length, length)
     mask_B1SS = _segment_mask(segment_ids_BS, segment_ids_BS, False)
-    x_BSD = layers.repeat(EncoderLayer, c.num_layers, c.scan_layers, c.remat, (c, deterministic),
+    x_BSD = layers.repeat(T5EncoderLayer, c.num_layers, c.scan_layers, c.remat, (c, deterministic),
                           drop(x_BSD), mask_B1SS, bias_1NSS)
     return drop(layers.RMSNorm(dtype=dtype, name="norm")(x_BSD))
 
@@ -199,23 +202,24 @@ class Decoder(nn.Module):
   """Embedded decoder inputs [B, T, D] and encoded inputs [B, S, D] -> final hidden states [B, T, D].
 
   With `decode`, positions [offset, offset + T) of the sequence are computed
-  against the key/value cache: `self_mask_B1TK` says which cached positions
+  against the key/value cache: `self_mask_B1TC` says which cached positions
   each query sees, and the relative bias is taken at those positions.
   """
   config: EncoderDecoderConfig
 
   @nn.compact
-  def __call__(self, y_BTD, encoded_BSD, self_mask_B1TK, cross_mask_B1TS, deterministic=True, decode=False,
+  def __call__(self, y_BTD, encoded_BSD, self_mask_B1TC, cross_mask_B1TS, deterministic=True, decode=False,
                offset=0):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     drop = layers.dropout(c.dropout, deterministic)
     bias = RelativePositionBias(c.num_heads, False, c.relative_attention_num_buckets,
                                 c.relative_attention_max_distance, name="relative_bias")
-    bias_1NTK = bias(self_mask_B1TK.shape[-1], self_mask_B1TK.shape[-1])
-    if decode:
-      bias_1NTK = jax.lax.dynamic_slice_in_dim(bias_1NTK, offset, y_BTD.shape[1], axis=2)
-    y_BTD = layers.repeat(DecoderLayer, c.num_decoder_layers, c.scan_layers, c.remat, (c, deterministic, decode),
-                          drop(y_BTD), encoded_BSD, self_mask_B1TK, cross_mask_B1TS, bias_1NTK)
+    keys = self_mask_B1TC.shape[-1]
+    bias_1NCC = bias(keys, keys)
+    # C is T, or with `decode` the whole cache, of which this call's T positions take their rows.
+    bias_1NTC = jax.lax.dynamic_slice_in_dim(bias_1NCC, offset, y_BTD.shape[1], axis=2) if decode else bias_1NCC
+    y_BTD = layers.repeat(T5DecoderLayer, c.num_decoder_layers, c.scan_layers, c.remat, (c, deterministic, decode),
+                          drop(y_BTD), encoded_BSD, self_mask_B1TC, cross_mask_B1TS, bias_1NTC)
     return drop(layers.RMSNorm(dtype=dtype, name="norm")(y_BTD))
 
 
@@ -241,14 +245,18 @@ class EncoderDecoder(nn.Module):
       segment_ids_BS = jnp.ones_like(tokens_BS)
     return self.encoder(self.embed(tokens_BS), segment_ids_BS, deterministic)
 
-  def decode(self, encoded_BSD, tokens_BT, encoder_segment_ids_BS=None, segment_ids_BT=None, deterministic=True):
+  def decoder_logits(self, encoded_BSD, tokens_BT, encoder_segment_ids_BS=None, segment_ids_BT=None,
+                     deterministic=True):
+    """Logits [B, T, vocab] of every decoder position at once, without a cache
+    (training and scoring; decode_step is the cached, step-by-step path)."""
     if segment_ids_BT is None:
       segment_ids_BT = jnp.ones_like(tokens_BT)
     if encoder_segment_ids_BS is None:
       encoder_segment_ids_BS = jnp.ones(encoded_BSD.shape[:2], jnp.int32)
-    self_mask, cross_mask = (_segment_mask(segment_ids_BT, segment_ids_BT, True),
-                             _segment_mask(segment_ids_BT, encoder_segment_ids_BS, False))
-    return self._logits(self.decoder(self.embed(tokens_BT), encoded_BSD, self_mask, cross_mask, deterministic))
+    self_mask_B1TT = _segment_mask(segment_ids_BT, segment_ids_BT, True)
+    cross_mask_B1TS = _segment_mask(segment_ids_BT, encoder_segment_ids_BS, False)
+    return self._logits(self.decoder(self.embed(tokens_BT), encoded_BSD, self_mask_B1TT, cross_mask_B1TS,
+                                     deterministic))
 
   def decode_step(self, encoded_BSD, tokens_BT, offset, cache_length: int, encoder_segment_ids_BS=None):
     """Logits of decoder positions [offset, offset + T), with keys and values
@@ -257,9 +265,10 @@ class EncoderDecoder(nn.Module):
     if encoder_segment_ids_BS is None:
       encoder_segment_ids_BS = jnp.ones(encoded_BSD.shape[:2], jnp.int32)
     positions_T = offset + jnp.arange(tokens_BT.shape[1])
-    self_mask = (jnp.arange(cache_length)[None, :] <= positions_T[:, None])[None, None]
-    cross_mask = (encoder_segment_ids_BS != 0)[:, None, None, :]
-    hidden_BTD = self.decoder(self.embed(tokens_BT), encoded_BSD, self_mask, cross_mask, decode=True, offset=offset)
+    self_mask_11TC = (jnp.arange(cache_length)[None, :] <= positions_T[:, None])[None, None]
+    cross_mask_B11S = (encoder_segment_ids_BS != 0)[:, None, None, :]
+    hidden_BTD = self.decoder(self.embed(tokens_BT), encoded_BSD, self_mask_11TC, cross_mask_B11S, decode=True,
+                              offset=offset)
     return self._logits(hidden_BTD)
 
   def _logits(self, hidden_BTD):
@@ -270,4 +279,5 @@ class EncoderDecoder(nn.Module):
   def __call__(self, encoder_tokens_BS, decoder_tokens_BT, encoder_segment_ids_BS=None, decoder_segment_ids_BT=None,
                deterministic=True):
     encoded_BSD = self.encode(encoder_tokens_BS, encoder_segment_ids_BS, deterministic)
-    return self.decode(encoded_BSD, decoder_tokens_BT, encoder_segment_ids_BS, decoder_segment_ids_BT, deterministic)
+    return self.decoder_logits(encoded_BSD, decoder_tokens_BT, encoder_segment_ids_BS, decoder_segment_ids_BT,
+                               deterministic)

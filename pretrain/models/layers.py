@@ -1,7 +1,29 @@
 """Transformer building blocks shared by the model families.
 
-Shapes are named in suffixes: B batch, L query length, S key length, D model
-width, N query heads, K key/value heads, H head width, F feed-forward width.
+Shapes are named in suffixes, one letter an axis; a letter means the same
+thing in every file of pretrain/models/:
+
+  B batch
+  L query length
+  S key length (the whole cache when decoding); in the encoder-decoder, the
+    encoder's input length, which cross-attention reads as keys
+  T the encoder-decoder's decoder length
+  C the key length of the encoder-decoder's decoder self-attention: T, or the
+    whole cache when decoding
+  P prompt length, G generated tokens (max_new_tokens), in decoding.py
+  D model width
+  N query heads
+  K key/value heads
+  H head width
+  A rotary angles: H / 2, one per rotated pair of channels
+  R T5's relative-position buckets
+  F feed-forward width
+  V vocabulary
+  1 an axis of length 1, broadcast
+
+Parameters are created in float32 and stored in model.param_dtype by the
+train state (train/state.py); each layer computes in its `dtype` (RMSNorm in
+float32).
 """
 
 import dataclasses
@@ -82,9 +104,9 @@ class RMSNorm(nn.Module):
 def apply_rotary(x_BLNH, positions_BL, theta: float):
   """Rotary position embedding, in the half-split layout of Llama."""
   half = x_BLNH.shape[-1] // 2
-  inv_freq = theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
-  angles_BLH = positions_BL[..., None].astype(jnp.float32) * inv_freq
-  sin, cos = jnp.sin(angles_BLH)[:, :, None, :], jnp.cos(angles_BLH)[:, :, None, :]
+  inv_freq_A = theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
+  angles_BLA = positions_BL[..., None].astype(jnp.float32) * inv_freq_A
+  sin, cos = jnp.sin(angles_BLA)[:, :, None, :], jnp.cos(angles_BLA)[:, :, None, :]
   x = x_BLNH.astype(jnp.float32)
   x1, x2 = x[..., :half], x[..., half:]
   return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x_BLNH.dtype)
