@@ -1,20 +1,17 @@
-"""tools/compare_objectives.py and tools/scaling.py: the power-law fit, and a tiny run of each tool."""
+"""pretrain.experiments (tools/compare_objectives.py and tools/scaling.py): the power-law fit, and a tiny run of
+each experiment."""
 
 import argparse
 import os
 import re
-import sys
 
 import numpy as np
 import pytest
 
 from pretrain import config as config_lib
 from pretrain.errors import UserError
+from pretrain.experiments import compare_objectives, scaling
 from tests.conftest import REPO
-
-sys.path.insert(0, os.path.join(REPO, "tools"))
-import compare_objectives  # pylint: disable=g-import-not-at-top,g-bad-import-order
-import scaling  # pylint: disable=g-import-not-at-top,g-bad-import-order
 
 # A model and budget small enough for a CPU test: a few seconds of training per run.
 TINY = ["--steps=3", "--batch_size=4", "--seq_len=64", "--evals=3", "--config.train.eval_batches=2"]

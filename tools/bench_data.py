@@ -16,7 +16,6 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pretrain import command_line  # pylint: disable=g-import-not-at-top
 from pretrain.errors import exit_on_user_error

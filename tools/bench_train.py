@@ -1,10 +1,8 @@
-"""`pretrain bench`, runnable from a checkout without installing: python tools/bench_train.py --help"""
+"""`pretrain bench` as a script (pip install -e . first): python tools/bench_train.py --help"""
 
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from pretrain import cli  # pylint: disable=g-import-not-at-top
+from pretrain import cli
 
 if __name__ == "__main__":
   sys.exit(cli.main(["bench", *sys.argv[1:]]))

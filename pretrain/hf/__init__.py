@@ -51,7 +51,7 @@ def export(out_dir: str, run, params, spm_path: str) -> str:
                   if k in config}
     with open(os.path.join(staging, "generation_config.json"), "w") as f:
       json.dump(generation, f, indent=2)
-    tokenizer.write(spm_path, run.cfg.tokenizer.extra_ids, staging, run.family.hf)
+    tokenizer.write(spm_path, run.cfg.tokenizer.extra_ids, staging, module.PREPENDS_BOS)
     if os.path.exists(out_dir):
       os.rmdir(out_dir)
     os.rename(staging, out_dir)
@@ -64,7 +64,7 @@ def read_config(hf_dir: str) -> tuple[str, dict]:
   """(family, config.json) of a Hugging Face directory, or a UserError naming what is wrong."""
   path = os.path.join(hf_dir, "config.json")
   if not os.path.exists(path):
-    raise UserError(f"{hf_dir!r} has no config.json; give a directory written by save_pretrained or export_hf.py")
+    raise UserError(f"{hf_dir!r} has no config.json; give a directory written by save_pretrained or pretrain export")
   with open(path) as f:
     config = json.load(f)
   model_type = config.get("model_type")

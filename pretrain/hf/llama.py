@@ -5,6 +5,8 @@ import numpy as np
 from pretrain.hf import layers
 
 ARCHITECTURE = "LlamaForCausalLM"
+# The tokenizer prepends id 0, the BOS of training (inputs are the targets shifted right after it).
+PREPENDS_BOS = True
 RMS_NORM_EPS = 1e-6  # layers.RMSNorm's
 
 

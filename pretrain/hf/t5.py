@@ -5,6 +5,8 @@ import numpy as np
 from pretrain.hf import layers
 
 ARCHITECTURE = "T5ForConditionalGeneration"
+# The tokenizer appends EOS to the inputs, as seqio's tasks do.
+PREPENDS_BOS = False
 
 
 def hf_config(model_cfg, vocab_size: int, max_length: int) -> dict:

@@ -22,9 +22,9 @@ SPACE = "\u2581"
 TOKENIZER_MODEL = "tokenizer.model"  # The SentencePiece model itself, for import and for slow tokenizers.
 
 
-def build(spm_path: str, extra_ids: int, family: str) -> tokenizers.Tokenizer:
-  """The tokenizer; with special tokens, Llama inputs start with id 0 (the
-  BOS of training) and T5 inputs end with EOS, as seqio's tasks make them."""
+def build(spm_path: str, extra_ids: int, bos: bool) -> tokenizers.Tokenizer:
+  """The tokenizer; with special tokens, inputs start with id 0 (`bos`: Llama's, the BOS of training) or else
+  end with EOS (T5's), as seqio's tasks make them."""
   proto = sentencepiece_model_pb2.ModelProto()
   with open(spm_path, "rb") as f:
     proto.ParseFromString(f.read())
@@ -48,7 +48,7 @@ def build(spm_path: str, extra_ids: int, family: str) -> tokenizers.Tokenizer:
   sentinels = [f"<extra_id_{i}>" for i in reversed(range(extra_ids))]
   tokenizer.add_special_tokens([tokenizers.AddedToken(s, normalized=False, lstrip=True) for s in sentinels])
   pad, eos = ("<pad>", vocab.PAD_ID), ("</s>", vocab.EOS_ID)
-  if family == "llama":
+  if bos:
     tokenizer.post_processor = processors.TemplateProcessing(single="<pad> $A", pair="<pad> $A $B:1",
                                                              special_tokens=[pad])
   else:
@@ -57,17 +57,17 @@ def build(spm_path: str, extra_ids: int, family: str) -> tokenizers.Tokenizer:
   return tokenizer
 
 
-def write(spm_path: str, extra_ids: int, out_dir: str, family: str) -> None:
-  """tokenizer.json, tokenizer_config.json, special_tokens_map.json and the SentencePiece model."""
-  build(spm_path, extra_ids, family).save(os.path.join(out_dir, "tokenizer.json"))
+def write(spm_path: str, extra_ids: int, out_dir: str, bos: bool) -> None:
+  """tokenizer.json, tokenizer_config.json, special_tokens_map.json and the SentencePiece model; `bos`: see build."""
+  build(spm_path, extra_ids, bos).save(os.path.join(out_dir, "tokenizer.json"))
   shutil.copyfile(spm_path, os.path.join(out_dir, TOKENIZER_MODEL))
   special = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
-  if family == "llama":
+  if bos:
     # The decoder-only model reads targets shifted right after id 0: id 0 plays the part of BOS.
     special["bos_token"] = "<pad>"
   config = {
       "tokenizer_class": "PreTrainedTokenizerFast", **special,
-      "add_bos_token": family == "llama", "add_eos_token": family == "t5", "extra_ids": extra_ids,
+      "add_bos_token": bos, "add_eos_token": not bos, "extra_ids": extra_ids,
       "model_max_length": 1_000_000_000, "clean_up_tokenization_spaces": False,
   }
   with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:

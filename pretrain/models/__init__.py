@@ -18,7 +18,7 @@ VOCAB_MULTIPLE = 128
 
 def activation_dtype(name: str, backend: str | None = None) -> str:
   """model.dtype: 'auto' computes in bfloat16 on accelerators (GPU, TPU) and in
-  float32 on CPUs, whose bfloat16 matmuls are slow; parameters stay float32."""
+  float32 on CPUs, whose bfloat16 matmuls are slow; parameters are stored in model.param_dtype."""
   if name != "auto":
     return name
   return "float32" if (backend or jax.default_backend()) == "cpu" else "bfloat16"

@@ -40,13 +40,11 @@ class DecoderOnlyLayer(nn.Module):
   def __call__(self, x_BLD, mask_B1LS, positions_BL):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     drop = layers.dropout(c.dropout, self.deterministic)
-    h_BLD = layers.RMSNorm(dtype=dtype, name="attention_norm")(x_BLD)
-    x_BLD = x_BLD + drop(layers.Attention(c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, dtype,
-                                          name="attention")(h_BLD, mask_B1LS, positions_BL, self.decode))
-    h_BLD = layers.RMSNorm(dtype=dtype, name="mlp_norm")(x_BLD)
-    x_BLD = x_BLD + drop(layers.SwiGLU(c.mlp_dim, dtype, name="mlp")(h_BLD))
-    x_BLD = nn.with_logical_constraint(x_BLD, ("activation_batch", "activation_length", "activation_embed"))
-    return (x_BLD, None) if c.scan_layers else x_BLD
+    attention = layers.Attention(c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, dtype, name="attention")
+    x_BLD = layers.pre_norm_residual(x_BLD, "attention", lambda h_BLD: attention(h_BLD, mask_B1LS, positions_BL,
+                                                                                self.decode), dtype, drop)
+    x_BLD = layers.pre_norm_residual(x_BLD, "mlp", layers.SwiGLU(c.mlp_dim, dtype, name="mlp"), dtype, drop)
+    return layers.block_output(x_BLD, c.scan_layers)
 
 
 class DecoderOnly(nn.Module):

@@ -140,6 +140,12 @@ class T5Attention(nn.Module):
     return key.value, value.value
 
 
+def _mlp_branch(x_BLD, c: "EncoderDecoderConfig", deterministic: bool, dtype, drop):
+  """The gated-GELU residual branch that ends every T5 block (called inside the block's compact __call__)."""
+  return layers.pre_norm_residual(x_BLD, "mlp", GatedGelu(c.mlp_dim, dtype, c.dropout, deterministic, name="mlp"),
+                                  dtype, drop)
+
+
 class T5EncoderLayer(nn.Module):
   """One block of the encoder: bidirectional self-attention, then gated GELU."""
   config: EncoderDecoderConfig
@@ -149,13 +155,10 @@ class T5EncoderLayer(nn.Module):
   def __call__(self, x_BLD, mask_B1LL, bias_1NLL):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     drop = layers.dropout(c.dropout, self.deterministic)
-    h_BLD = layers.RMSNorm(dtype=dtype, name="attention_norm")(x_BLD)
-    x_BLD = x_BLD + drop(T5Attention(c.num_heads, c.head_dim, dtype, name="attention")(
-        h_BLD, h_BLD, mask_B1LL, bias_1NLL))
-    h_BLD = layers.RMSNorm(dtype=dtype, name="mlp_norm")(x_BLD)
-    x_BLD = x_BLD + drop(GatedGelu(c.mlp_dim, dtype, c.dropout, self.deterministic, name="mlp")(h_BLD))
-    x_BLD = nn.with_logical_constraint(x_BLD, ("activation_batch", "activation_length", "activation_embed"))
-    return (x_BLD, None) if c.scan_layers else x_BLD
+    attention = T5Attention(c.num_heads, c.head_dim, dtype, name="attention")
+    x_BLD = layers.pre_norm_residual(x_BLD, "attention", lambda h_BLD: attention(h_BLD, h_BLD, mask_B1LL, bias_1NLL),
+                                     dtype, drop)
+    return layers.block_output(_mlp_branch(x_BLD, c, self.deterministic, dtype, drop), c.scan_layers)
 
 
 class T5DecoderLayer(nn.Module):
@@ -169,16 +172,13 @@ class T5DecoderLayer(nn.Module):
   def __call__(self, y_BTD, encoded_BSD, self_mask_B1TC, cross_mask_B1TS, bias_1NTC):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     drop = layers.dropout(c.dropout, self.deterministic)
-    h_BTD = layers.RMSNorm(dtype=dtype, name="self_attention_norm")(y_BTD)
-    y_BTD = y_BTD + drop(T5Attention(c.num_heads, c.head_dim, dtype, name="self_attention")(
-        h_BTD, h_BTD, self_mask_B1TC, bias_1NTC, self.decode))
-    h_BTD = layers.RMSNorm(dtype=dtype, name="cross_attention_norm")(y_BTD)
-    y_BTD = y_BTD + drop(T5Attention(c.num_heads, c.head_dim, dtype, cross=True, name="cross_attention")(
-        h_BTD, encoded_BSD, cross_mask_B1TS, decode=self.decode))
-    h_BTD = layers.RMSNorm(dtype=dtype, name="mlp_norm")(y_BTD)
-    y_BTD = y_BTD + drop(GatedGelu(c.mlp_dim, dtype, c.dropout, self.deterministic, name="mlp")(h_BTD))
-    y_BTD = nn.with_logical_constraint(y_BTD, ("activation_batch", "activation_length", "activation_embed"))
-    return (y_BTD, None) if c.scan_layers else y_BTD
+    self_attention = T5Attention(c.num_heads, c.head_dim, dtype, name="self_attention")
+    y_BTD = layers.pre_norm_residual(y_BTD, "self_attention", lambda h_BTD: self_attention(
+        h_BTD, h_BTD, self_mask_B1TC, bias_1NTC, self.decode), dtype, drop)
+    cross_attention = T5Attention(c.num_heads, c.head_dim, dtype, cross=True, name="cross_attention")
+    y_BTD = layers.pre_norm_residual(y_BTD, "cross_attention", lambda h_BTD: cross_attention(
+        h_BTD, encoded_BSD, cross_mask_B1TS, decode=self.decode), dtype, drop)
+    return layers.block_output(_mlp_branch(y_BTD, c, self.deterministic, dtype, drop), c.scan_layers)
 
 
 class Encoder(nn.Module):

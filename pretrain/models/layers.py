@@ -88,6 +88,17 @@ def dropout(rate: float, deterministic: bool):
   return nn.Dropout(rate, deterministic=deterministic or rate == 0.0)
 
 
+def pre_norm_residual(x_BLD, name: str, branch, dtype, drop):
+  """x + drop(branch(RMSNorm(x))): one residual branch of a pre-norm block; the norm is named `{name}_norm`."""
+  return x_BLD + drop(branch(RMSNorm(dtype=dtype, name=f"{name}_norm")(x_BLD)))
+
+
+def block_output(x_BLD, scan_layers: bool):
+  """A block's output, constrained to its logical layout; under nn.scan, as (carry, no per-layer output)."""
+  x_BLD = nn.with_logical_constraint(x_BLD, ("activation_batch", "activation_length", "activation_embed"))
+  return (x_BLD, None) if scan_layers else x_BLD
+
+
 class RMSNorm(nn.Module):
   """Root-mean-square layer norm, no bias, computed in float32."""
   eps: float = 1e-6

@@ -62,7 +62,7 @@ def make_mesh(mesh_cfg) -> jax.sharding.Mesh:
   """The mesh of all devices. On multi-slice TPUs, mesh.dcn_data / dcn_fsdp / dcn_tensor say how much
   of each axis spans slices (over the data-center network): the rest stays within a slice (ICI)."""
   sizes = mesh_shape(mesh_cfg, jax.device_count())
-  dcn = tuple(mesh_cfg.get(f"dcn_{axis}", 1) for axis in AXES)
+  dcn = tuple(mesh_cfg[f"dcn_{axis}"] for axis in AXES)
   # Auto axes: XLA propagates the shardings that the logical constraints pin down.
   axis_types = (jax.sharding.AxisType.Auto,) * len(AXES)
   if dcn == (1,) * len(AXES):

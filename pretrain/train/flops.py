@@ -30,14 +30,14 @@ def flops_per_example(params, model_cfg, lengths: dict[str, int]) -> float:
   total = 0
   for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
     name = jax.tree_util.keystr(path)
-    if "'embed'" in name and not model_cfg.get("tie_embeddings", False):
+    if "'embed'" in name and not model_cfg.tie_embeddings:
       continue
     total += 6 * leaf.size * _tokens_through(name, lengths)
   width = 12 * model_cfg.num_heads * model_cfg.head_dim
   if "inputs" not in lengths:
     return total + width * model_cfg.num_layers * sum(lengths.values()) ** 2
   s, t = lengths["inputs"], lengths["targets"]
-  decoder_layers = model_cfg.get("num_decoder_layers") or model_cfg.num_layers
+  decoder_layers = model_cfg.num_decoder_layers or model_cfg.num_layers
   return total + width * (model_cfg.num_layers * s * s + decoder_layers * (t * t + t * s))
 
 

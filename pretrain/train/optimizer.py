@@ -17,7 +17,7 @@ def schedule(opt_cfg, total_steps: int) -> optax.Schedule:
   """cosine: linear warmup to `learning_rate`, then cosine decay to `end_lr_ratio` of it.
   rsqrt (T5): `learning_rate` for `warmup_steps`, then decaying as 1/sqrt(step)
   (T5's 1/sqrt(max(step, 10^4)) is learning_rate=0.01, warmup_steps=10000)."""
-  kind = opt_cfg.get("schedule", "cosine")
+  kind = opt_cfg.schedule
   if kind == "rsqrt":
     warmup = max(opt_cfg.warmup_steps, 1)
     return lambda step: opt_cfg.learning_rate * jax.lax.rsqrt(jax.numpy.maximum(step, warmup) / warmup)
@@ -36,7 +36,7 @@ def decay_mask(params):
 
 
 def make(opt_cfg, total_steps: int) -> optax.GradientTransformation:
-  name = opt_cfg.get("name", "adamw")
+  name = opt_cfg.name
   lr = schedule(opt_cfg, total_steps)
   if name == "adamw":
     update = optax.adamw(lr, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=1e-8, weight_decay=opt_cfg.weight_decay,

@@ -1,0 +1,197 @@
+"""Which objective? Trains one small model per pre-training objective on the same token budget and compares them.
+
+  python tools/compare_objectives.py [--objectives=clm,prefix_lm_decoder,span_corruption,ul2,mlm] [--steps=300]
+      [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2] [--enc_dec_layers=N]
+      [--out=docs/compare_objectives] [--out_dir=runs/compare_objectives] [--config.KEY=VALUE ...]
+
+Every objective trains from scratch on the bundled corpus (configs/quickstart.py, or --config, plus
+--config.KEY=VALUE overrides) with the same seed, optimizer and schedule, in its own workdir
+OUT_DIR/OBJECTIVE (an earlier run there is deleted first), in this process: runs do not share state
+(two runs of one objective with another in between log identical losses).
+
+Same token budget: every step processes batch_size rows of seq_len token positions, for --steps steps.
+A CLM (decoder-only) or MLM (encoder-only) row is seq_len tokens; a decoder-only prefix-LM row is
+inputs + targets = seq_len; an encoder-decoder row is inputs_length + targets_length = seq_len, split
+per objective: span corruption takes the largest inputs_length whose targets still fit (128 -> 104 + 24,
+near T5's 512 + 114), UL2 the largest that fits all its denoisers (128 -> 64 + 64, as its X-denoisers at
+density 0.5 need targets as long as inputs), prefix LM half and half. So all models process the same
+token positions; they do not predict the same number of target tokens (measured and reported), nor read
+the same number of corpus tokens. With --enc_dec_layers equal to --num_layers (the default) an
+encoder-decoder has about 1.4-2x the parameters of the decoder-only model, but each token still passes
+through num_layers layers, so the layers' FLOPs per token match (as in the UL2 paper's compute-matched
+comparisons); its output layer runs over the targets only, so with a small model and a 4096-way output
+layer it does fewer FLOPs per step (GFLOP/step is reported).
+
+Writes OUT.png (validation loss against tokens processed, one line per objective, and the CLM validation
+loss of the decoder-only models) and OUT.md (the command, machine, date and the table, also printed).
+Each run's own console output goes to OUT_DIR/OBJECTIVE/train.log.
+"""
+
+import os
+
+from pretrain import command_line
+from pretrain import config as config_lib
+from pretrain import run as run_lib
+from pretrain.commands import parser_for
+from pretrain.data import objectives
+from pretrain.data.objectives import prefix_lm, span_corruption, ul2
+from pretrain.errors import UserError, exit_on_user_error
+from pretrain.experiments import runs
+
+DEFAULT_OBJECTIVES = "clm,prefix_lm_decoder,span_corruption,ul2,mlm"
+
+
+def _fits(name: str, data_cfg, extra_ids: int, inputs: int, targets: int) -> bool:
+  """Whether an objective's examples fit feature lengths (inputs, targets), by the objectives' own checks."""
+  lengths = {"inputs": inputs, "targets": targets}
+  try:
+    if name.startswith("ul2"):
+      for d in ul2.parse_denoisers(data_cfg.ul2_denoisers):
+        if d.kind == "S":
+          prefix_lm.segment_length(lengths, ul2.MODE_TOKENS["S"], name.endswith("_decoder"))
+        else:
+          span_corruption.check_lengths(span_corruption.SpanCorruption(d.noise_density, d.mean_noise_span_length),
+                                        inputs, targets, extra_ids, reserved=1)
+    elif name == "span_corruption":
+      span_corruption.check_lengths(span_corruption.SpanCorruption(data_cfg.noise_density,
+                                                                   data_cfg.mean_noise_span_length),
+                                    inputs, targets, extra_ids)
+    else:
+      prefix_lm.segment_length(lengths, None, name.endswith("_decoder"))
+  except UserError:
+    return False
+  return True
+
+
+def split_row(name: str, data_cfg, extra_ids: int, row: int) -> tuple[int, int]:
+  """(inputs_length, targets_length) summing to `row` for an objective with inputs: span corruption and UL2
+  take the largest inputs length whose targets fit (least padding, most text); others half and half."""
+  if not (name == "span_corruption" or name.startswith("ul2")):
+    half = row // 2
+    if not _fits(name, data_cfg, extra_ids, half, row - half):
+      raise UserError(f"--seq_len={row} is too short for {name}; raise it")
+    return half, row - half
+  for inputs in range(row - 1, 1, -1):
+    if _fits(name, data_cfg, extra_ids, inputs, row - inputs):
+      return inputs, row - inputs
+  raise UserError(f"no split of a row of --seq_len={row} tokens into inputs + targets fits {name} with "
+                  f"{extra_ids} sentinels; raise --seq_len, or --config.tokenizer.extra_ids if spans run out")
+
+
+def run_config(base, name: str, args):
+  """The config of one objective's run: the base config, the shared budget and model, the objective's lengths."""
+  cfg = base.copy_and_resolve_references()
+  c = cfg.data
+  c.objective = name
+  family = run_lib.objective(cfg).family
+  c.seq_len = args.seq_len
+  if runs.splits_rows(family):
+    c.inputs_length, c.targets_length = split_row(name, c, cfg.tokenizer.extra_ids, args.seq_len)
+  c.eval_objectives = (runs.YARDSTICK,) if family.prefix_lm else ()
+  runs.set_budget(cfg, args.steps, args.batch_size, args.evals)
+  m = cfg.model
+  m.d_model, m.num_layers, m.head_dim = args.d_model, args.num_layers, args.head_dim
+  m.num_heads = m.num_kv_heads = args.num_heads or max(1, args.d_model // args.head_dim)
+  m.mlp_dim = args.mlp_dim or 3 * args.d_model
+  if "inputs" in family.row_lengths(family.task_lengths(c)):  # An encoder reads the inputs, a decoder the targets.
+    m.num_layers = m.num_decoder_layers = args.enc_dec_layers or args.num_layers
+  return cfg
+
+
+def _row_text(r: dict, batch: int) -> str:
+  row = r["row"]
+  if "inputs" in row:
+    return f"{batch} x ({row['inputs']} + {row['targets']}) = {r['tokens_per_step']:,}"
+  return f"{batch} x {row['targets']} = {r['tokens_per_step']:,}"
+
+
+def table(results: list[dict], batch: int) -> str:
+  lines = ["| objective | model family | parameters | tokens/step (rows x (inputs + targets)) | target tokens/step "
+           "| GFLOP/step | val loss / target token (step 0) | CLM val loss (yardstick) | tokens/s | wall s |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+  for r in results:
+    yardstick = f"{r['yardstick']:.3f}" if r["yardstick"] is not None else "n/a"
+    lines.append(f"| {r['objective']} | {r['family']} | {r['params']:,} | {_row_text(r, batch)} | "
+                 f"{r['target_tokens_per_step']:,.0f} | {r['gflop_per_step']:.1f} | {r['loss']:.3f} "
+                 f"({r['initial_loss']:.2f}) | {yardstick} | {r['tokens_per_second']:,.0f} | {r['wall']:.0f} |")
+  return "\n".join(lines)
+
+
+def plot(results: list[dict], path: str) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  fig, (own, common) = plt.subplots(1, 2, figsize=(13, 4.8))
+  for r in results:
+    line, = own.plot(*zip(*r["curve"]), "o-", markersize=3, label=f"{r['objective']} ({r['family']})")
+    if r["yardstick_curve"]:
+      common.plot(*zip(*r["yardstick_curve"]), "o-", markersize=3, color=line.get_color(), label=r["objective"])
+  own.set_title("validation loss on each objective's own targets (not comparable across objectives)", fontsize=9)
+  own.set_ylabel("cross-entropy per target token (nats)")
+  common.set_title("common yardstick: CLM validation loss, decoder-only models", fontsize=9)
+  common.set_ylabel("CLM cross-entropy per token (nats)")
+  for ax in (own, common):
+    ax.set_xlabel("tokens processed (batch x row length x steps)")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=8)
+  fig.savefig(path, dpi=100, bbox_inches="tight")
+  plt.close(fig)
+
+
+def report(results: list[dict], args, argv: list[str], load: str) -> str:
+  budget = results[0]["tokens_per_step"] if results else 0
+  return runs.report("tools/compare_objectives.py", argv, load, [
+      "# Which objective? Small models on the same token budget",
+      f"Token budget, the same for every objective: {args.steps} steps x {args.batch_size} rows x {args.seq_len} "
+      f"token positions = {args.steps * budget:,} tokens processed ({budget:,} per step). An encoder-decoder row "
+      "is inputs + targets (split per objective to fit its examples), a decoder-only prefix-LM row inputs + "
+      "targets, a CLM or MLM row seq_len tokens. Same data (the bundled corpus), seed, optimizer and schedule.",
+      table(results, args.batch_size),
+      "**The validation losses of different objectives are not comparable**: each is the cross-entropy per "
+      "target token of that objective's own targets. CLM predicts every next token; prefix LM only the "
+      "continuation, after reading a prefix both ways; span corruption and UL2 the corrupted spans, "
+      "interleaved with sentinel tokens that are easy to predict; MLM the 15% masked tokens from both sides. "
+      "Compare each curve's fall, and the yardstick: the CLM validation loss on the same validation rows "
+      "(`data.eval_objectives`), which every decoder-only model has and the encoder-decoder and encoder-only "
+      "models do not (n/a).",
+      "Target tokens/step counts the loss-bearing tokens of the validation batches. GFLOP/step is model FLOPs "
+      "(pretrain/train/flops.py). " + runs.TIMING_NOTE,
+      f"![validation curves]({os.path.basename(args.out)}.png)"])
+
+
+@exit_on_user_error
+def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
+  parser = parser_for(prog, __doc__)
+  parser.add_argument("--objectives", default=DEFAULT_OBJECTIVES,
+                      help=f"comma-separated, of {', '.join(objectives.NAMES)}")
+  runs.add_flags(parser, "compare_objectives", "token positions per row, inputs + targets", "OBJECTIVE")
+  parser.add_argument("--d_model", type=int, default=128, help="model width")
+  parser.add_argument("--num_layers", type=int, default=2, help="decoder-only and encoder-only layers")
+  parser.add_argument("--enc_dec_layers", type=int, default=0,
+                      help="encoder-decoder: layers in each of the encoder and decoder (0: --num_layers)")
+  parser.add_argument("--head_dim", type=int, default=64, help="dimension of each attention head")
+  parser.add_argument("--num_heads", type=int, default=0, help="0: d_model / head_dim")
+  parser.add_argument("--mlp_dim", type=int, default=0, help="0: 3 x d_model")
+  args, base = command_line.parse_command_line(parser, argv)
+  names = [n.strip() for n in args.objectives.split(",") if n.strip()]
+  for name in names:
+    objectives.make(name, base.data, 0)  # An unknown name fails now, not after the first runs.
+  if len(set(names)) != len(names):
+    raise UserError(f"--objectives names one twice: {args.objectives}")
+  configs = [run_config(base, name, args) for name in names]  # Length errors before any training.
+  for cfg in configs:
+    config_lib.validate(cfg)
+  load = runs.machine()
+  print(f"{len(names)} runs of {args.steps} steps x {args.batch_size} x {args.seq_len} tokens; {load}", flush=True)
+  results = []
+  for i, (name, cfg) in enumerate(zip(names, configs), 1):
+    r = runs.train_one(cfg, os.path.join(args.out_dir, name))
+    results.append(r)
+    print(f"[{i}/{len(names)}] {name:<18} {r['family']:<25} {r['params']:>10,} params  val loss {r['loss']:.3f} "
+          f"(step 0: {r['initial_loss']:.2f})  {r['tokens_per_second']:>6,.0f} tokens/s  {r['wall']:.0f} s",
+          flush=True)
+  runs.write_report(args.out, lambda path: plot(results, path), report(results, args, argv, load),
+                    table(results, args.batch_size))
+  return 0

@@ -1,0 +1,164 @@
+"""Running and measuring small training runs, one after another in this process, for the experiments' reports."""
+
+import contextlib
+import datetime
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import sys
+import textwrap
+import time
+
+import jax
+
+from pretrain import run as run_lib
+from pretrain.commands.train import train
+from pretrain.errors import UserError
+from pretrain.train import metrics
+
+# How to read the timings, in every experiment's report.
+TIMING_NOTE = ("tokens/s is the median over logged intervals after the first (compilation); wall s includes "
+               "compilation, evaluation and the checkpoint, and is noisy: on this shared machine an occasional run "
+               "stalls for about a minute at its end.")
+# The common yardstick: causal next-token loss on the same validation rows, which every decoder-only model can
+# be evaluated on (data.eval_objectives); encoder-decoder and encoder-only models have no such loss.
+YARDSTICK = "clm"
+
+
+def add_flags(parser, name: str, seq_len_help: str, workdir_help: str) -> None:
+  """The flags of every experiment: each run's token budget, and where the report (docs/NAME) and runs go."""
+  parser.add_argument("--steps", type=int, default=300, help="training steps of every run")
+  parser.add_argument("--batch_size", type=int, default=16, help="rows per step")
+  parser.add_argument("--seq_len", type=int, default=128, help=seq_len_help)
+  parser.add_argument("--evals", type=int, default=10, help="validation points per curve")
+  parser.add_argument("--out", default=f"docs/{name}", help="writes OUT.png and OUT.md")
+  parser.add_argument("--out_dir", default=f"runs/{name}", help=f"the runs' workdirs, OUT_DIR/{workdir_help}")
+
+
+def set_budget(cfg, steps: int, batch_size: int, evals: int) -> None:
+  """Steps and batch, `evals` validation points, one checkpoint (at the end) and no samples."""
+  t = cfg.train
+  t.steps, t.batch_size = steps, batch_size
+  t.eval_every = max(1, steps // evals)
+  t.log_every = min(t.log_every, t.eval_every)
+  t.checkpoint_every, t.keep_checkpoints = steps, 1
+  cfg.sample.num = 0
+
+
+def fresh_workdir(path: str) -> None:
+  """Deletes an earlier run of this tool there (so the run starts over rather than resumes); refuses anything else."""
+  if os.path.isdir(path) and os.listdir(path):
+    if not any(os.path.exists(os.path.join(path, name)) for name in (metrics.METRICS_FILE, "config.json")):
+      raise UserError(f"{path} exists and does not hold a run; choose another --out_dir")
+    shutil.rmtree(path)
+  os.makedirs(path, exist_ok=True)
+
+
+def splits_rows(family) -> bool:
+  """Whether the family's rows are inputs + targets of data.inputs_length and data.targets_length (prefix LM,
+  encoder-decoder), not one sequence of data.seq_len tokens (CLM; MLM, whose three features are one sequence)."""
+  return family.task_features == ("inputs", "targets")
+
+
+def measure(run, workdir: str, wall: float) -> dict:
+  """Parameters, FLOPs and target tokens per step, tokens/s and the curves of a finished run."""
+  cfg, family = run.cfg, run.family
+  model_row = family.row_lengths(run.task_lengths)  # Each token of a row once, as the training loop counts.
+  tokens_per_step = cfg.train.batch_size * sum(model_row.values())
+  # For the table: a row of inputs + targets (a prefix-LM row too) shown as such.
+  row = run.task_lengths if splits_rows(family) else model_row
+  shapes = run.abstract_state().params
+  step_flops = run.flops_per_example(shapes) * cfg.train.batch_size
+  # Loss-bearing tokens per step, on the validation batches the eval used.
+  weights = []
+  for batch in run.batches("validation", shuffle=False, repeat=False):
+    weights.append(float(family.targets_and_weights(batch)[1].sum()))
+    if len(weights) == cfg.train.eval_batches:
+      break
+  # Kaplan et al.'s N: all but the vocabulary matrices (input embedding and output layer).
+  non_embedding = sum(x.size for name, sub in shapes.items() if name not in ("embed", "lm_head")
+                      for x in jax.tree.leaves(sub))
+  records = metrics.read(workdir)
+  logged = [r["train/step_seconds"] for r in records if "train/step_seconds" in r]
+  step_seconds = logged[1:] or logged  # The first logged interval holds the compilation.
+  yardstick_key = next((k for k in (records[-1] if records else {}) if k.startswith("eval/")
+                        and k.endswith(f"_{YARDSTICK}/loss")), None)
+  curve = [(r["step"] * tokens_per_step, r["eval/loss"]) for r in records if "eval/loss" in r]
+  yardstick_curve = [(r["step"] * tokens_per_step, r[yardstick_key]) for r in records if yardstick_key in r] \
+      if yardstick_key else (curve if run.objective.name == YARDSTICK else [])
+  return {
+      "objective": run.objective.name, "family": family.name,
+      "params": sum(x.size for x in jax.tree.leaves(shapes)), "non_embedding_params": non_embedding,
+      "row": row, "tokens_per_step": tokens_per_step,
+      "target_tokens_per_step": statistics.mean(weights) if weights else float("nan"),
+      "gflop_per_step": step_flops / 1e9, "loss": curve[-1][1], "initial_loss": curve[0][1],
+      "yardstick": yardstick_curve[-1][1] if yardstick_curve else None,
+      "tokens_per_second": tokens_per_step / statistics.median(step_seconds), "wall": wall,
+      "curve": curve, "yardstick_curve": yardstick_curve,
+  }
+
+
+@contextlib.contextmanager
+def output_to(path: str):
+  """Sends Python's and the C++ libraries' console output (progress bars, TensorFlow logs) to a file."""
+  sys.stdout.flush()
+  sys.stderr.flush()
+  with open(path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+    saved = os.dup(2)
+    os.dup2(log.fileno(), 2)
+    try:
+      yield
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+
+
+def train_one(cfg, workdir: str) -> dict:
+  """Trains `cfg` from scratch in `workdir` and measures it; the run's console output goes to workdir/train.log."""
+  fresh_workdir(workdir)
+  log = os.path.join(workdir, "train.log")
+  try:
+    with output_to(log):
+      start = time.perf_counter()
+      summary = train(cfg, workdir)
+      wall = time.perf_counter() - start
+      if summary.get("stopped_by"):
+        raise UserError(f"the run in {workdir} was interrupted")
+      # The config that trained (train.init_from_hf may have changed it), built again without writing to workdir.
+      return measure(run_lib.Run.build_with_data(run_lib.saved_config(workdir)), workdir, wall)
+  except BaseException:
+    print(f"The {cfg.data.objective} run failed; its output is in {log}", file=sys.stderr)
+    raise
+
+
+def machine() -> str:
+  return (f"{os.cpu_count()} CPU cores ({platform.machine()}), {jax.device_count()} x {jax.devices()[0].device_kind}, "
+          f"jax {jax.__version__}; load average at start {os.getloadavg()[0]:.1f} (a shared machine: tokens/s "
+          "and wall times are noisy)")
+
+
+def report(tool: str, argv: list[str], load: str, blocks: list[str]) -> str:
+  """An experiment's report in markdown: `blocks`, its title first, then the command that wrote it (and when) and
+  the machine, then the rest."""
+  title, *rest = blocks
+  return markdown([title, f"Command (from the repository root, {datetime.date.today().isoformat()}):",
+                   (f"    python {tool} " + " ".join(shlex.quote(a) for a in argv)).rstrip(), f"Machine: {load}.",
+                   *rest])
+
+
+def markdown(blocks: list[str]) -> str:
+  """Blocks separated by blank lines; prose wrapped at 100 columns, tables, code and images as they are."""
+  return "\n\n".join(b if b.startswith(("|", "    ", "![", "#")) else textwrap.fill(b, 100) for b in blocks) + "\n"
+
+
+def write_report(out: str, plot, text: str, printed: str) -> None:
+  """OUT.png, drawn by plot(path), and OUT.md holding `text`; prints `printed` and where they are."""
+  os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+  plot(out + ".png")
+  with open(out + ".md", "w") as f:
+    f.write(text)
+  print(printed)
+  print(f"Wrote {out}.md and {out}.png")
