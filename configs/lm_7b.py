@@ -4,7 +4,9 @@ Sized for 64 x H100 or a v4-256 (FSDP x tensor 4): batch 1024 x 4096 tokens, Ada
 and cosine decay, bfloat16 activations on accelerators.
 """
 
-import _zoo  # pylint: disable=import-error  (configs/ is on the path when this file is loaded)
+from pretrain import config
+
+_zoo = config.sibling(__file__, "_zoo")
 
 
 def get_config():

@@ -3,7 +3,9 @@
 Sized for 8 x A100 40GB or a v4-8: batch 256 x 512 tokens, 15% masking (80/10/10).
 """
 
-import _zoo  # pylint: disable=import-error  (configs/ is on the path when this file is loaded)
+from pretrain import config
+
+_zoo = config.sibling(__file__, "_zoo")
 
 
 def get_config():

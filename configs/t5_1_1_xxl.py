@@ -4,7 +4,9 @@ Sized for v4-256 or 64 x H100 (FSDP x tensor 8): batch 128 x (512 inputs, 114 ta
 T5's inverse-square-root schedule, 524,288 (2^19) steps as T5.
 """
 
-import _zoo  # pylint: disable=import-error  (configs/ is on the path when this file is loaded)
+from pretrain import config
+
+_zoo = config.sibling(__file__, "_zoo")
 
 
 def get_config():

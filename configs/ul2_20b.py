@@ -5,7 +5,9 @@ Sized for a v4-512 or 256 x H100: batch 1024 x (512 inputs, 512 targets),
 FSDP 32 x tensor 8, Adafactor with the rsqrt schedule.
 """
 
-import _zoo  # pylint: disable=import-error  (configs/ is on the path when this file is loaded)
+from pretrain import config
+
+_zoo = config.sibling(__file__, "_zoo")
 
 
 def get_config():

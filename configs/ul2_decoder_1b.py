@@ -4,7 +4,9 @@
 Sized for 8 x A100 80GB or a v4-32: batch 512 x (1024 inputs + 1024 targets), FSDP 8.
 """
 
-import _zoo  # pylint: disable=import-error  (configs/ is on the path when this file is loaded)
+from pretrain import config
+
+_zoo = config.sibling(__file__, "_zoo")
 
 
 def get_config():

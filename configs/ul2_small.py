@@ -3,7 +3,9 @@
 Sized for one A100 40GB or a v4-8: batch 128 x (512 inputs, 512 targets).
 """
 
-import _zoo  # pylint: disable=import-error  (configs/ is on the path when this file is loaded)
+from pretrain import config
+
+_zoo = config.sibling(__file__, "_zoo")
 
 
 def get_config():

@@ -13,7 +13,6 @@ import difflib
 import importlib.util
 import json
 import os
-import sys
 
 import ml_collections
 
@@ -23,20 +22,29 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
+def load_module(path: str, name: str = "_pretrain_run_config"):
+  """Imports the Python file `path` (a config file, or a helper beside it) as a module of its own."""
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  try:
+    spec.loader.exec_module(module)
+  except SyntaxError as e:
+    raise UserError(f"config file {path!r} has a syntax error at line {e.lineno}: {e.msg}") from None
+  return module
+
+
+def sibling(path: str, name: str):
+  """The module `name`.py beside the file `path`: how a config file imports a neighbour,
+  e.g. `_zoo = config.sibling(__file__, "_zoo")`."""
+  return load_module(os.path.join(os.path.dirname(os.path.abspath(path)), f"{name}.py"), name)
+
+
 def load_config_file(path: str) -> ml_collections.ConfigDict:
   """Imports `path` and returns its `get_config()`."""
   if not os.path.isfile(path):
     raise UserError(f"config file {path!r} does not exist; pass --config=configs/quickstart.py "
                     "or the path of another config file")
-  spec = importlib.util.spec_from_file_location("_pretrain_run_config", path)
-  module = importlib.util.module_from_spec(spec)
-  sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # Config files may import their neighbours.
-  try:
-    spec.loader.exec_module(module)
-  except SyntaxError as e:
-    raise UserError(f"config file {path!r} has a syntax error at line {e.lineno}: {e.msg}") from None
-  finally:
-    sys.path.pop(0)
+  module = load_module(path)
   if not hasattr(module, "get_config"):
     raise UserError(f"config file {path!r} defines no get_config(); add one that returns a ConfigDict")
   return module.get_config()

@@ -111,6 +111,26 @@ def test_random_model_matches_transformers(tmp_path, vocabulary, corpus_source, 
   jax.tree.map(np.testing.assert_array_equal, imported, jax.tree.map(np.asarray, params))
 
 
+def test_import_reads_a_sharded_checkpoint(tmp_path, vocabulary):
+  """Large Hub checkpoints come as model-0000N-of-0000M.safetensors shards listed in model.safetensors.index.json."""
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  run, params = _random_model("clm", vocabulary, LLAMA_SHAPES["gqa"])
+  out = _export(tmp_path, run, params, vocabulary)
+  tensors = safetensors.numpy.load_file(os.path.join(out, hf.WEIGHTS))
+  names = sorted(tensors)
+  shards = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+  for shard, keys in shards.items():
+    safetensors.numpy.save_file({k: tensors[k] for k in keys}, os.path.join(out, shard), metadata={"format": "pt"})
+  with open(os.path.join(out, hf.WEIGHTS + ".index.json"), "w") as f:
+    json.dump({"metadata": {}, "weight_map": {k: shard for shard, keys in shards.items() for k in keys}}, f)
+  os.remove(os.path.join(out, hf.WEIGHTS))
+  imported = hf.import_params(out, run.family, run.cfg.model, params)
+  jax.tree.map(np.testing.assert_array_equal, imported, jax.tree.map(np.asarray, params))
+  os.remove(os.path.join(out, "model-00002-of-00002.safetensors"))
+  with pytest.raises(UserError, match="lists model-00002-of-00002.safetensors, which .* lacks; download every shard"):
+    hf.import_params(out, run.family, run.cfg.model, params)
+
+
 def test_exported_tokenizer_encodes_like_the_vocabulary(tmp_path, vocabulary, corpus_source):
   run, params = _random_model("clm", vocabulary, {})
   out = _export(tmp_path, run, params, vocabulary)

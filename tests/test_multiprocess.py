@@ -67,6 +67,19 @@ def test_two_processes_match_one_and_checkpoints_move_between_them(tmp_path, cac
   np.testing.assert_allclose([resumed[s] for s in range(7)], [expected[s] for s in range(7)], rtol=1e-5)
 
 
+def test_two_processes_reading_their_own_shards(tmp_path, cache_dir, vocabulary):
+  """The default data.host_sharding=source: each process reads its shard of the documents."""
+  del vocabulary
+  workdir = tmp_path / "source"
+  _train(workdir, cache_dir, 2, 4, "--config.train.steps=2", "--config.data.host_sharding=source")
+  from pretrain.train import checkpoint  # pylint: disable=g-import-not-at-top
+  position = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(2)
+  assert position == {"task": "corpus_clm", "examples": 16, "batch_size": 8, "processes": 2}
+  assert all(np.isfinite(loss) for loss in _losses(workdir).values())
+  out = _train(workdir, cache_dir, 1, 8, "--config.train.steps=3", "--config.data.host_sharding=source")
+  assert "Resuming from the checkpoint at step 2" in out and "each host's order of examples changes" in out
+
+
 def test_incomplete_process_flags_are_refused(tmp_path, cache_dir):
   result = subprocess.run([sys.executable, "-m", "pretrain", "train", f"--workdir={tmp_path}", "--num_processes=2"],
                           cwd=REPO, capture_output=True, text=True, env={**os.environ, "PRETRAIN_CACHE": cache_dir})

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from pretrain.errors import UserError
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import checkpoint, metrics, optimizer, steps
 from tests.conftest import tiny_run
@@ -234,7 +235,7 @@ def test_adafactor_and_the_rsqrt_schedule():
   _, losses = _losses(run, 31)
   assert losses[-1] < 0.8 * losses[0]
   cfg.optimizer.name = "sgd"
-  with pytest.raises(Exception, match="optimizer.name='sgd' is unknown"):
+  with pytest.raises(UserError, match="optimizer.name='sgd' is unknown"):
     optimizer.make(cfg.optimizer, 10)
 
 
@@ -250,13 +251,14 @@ def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, kill_signal):
   expected = _train_losses(tmp_path / "straight")
 
   workdir = tmp_path / "killed"
-  target = int(np.random.default_rng().choice([20, 40, 60]))
+  rng = np.random.default_rng(int(kill_signal))  # Seeded: a failure reproduces with the same kill point.
+  target = int(rng.choice([20, 40, 60]))
   process = run_train(workdir, *args, start_new_session=True)
   deadline = time.time() + 300
   while not (workdir / "checkpoints" / str(target)).exists():
     assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
     time.sleep(0.01)
-  time.sleep(np.random.default_rng().uniform(0, 0.2))  # Somewhere after that checkpoint.
+  time.sleep(rng.uniform(0, 0.2))  # Somewhere after that checkpoint.
   process.send_signal(kill_signal)
   process.communicate(timeout=120)
   assert process.returncode in (-signal.SIGKILL, 128 + signal.SIGTERM)
@@ -267,6 +269,18 @@ def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, kill_signal):
   losses = _train_losses(workdir)
   assert sorted(losses) == list(range(1, 161))
   assert [losses[s] for s in range(start + 1, 161)] == [expected[s] for s in range(start + 1, 161)]
+
+
+def test_dropout_draws_the_same_masks_after_a_resume(tmp_path, run_train):
+  args = ["--config.model.dropout=0.1", "--config.train.checkpoint_every=2"]
+  assert run_train(tmp_path / "straight", *args, "--config.train.steps=4").returncode == 0
+  assert run_train(tmp_path / "resumed", *args, "--config.train.steps=2").returncode == 0
+  resumed = run_train(tmp_path / "resumed", *args, "--config.train.steps=4")
+  assert resumed.returncode == 0 and "Resuming from the checkpoint at step 2" in resumed.stdout + resumed.stderr
+  straight = _train_losses(tmp_path / "straight")
+  assert _train_losses(tmp_path / "resumed") == straight
+  no_dropout = run_train(tmp_path / "plain", "--config.train.steps=4")
+  assert no_dropout.returncode == 0 and _train_losses(tmp_path / "plain")[1] != straight[1]  # Dropout was on.
 
 
 def test_profile_and_mfu_in_the_metrics(tmp_path, run_train):

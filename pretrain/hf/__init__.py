@@ -105,6 +105,9 @@ def load_weights(hf_dir: str) -> dict[str, np.ndarray]:
   if os.path.exists(index):
     with open(index) as f:
       files = sorted(set(json.load(f)["weight_map"].values()))
+    missing = [name for name in files if not os.path.exists(os.path.join(hf_dir, name))]
+    if missing:
+      raise UserError(f"{index!r} lists {', '.join(missing)}, which {hf_dir!r} lacks; download every shard")
     return {k: v for name in files for k, v in safetensors.numpy.load_file(os.path.join(hf_dir, name)).items()}
   raise UserError(f"{hf_dir!r} has no {WEIGHTS} (or sharded index); save the model with safe_serialization")
 
