@@ -1,81 +1,10 @@
-"""Benchmarks the input pipeline of each objective: packed tokens per second.
+"""Input-pipeline throughput of each objective: the command line of pretrain.data.throughput (see --help)."""
 
-  python tools/bench_data.py [--objectives=clm,span_corruption,ul2] [--seconds=10] [--batch_size=64]
-
-For each objective, two pipelines over the bundled corpus's train split: from
-raw text (SentencePiece tokenization included) and from pre-tokenized
-documents held in memory. Both run the objective, the feature converter
-(packing; padding for MLM) and batching, as training does. Tokens are the non-padding positions
-of the token features a model reads (inputs and targets for encoder-decoder
-examples). Figures are recorded in tools/bench_data.md.
-"""
-
-import argparse
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from pretrain import command_line  # pylint: disable=g-import-not-at-top
-from pretrain.errors import exit_on_user_error
-
-def pretokenized_task(name: str, tokens, vocabulary, objective) -> str:
-  """A task whose source yields already tokenized documents, so only the objective runs."""
-  import seqio  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
-  def dataset_fn(split, shuffle_files, seed=None):
-    del split, shuffle_files, seed
-    return tf.data.Dataset.from_tensor_slices(tf.ragged.constant(tokens, dtype=tf.int32)).map(
-        lambda t: {"targets": t})
-
-  features = seqio.get_mixture_or_task(name).output_features
-  seqio.TaskRegistry.remove(name + "_pretokenized")
-  seqio.TaskRegistry.add(name + "_pretokenized", source=seqio.FunctionDataSource(dataset_fn, splits=["train"]),
-                         preprocessors=[objective.preprocess], output_features=features)
-  return name + "_pretokenized"
-
-
-def measure(task: str, lengths, converter: str, batch_size: int, seconds: float) -> float:
-  """Non-padding tokens per second after the first batch."""
-  from pretrain.data import pipeline  # pylint: disable=g-import-not-at-top
-  batches = pipeline.batches(task, "train", lengths, batch_size, converter, shuffle=True, seed=0, repeat=True)
-  keys = ("decoder_target_tokens", "encoder_input_tokens")
-  next(batches)
-  tokens, start = 0, time.perf_counter()
-  while time.perf_counter() - start < seconds:
-    batch = next(batches)
-    tokens += sum(int((batch[key] != 0).sum()) for key in keys if key in batch)
-  return tokens / (time.perf_counter() - start)
-
-
-@exit_on_user_error
-def main(argv):
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--objectives", default="clm,span_corruption,prefix_lm,ul2,ul2_decoder,mlm,fim,bart")
-  parser.add_argument("--seconds", type=float, default=10.0, help="measuring time per pipeline")
-  parser.add_argument("--batch_size", type=int, default=64)
-  args, cfg = command_line.parse_command_line(parser, argv)
-  cfg.data.seq_len, cfg.data.inputs_length, cfg.data.targets_length = 512, 512, 512
-  cfg.tokenizer.extra_ids = 200  # UL2's X-denoiser (mean 3, density 0.5) makes 127 spans at inputs 512.
-  from pretrain.data import objectives, pipeline, sources, tasks, vocab  # pylint: disable=g-import-not-at-top
-
-  source = sources.make_source(cfg.data)
-  vocabulary = vocab.get_vocabulary(cfg, source)
-  tokens = [vocabulary.encode(text) for text in source.texts("train")]
-  print(f"{os.cpu_count()} CPU cores; bundled corpus, {sum(map(len, tokens)):,} tokens; batch {args.batch_size}; "
-        f"lengths {cfg.data.seq_len} (clm, fim, mlm) and {cfg.data.inputs_length}/{cfg.data.targets_length}")
-  print(f"{'objective':<18}{'raw text tok/s':>16}{'pre-tokenized tok/s':>21}{'ratio':>8}")
-  for name in args.objectives.split(","):
-    objective = objectives.make(name, cfg.data, cfg.train.seed)
-    task = tasks.register(source, vocabulary, objective)
-    lengths = pipeline.feature_lengths(cfg.data, objective)
-    raw = measure(task, lengths, objective.converter, args.batch_size, args.seconds)
-    fast = measure(pretokenized_task(task, tokens, vocabulary, objective), lengths, objective.converter,
-                   args.batch_size, args.seconds)
-    print(f"{name:<18}{raw:>16,.0f}{fast:>21,.0f}{fast / raw:>8.2f}")
-
+from pretrain.data import throughput  # pylint: disable=g-import-not-at-top
 
 if __name__ == "__main__":
-  main(sys.argv[1:])
+  sys.exit(throughput.main(sys.argv[1:]))
