@@ -7,7 +7,7 @@ import pytest
 import seqio
 import tensorflow as tf
 
-from pretrain import config
+from pretrain import config, family
 from pretrain.data import objectives, tasks, vocab
 from pretrain.data.objectives import bart
 
@@ -118,8 +118,8 @@ def test_mlm_batches_for_the_encoder(corpus_source, vocabulary):
   from pretrain.data import pipeline  # pylint: disable=g-import-not-at-top
   data_cfg = config.load_config_file("configs/quickstart.py").data
   name = tasks.register(corpus_source, vocabulary, objectives.make("mlm", data_cfg, seed=0))
-  batch = next(pipeline.batches(name, "validation", {"inputs": 128, "targets": 128, "weights": 128}, 8, "encoder",
-                                shuffle=False, seed=0, repeat=False))
+  batch = next(pipeline.batches(name, "validation", {"inputs": 128, "targets": 128, "weights": 128}, 8,
+                                family.ENCODER_ONLY, shuffle=False, seed=0, repeat=False))
   assert set(batch) == {"encoder_input_tokens", "encoder_target_tokens", "encoder_loss_weights",
                         "encoder_segment_ids", "encoder_positions"}
   weights, segments = batch["encoder_loss_weights"], batch["encoder_segment_ids"]

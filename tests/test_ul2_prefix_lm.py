@@ -14,7 +14,7 @@ import pytest
 import seqio
 import sentencepiece as spm
 
-from pretrain import config
+from pretrain import config, family
 from pretrain.data import objectives, pipeline, tasks, vocab
 from pretrain.data.objectives import ul2
 from pretrain.errors import UserError
@@ -57,7 +57,7 @@ def test_ul2_decoder_form_is_a_prefix_lm_example(corpus_source, vocabulary):
   for ex in examples:
     assert vocab.EOS_ID not in ex["inputs"] and ex["targets"][-1] == vocab.EOS_ID
   name = tasks.task_name(corpus_source, objectives.make("ul2_decoder", _data_cfg(), 0))
-  batch = next(pipeline.batches(name, "validation", {"inputs": 64, "targets": 64}, 4, "prefix_lm", shuffle=False,
+  batch = next(pipeline.batches(name, "validation", {"inputs": 64, "targets": 64}, 4, family.PREFIX_LM, shuffle=False,
                                 seed=0, repeat=False))
   assert batch["decoder_target_tokens"].shape == (4, 128)
   dca, weights, segments = (batch[k] for k in ("decoder_causal_attention", "decoder_loss_weights",
