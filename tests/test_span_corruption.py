@@ -120,3 +120,35 @@ def test_task_examples_fit_their_lengths_exactly(corpus_source, vocabulary, inpu
   assert all(len(ex["inputs"]) <= inputs_length and len(ex["targets"]) <= targets_length for ex in examples)
   # Only the last segment of each group of concatenated documents is shorter.
   assert sum(len(ex["inputs"]) == filled for ex in examples) >= 0.9 * len(examples)
+
+
+UL2_SPECS = [SpanCorruption(density, float(mean)) for mean, density in ((3, 0.15), (8, 0.15), (3, 0.5), (8, 0.5),
+                                                                          (64, 0.15), (64, 0.5))]
+
+
+@pytest.mark.parametrize("spec", [SpanCorruption(), *UL2_SPECS], ids=SpanCorruption.describe)
+def test_length_helper_counts_what_the_mask_makes_at_every_length(spec):
+  """lengths_of is the mask's count (test_noise_mask_counts checks that count against the mask) at every
+  segment length, grows with it, and the helper's segment fills but never exceeds the inputs, with a mode
+  token (UL2) or without; shorter segments (the last of a stream) then fit too."""
+  counted = {}
+  for length in range(2, 4200):
+    noise, spans = _expected_counts(length, spec.noise_density, spec.mean_noise_span_length)
+    counted[length] = (length - noise + spans + 1, noise + spans + 1, spans)
+    assert lengths_of(length, spec) == counted[length]
+    if length > 2:
+      assert counted[length][0] >= counted[length - 1][0] and counted[length][1] >= counted[length - 1][1]
+  for reserved in (0, 1):
+    for inputs_length in range(4, 2049):
+      segment, targets = random_spans_helper(inputs_length - reserved, spec)
+      if segment < 2:
+        continue  # check_lengths refuses it.
+      assert counted[segment][0] + reserved <= inputs_length
+      assert counted[segment][1] <= targets or (spec.noise_density == 0.5 and counted[segment][1] <= inputs_length)
+
+
+def test_at_least_one_span_keeps_the_eos():
+  """UL2's X-denoiser (mean 64, density 0.15) at inputs 128: round(19 / 64) = 0 spans by T5's count, one made."""
+  spec = SpanCorruption(0.15, 64.0)
+  segment, _ = random_spans_helper(127, spec)
+  assert lengths_of(segment, spec)[0] == 127 and lengths_of(segment, spec)[2] == 1

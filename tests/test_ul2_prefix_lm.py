@@ -133,3 +133,28 @@ def test_inspect_task(cache_dir, vocabulary):
   text = subprocess.run([sys.executable, "-m", "pretrain", "inspect-task", "--task=corpus_span_corruption", "--num=1"],
                         cwd=REPO, env=env, capture_output=True, text=True)
   assert "<extra_id_0>" in text.stdout
+
+
+@pytest.mark.parametrize("length", [16, 128])
+@pytest.mark.parametrize("name", objectives.NAMES)
+def test_no_example_outgrows_its_lengths_before_trimming(corpus_source, vocabulary, name, length):
+  """Every objective (UL2: every denoiser) sizes its examples to fit; seqio would otherwise cut the last
+  token, the EOS. Checked on the untrimmed features; EOS ends every example whose objective ends it so."""
+  import seqio  # pylint: disable=g-import-not-at-top
+  from pretrain import config  # pylint: disable=g-import-not-at-top
+  data_cfg = config.load_config_file("configs/quickstart.py").data
+  objective = objectives.make(name, data_cfg, seed=0)
+  task = tasks.register(corpus_source, vocabulary, objective)
+  lengths = dict.fromkeys(objective.family.task_features, length)
+  try:
+    dataset = seqio.get_mixture_or_task(task).get_dataset(lengths, split="validation", shuffle=False, seed=0,
+                                                          trim_output_features=False)
+    examples = list(itertools.islice(dataset.as_numpy_iterator(), 400))
+  except UserError:
+    pytest.skip(f"{name} does not fit {length} tokens (refused with a message)")
+  assert examples
+  for example in examples:
+    assert all(len(example[k]) <= lengths[k] for k in lengths), {k: len(v) for k, v in example.items()}
+  ends_with_eos = ["targets"] * (name not in ("clm", "fim", "mlm")) + ["inputs"] * objective.family.inputs_end_with_eos
+  for feature in ends_with_eos:
+    assert all(example[feature][-1] == vocab.EOS_ID for example in examples), feature

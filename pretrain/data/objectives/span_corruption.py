@@ -9,8 +9,10 @@ inputs, counting down from `<extra_id_0>` (the highest id); the targets hold
 each sentinel followed by the span it replaced.
 """
 
+import bisect
 import dataclasses
 
+import numpy as np
 import seqio
 import tensorflow as tf
 
@@ -35,17 +37,23 @@ class SpanCorruption:
 
 
 def lengths_of(segment_length: int, spec: SpanCorruption) -> tuple[int, int, int]:
-  """(inputs, targets, spans) lengths for a segment, each with one EOS."""
-  noise = int(round(segment_length * spec.noise_density))
-  spans = int(round(noise / spec.mean_noise_span_length))
+  """(inputs, targets, spans) lengths for a segment, each with one EOS, counted as random_spans_noise_mask
+  makes them (in float32, with at least one noise token and one span). T5's own helper counts
+  round(noise / mean) spans, which can be 0: its inputs then come out one token longer than it says, and
+  seqio cuts their last token, the EOS."""
+  noise = int(np.round(np.float32(segment_length) * np.float32(spec.noise_density)))
+  noise = min(max(noise, 1), segment_length - 1)
+  spans = max(int(np.round(np.float32(noise) / np.float32(spec.mean_noise_span_length))), 1)
+  spans = min(spans, segment_length - noise)
   return segment_length - noise + spans + 1, noise + spans + 1, spans
 
 
 def random_spans_helper(inputs_length: int, spec: SpanCorruption) -> tuple[int, int]:
   """The raw segment length whose corrupted inputs (with EOS) fill `inputs_length`, and the targets length."""
-  tokens_length = inputs_length - 1
-  while lengths_of(tokens_length + 1, spec)[0] <= inputs_length:
-    tokens_length += 1
+  # The inputs grow with the segment, so bisect for the longest that fits; inputs_length - 1 always does.
+  longest = int(inputs_length / (1.0 - spec.noise_density)) + 2  # Its inputs exceed inputs_length.
+  tokens_length = bisect.bisect_right(range(longest), inputs_length,
+                                      lo=inputs_length - 1, key=lambda n: lengths_of(max(n, 2), spec)[0]) - 1
   _, targets_length, _ = lengths_of(tokens_length, spec)
   # As T5: at density 0.5, make targets equal inputs, the rounder number.
   if spec.noise_density == 0.5 and targets_length > inputs_length:
@@ -113,7 +121,7 @@ def check_lengths(spec: SpanCorruption, inputs_length: int, targets_length: int,
   if targets_length < needed_targets:
     raise UserError(f"targets_length={targets_length} is too short for {name} {spec.describe()} at "
                     f"inputs_length={inputs_length}: it needs targets_length >= {needed_targets}")
-  spans = max(lengths_of(segment_length, spec)[2], 1)
+  spans = lengths_of(segment_length, spec)[2]
   if spans > num_sentinels:
     raise UserError(f"{name} {spec.describe()} at inputs_length={inputs_length} makes up to {spans} spans, "
                     f"but the vocabulary has {num_sentinels} sentinels; lower inputs_length or raise "
