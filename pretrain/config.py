@@ -150,11 +150,19 @@ def _require(condition: bool, message: str) -> None:
     raise UserError(message)
 
 
+# Fields that must be positive. train.keep_checkpoints=0 would train and keep nothing.
+POSITIVE = ("train.steps", "train.batch_size", "train.microbatches", "train.eval_every", "train.checkpoint_every",
+            "train.log_every", "train.eval_batches", "train.keep_checkpoints", "model.d_model", "model.num_layers",
+            "model.num_heads", "model.num_kv_heads", "model.head_dim", "model.mlp_dim", "optimizer.learning_rate")
+
+
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Checks values that would otherwise fail deep inside JAX or TensorFlow."""
   t = cfg.train
-  for name in ("steps", "batch_size", "eval_every", "checkpoint_every", "log_every", "eval_batches"):
-    _require(t[name] > 0, f"train.{name} must be positive, got {t[name]}; set --config.train.{name}=N")
+  for key in POSITIVE:
+    section, name = key.split(".")
+    value = cfg[section][name]
+    _require(value > 0, f"{key} must be positive, got {value}; set --config.{key} to a positive value")
   _require(cfg.data.seq_len >= 2, f"data.seq_len must be at least 2, got {cfg.data.seq_len}")
   _require(cfg.data.source in ("corpus", "files", "tfds"),
            f"data.source must be 'corpus', 'files' or 'tfds', got {cfg.data.source!r}")

@@ -71,3 +71,12 @@ def test_update_sets_dotted_keys_and_names_the_nearest(cfg):
     config.update(cfg, {"model.d_modle": 3}, "test")
   with pytest.raises(UserError, match=r"train.steps \(test\): "):
     config.update(cfg, {"train.steps": "many"}, "test")
+
+
+@pytest.mark.parametrize("key", config.POSITIVE)
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_fields_that_must_be_positive_are_named(key, value):
+  from tests.conftest import tiny_config  # pylint: disable=g-import-not-at-top
+  cfg = tiny_config(f"--config.{key}={value}")
+  with pytest.raises(UserError, match=f"{key} must be positive, got {value}"):
+    config.validate(cfg)

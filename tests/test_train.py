@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import time
@@ -97,6 +98,28 @@ def test_train_resume_and_continue(tmp_path, run_train):
   assert [r["step"] for r in metrics.read(str(workdir)) if "eval/loss" in r] == [0, 2, 3, 6]
 
 
+def test_one_run_per_workdir_and_a_killed_runs_lock_is_stale(tmp_path, run_train):
+  workdir = tmp_path / "run"
+  first = run_train(workdir, "--config.train.steps=100000", "--config.train.checkpoint_every=2",
+                    start_new_session=True)
+  deadline = time.time() + 300
+  while not (workdir / "checkpoints" / "2").exists():
+    assert first.poll() is None and time.time() < deadline, first.communicate()
+    time.sleep(0.2)
+  second = run_train(workdir, "--config.train.steps=3", "--config.train.seed=1")
+  assert second.returncode == 2 and "Traceback" not in second.stderr
+  last = second.stderr.strip().splitlines()[-1]
+  assert f"in use by the run of pid {first.pid} on host" in last and "run.lock" in last, last
+  assert json.loads((workdir / "run.lock").read_text())["pid"] == first.pid  # Still the first run's.
+  first.kill()
+  first.communicate()
+  saved = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).latest_step()
+  rerun = run_train(workdir, f"--config.train.steps={saved + 1}")  # The dead run's lock does not block it.
+  assert rerun.returncode == 0, rerun.stderr
+  assert f"Resuming from the checkpoint at step {saved}" in rerun.stdout + rerun.stderr
+  assert not (workdir / "run.lock").exists()
+
+
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 def test_stop_signal_checkpoints_and_rerun_resumes(tmp_path, run_train, stop_signal):
   workdir = tmp_path / "run"
@@ -152,6 +175,15 @@ def test_resume_with_another_model_is_refused(tmp_path, run_train):
   assert wider.returncode == 2 and "model.d_model=32, not 48" in wider.stderr
   other_family = run_train(workdir, "--config.train.steps=2", "--config.data.objective=span_corruption")
   assert other_family.returncode == 2 and "decoder-only model" in other_family.stderr.strip().splitlines()[-1]
+  # Without config.json, the checkpoint's own shapes refuse the wider model, and nothing is written.
+  saved = (workdir / "config.json").read_bytes()
+  (workdir / "config.json").unlink()
+  wider = run_train(workdir, "--config.train.steps=2", "--config.model.d_model=48")
+  assert wider.returncode == 2 and "the checkpoint and its config do not belong together" in wider.stderr
+  assert not (workdir / "config.json").exists()
+  (workdir / "config.json").write_bytes(saved)
+  rerun = run_train(workdir, "--config.train.steps=2")  # The original command still resumes.
+  assert rerun.returncode == 0 and "Resuming from the checkpoint at step 1" in rerun.stdout + rerun.stderr
 
 
 def test_loss_normalizing_factor_scales_the_gradients():

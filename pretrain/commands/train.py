@@ -6,6 +6,7 @@ SIGTERM or Ctrl-C saves a checkpoint at the current step and stops (exit
 128 + the signal); rerunning the same command resumes.
 """
 
+import os
 import sys
 
 from pretrain import command_line
@@ -15,16 +16,26 @@ from pretrain.parallel import distributed
 
 
 def train(cfg, workdir: str) -> dict:
-  """Builds the run of `cfg` in `workdir`, checking everything before anything is compiled, and trains it."""
+  """Builds the run of `cfg` in `workdir` and trains it. Nothing in the workdir changes until every check
+  (the config, the model against the workdir's, the checkpoint's shapes) and the restore have passed."""
   from pretrain import hf, run as run_lib, workdir as workdir_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.train import loop  # pylint: disable=g-import-not-at-top
+  from pretrain.train import checkpoint, loop  # pylint: disable=g-import-not-at-top
+  from pretrain.workdir_lock import WorkdirLock  # pylint: disable=g-import-not-at-top
   cfg = hf.init_config(cfg, run_lib.objective(cfg).family)
   workdir_lib.check_writable(workdir)
-  workdir_lib.check_same_model(cfg, workdir)
-  run = run_lib.Run.build_with_data(cfg)
-  run.workdir = workdir
-  workdir_lib.write_run_files(run.cfg, run.vocabulary, workdir)
-  return loop.train(run)
+  with WorkdirLock(workdir):
+    workdir_lib.check_same_model(cfg, workdir)
+    run = run_lib.Run.build_with_data(cfg)
+    run.workdir = workdir
+    ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints)
+    start = ckpt.latest_step()
+    if start is None:
+      state, start, examples = hf.initial_state(run), 0, 0
+    else:
+      state = run.restore(ckpt, start, f"the checkpoint of step {start} in {workdir!r}")
+      examples = run.examples_to_skip(ckpt.restore_data(start))
+    workdir_lib.write_run_files(run.cfg, run.vocabulary, workdir)
+    return loop.train(run, ckpt, state, start, examples)
 
 
 @exit_on_user_error

@@ -128,6 +128,18 @@ def init_config(cfg, family):
   return imported
 
 
+def initial_state(run):
+  """A new train state of a run (pretrain.run.Run), its parameters from train.init_from_hf if set (the
+  optimizer's moments start at zero either way)."""
+  state = run.create_state()
+  path = run.cfg.train.init_from_hf
+  if not path:
+    return state
+  params = import_params(path, run.family, run.cfg.model, state.params)
+  params = jax.tree.map(lambda new, old: np.asarray(new, old.dtype), params, state.params)
+  return state.replace(params=jax.device_put(params, run.state_shardings.params))
+
+
 def import_params(hf_dir: str, family, model_cfg, expected) -> dict:
   """Our parameters from a Hugging Face directory, checked against the shapes `expected` (a pytree of shapes)."""
   state = load_weights(hf_dir)

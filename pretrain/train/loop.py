@@ -9,41 +9,24 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import tqdm
 
-from pretrain import hf, models
+from pretrain import models
 from pretrain.console import log
 from pretrain.errors import UserError
 from pretrain.parallel import mesh as mesh_lib
-from pretrain.train import checkpoint, evaluation, flops, metrics, report, sampling, signals
+from pretrain.train import evaluation, flops, metrics, report, sampling, signals
 
 
-def _initial_state(run, ckpt, writer):
-  """(state, step, training examples already read): the latest checkpoint's, or a new state."""
-  c = run.cfg.train
-  start = ckpt.latest_step()
-  if start is None:
-    state = run.create_state()
-    if c.init_from_hf:  # The optimizer's moments start at zero either way.
-      params = hf.import_params(c.init_from_hf, run.family, run.cfg.model, state.params)
-      params = jax.tree.map(lambda new, old: np.asarray(new, old.dtype), params, state.params)
-      state = state.replace(params=jax.device_put(params, run.state_shardings.params))
-    writer.truncate_after(-1)  # Records of an earlier attempt that saved no checkpoint.
-    return state, 0, 0
-  log(f"Resuming from the checkpoint at step {start} in {run.workdir}/checkpoints")
-  state = run.restore(ckpt, start, f"the checkpoint of step {start} in {run.workdir!r}")
-  writer.truncate_after(start)
-  return state, start, run.examples_to_skip(ckpt.restore_data(start))
-
-
-def train(run) -> dict:
-  """Trains to `train.steps` and returns a summary."""
+def train(run, ckpt, state, start: int, examples: int) -> dict:
+  """Trains `state` (at step `start`, after `examples` training examples; 0, 0 for a new run) to `train.steps`,
+  saving with `ckpt`, and returns a summary."""
   cfg, c, workdir = run.cfg, run.cfg.train, run.workdir
+  if start:
+    log(f"Resuming from the checkpoint at step {start} in {workdir}/checkpoints")
   writer = metrics.MetricsWriter(workdir, enabled=jax.process_index() == 0)
-  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), c.keep_checkpoints)
+  writer.truncate_after(start if start else -1)  # Records after the checkpoint, or of an attempt that saved none.
   with run.activated(), signals.StopRequest() as stop:
-    state, start, examples = _initial_state(run, ckpt, writer)
     eval_sets = evaluation.eval_sets(run)
     train_batches = run.batches("train", shuffle=True, repeat=True, skip_examples=examples)
     if start == 0:

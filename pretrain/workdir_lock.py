@@ -1,0 +1,141 @@
+"""One training run per workdir: a lock file naming the run that holds it.
+
+WORKDIR/run.lock holds the holder's host, pid, start time and a heartbeat
+that a thread refreshes every HEARTBEAT_SECONDS. A second run refuses to start
+while the lock is live. A lock is stale, and taken over, when its process is
+gone (same host) or its heartbeat is older than LEASE_SECONDS (another host:
+a killed or preempted VM leaves its lock behind).
+
+On a local disk the lock is created with O_EXCL, so two starts cannot both
+win. Object stores (gs://) have no exclusive create through tf.io.gfile: there
+the lock is a lease, written and read back after a pause, so that of two runs
+starting within a few seconds the later writer wins and the other refuses;
+the heartbeat keeps the lease of a long run.
+
+Process 0 of a multi-process run takes the lock; every process learns the
+outcome, so a refused job stops on all hosts.
+"""
+
+import datetime
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+
+import jax
+import numpy as np
+import tensorflow as tf
+
+from pretrain import files
+from pretrain.errors import UserError
+
+LOCK_FILE = "run.lock"
+HEARTBEAT_SECONDS = 30.0
+LEASE_SECONDS = 300.0   # A heartbeat older than this is a dead run's.
+SETTLE_SECONDS = 2.0    # Object stores: wait this long before reading a written lease back.
+
+
+def _alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # Another user's process.
+    return True
+  return True
+
+
+def _stale(holder: dict) -> bool:
+  if time.time() - holder.get("heartbeat", 0) > LEASE_SECONDS:
+    return True
+  return holder.get("host") == socket.gethostname() and not _alive(holder.get("pid", -1))
+
+
+def _describe(holder: dict, path: str) -> str:
+  return (f"the workdir is in use by the run of pid {holder.get('pid')} on host {holder.get('host')}, started "
+          f"{holder.get('started')} (lock {path}); wait for it to end or stop it, or choose another --workdir")
+
+
+class WorkdirLock:
+  def __init__(self, workdir: str):
+    self.path = os.path.join(workdir, LOCK_FILE)
+    self.me = {"host": socket.gethostname(), "pid": os.getpid(), "token": uuid.uuid4().hex,
+               "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
+    self._stop = threading.Event()
+    self._thread = None
+
+  def _record(self) -> bytes:
+    return json.dumps({**self.me, "heartbeat": time.time()}).encode()
+
+  def _holder(self) -> dict | None:
+    try:
+      return json.loads(files.read_text(self.path))
+    except (tf.errors.NotFoundError, FileNotFoundError):
+      return None
+    except json.JSONDecodeError:  # Being written; an empty or torn file is no live holder.
+      return {}
+
+  def _take_local(self) -> None:
+    while True:
+      try:
+        fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+      except FileExistsError:
+        holder = self._holder()
+        if holder is None:
+          continue  # Released meanwhile.
+        if holder and not _stale(holder):
+          raise UserError(_describe(holder, self.path)) from None
+        try:  # Aside, not deleted: of two runs taking over a stale lock, only one renames it.
+          os.rename(self.path, f"{self.path}.stale-{self.me['token']}")
+          os.remove(f"{self.path}.stale-{self.me['token']}")
+        except FileNotFoundError:
+          pass
+        continue
+      with os.fdopen(fd, "wb") as f:
+        f.write(self._record())
+      return
+
+  def _take_lease(self) -> None:
+    holder = self._holder()
+    if holder and not _stale(holder):
+      raise UserError(_describe(holder, self.path))
+    files.write_atomically(self.path, self._record())
+    time.sleep(SETTLE_SECONDS)
+    holder = self._holder()
+    if holder and holder.get("token") != self.me["token"]:
+      raise UserError(_describe(holder, self.path))
+
+  def _beat(self) -> None:
+    while not self._stop.wait(HEARTBEAT_SECONDS):
+      files.write_atomically(self.path, self._record())
+
+  def __enter__(self):
+    refusal = ""
+    if jax.process_index() == 0:
+      files.makedirs(os.path.dirname(self.path))
+      try:
+        self._take_local() if files.local(self.path) else self._take_lease()
+      except UserError as e:
+        refusal = str(e)
+    if jax.process_count() > 1:  # Every process stops if process 0 was refused.
+      from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+      refused = multihost_utils.broadcast_one_to_all(np.int32(bool(refusal)))
+      if refused and not refusal:
+        raise UserError(f"process 0 could not lock the workdir ({self.path}); see its message")
+    if refusal:
+      raise UserError(refusal)
+    if jax.process_index() == 0:
+      self._thread = threading.Thread(target=self._beat, daemon=True)
+      self._thread.start()
+    return self
+
+  def __exit__(self, *exc):
+    if self._thread is None:
+      return
+    self._stop.set()
+    self._thread.join()
+    holder = self._holder()
+    if holder and holder.get("token") == self.me["token"]:
+      tf.io.gfile.remove(self.path)
