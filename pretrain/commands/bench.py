@@ -124,7 +124,8 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
   if not args.compare:
     run = run_lib.Run.build(cfg, args.vocab_size)
     peak = _peak_line()
-    print_table({os.path.basename(args.config): bench(run, args.steps, args.warmup, peak, args.profile)})
+    print_table({f"{os.path.basename(args.config)} ({cfg.data.objective})": bench(run, args.steps, args.warmup, peak,
+                                                                                 args.profile)})
     return
   from pretrain.hf import bench_peer  # pylint: disable=g-import-not-at-top  (torch is only needed here)
   runs = {name: run_lib.Run.build(peer) for name, overrides in PEERS.items()
