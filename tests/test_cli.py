@@ -77,3 +77,19 @@ def test_missing_required_flag_is_one_clear_error(args, missing):
   assert result.returncode == 2
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith(f"pretrain {args[0]}: error: the following arguments are required: {missing}"), result.stderr
+
+
+@pytest.mark.parametrize("name, argv, message", [
+    ("generate", ["--workdir=runs/none", "--prompt="], "--prompt is empty"),
+    ("generate", ["--workdir=runs/none", "--prompt=a", "--temperature=-1"], "--temperature=-1.0 is negative"),
+    ("generate", ["--workdir=runs/none", "--prompt=a", "--top_p=0"], "--top_p=0.0 is outside \\(0, 1\\]"),
+    ("generate", ["--workdir=runs/none", "--prompt=a", "--top_p=1.5"], "--top_p=1.5 is outside"),
+    ("generate", ["--workdir=runs/none", "--prompt=a", "--top_k=-3"], "--top_k=-3 is negative"),
+    ("generate", ["--workdir=runs/none", "--prompt=a", "--max_new_tokens=0"], "--max_new_tokens must be at least 1"),
+    ("inspect-task", ["--task=corpus_clm", "--num=-1"], "--num=-1: give the number of examples"),
+])
+def test_bad_flags_are_named_before_anything_loads(name, argv, message):
+  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  module = importlib.import_module(cli.SUBCOMMANDS[name][0])
+  with pytest.raises(UserError, match=message):
+    module.main.__wrapped__(argv, prog=f"pretrain {name}")

@@ -29,6 +29,14 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
   temperature = (1.0 if args.temperature is None else args.temperature) if sampling else 0.0
   if args.max_new_tokens < 1:
     raise UserError("--max_new_tokens must be at least 1")
+  if not args.prompt:
+    raise UserError("--prompt is empty; give the text to continue")
+  if args.temperature is not None and args.temperature < 0:
+    raise UserError(f"--temperature={args.temperature} is negative; use 0 (greedy) or more")
+  if not 0 < args.top_p <= 1:
+    raise UserError(f"--top_p={args.top_p} is outside (0, 1]; use e.g. 0.95 (1 keeps every token)")
+  if args.top_k < 0:
+    raise UserError(f"--top_k={args.top_k} is negative; use 0 (no limit) or more")
 
   import jax  # pylint: disable=g-import-not-at-top
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top

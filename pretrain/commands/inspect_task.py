@@ -33,6 +33,8 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
   args, cfg = command_line.parse_command_line(parser, argv)
   if not args.list and not args.task:
     raise UserError("give --task=NAME (see --list for the names)")
+  if args.num < 1:
+    raise UserError(f"--num={args.num}: give the number of examples to print, at least 1")
 
   import seqio  # pylint: disable=g-import-not-at-top  (imports TF)
   from pretrain.data import objectives, sources, tasks, vocab  # pylint: disable=g-import-not-at-top
