@@ -96,7 +96,8 @@ class Family:
   # Using a trained model.
   def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths: dict[str, int]) -> None:
     """Refuses a prompt and continuation longer than the rows the model was trained on."""
-    raise UserError(f"an {self.name} model (objective mlm) does not generate text")
+    raise UserError(f"an {self.name} model does not generate text; generate with a decoder-only or "
+                    "encoder-decoder run")
 
   def generate(self, model, params, prompts: list[list[int]], max_new_tokens: int, rng, *,
                sentinel: int, **sampling) -> list[list[int]]:
