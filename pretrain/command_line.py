@@ -18,10 +18,11 @@ def parse_command_line(parser, argv: list[str]):
   parser.add_argument("--config", default="configs/quickstart.py", help="ml_collections config file")
   parser.add_argument("--gin_file", action="append", default=[],
                       help="gin file of SECTION.FIELD = value bindings over --config (repeatable)")
+  parser.add_argument("--verbose", action="store_true", help="show the traceback of a config file that raises")
   parser.epilog = ("Any config field can be set with --config.SECTION.FIELD=VALUE, e.g. --config.train.steps=100, "
                    "or --gin.SECTION.FIELD=VALUE.")
   args, rest = parser.parse_known_args(argv)
-  cfg = config_lib.load_config_file(args.config)
+  cfg = config_lib.load_config_file(args.config, args.verbose)
   for path in args.gin_file:
     gin_config.apply_file(cfg, path)
   for arg in [a for a in rest if a.startswith("--gin.")]:

@@ -13,6 +13,7 @@ import difflib
 import importlib.util
 import json
 import os
+import traceback
 
 import ml_collections
 
@@ -22,14 +23,27 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
-def load_module(path: str, name: str = "_pretrain_run_config"):
+def _run_config_code(path: str, code, verbose: bool = False):
+  """Runs code of the config file `path`: an exception in it becomes one line naming the file and the error
+  (with `verbose`, after the file's own traceback)."""
+  try:
+    return code()
+  except SyntaxError as e:
+    raise UserError(f"config file {path!r} has a syntax error at line {e.lineno}: {e.msg}") from None
+  except UserError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except  (any error of the user's code)
+    if verbose:
+      traceback.print_exc()
+    raise UserError(f"config file {path!r} raised {type(e).__name__}: {e}"
+                    + ("" if verbose else " (--verbose shows where)")) from None
+
+
+def load_module(path: str, name: str = "_pretrain_run_config", verbose: bool = False):
   """Imports the Python file `path` (a config file, or a helper beside it) as a module of its own."""
   spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
-  try:
-    spec.loader.exec_module(module)
-  except SyntaxError as e:
-    raise UserError(f"config file {path!r} has a syntax error at line {e.lineno}: {e.msg}") from None
+  _run_config_code(path, lambda: spec.loader.exec_module(module), verbose)
   return module
 
 
@@ -39,15 +53,15 @@ def sibling(path: str, name: str):
   return load_module(os.path.join(os.path.dirname(os.path.abspath(path)), f"{name}.py"), name)
 
 
-def load_config_file(path: str) -> ml_collections.ConfigDict:
+def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigDict:
   """Imports `path` and returns its `get_config()`."""
   if not os.path.isfile(path):
     raise UserError(f"config file {path!r} does not exist; pass --config=configs/quickstart.py "
                     "or the path of another config file")
-  module = load_module(path)
+  module = load_module(path, verbose=verbose)
   if not hasattr(module, "get_config"):
     raise UserError(f"config file {path!r} defines no get_config(); add one that returns a ConfigDict")
-  return module.get_config()
+  return _run_config_code(path, module.get_config, verbose)
 
 
 def flat_keys(cfg: ml_collections.ConfigDict, prefix: str = "") -> list[str]:

@@ -80,3 +80,19 @@ def test_fields_that_must_be_positive_are_named(key, value):
   cfg = tiny_config(f"--config.{key}={value}")
   with pytest.raises(UserError, match=f"{key} must be positive, got {value}"):
     config.validate(cfg)
+
+
+def test_a_config_file_that_raises_is_one_line(tmp_path, capsys):
+  bad = tmp_path / "bad.py"
+  bad.write_text("def get_config():\n  return {}['model']\n")
+  with pytest.raises(UserError, match=r"config file '.*bad.py' raised KeyError: 'model' \(--verbose shows where\)"):
+    config.load_config_file(str(bad))
+  assert "Traceback" not in capsys.readouterr().err
+  with pytest.raises(UserError, match="raised KeyError"):
+    config.load_config_file(str(bad), verbose=True)
+  shown = capsys.readouterr().err
+  assert "Traceback" in shown and "in get_config" in shown
+  broken = tmp_path / "broken.py"
+  broken.write_text("import no_such_module_here\n")
+  with pytest.raises(UserError, match="raised ModuleNotFoundError: No module named 'no_such_module_here'"):
+    config.load_config_file(str(broken))
