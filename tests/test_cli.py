@@ -93,3 +93,15 @@ def test_bad_flags_are_named_before_anything_loads(name, argv, message):
   module = importlib.import_module(cli.SUBCOMMANDS[name][0])
   with pytest.raises(UserError, match=message):
     module.main.__wrapped__(argv, prog=f"pretrain {name}")
+
+
+def test_the_error_is_the_only_line(tmp_path):
+  """TensorFlow's and XLA's start-up lines are silenced unless asked for (TF_CPP_MIN_LOG_LEVEL set, --verbose)."""
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  result = subprocess.run([sys.executable, "-m", "pretrain", "train", f"--workdir={tmp_path}",
+                           "--config.tokenizer.path=/nonexistent/spm.model"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines() == ["error: vocabulary file '/nonexistent/spm.model' does not exist; give "
+                                                "an existing .model file in tokenizer.path, or leave it empty to "
+                                                "train one"]
