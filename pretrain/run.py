@@ -107,6 +107,11 @@ class Run:
     return run
 
   @property
+  def data_shards(self) -> int:
+    """How many ways the batch is split (the data-parallel mesh axes)."""
+    return mesh_lib.data_parallel_size(self.mesh, self.rules)
+
+  @property
   def source(self):
     """The first data source: it trains the vocabulary and gives sample prompts."""
     return self.members[0][0]

@@ -145,6 +145,7 @@ def test_stop_signal_checkpoints_and_rerun_resumes(tmp_path, run_train, stop_sig
     (["--config.train.stepz=3"], "unknown config key 'train.stepz'; did you mean --config.train.steps?"),
     (["--config.data.source=files", "--config.data.train_files=/nonexistent/*.txt"], "matches no files"),
     (["--config.tokenizer.path=/nonexistent/spm.model"], "vocabulary file '/nonexistent/spm.model' does not exist"),
+    (["--config.data.seq_len=10000000"], "GiB per device (parameters, optimizer state, logits and attention"),
 ])
 def test_bad_input_gives_one_clear_line(tmp_path, run_train, args, message):
   result = run_train(tmp_path / "run", *args)

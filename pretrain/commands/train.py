@@ -19,7 +19,7 @@ def train(cfg, workdir: str) -> dict:
   """Builds the run of `cfg` in `workdir` and trains it. Nothing in the workdir changes until every check
   (the config, the model against the workdir's, the checkpoint's shapes) and the restore have passed."""
   from pretrain import hf, run as run_lib, workdir as workdir_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.train import checkpoint, loop  # pylint: disable=g-import-not-at-top
+  from pretrain.train import checkpoint, loop, memory  # pylint: disable=g-import-not-at-top
   from pretrain.workdir_lock import WorkdirLock  # pylint: disable=g-import-not-at-top
   cfg = hf.init_config(cfg, run_lib.objective(cfg).family)
   workdir_lib.check_writable(workdir)
@@ -27,6 +27,7 @@ def train(cfg, workdir: str) -> dict:
     workdir_lib.check_same_model(cfg, workdir)
     run = run_lib.Run.build_with_data(cfg)
     run.workdir = workdir
+    memory.check_fits(run)
     ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints)
     start = ckpt.latest_step()
     if start is None:

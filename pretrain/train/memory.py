@@ -6,8 +6,11 @@ train step (compiled from abstract inputs; nothing is allocated).
 """
 
 import math
+import os
 
 import jax
+
+from pretrain.errors import UserError
 
 
 def _shard_bytes(abstract_tree) -> int:
@@ -25,3 +28,34 @@ def estimate(run, compile_step: bool = True) -> dict[str, int]:
       analysis = run.train_step.lower(abstract, run.abstract_batch()).compile().memory_analysis()
     result["activations_and_temporaries"] = int(analysis.temp_size_in_bytes)
   return result
+
+
+def device_bytes() -> int:
+  """Memory of one local device: its allocator's limit on GPUs and TPUs; on CPUs, the host's RAM shared by them."""
+  stats = jax.local_devices()[0].memory_stats()
+  if stats and stats.get("bytes_limit"):
+    return int(stats["bytes_limit"])
+  return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // jax.local_device_count()
+
+
+def lower_bound(run) -> int:
+  """Bytes per device that the train step needs at the least: its state's shards, the float32 logits of one
+  microbatch and one layer's attention scores (XLA's real figure, from `estimate`, is higher)."""
+  c = run.cfg
+  rows = max(c.train.batch_size // (c.train.microbatches * run.data_shards), 1)
+  row = run.family.row_lengths(run.task_lengths)
+  longest = max(row.values())
+  logits = rows * row["targets"] * run.model.config.vocab_size * 4
+  scores = rows * max(c.model.num_heads // run.mesh.shape["tensor"], 1) * longest * longest * 4
+  abstract = run.abstract_state()
+  return _shard_bytes(abstract.params) + _shard_bytes(abstract.opt_state) + logits + scores
+
+
+def check_fits(run) -> None:
+  """Refuses, before anything is compiled, a run that cannot fit in its devices' memory."""
+  needed, available = lower_bound(run), device_bytes()
+  if needed > available:
+    raise UserError(f"this run needs at least {needed / 2**30:,.1f} GiB per device (parameters, optimizer state, "
+                    f"logits and attention scores of one microbatch) but a device has {available / 2**30:,.1f} GiB; "
+                    "lower data.seq_len (or inputs_length, targets_length) or train.batch_size, raise "
+                    "train.microbatches or shard over more devices (pretrain estimate-memory sizes a config)")
