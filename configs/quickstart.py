@@ -19,6 +19,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.data.train_files = ""         # source=files: glob of .txt (a document per line) or .jsonl files
   c.data.validation_files = ""    # source=files: glob; empty holds out 5% of the train documents
   c.data.text_key = "text"        # JSONL field or TFDS feature holding the text
+  c.data.bad_records = "error"    # files: a record that is not text (or not JSON with text_key) stops the run
+                                  # naming its file and line (error), or is left out and counted (skip)
   c.data.tfds_name = ""           # source=tfds: NAME:VERSION, e.g. c4/en:3.1.0
   c.data.tfds_data_dir = ""       # source=tfds: where the prepared dataset is ('' = TFDS default)
   c.data.train_split = "train"

@@ -1,5 +1,6 @@
 import itertools
 import json
+import re
 import subprocess
 import sys
 
@@ -12,7 +13,8 @@ from tests.conftest import REPO
 
 
 def _files_cfg(**kwargs):
-  base = {"source": "files", "train_files": "", "validation_files": "", "text_key": "text", "cache_dir": ""}
+  base = {"source": "files", "train_files": "", "validation_files": "", "text_key": "text", "cache_dir": "",
+          "bad_records": "error"}
   return ml_collections.ConfigDict({**base, **kwargs})
 
 
@@ -47,6 +49,31 @@ def test_jsonl_without_the_text_field(doc_files):
   path, _ = doc_files
   with pytest.raises(UserError, match="no field 'body'.*data.text_key"):
     sources.make_source(_files_cfg(train_files=f"{path}/*.jsonl", text_key="body"))
+
+
+BAD_RECORDS = [  # (file name, a bad line, what the error says about it)
+    ("bad.jsonl", b"{not json\n", "the record is not JSON"),
+    ("bad.jsonl", b'{"id": 3}\n', "the record has no field 'text' (it has ['id'])"),
+    ("bad.jsonl", b'{"text": null}\n', "the record holds null in 'text', not text"),
+    ("bad.jsonl", b'{"text": 12}\n', "the record holds int in 'text', not text"),
+    ("bad.jsonl", b'{"text": ["a", "b"]}\n', "the record holds list in 'text', not text"),
+    ("bad.jsonl", b'["a list"]\n', "the record is a JSON list, not an object"),
+    ("bad.jsonl", b'{"text": "caf\xe9"}\n', "the record is not UTF-8 text (byte 0xe9"),
+    ("bad.txt", b"caf\xe9 au lait\n", "the record is not UTF-8 text (byte 0xe9 at column 4)"),
+    ("bad.txt", b"\x7fELF\x00\x01\x02\n", "the record holds NUL bytes: a binary file given as text"),
+]
+
+
+@pytest.mark.parametrize("name, line, message", BAD_RECORDS)
+def test_bad_records_name_their_file_and_line_or_are_skipped_and_counted(tmp_path, name, line, message, capsys):
+  good = (json.dumps({"text": "A good document."}) + "\n").encode() if name.endswith("jsonl") else b"A good line.\n"
+  (tmp_path / name).write_bytes(good + good + line + good)
+  with pytest.raises(UserError, match=f"{name}:3: {re.escape(message)}.*data.bad_records=skip"):
+    sources.make_source(_files_cfg(train_files=f"{tmp_path}/{name}"))
+  source = sources.make_source(_files_cfg(train_files=f"{tmp_path}/{name}", bad_records="skip"))
+  assert f"leaving out 1 bad records: {tmp_path}/{name}:3" in capsys.readouterr().out
+  texts = list(source.texts("train")) + list(source.texts("validation"))
+  assert len(texts) == 3 and set(texts) == {"A good document." if name.endswith("jsonl") else "A good line."}
 
 
 def test_tfds_dataset_by_name_and_version(cache_dir, corpus_source):

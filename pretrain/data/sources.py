@@ -13,7 +13,7 @@ import seqio
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from pretrain.data import corpus
+from pretrain.data import corpus, records
 from pretrain.errors import UserError
 
 # Files without a validation glob hold out this share of their documents, by hash.
@@ -84,7 +84,7 @@ def mixture_sources(data_cfg) -> list[tuple[Source, float]]:
 
 
 def _matching_files(pattern: str, key: str) -> list[str]:
-  files = sorted(glob.glob(os.path.expanduser(pattern)))
+  files = sorted(f for f in glob.glob(os.path.expanduser(pattern)) if os.path.isfile(f))  # Not directories.
   if not pattern or not files:
     raise UserError(f"data.{key}={pattern!r} matches no files; set --config.data.{key}='path/*.jsonl' "
                     "(text files: one document per line; JSONL: one object per line)")
@@ -93,16 +93,12 @@ def _matching_files(pattern: str, key: str) -> list[str]:
   return files
 
 
-def _is_jsonl(path: str) -> bool:
-  return path.endswith((".jsonl", ".json"))
-
-
 def _check_json_key(files: list[str], text_key: str) -> None:
-  path = next((f for f in files if _is_jsonl(f) and os.path.getsize(f) > 0), None)
+  path = next((f for f in files if records.is_jsonl(f) and os.path.getsize(f) > 0), None)
   if path is None:
     return
-  with open(path, encoding="utf-8") as f:
-    line = next((l for l in f if l.strip()), "{}")
+  with open(path, "rb") as f:  # Bytes: a bad record further on is records.check's to name.
+    line = next((l for l in f if l.strip()), b"{}").decode("utf-8", errors="replace")
   try:
     record = json.loads(line)
   except json.JSONDecodeError as e:
@@ -112,18 +108,20 @@ def _check_json_key(files: list[str], text_key: str) -> None:
                     f"set --config.data.text_key to the field that holds the text")
 
 
-def _read_lines(files: list[str], text_key: str) -> tf.data.Dataset:
-  """Documents of text files (one per non-empty line) and JSONL files (one per record)."""
+def _read_lines(files: list[str], text_key: str, checked: bool) -> tf.data.Dataset:
+  """Documents of text files (one per non-empty line) and JSONL files (one per record). Unless every record
+  was `checked` good, bad ones (see records.py) are left out."""
 
-  def parse_json(line):
-    return json.loads(line.numpy().decode("utf-8"))[text_key]
+  def parse(line, jsonl):
+    return records.text_of(line.numpy(), bool(jsonl.numpy()), text_key)[0] or ""
 
   datasets = []
   for path in files:
-    lines = tf.data.TextLineDataset(path).filter(lambda l: tf.strings.length(tf.strings.strip(l)) > 0)
-    if _is_jsonl(path):
-      lines = lines.map(lambda l: tf.reshape(tf.py_function(parse_json, [l], tf.string), []))
-    datasets.append(lines)
+    lines = tf.data.TextLineDataset(path)
+    if records.is_jsonl(path) or not checked:
+      jsonl = tf.constant(records.is_jsonl(path))
+      lines = lines.map(lambda l, jsonl=jsonl: tf.reshape(tf.py_function(parse, [l, jsonl], tf.string), []))
+    datasets.append(lines.filter(lambda l: tf.strings.length(tf.strings.strip(l)) > 0))
   dataset = datasets[0]
   for other in datasets[1:]:
     dataset = dataset.concatenate(other)
@@ -135,6 +133,8 @@ def _files_source(data_cfg) -> Source:
   validation_files = (_matching_files(data_cfg.validation_files, "validation_files")
                       if data_cfg.validation_files else None)
   _check_json_key(train_files + (validation_files or []), data_cfg.text_key)
+  records.check(train_files + (validation_files or []), data_cfg.text_key, data_cfg.bad_records)
+  checked = data_cfg.bad_records == "error"  # Every record is good, or the check has stopped the run.
 
   def held_out(example):
     return tf.strings.to_hash_bucket_fast(example["text"], 100) < HELD_OUT_PERCENT
@@ -142,8 +142,8 @@ def _files_source(data_cfg) -> Source:
   def dataset_fn(split, shuffle_files, seed=None):
     del shuffle_files, seed  # Examples are shuffled by the task.
     if split == VALIDATION and validation_files:
-      return _read_lines(validation_files, data_cfg.text_key)
-    dataset = _read_lines(train_files, data_cfg.text_key)
+      return _read_lines(validation_files, data_cfg.text_key, checked)
+    dataset = _read_lines(train_files, data_cfg.text_key, checked)
     if validation_files:
       return dataset
     return dataset.filter(held_out if split == VALIDATION else lambda ex: tf.logical_not(held_out(ex)))

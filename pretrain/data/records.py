@@ -1,0 +1,66 @@
+"""The records of text and JSONL files: one document per non-empty line of a text file, one per JSON object
+of a JSONL file, under the configured text field.
+
+A record that is not UTF-8, not JSON, not an object, lacks the text field or
+holds no text there (null, a number, a list), or a text line with NUL bytes (a
+binary file given as text), is bad. data.bad_records says what happens:
+`error` (the default) stops before training with the file and line of the
+first one; `skip` leaves them out and says how many and where. Nothing is
+skipped silently.
+"""
+
+import json
+
+from pretrain.console import log
+from pretrain.errors import UserError
+
+POLICIES = ("error", "skip")
+
+
+def is_jsonl(path: str) -> bool:
+  return path.endswith((".jsonl", ".json"))
+
+
+def text_of(raw: bytes, jsonl: bool, text_key: str) -> tuple[str | None, str]:
+  """(the document, "") of one line, or (None, what is wrong with it); blank lines are (None, "")."""
+  try:
+    line = raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    return None, f"is not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1})"
+  if not line.strip():
+    return None, ""
+  if not jsonl:
+    return (None, "holds NUL bytes: a binary file given as text") if "\0" in line else (line.rstrip("\r\n"), "")
+  try:
+    record = json.loads(line)
+  except json.JSONDecodeError as e:
+    return None, f"is not JSON ({e.msg} at column {e.colno})"
+  if not isinstance(record, dict):
+    return None, f"is a JSON {type(record).__name__}, not an object with a {text_key!r} field"
+  if text_key not in record:
+    return None, f"has no field {text_key!r} (it has {sorted(record)})"
+  text = record[text_key]
+  if not isinstance(text, str):
+    kind = "null" if text is None else type(text).__name__
+    return None, f"holds {kind} in {text_key!r}, not text"
+  return (text, "") if text.strip() else (None, "")
+
+
+def check(files: list[str], text_key: str, policy: str) -> None:
+  """Reads every record once: raises naming the first bad one, or (policy skip) logs how many will be left out."""
+  if policy not in POLICIES:
+    raise UserError(f"data.bad_records={policy!r} is unknown; use one of {', '.join(POLICIES)}")
+  bad = []
+  for path in files:
+    with open(path, "rb") as f:
+      for number, raw in enumerate(f, 1):
+        _, problem = text_of(raw, is_jsonl(path), text_key)
+        if not problem:
+          continue
+        if policy == "error":
+          raise UserError(f"{path}:{number}: the record {problem}; fix it, or set --config.data.bad_records=skip "
+                          "to leave such records out")
+        bad.append(f"{path}:{number}")
+  if bad:
+    log(f"data.bad_records=skip: leaving out {len(bad)} bad records: {', '.join(bad[:5])}"
+        + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""))
