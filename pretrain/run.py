@@ -220,7 +220,7 @@ def load(workdir: str) -> tuple[Run, object, int]:
   vocabulary = vocab.load(os.path.join(workdir, VOCAB_FILE), cfg.tokenizer.extra_ids)
   run = Run.build(cfg, vocabulary.vocab_size)
   run.vocabulary = vocabulary
-  saver = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints)
+  saver = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints, move_aside=False)
   try:
     step = saver.latest_step()
     if step is None:

@@ -3,30 +3,77 @@
 A checkpoint holds two items: `state` (step, parameters, optimizer state and
 the RNG key, as arrays) and `data` (the input pipeline's position, as JSON).
 Orbax writes each step to a temporary directory and renames it when complete,
-so an interrupted save never replaces the last good checkpoint.
+so an interrupted save never replaces the last good checkpoint. Each step also
+carries a manifest of its files' sizes and checksums (checksums.py), written as
+the save finalizes; `latest_step` passes over a step whose files differ from it
+(truncated, missing, overwritten), with a warning, for the newest intact one.
 """
 
+import datetime
 import os
 
+import jax
 import orbax.checkpoint as ocp
+import tensorflow as tf
 
 from pretrain import files
+from pretrain.console import log
+from pretrain.errors import UserError
+from pretrain.train import checksums
 
 
 class Checkpointer:
-  def __init__(self, directory: str, keep: int):
-    self.manager = ocp.CheckpointManager(
-        os.path.abspath(directory) if files.local(directory) else directory,
-        options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=True))
+  def __init__(self, directory: str, keep: int, move_aside: bool = True):
+    """`move_aside`: rename a damaged step to STEP.damaged-TIME (never deleted), as training does; commands
+    that only read a run pass over it in place."""
+    self.directory = os.path.abspath(directory) if files.local(directory) else directory
+    self.move_aside = move_aside
+    self._saving = None  # The step whose asynchronous save is under way.
+    self.manager = ocp.CheckpointManager(self.directory, options=ocp.CheckpointManagerOptions(
+        max_to_keep=keep, create=True, enable_async_checkpointing=True,
+        async_options=ocp.AsyncOptions(post_finalization_callback=self._write_manifest)))
+
+  def _write_manifest(self) -> None:
+    """Runs in Orbax's saving thread once the step's files are complete, before it is renamed into place."""
+    if jax.process_index() != 0 or self._saving is None:
+      return
+    final = os.path.join(self.directory, str(self._saving))
+    temporary = [p for p in tf.io.gfile.glob(f"{final}.*") if ".damaged-" not in p]
+    checksums.write(temporary[0] if temporary else final)
 
   def latest_step(self) -> int | None:
-    return self.manager.latest_step()
+    """The newest step whose files are as written. Damaged newer ones are named in a warning and moved aside;
+    with none intact, nothing is moved and the error says so."""
+    damaged = {}
+    for step in sorted(self.manager.all_steps(), reverse=True):
+      problem = checksums.problem(os.path.join(self.directory, str(step)))
+      if not problem:
+        break
+      damaged[step] = f"step {step} {problem}"
+    else:
+      if damaged:
+        raise UserError(f"no intact checkpoint in {self.directory} ({'; '.join(damaged.values())}); restore "
+                        "them from a copy, or start a new --workdir")
+      return None
+    if damaged:
+      if self.move_aside and jax.process_index() == 0:
+        for bad in damaged:
+          path = os.path.join(self.directory, str(bad))
+          aside = f"{path}.damaged-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+          tf.io.gfile.rename(path, aside)
+          damaged[bad] += f", moved to {aside}"
+        self.manager.reload()
+      log(f"warning: the checkpoint of {'; '.join(damaged.values())}; "
+          + f"{'resuming from' if self.move_aside else 'using'} step {step}")
+    return step
 
   def save(self, step: int, state, data: dict | None = None) -> None:
     """Starts an asynchronous save of the state and the data position; training continues while it is written."""
     items = {"state": ocp.args.StandardSave(state)}
     if data is not None:
       items["data"] = ocp.args.JsonSave(data)
+    self.manager.wait_until_finished()  # Orbax would too: one save at a time, so _saving names it.
+    self._saving = step
     self.manager.save(step, args=ocp.args.Composite(**items))
 
   def restore(self, step: int, abstract_state):
@@ -35,13 +82,13 @@ class Checkpointer:
 
   def restore_data(self, step: int) -> dict | None:
     """The data position saved at `step` (None if the checkpoint has none)."""
-    if not files.exists(os.path.join(str(self.manager.directory), str(step), "data")):
+    if not files.exists(os.path.join(self.directory, str(step), "data")):
       return None
     return self.manager.restore(step, args=ocp.args.Composite(data=ocp.args.JsonRestore())).data
 
   def saved_params(self, step: int):
     """Shapes and dtypes of the parameters saved at `step`, read without restoring them."""
-    path = os.path.join(str(self.manager.directory), str(step), "state")
+    path = os.path.join(self.directory, str(step), "state")
     return ocp.StandardCheckpointer().metadata(path).item_metadata["params"]
 
   def close(self) -> None:

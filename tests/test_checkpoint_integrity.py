@@ -1,0 +1,98 @@
+"""A damaged latest checkpoint is found by its checksums, moved aside (never deleted) with a warning, and the
+run resumes from the newest intact one with the losses of an uninterrupted run; with none intact, one line."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pretrain.train import metrics
+from tests.conftest import REPO, TINY
+
+ARGS = [*TINY, "--config.train.steps=4", "--config.train.checkpoint_every=2", "--config.sample.num=0"]
+
+
+def _train(workdir, cache_dir, *args):
+  return subprocess.run([sys.executable, "-m", "pretrain", "train", "--config=configs/quickstart.py",
+                         f"--workdir={workdir}", *ARGS, *args], cwd=REPO, capture_output=True, text=True,
+                        env={**os.environ, "PRETRAIN_CACHE": cache_dir}, timeout=600)
+
+
+def _losses(workdir) -> dict:
+  return {r["step"]: r["train/loss"] for r in metrics.read(str(workdir)) if "train/loss" in r}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, cache_dir, vocabulary):
+  del vocabulary  # Built first, so the runs reuse it.
+  workdir = tmp_path_factory.mktemp("trained") / "run"
+  result = _train(workdir, cache_dir)
+  assert result.returncode == 0, result.stderr
+  return workdir
+
+
+def _largest_file(directory):
+  paths = [os.path.join(root, n) for root, _, names in os.walk(directory) for n in names]
+  return max(paths, key=os.path.getsize)
+
+
+def _truncate(step_dir):
+  path = _largest_file(os.path.join(step_dir, "state"))
+  with open(path, "r+b") as f:
+    f.truncate(os.path.getsize(path) // 2)
+
+
+def _overwrite(step_dir):
+  path = _largest_file(os.path.join(step_dir, "state"))
+  with open(path, "r+b") as f:
+    f.seek(os.path.getsize(path) // 2)
+    f.write(np.random.default_rng(0).bytes(64))
+
+
+def _empty(step_dir):
+  shutil.rmtree(step_dir)
+  os.mkdir(step_dir)
+
+
+CORRUPTIONS = {
+    "truncated array file": _truncate,
+    "missing metadata file": lambda step_dir: os.remove(os.path.join(step_dir, "state", "_METADATA")),
+    "empty step directory": _empty,
+    "random bytes in a data file": _overwrite,
+}
+
+
+@pytest.mark.parametrize("corruption", CORRUPTIONS)
+def test_a_damaged_latest_checkpoint_is_moved_aside_and_the_run_resumes(trained, tmp_path, cache_dir, corruption):
+  workdir = tmp_path / "run"
+  shutil.copytree(trained, workdir)
+  CORRUPTIONS[corruption](str(workdir / "checkpoints" / "4"))
+  resumed = _train(workdir, cache_dir)
+  assert resumed.returncode == 0, resumed.stderr
+  output = resumed.stdout + resumed.stderr
+  assert "warning: the checkpoint of step 4" in output and "resuming from step 2" in output
+  assert "Traceback" not in output
+  aside = [name for name in os.listdir(workdir / "checkpoints") if name.startswith("4.damaged-")]
+  assert len(aside) == 1 and f"moved to {workdir / 'checkpoints' / aside[0]}" in output  # Kept, not deleted.
+  expected = _losses(trained)
+  assert [_losses(workdir)[s] for s in (3, 4)] == [expected[s] for s in (3, 4)]  # As the uninterrupted run.
+
+
+def test_no_intact_checkpoint_is_one_line(trained, tmp_path, cache_dir):
+  workdir = tmp_path / "run"
+  shutil.copytree(trained, workdir)
+  _truncate(str(workdir / "checkpoints" / "4"))
+  _overwrite(str(workdir / "checkpoints" / "2"))
+  generated = subprocess.run([sys.executable, "-m", "pretrain", "generate", f"--workdir={workdir}", "--prompt=The"],
+                             cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert generated.returncode == 2
+  assert "no intact checkpoint" in generated.stderr.strip().splitlines()[-1]
+  assert sorted(os.listdir(workdir / "checkpoints")) == ["2", "4"]  # Commands that only read move nothing.
+  result = _train(workdir, cache_dir, "--config.train.steps=6")
+  assert result.returncode == 2 and "Traceback" not in result.stderr
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: no intact checkpoint in") and "step 4 has" in last and "step 2 has" in last
+  assert sorted(os.listdir(workdir / "checkpoints")) == ["2", "4"]  # Left for the user to restore.
