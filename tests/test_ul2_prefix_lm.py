@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 
-import ml_collections
 import numpy as np
 import pytest
 import seqio

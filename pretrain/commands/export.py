@@ -29,12 +29,12 @@ def main(argv: list[str], prog: str = "pretrain export") -> None:
   from pretrain import hf, run as run_lib  # pylint: disable=g-import-not-at-top
 
   run, params, step = run_lib.load(args.workdir)
-  run.family.check_exportable()  # Refuses an encoder-only model before anything is written.
   if run.family.prefix_lm:
     print(f"warning: {run.cfg.data.objective} trained a prefix-LM; LlamaForCausalLM attends causally everywhere, so "
           "on a prompt it computes what this model computes without the bidirectional prefix", file=sys.stderr)
   architecture = hf.export(args.out, run, params, os.path.join(args.workdir, run_lib.VOCAB_FILE))
   print(f"Wrote {args.out}: {architecture} of step {step}")
+
 
 if __name__ == "__main__":
   main(sys.argv[1:])
