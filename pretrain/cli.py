@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 
+from pretrain import tf_loader
+
 # name: (module, one line for the overview)
 SUBCOMMANDS = {
     "train": ("pretrain.commands.train", "pre-train a model from a config (resumes from the workdir's checkpoint)"),
@@ -32,25 +34,6 @@ def usage() -> str:
           + "\n".join(lines))
 
 
-def _import_tensorflow_quietly() -> None:
-  """Imports TensorFlow, and hides the GPUs from it, with the process's stderr closed: its native start-up
-  lines (CPU feature and CUDA-driver notices, which TF_CPP_MIN_LOG_LEVEL does not reach) would precede every
-  message. Setting TF_CPP_MIN_LOG_LEVEL yourself, or --verbose, keeps them. A machine without TensorFlow
-  skips this."""
-  sys.stderr.flush()
-  saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-  os.dup2(devnull, 2)
-  try:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    tf.config.set_visible_devices([], "GPU")  # It only reads data; the accelerators are JAX's.
-  except ImportError:
-    pass
-  finally:
-    os.dup2(saved, 2)
-    os.close(saved)
-    os.close(devnull)
-
-
 def main(argv: list[str] | None = None) -> int:
   argv = sys.argv[1:] if argv is None else argv
   if not argv or argv[0] in ("-h", "--help", "help"):
@@ -62,8 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     hint = f"did you mean {close[0]!r}? " if close else ""
     print(f"error: unknown subcommand {name!r}; {hint}the subcommands are {', '.join(SUBCOMMANDS)}", file=sys.stderr)
     return 2
-  if "TF_CPP_MIN_LOG_LEVEL" not in os.environ and "--verbose" not in rest:
-    _import_tensorflow_quietly()
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow only reads data here; keep its C++ logs to errors.
+  # TensorFlow is imported when data or a file is first touched (pretrain.tf_loader): quietly, unless asked.
+  tf_loader.quiet = "TF_CPP_MIN_LOG_LEVEL" not in os.environ and "--verbose" not in rest
   module = importlib.import_module(SUBCOMMANDS[name][0])
   return module.main(rest, prog=f"pretrain {name}") or 0

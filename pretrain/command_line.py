@@ -13,7 +13,7 @@ from pretrain.errors import UserError
 def parse_command_line(parser, argv: list[str]):
   """Parses a tool's flags plus `--config=FILE`, gin files and `KEY=VALUE` overrides.
 
-  Returns (args, config); anything left over is an error.
+  Returns (args, config), the config's values checked (config.validate); anything left over is an error.
   """
   parser.add_argument("--config", default="configs/quickstart.py", help="ml_collections config file")
   parser.add_argument("--gin_file", action="append", default=[],
@@ -31,4 +31,5 @@ def parse_command_line(parser, argv: list[str]):
   if rest:
     raise UserError(f"unknown arguments {rest}; see --help for the flags, and set config fields "
                     "with --config.KEY=VALUE")
+  config_lib.validate(cfg)
   return args, cfg

@@ -7,7 +7,6 @@ config) and spm.model (the vocabulary): what eval, generate and export read.
 import os
 
 import jax
-import tensorflow as tf
 
 from pretrain import config as config_lib
 from pretrain import files, run as run_lib
@@ -20,10 +19,9 @@ _SHAPE_SECTIONS = ("model", "tokenizer")
 def check_writable(workdir: str) -> None:
   try:
     files.write_atomically(os.path.join(workdir, ".writable"), b"")
-    tf.io.gfile.remove(os.path.join(workdir, ".writable"))
-  except (OSError, tf.errors.OpError) as e:
-    reason = e.message if isinstance(e, tf.errors.OpError) else e.strerror
-    raise UserError(f"workdir {workdir!r} cannot be written ({reason}); choose another --workdir") from None
+    files.gfile().remove(os.path.join(workdir, ".writable"))
+  except files.errors() as e:
+    raise UserError(f"workdir {workdir!r} cannot be written ({files.reason(e)}); choose another --workdir") from None
 
 
 def check_same_model(cfg, workdir: str) -> None:
@@ -49,4 +47,4 @@ def write_run_files(cfg, vocabulary, workdir: str) -> None:
   if jax.process_index() == 0:
     # Atomically: the other processes of a resumed run read it meanwhile.
     files.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(cfg).encode())
-    tf.io.gfile.copy(vocabulary.sentencepiece_model_file, os.path.join(workdir, run_lib.VOCAB_FILE), overwrite=True)
+    files.gfile().copy(vocabulary.sentencepiece_model_file, os.path.join(workdir, run_lib.VOCAB_FILE), overwrite=True)

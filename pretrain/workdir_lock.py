@@ -26,8 +26,6 @@ import uuid
 
 import jax
 import numpy as np
-import tensorflow as tf
-
 from pretrain import files
 from pretrain.errors import UserError
 
@@ -72,7 +70,7 @@ class WorkdirLock:
   def _holder(self) -> dict | None:
     try:
       return json.loads(files.read_text(self.path))
-    except (tf.errors.NotFoundError, FileNotFoundError):
+    except files.not_found():
       return None
     except json.JSONDecodeError:  # Being written; an empty or torn file is no live holder.
       return {}
@@ -138,4 +136,4 @@ class WorkdirLock:
     self._thread.join()
     holder = self._holder()
     if holder and holder.get("token") == self.me["token"]:
-      tf.io.gfile.remove(self.path)
+      files.gfile().remove(self.path)

@@ -77,9 +77,8 @@ def test_update_sets_dotted_keys_and_names_the_nearest(cfg):
 @pytest.mark.parametrize("value", ["0", "-2"])
 def test_fields_that_must_be_positive_are_named(key, value):
   from tests.conftest import tiny_config  # pylint: disable=g-import-not-at-top
-  cfg = tiny_config(f"--config.{key}={value}")
   with pytest.raises(UserError, match=f"{key} must be positive, got {value}"):
-    config.validate(cfg)
+    tiny_config(f"--config.{key}={value}")
 
 
 def test_a_config_file_that_raises_is_one_line(tmp_path, capsys):

@@ -1,6 +1,9 @@
-"""The data path: sources -> vocabulary -> objectives -> seqio tasks -> batches."""
+"""The data path: sources -> vocabulary -> objectives -> seqio tasks -> batches.
 
-import tensorflow as tf
+Every module here imports TensorFlow; the package imports it first, through
+pretrain.tf_loader (quietly on the command line, the GPUs hidden from it).
+"""
 
-# TensorFlow only reads and transforms data here: the accelerators belong to JAX.
-tf.config.set_visible_devices([], "GPU")
+from pretrain import tf_loader
+
+tf_loader.tensorflow()

@@ -14,8 +14,6 @@ import os
 
 import jax
 import orbax.checkpoint as ocp
-import tensorflow as tf
-
 from pretrain import files
 from pretrain.console import log
 from pretrain.errors import UserError
@@ -38,7 +36,7 @@ class Checkpointer:
     if jax.process_index() != 0 or self._saving is None:
       return
     final = os.path.join(self.directory, str(self._saving))
-    temporary = [p for p in tf.io.gfile.glob(f"{final}.*") if ".damaged-" not in p]
+    temporary = [p for p in files.gfile().glob(f"{final}.*") if ".damaged-" not in p]
     checksums.write(temporary[0] if temporary else final)
 
   def latest_step(self) -> int | None:
@@ -60,7 +58,7 @@ class Checkpointer:
         for bad in damaged:
           path = os.path.join(self.directory, str(bad))
           aside = f"{path}.damaged-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-          tf.io.gfile.rename(path, aside)
+          files.gfile().rename(path, aside)
           damaged[bad] += f", moved to {aside}"
         self.manager.reload()
       log(f"warning: the checkpoint of {'; '.join(damaged.values())}; "

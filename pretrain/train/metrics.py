@@ -4,9 +4,7 @@ import io
 import json
 import os
 
-import tensorflow as tf
-
-from pretrain import files
+from pretrain import files, tf_loader
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -29,7 +27,7 @@ class MetricsWriter:
     self.enabled = enabled
     self.path = os.path.join(workdir, METRICS_FILE)
     self.records = read(workdir) if enabled else []
-    self.summary = tf.summary.create_file_writer(os.path.join(workdir, "tensorboard")) if enabled else None
+    self.summary = tf_loader.tensorflow().summary.create_file_writer(os.path.join(workdir, "tensorboard")) if enabled else None
 
   def _flush(self) -> None:
     files.write_atomically(self.path, "".join(json.dumps(r) + "\n" for r in self.records).encode())
@@ -48,7 +46,7 @@ class MetricsWriter:
     self._flush()
     with self.summary.as_default(step=step):
       for name, value in metrics.items():
-        tf.summary.scalar(name, float(value))
+        tf_loader.tensorflow().summary.scalar(name, float(value))
     self.summary.flush()
 
 

@@ -1,0 +1,36 @@
+"""TensorFlow, imported once, on first use, and quietly on the user-facing commands.
+
+TensorFlow only reads and transforms data here (and writes workdir files
+through tf.io.gfile), so it is loaded when the data path or a file is first
+touched, not at start-up: a command that fails on its flags or its config
+answers without the seconds of TensorFlow's import. Its native start-up lines
+(CPU feature and CUDA-driver notices, which TF_CPP_MIN_LOG_LEVEL does not
+reach) would precede every message; `pretrain` (cli.py) sets `quiet`, and the
+import then runs with the process's stderr closed.
+"""
+
+import os
+import sys
+
+quiet = False  # Set by the command line unless TF_CPP_MIN_LOG_LEVEL or --verbose asks for TensorFlow's logs.
+
+
+def tensorflow():
+  """The tensorflow module, with the GPUs hidden from it (the accelerators are JAX's)."""
+  if "tensorflow" in sys.modules:
+    return sys.modules["tensorflow"]
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  saved = None
+  if quiet:
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+  try:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf.config.set_visible_devices([], "GPU")
+  finally:
+    if saved is not None:
+      os.dup2(saved, 2)
+      os.close(saved)
+  return tf
