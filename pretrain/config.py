@@ -164,30 +164,104 @@ def _require(condition: bool, message: str) -> None:
     raise UserError(message)
 
 
-# Fields that must be positive. train.keep_checkpoints=0 would train and keep nothing.
-POSITIVE = ("train.steps", "train.batch_size", "train.microbatches", "train.eval_every", "train.checkpoint_every",
-            "train.log_every", "train.eval_batches", "train.keep_checkpoints", "model.d_model", "model.num_layers",
-            "model.num_heads", "model.num_kv_heads", "model.head_dim", "model.mlp_dim", "optimizer.learning_rate")
+class Valid:
+  """The values a field may take: `test` of the value, and `what` says them, e.g. 'positive'."""
+
+  def __init__(self, test, what: str):
+    self.test, self.what = test, what
+
+
+POSITIVE = Valid(lambda v: v > 0, "positive")
+NOT_NEGATIVE = Valid(lambda v: v >= 0, "at least 0")
+FRACTION = Valid(lambda v: 0 <= v <= 1, "in [0, 1]")
+OPEN_FRACTION = Valid(lambda v: 0 < v < 1, "in (0, 1)")
+BELOW_ONE = Valid(lambda v: 0 <= v < 1, "in [0, 1)")
+
+
+def one_of(*names: str) -> Valid:
+  return Valid(lambda v: v in names, " | ".join(names))
+
+
+# The valid values of every checked field, declared once (the defaults are in the config files, which users
+# copy and edit; the ranges stay here, so that no copy can loosen them). validate() checks them all.
+# Fields that only some objectives or families use are checked here too when their range never depends on
+# the family (a family's own constraints between fields are in pretrain/family.py).
+RANGES = {
+    "data.source": one_of("corpus", "files", "tfds"),
+    "data.bad_records": one_of("error", "skip"),
+    "data.host_sharding": one_of("source", "examples"),
+    "data.seq_len": Valid(lambda v: v >= 2, "at least 2"),
+    "data.inputs_length": POSITIVE,
+    "data.targets_length": POSITIVE,
+    "data.noise_density": OPEN_FRACTION,
+    "data.mean_noise_span_length": Valid(lambda v: v >= 1, "at least 1"),
+    "data.mlm_rate": OPEN_FRACTION,
+    "data.fim_rate": FRACTION,
+    "data.fim_spm_rate": FRACTION,
+    "data.bart_mask_rate": BELOW_ONE,
+    "data.bart_delete_rate": BELOW_ONE,
+    "data.bart_infilling_rate": BELOW_ONE,
+    "tokenizer.vocab_size": POSITIVE,
+    "tokenizer.extra_ids": NOT_NEGATIVE,
+    "tokenizer.model_type": one_of("unigram", "bpe", "char", "word"),
+    "tokenizer.max_chars": POSITIVE,
+    "model.d_model": POSITIVE,
+    "model.num_layers": POSITIVE,
+    "model.num_heads": POSITIVE,
+    "model.num_kv_heads": POSITIVE,
+    "model.head_dim": POSITIVE,
+    "model.mlp_dim": POSITIVE,
+    "model.rope_theta": POSITIVE,
+    "model.dtype": one_of("auto", "float32", "bfloat16", "float16"),
+    "model.param_dtype": one_of("float32", "bfloat16"),
+    "model.remat": one_of("none", "full", "save_dots"),
+    "model.dropout": BELOW_ONE,
+    "model.vocab_size": Valid(lambda v: v >= 0, "at least 0 (0: the tokenizer's size rounded up to 128)"),
+    "model.num_decoder_layers": Valid(lambda v: v >= 0, "at least 0 (0: as many as model.num_layers)"),
+    "model.relative_attention_num_buckets": POSITIVE,
+    "model.relative_attention_max_distance": POSITIVE,
+    "optimizer.name": one_of("adamw", "adafactor"),
+    "optimizer.schedule": one_of("cosine", "rsqrt"),
+    "optimizer.learning_rate": POSITIVE,
+    "optimizer.warmup_steps": NOT_NEGATIVE,
+    "optimizer.end_lr_ratio": FRACTION,
+    "optimizer.weight_decay": NOT_NEGATIVE,
+    "optimizer.b1": BELOW_ONE,
+    "optimizer.b2": BELOW_ONE,
+    "optimizer.grad_clip": Valid(lambda v: v >= 0, "at least 0 (0: no clipping)"),
+    "loss.z_loss": NOT_NEGATIVE,
+    "loss.label_smoothing": BELOW_ONE,
+    "loss.normalizing_factor": Valid(lambda v: v >= 0, "at least 0 (0: the mean over target tokens)"),
+    "train.steps": POSITIVE,
+    "train.batch_size": POSITIVE,
+    "train.microbatches": POSITIVE,
+    "train.seed": NOT_NEGATIVE,
+    "train.log_every": POSITIVE,
+    "train.eval_every": POSITIVE,
+    "train.eval_batches": POSITIVE,
+    "train.checkpoint_every": POSITIVE,
+    # 0 would train and keep nothing.
+    "train.keep_checkpoints": POSITIVE,
+    "mesh.data": Valid(lambda v: v == -1 or v > 0, "positive, or -1 (the devices left by the other axes)"),
+    "mesh.fsdp": POSITIVE,
+    "mesh.tensor": POSITIVE,
+    "mesh.dcn_data": POSITIVE,
+    "mesh.dcn_fsdp": POSITIVE,
+    "mesh.dcn_tensor": POSITIVE,
+    "sample.num": NOT_NEGATIVE,
+    "sample.prompt_tokens": POSITIVE,
+    "sample.max_new_tokens": POSITIVE,
+    "sample.temperature": Valid(lambda v: v >= 0, "at least 0 (0: greedy)"),
+}
 
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
-  """Checks values that would otherwise fail deep inside JAX or TensorFlow."""
-  t = cfg.train
-  for key in POSITIVE:
+  """Checks every field of RANGES, and what spans fields, before anything is built."""
+  for key, valid in RANGES.items():
     section, name = key.split(".")
     value = cfg[section][name]
-    _require(value > 0, f"{key} must be positive, got {value}; set --config.{key} to a positive value")
-  _require(cfg.data.seq_len >= 2, f"data.seq_len must be at least 2, got {cfg.data.seq_len}")
-  _require(cfg.data.source in ("corpus", "files", "tfds"),
-           f"data.source must be 'corpus', 'files' or 'tfds', got {cfg.data.source!r}")
-  m = cfg.model
-  _require(m.dtype in ("auto", "float32", "bfloat16", "float16"),
-           f"model.dtype must be auto, float32, bfloat16 or float16, got {m.dtype!r}")
-  _require(m.param_dtype in ("float32", "bfloat16"),
-           f"model.param_dtype must be float32 or bfloat16, got {m.param_dtype!r}")
-  _require(0.0 <= m.dropout < 1.0, f"model.dropout must be in [0, 1), got {m.dropout}")
-  _require(cfg.optimizer.warmup_steps >= 0, "optimizer.warmup_steps must be >= 0")
-  profile = tuple(t.profile_steps)
+    _require(valid.test(value), f"{key} must be {valid.what}, got {value!r}; set --config.{key} to such a value")
+  profile = tuple(cfg.train.profile_steps)
   _require(not profile or (len(profile) == 2 and 0 <= profile[0] < profile[1]),
            f"train.profile_steps must be () or (start, stop) with 0 <= start < stop, got {profile}")
 

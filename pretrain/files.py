@@ -8,6 +8,7 @@ import os
 import uuid
 
 from pretrain import tf_loader
+from pretrain.errors import UserError
 
 
 def gfile():
@@ -51,11 +52,14 @@ def write_atomically(path: str, data: bytes) -> None:
     with gfile().GFile(temporary, "wb") as f:
       f.write(data)
     gfile().rename(temporary, path, overwrite=True)
-  except BaseException:
+  except BaseException as e:
     try:
       gfile().remove(temporary)
     except errors():
       pass
+    if isinstance(e, errors()):
+      raise UserError(f"could not write {path} ({reason(e)}); free space or fix the permissions, then rerun "
+                      "(a training run resumes from its last checkpoint)") from None
     raise
 
 

@@ -17,9 +17,12 @@ _SHAPE_SECTIONS = ("model", "tokenizer")
 
 
 def check_writable(workdir: str) -> None:
+  probe = os.path.join(workdir, ".writable")
   try:
-    files.write_atomically(os.path.join(workdir, ".writable"), b"")
-    files.gfile().remove(os.path.join(workdir, ".writable"))
+    files.makedirs(workdir)
+    with files.gfile().GFile(probe, "wb") as f:
+      f.write(b"")
+    files.gfile().remove(probe)
   except files.errors() as e:
     raise UserError(f"workdir {workdir!r} cannot be written ({files.reason(e)}); choose another --workdir") from None
 

@@ -16,7 +16,8 @@ from pretrain.commands import parser_for
 from pretrain.errors import UserError, exit_on_user_error
 
 
-def evaluate(workdir: str, task: str, split: str, max_batches: int = 0) -> dict:
+def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None) -> dict:
+  """`max_batches`: at most this many batches (None: the whole split)."""
   import jax  # pylint: disable=g-import-not-at-top
   from pretrain import files, run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.data import objectives, sources, tasks  # pylint: disable=g-import-not-at-top
@@ -49,8 +50,10 @@ def main(argv: list[str], prog: str = "pretrain eval") -> None:
   parser.add_argument("--workdir", required=True, help="a run of pretrain train")
   parser.add_argument("--task", required=True, help="e.g. corpus_clm; an unknown name lists the valid ones")
   parser.add_argument("--split", default="validation", help="train or validation")
-  parser.add_argument("--batches", type=int, default=0, help="at most this many batches (0: the whole split)")
+  parser.add_argument("--batches", type=int, default=None, help="at most this many batches (default: the whole split)")
   args = parser.parse_args(argv)
+  if args.batches is not None and args.batches < 1:
+    raise UserError(f"--batches={args.batches}: give at least 1, or leave it out to evaluate the whole split")
   s = evaluate(args.workdir, args.task, args.split, args.batches)
   print(f"{s['task']} ({s['split']}, step {s['step']}, {s['batches']} batches): loss {s['loss']:.4f}, "
         f"accuracy {s['accuracy']:.4f}, perplexity {s['perplexity']:.2f}")

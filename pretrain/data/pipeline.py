@@ -10,7 +10,6 @@ import tensorflow as tf
 
 from pretrain.errors import UserError
 
-HOST_SHARDING = ("source", "examples")
 
 
 def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, family, *, shuffle: bool,
@@ -30,14 +29,13 @@ def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, fam
   num_hosts = jax.process_count()
   if batch_size % num_hosts:
     raise UserError(f"train.batch_size={batch_size} does not divide across {num_hosts} hosts")
-  if host_sharding not in HOST_SHARDING:
-    raise UserError(f"data.host_sharding={host_sharding!r} is unknown; use one of {', '.join(HOST_SHARDING)}")
   by_source = host_sharding == "source" and num_hosts > 1
-  dataset = seqio.get_dataset(
-      task, task_feature_lengths=lengths, feature_converter=family.converter(),
-      dataset_split=split, shuffle=shuffle, num_epochs=None if repeat else 1,
-      shard_info=seqio.ShardInfo(jax.process_index(), num_hosts) if by_source else None,
-      seed=seed, batch_size=None, verbose=False)
+  # try_in_mem_cache=False: seqio would cache a small source's raw text in memory, and discard it with a warning
+  # whenever a read stops early (an evaluation's first batches, the end of a run); the text is cheap to reread.
+  dataset = seqio.get_mixture_or_task(task).get_dataset(
+      lengths, split=split, shuffle=shuffle, seed=seed, num_epochs=None if repeat else 1,
+      shard_info=seqio.ShardInfo(jax.process_index(), num_hosts) if by_source else None, try_in_mem_cache=False)
+  dataset = family.converter()(dataset, task_feature_lengths=lengths)
   if not by_source:
     dataset = dataset.shard(num_hosts, jax.process_index())
   dataset = dataset.skip(skip_examples // num_hosts).batch(batch_size // num_hosts, drop_remainder=True)

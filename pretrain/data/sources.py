@@ -16,6 +16,10 @@ import tensorflow_datasets as tfds
 from pretrain.data import corpus, records
 from pretrain.errors import UserError
 
+# TFDS caches a small dataset in memory, and discards the cache with a warning whenever a read stops early (an
+# evaluation's first batches, the end of a run); reading the records again costs little.
+seqio.utils.set_tfds_read_config_override(tfds.ReadConfig(try_autocache=False))
+
 # Files without a validation glob hold out this share of their documents, by hash.
 HELD_OUT_PERCENT = 5
 TRAIN, VALIDATION = "train", "validation"
@@ -29,15 +33,17 @@ class Source:
   splits: dict[str, str]     # Our split name ('train', 'validation') -> the source's.
 
   def texts(self, split: str = TRAIN, max_chars: int | None = None):
-    """Yields the documents of a split in order (for tokenizer training, inspection)."""
+    """Yields the documents of a split in order (for tokenizer training, inspection), the last one cut so that
+    they hold at most `max_chars` characters."""
     dataset = self.data_source.get_dataset(self.splits[split], shuffle=False)
-    total = 0
+    left = max_chars
     for example in dataset.as_numpy_iterator():
       text = example[self.text_key].decode("utf-8")
-      yield text
-      total += len(text)
-      if max_chars is not None and total >= max_chars:
-        return
+      yield text if left is None else text[:left]
+      if left is not None:
+        left -= len(text)
+        if left <= 0:
+          return
 
 
 def cache_dir(data_cfg) -> str:

@@ -8,7 +8,7 @@ import functools
 
 import seqio
 
-from pretrain.data import objectives
+from pretrain.data import long_documents, objectives
 from pretrain.data.sources import Source
 
 
@@ -29,7 +29,7 @@ def register(source: Source, vocabulary: seqio.Vocabulary, objective: objectives
       name,
       source=source.data_source,
       preprocessors=[functools.partial(seqio.preprocessors.rekey, key_map={"targets": source.text_key}),
-                     seqio.preprocessors.tokenize, objective.preprocess],
+                     long_documents.split_long_documents, seqio.preprocessors.tokenize, objective.preprocess],
       output_features=features,
   )
   return name

@@ -17,16 +17,19 @@ import sentencepiece as spm
 import tensorflow as tf
 
 from pretrain import files
+from pretrain.data import long_documents
 from pretrain.data.sources import cache_dir
 from pretrain.errors import UserError
 
 PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
+spm.set_min_log_level(2)  # Loading a model logs "precompiled_charsmap is empty" at INFO, on every run.
 EXTRA_IDS = 100  # Sentinels by default, as T5; tokenizer.extra_ids sets another count.
 MODE_TOKENS = ("[NLU]", "[NLG]", "[S2S]")
 FIM_TOKENS = ("<PRE>", "<SUF>", "<MID>")
 MASK_TOKEN = "[MASK]"
 SPECIAL_TOKENS = MODE_TOKENS + FIM_TOKENS + (MASK_TOKEN,)
-# SentencePiece skips longer sentences; documents are fed paragraph by paragraph.
+# SentencePiece skips longer sentences (its max_sentence_length); documents are fed paragraph by paragraph,
+# a longer paragraph in pieces.
 _MAX_LINE_BYTES = 4192
 # Trainer options besides the size and type; part of the cache key. The tokenizer
 # is lossless, decode(encode(text)) == text: no normalisation, white space kept,
@@ -41,8 +44,9 @@ def _training_lines(texts):
   """Paragraphs, newlines kept, so that pieces for line breaks and indentation are learned."""
   for text in texts:
     for paragraph in text.split("\n\n"):
-      if paragraph.strip() and len(paragraph.encode("utf-8")) <= _MAX_LINE_BYTES:
-        yield paragraph
+      for piece in long_documents.pieces(paragraph.encode("utf-8"), _MAX_LINE_BYTES):
+        if piece.strip():
+          yield piece.decode("utf-8")
 
 
 def train_sentencepiece(texts, vocab_size: int, model_type: str = "unigram", extra_ids: int = EXTRA_IDS) -> bytes:
@@ -52,21 +56,32 @@ def train_sentencepiece(texts, vocab_size: int, model_type: str = "unigram", ext
     raise UserError(f"tokenizer.vocab_size={vocab_size} is too small: it must exceed {extra_ids} sentinels, "
                     "3 control ids, the special tokens and 256 byte pieces by a few dozen pieces")
   model = io.BytesIO()
+  fed = {"lines": 0, "chars": 0}
+
+  def counted(lines):
+    for line in lines:
+      fed["lines"] += 1
+      fed["chars"] += len(line)
+      yield line
+
   try:
     spm.SentencePieceTrainer.train(
-        sentence_iterator=_training_lines(texts), model_writer=model, vocab_size=pieces,
+        sentence_iterator=counted(_training_lines(texts)), model_writer=model, vocab_size=pieces,
         model_type=model_type, num_threads=os.cpu_count() or 1, minloglevel=2,
         logstream=open(os.devnull, "w"), **TRAINER_OPTIONS)
   except RuntimeError as e:
-    raise UserError(f"SentencePiece could not train a {pieces}-piece model on this data ({e}); "
-                    "lower tokenizer.vocab_size or give more text") from None
+    raise UserError(f"SentencePiece could not train a {pieces}-piece model on {fed['chars']:,} characters in "
+                    f"{fed['lines']:,} lines of text ({e}); lower tokenizer.vocab_size or give more text") from None
   return model.getvalue()
 
 
 def cached_model(texts, vocab_size: int, model_type: str, cache: str, extra_ids: int = EXTRA_IDS) -> str:
   """Path of a model trained on `texts`, trained once per distinct text and options."""
   texts = list(texts)
-  digest = hashlib.sha256(json.dumps([vocab_size, model_type, extra_ids, TRAINER_OPTIONS], sort_keys=True).encode())
+  # How the text becomes training lines is part of the key: long paragraphs were once left out, now cut.
+  lines = {"max_line_bytes": _MAX_LINE_BYTES, "long_paragraphs": "cut"}
+  digest = hashlib.sha256(json.dumps([vocab_size, model_type, extra_ids, TRAINER_OPTIONS, lines],
+                                     sort_keys=True).encode())
   for text in texts:
     digest.update(hashlib.sha256(text.encode("utf-8")).digest())
   path = os.path.join(cache, "tokenizers", f"spm_{vocab_size}_{digest.hexdigest()[:16]}.model")

@@ -34,8 +34,8 @@ def export(out_dir: str, run, params, spm_path: str) -> str:
   run.family.check_exportable()
   model_cfg, max_length = run.cfg.model, sum(run.task_lengths.values())
   module = FAMILIES[run.family.hf]
-  if os.path.exists(out_dir) and os.listdir(out_dir):
-    raise UserError(f"--out={out_dir!r} exists and is not empty; give a new directory")
+  if os.path.exists(out_dir) and not (os.path.isdir(out_dir) and not os.listdir(out_dir)):
+    raise UserError(f"--out={out_dir!r} exists and is not an empty directory; give a new directory")
   params = jax.tree.map(np.asarray, jax.device_get(nn.meta.unbox(params)))
   models.check_shapes(params, run.abstract_state().params, "the checkpoint")
   state = {k: np.ascontiguousarray(v, np.float32) for k, v in module.to_hf(params, model_cfg).items()}

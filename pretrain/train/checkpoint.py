@@ -11,13 +11,27 @@ the save finalizes; `latest_step` passes over a step whose files differ from it
 
 import datetime
 import os
+import re
+import shutil
 
 import jax
 import orbax.checkpoint as ocp
+from etils import epath
 from pretrain import files
 from pretrain.console import log
 from pretrain.errors import UserError
 from pretrain.train import checksums
+
+# A save's size against the last one's: the optimizer's moments compress less as more of them become non-zero.
+_SPACE_MARGIN = 1.1
+
+
+def _cause(error: Exception) -> str:
+  """The operating system's reason for a failed write inside Orbax or TensorStore, else the error's first line."""
+  code = re.search(r"os_error_code='(\d+)'", str(error))
+  if code:
+    return os.strerror(int(code.group(1)))
+  return str(error).splitlines()[0][:300] if str(error) else type(error).__name__
 
 
 class Checkpointer:
@@ -66,13 +80,50 @@ class Checkpointer:
     return step
 
   def save(self, step: int, state, data: dict | None = None) -> None:
-    """Starts an asynchronous save of the state and the data position; training continues while it is written."""
+    """Starts an asynchronous save of the state and the data position; training continues while it is written.
+    A save that cannot fit in the free space is refused before anything is written."""
     items = {"state": ocp.args.StandardSave(state)}
     if data is not None:
       items["data"] = ocp.args.JsonSave(data)
-    self.manager.wait_until_finished()  # Orbax would too: one save at a time, so _saving names it.
+    self._wait()  # Orbax would too: one save at a time, so _saving names it.
+    self._check_free_space(step, state)
     self._saving = step
     self.manager.save(step, args=ocp.args.Composite(**items))
+
+  def _intact(self) -> str:
+    self.manager.reload()
+    latest = self.manager.latest_step()
+    return f"the checkpoint of step {latest} is intact" if latest is not None else "no checkpoint had been written"
+
+  def _check_free_space(self, step: int, state) -> None:
+    """Refuses a save that a local disk cannot hold: about the size of the newest checkpoint (its manifest's
+    sizes), or before the first one this process's shards of the state (an upper bound: Orbax compresses)."""
+    if not files.local(self.directory):
+      return
+    latest = self.manager.latest_step()
+    written = checksums.size(os.path.join(self.directory, str(latest))) if latest is not None else None
+    needed = written * _SPACE_MARGIN if written else sum(
+        shard.data.nbytes for leaf in jax.tree.leaves(state) for shard in leaf.addressable_shards
+        if shard.replica_id == 0)
+    free = shutil.disk_usage(self.directory).free
+    if free < needed:
+      raise UserError(f"not enough free space in {self.directory} for the checkpoint of step {step}: it needs about "
+                      f"{needed / 2**20:,.1f} MiB and {free / 2**20:,.1f} MiB are free ({self._intact()}); free "
+                      "space, or lower train.keep_checkpoints, then rerun to resume")
+
+  def _wait(self) -> None:
+    """Waits for a pending save; a failed one (a full disk, a lost mount) leaves no partial step behind and
+    ends in one line naming the directory and the cause."""
+    try:
+      self.manager.wait_until_finished()
+    except Exception as e:  # pylint: disable=broad-except  (Orbax and TensorStore raise many types)
+      step, self._saving = self._saving, None
+      for partial in files.gfile().glob(os.path.join(self.directory, f"{step}.orbax-checkpoint-tmp*")):
+        files.gfile().rmtree(partial)
+      cause = _cause(e)
+      raise UserError(f"the checkpoint of step {step} could not be written to {self.directory} ({cause}); "
+                      f"{self._intact()}: fix the cause (free space, permissions, the mount), then rerun to resume"
+                      ) from None
 
   def restore(self, step: int, abstract_state):
     """The state, restored into the shapes, dtypes and shardings of `abstract_state`."""
@@ -86,10 +137,10 @@ class Checkpointer:
 
   def saved_params(self, step: int):
     """Shapes and dtypes of the parameters saved at `step`, read without restoring them."""
-    path = os.path.join(self.directory, str(step), "state")
-    return ocp.StandardCheckpointer().metadata(path).item_metadata["params"]
+    # The item's handler, not a Checkpointer: that would look for (and warn of) a step's metadata in the item.
+    return ocp.StandardCheckpointHandler().metadata(epath.Path(self.directory, str(step), "state"))["params"]
 
   def close(self) -> None:
     """Waits for pending saves to finish."""
-    self.manager.wait_until_finished()
+    self._wait()
     self.manager.close()

@@ -41,6 +41,14 @@ def write(step_dir: str) -> None:
   files.write_atomically(os.path.join(step_dir, MANIFEST), json.dumps(manifest, indent=1).encode())
 
 
+def size(step_dir: str) -> int | None:
+  """Bytes a checkpoint's files took when written (None without a readable manifest)."""
+  try:
+    return sum(size for size, _ in json.loads(files.read_text(os.path.join(step_dir, MANIFEST))).values())
+  except (*files.errors(), json.JSONDecodeError, UnicodeDecodeError):
+    return None
+
+
 def problem(step_dir: str) -> str:
   """What is wrong with a checkpoint's files, or '' when each is as written."""
   path = os.path.join(step_dir, MANIFEST)

@@ -19,10 +19,10 @@ def evaluate(eval_step, params, eval_batches) -> dict[str, float]:
           "eval/perplexity": math.exp(min(loss, 50.0))}
 
 
-def global_batches(run, task: str, objective, split: str, max_batches: int) -> list:
-  """Up to `max_batches` (0: all) global batches of a split of `task`, read once."""
+def global_batches(run, task: str, objective, split: str, max_batches: int | None) -> list:
+  """Up to `max_batches` (None: all) global batches of a split of `task`, read once."""
   local = run.batches(split, task, objective, shuffle=False, repeat=False)
-  batches = [mesh_lib.global_batch(b, run.batch_sharding) for b in itertools.islice(local, max_batches or None)]
+  batches = [mesh_lib.global_batch(b, run.batch_sharding) for b in itertools.islice(local, max_batches)]
   if not batches:
     raise UserError(f"the {split} split of {task} holds less than one batch of {run.cfg.train.batch_size} "
                     "sequences; add data or lower train.batch_size")

@@ -4,6 +4,7 @@ Resumes from the workdir's latest checkpoint; SIGTERM or Ctrl-C saves a
 checkpoint at the current step and stops.
 """
 
+import contextlib
 import os
 import time
 
@@ -26,7 +27,7 @@ def train(run, ckpt, state, start: int, examples: int) -> dict:
     log(f"Resuming from the checkpoint at step {start} in {workdir}/checkpoints")
   writer = metrics.MetricsWriter(workdir, enabled=jax.process_index() == 0)
   writer.truncate_after(start if start else -1)  # Records after the checkpoint, or of an attempt that saved none.
-  with run.activated(), signals.StopRequest() as stop:
+  with run.activated(), signals.StopRequest() as stop, contextlib.ExitStack() as stack:
     eval_sets = evaluation.eval_sets(run)
     train_batches = run.batches("train", shuffle=True, repeat=True, skip_examples=examples)
     if start == 0:
@@ -38,7 +39,9 @@ def train(run, ckpt, state, start: int, examples: int) -> dict:
     profile_start, profile_stop = tuple(c.profile_steps) or (None, None)
     tracing = False
     step, saved, latest_eval = start, start, {}
-    bar = tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True, disable=jax.process_index() != 0)
+    # Closed on the way out, also by an error: the bar's last redraw would otherwise follow the error's line.
+    bar = stack.enter_context(tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,
+                                        disable=jax.process_index() != 0))
     interval_start, interval_steps = time.perf_counter(), 0
     while step < c.steps and stop.signal is None:
       try:

@@ -1,0 +1,235 @@
+"""Bad inputs and faults through the real command line, as a table.
+
+Each case runs `python -m pretrain ...` and must end with exit status 2 and one
+line `error: ...` as the last line of stderr, naming the problem (the expected
+text), with no traceback anywhere; where it runs on an existing run's workdir,
+that workdir is unchanged (its listing and every file's checksum). The cases
+run a few at a time in one fixture, since most spend their time importing.
+"""
+
+import concurrent.futures
+import hashlib
+import os
+import pathlib
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, TINY
+
+RUN = "{run}"  # A copy of a trained run's workdir, checked unchanged afterwards.
+TMP = "{tmp}"  # The case's own empty directory.
+DATA = "{data}"  # The bad data files written by _write_data.
+TRAIN = ["train", f"--workdir={TMP}/new", *TINY]
+FILES = [*TRAIN, "--config.data.source=files"]
+
+# (name, argv, what the last line says)
+CASES = [
+    # Config keys, values and files.
+    ("unknown key", [*TRAIN, "--config.train.stepz=3"], "unknown config key 'train.stepz'; did you mean"),
+    ("value of the wrong type", [*TRAIN, "--config.train.batch_size=many"], "is not a valid int"),
+    ("override without a value", [*TRAIN, "--config.train.steps"], "has no value; write --config.train.steps=VALUE"),
+    ("unknown flag", [*TRAIN, "--stepz=3"], "unknown arguments ['--stepz=3']"),
+    ("zero steps", [*TRAIN, "--config.train.steps=0"], "train.steps must be positive, got 0"),
+    ("zero heads", [*TRAIN, "--config.model.num_heads=0"], "model.num_heads must be positive, got 0"),
+    ("negative kv heads", [*TRAIN, "--config.model.num_kv_heads=-1"], "model.num_kv_heads must be positive, got -1"),
+    ("zero d_model", [*TRAIN, "--config.model.d_model=0"], "model.d_model must be positive, got 0"),
+    ("negative layers", [*TRAIN, "--config.model.num_layers=-2"], "model.num_layers must be positive, got -2"),
+    ("zero mlp_dim", [*TRAIN, "--config.model.mlp_dim=0"], "model.mlp_dim must be positive, got 0"),
+    ("zero head_dim", [*TRAIN, "--config.model.head_dim=0"], "model.head_dim must be positive, got 0"),
+    ("zero microbatches", [*TRAIN, "--config.train.microbatches=0"], "train.microbatches must be positive, got 0"),
+    ("zero learning rate", [*TRAIN, "--config.optimizer.learning_rate=0"], "optimizer.learning_rate must be positive"),
+    ("negative learning rate", [*TRAIN, "--config.optimizer.learning_rate=-0.001"],
+     "optimizer.learning_rate must be positive, got -0.001"),
+    ("keep no checkpoints", [*TRAIN, "--config.train.keep_checkpoints=0"], "train.keep_checkpoints must be positive"),
+    ("unknown dtype", [*TRAIN, "--config.model.dtype=float64"], "model.dtype must be auto | float32 | bfloat16"),
+    ("unknown source", [*TRAIN, "--config.data.source=s3"], "data.source must be corpus | files | tfds, got 's3'"),
+    ("dropout of one", [*TRAIN, "--config.model.dropout=1.0"], "model.dropout must be in [0, 1), got 1.0"),
+    ("adam b2 of one", [*TRAIN, "--config.optimizer.b2=1.0"], "optimizer.b2 must be in [0, 1), got 1.0"),
+    ("unknown optimizer", [*TRAIN, "--config.optimizer.name=sgd"], "optimizer.name must be adamw | adafactor"),
+    ("zero mesh axis", [*TRAIN, "--config.mesh.tensor=0"], "mesh.tensor must be positive, got 0"),
+    ("backwards profile range", [*TRAIN, "--config.train.profile_steps=(5, 2)"], "train.profile_steps must be"),
+    ("missing config file", [*TRAIN, "--config=/nonexistent/run.py"], "config file '/nonexistent/run.py' does not exist"),
+    ("config file that raises", [*TRAIN, f"--config={DATA}/raises.py"], "raised KeyError: 'model' (--verbose shows"),
+    ("config file with a syntax error", [*TRAIN, f"--config={DATA}/syntax.py"], "has a syntax error at line 2"),
+    ("config file without get_config", [*TRAIN, f"--config={DATA}/empty.py"], "defines no get_config()"),
+    ("missing gin file", [*TRAIN, "--gin_file=/nonexistent/run.gin"], "/nonexistent/run.gin"),
+    ("unknown gin key", [*TRAIN, "--gin.train.stepz=3"], "unknown config key 'train.stepz'"),
+    # Shapes that only the model can refuse.
+    ("heads not divisible by kv heads", [*TRAIN, "--config.model.num_heads=3"], "num_kv_heads"),
+    ("batch not divisible by microbatches", [*TRAIN, "--config.train.microbatches=3"], "microbatches"),
+    ("a model that cannot fit", [*TRAIN, "--config.data.seq_len=10000000"], "GiB per device"),
+    # Data.
+    ("files that match nothing", [*FILES, "--config.data.train_files=/nonexistent/*.txt"], "matches no files"),
+    ("empty files", [*FILES, f"--config.data.train_files={DATA}/empty/*.txt"], "every matching file is empty"),
+    ("JSONL line that is not JSON", [*FILES, f"--config.data.train_files={DATA}/not_json.jsonl"],
+     "not_json.jsonl:2: the record is not JSON"),
+    ("JSONL record without the text field", [*FILES, f"--config.data.train_files={DATA}/no_text.jsonl"],
+     "no_text.jsonl:3: the record has no field 'text'"),
+    ("JSONL text that is null", [*FILES, f"--config.data.train_files={DATA}/null.jsonl"],
+     "null.jsonl:2: the record holds null in 'text'"),
+    ("JSONL text that is a number", [*FILES, f"--config.data.train_files={DATA}/number.jsonl"],
+     "number.jsonl:2: the record holds int in 'text'"),
+    ("JSONL text that is a list", [*FILES, f"--config.data.train_files={DATA}/list.jsonl"],
+     "list.jsonl:2: the record holds list in 'text'"),
+    ("text that is not UTF-8", [*FILES, f"--config.data.train_files={DATA}/latin1.txt"],
+     "latin1.txt:2: the record is not UTF-8"),
+    ("binary file given as text", [*FILES, f"--config.data.train_files={DATA}/binary.txt"],
+     "a binary file given as text"),
+    ("JSONL without the configured field", [*FILES, f"--config.data.train_files={DATA}/no_text.jsonl",
+                                            "--config.data.text_key=body"], "records have no field 'body'"),
+    ("unknown TFDS dataset", [*TRAIN, "--config.data.source=tfds", "--config.data.tfds_name=no_such_dataset:1.0.0"],
+     "TFDS dataset 'no_such_dataset:1.0.0' is unknown"),
+    ("missing vocabulary", [*TRAIN, "--config.tokenizer.path=/nonexistent/spm.model"],
+     "vocabulary file '/nonexistent/spm.model' does not exist"),
+    ("vocabulary that is not SentencePiece", [*TRAIN, f"--config.tokenizer.path={DATA}/raises.py"],
+     "is not a SentencePiece model"),
+    ("vocabulary too small", [*TRAIN, "--config.tokenizer.vocab_size=200"], "tokenizer.vocab_size=200 is too small"),
+    # Workdirs and runs.
+    ("workdir under a file", ["train", f"--workdir={DATA}/raises.py/run", *TINY], "cannot be written"),
+    ("resume with another width", ["train", f"--workdir={RUN}", *TINY, "--config.model.d_model=48"],
+     "model.d_model=32, not 48"),
+    ("resume with another family", ["train", f"--workdir={RUN}", *TINY, "--config.data.objective=span_corruption"],
+     "decoder-only model"),
+    ("eval of no run", ["eval", f"--workdir={TMP}/none", "--task=corpus_clm"], "holds no run (no config.json)"),
+    ("eval of an unknown task", ["eval", f"--workdir={RUN}", "--task=corpus_nope"], "--task='corpus_nope' is not a task"),
+    ("eval of zero batches", ["eval", f"--workdir={RUN}", "--task=corpus_clm", "--batches=0"], "--batches=0: give at"),
+    ("generate from no run", ["generate", f"--workdir={TMP}/none", "--prompt=a"], "holds no run (no config.json)"),
+    ("generate with an empty prompt", ["generate", f"--workdir={RUN}", "--prompt="], "--prompt is empty"),
+    ("generate at a negative temperature", ["generate", f"--workdir={RUN}", "--prompt=a", "--temperature=-1"],
+     "--temperature=-1.0 is negative"),
+    ("generate with top_p of zero", ["generate", f"--workdir={RUN}", "--prompt=a", "--top_p=0"], "--top_p=0.0 is outside"),
+    ("export into a file", ["export", f"--workdir={RUN}", f"--out={DATA}/raises.py"], "exists and is not an empty directory"),
+    ("inspect a negative number", ["inspect-task", "--task=corpus_clm", "--num=-1"], "--num=-1: give the number"),
+    ("unknown subcommand", ["trian"], "unknown subcommand 'trian'; did you mean 'train'?"),
+]
+
+
+def _write_data(data: pathlib.Path) -> None:
+  good = '{"text": "A document of plain words."}\n'
+  (data / "empty").mkdir(parents=True)
+  (data / "empty" / "a.txt").write_text("")
+  (data / "not_json.jsonl").write_text(good + "{not json\n")
+  (data / "no_text.jsonl").write_text(good + good + '{"body": "words"}\n')
+  (data / "null.jsonl").write_text(good + '{"text": null}\n')
+  (data / "number.jsonl").write_text(good + '{"text": 3}\n')
+  (data / "list.jsonl").write_text(good + '{"text": ["a", "b"]}\n')
+  (data / "latin1.txt").write_bytes(b"plain words\ncaf\xe9 au lait\n")
+  (data / "binary.txt").write_bytes(b"plain words\n\x00\x01\x02\x00binary\n")
+  (data / "raises.py").write_text("def get_config():\n  return {}['model']\n")
+  (data / "syntax.py").write_text("def get_config():\n  return (\n")
+  (data / "empty.py").write_text("x = 1\n")
+
+
+def _snapshot(directory: pathlib.Path) -> dict[str, str]:
+  """Every file under `directory` and its SHA-256 (the listing and the contents)."""
+  return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+          for p in sorted(directory.rglob("*"))}
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory, cache_dir, vocabulary):
+  """Runs every case (a few at a time); {name: (result, snapshot before, snapshot after)}."""
+  del vocabulary  # Built first, so that runs find it in the cache.
+  root = tmp_path_factory.mktemp("bad_inputs")
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # As a user runs it.
+  env["PRETRAIN_CACHE"] = cache_dir
+  trained = root / "trained"
+  first = subprocess.run([sys.executable, "-m", "pretrain", "train", f"--workdir={trained}", *TINY,
+                          "--config.train.steps=2", "--config.sample.num=0"], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=600)
+  assert first.returncode == 0, first.stderr
+  data = root / "data"
+  _write_data(data)
+
+  def one(case):
+    name, argv, _ = case
+    tmp = root / f"case{CASES.index(case)}"
+    tmp.mkdir()
+    run = tmp / "run"
+    shutil.copytree(trained, run)
+    before = _snapshot(run)
+    argv = [a.replace(RUN, str(run)).replace(TMP, str(tmp)).replace(DATA, str(data)) for a in argv]
+    result = subprocess.run([sys.executable, "-m", "pretrain", *argv], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=600)
+    return name, (result, before, _snapshot(run))
+
+  with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+    return dict(pool.map(one, CASES))
+
+
+def test_the_table_holds_forty_cases():
+  assert len(CASES) >= 40 and len({name for name, _, _ in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("name, argv, expected", CASES, ids=[c[0] for c in CASES])
+def test_one_clear_line_and_nothing_changed(outcomes, name, argv, expected):
+  result, before, after = outcomes[name]
+  assert result.returncode == 2, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: ") and expected in last, result.stderr[-3000:]
+  assert after == before  # The run's workdir, where the case used one: same files, same bytes.
+
+
+# Faults while a run writes: a full disk, a failed write.
+TINY_RUN = [*TINY, "--config.train.steps=8", "--config.train.checkpoint_every=2", "--config.train.keep_checkpoints=5",
+            "--config.train.eval_every=100", "--config.sample.num=0"]
+
+
+def _can_mount_tmpfs() -> bool:
+  return shutil.which("unshare") is not None and subprocess.run(
+      ["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _can_mount_tmpfs(), reason="no user namespace to mount a small tmpfs in; "
+                    "test_a_failed_checkpoint_write_leaves_no_partial_step simulates the failure instead")
+def test_a_full_disk_refuses_the_save_and_the_run_resumes_once_there_is_space(tmp_path, cache_dir, vocabulary):
+  """A 5 MiB filesystem holds two checkpoints of the tiny model (2.1 MiB each), not three."""
+  del vocabulary
+  disk, run = tmp_path / "disk", tmp_path / "disk" / "run"
+  disk.mkdir()
+  train = " ".join([sys.executable, "-m", "pretrain", "train", f"--workdir={run}", *TINY_RUN])
+  script = (f"mount -t tmpfs -o size=5m tmpfs {disk} && cd {REPO} && "
+            f"{{ {train} > {tmp_path}/full.out 2> {tmp_path}/full.err; echo $? > {tmp_path}/full.rc; }}; "
+            f"find {run} > {tmp_path}/listing; mount -o remount,size=40m {disk} && "
+            f"{{ {train} > {tmp_path}/rerun.out 2> {tmp_path}/rerun.err; echo $? > {tmp_path}/rerun.rc; }}")
+  subprocess.run(["unshare", "-rm", "sh", "-c", script], env={**os.environ, "PRETRAIN_CACHE": cache_dir}, timeout=900,
+                 check=True)
+  full_err = (tmp_path / "full.err").read_text()
+  assert (tmp_path / "full.rc").read_text().strip() == "2", full_err
+  assert "Traceback" not in full_err
+  last = full_err.strip().splitlines()[-1]
+  assert last.startswith(f"error: not enough free space in {run}/checkpoints for the checkpoint of step 6"), last
+  assert "the checkpoint of step 4 is intact" in last, last
+  listing = (tmp_path / "listing").read_text()
+  assert "checkpoints/4/pretrain_checksums.json" in listing and "checkpoints/6" not in listing
+  assert "tmp" not in listing.replace(str(tmp_path), "")  # No partial step, no metrics.jsonl.tmp-*.
+  rerun = (tmp_path / "rerun.out").read_text() + (tmp_path / "rerun.err").read_text()
+  assert (tmp_path / "rerun.rc").read_text().strip() == "0", rerun
+  assert "Resuming from the checkpoint at step 4" in rerun
+
+
+def test_a_failed_checkpoint_write_leaves_no_partial_step(tmp_path, cache_dir, vocabulary):
+  """Files over 300 KiB cannot be written (RLIMIT_FSIZE, as a full disk would refuse them): every save fails."""
+  del vocabulary
+  run = tmp_path / "run"
+
+  def limit_file_size():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # A write past the limit then fails (EFBIG), not the process.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (300 << 10, 300 << 10))
+
+  result = subprocess.run([sys.executable, "-m", "pretrain", "train", f"--workdir={run}", *TINY_RUN], cwd=REPO,
+                          env={**os.environ, "PRETRAIN_CACHE": cache_dir}, capture_output=True, text=True,
+                          timeout=600, preexec_fn=limit_file_size)
+  assert result.returncode == 2, result.stderr[-3000:]
+  last = result.stderr.strip().splitlines()[-1]
+  assert last == (f"error: the checkpoint of step 2 could not be written to {run}/checkpoints (File too large); no "
+                  "checkpoint had been written: fix the cause (free space, permissions, the mount), then rerun to "
+                  "resume"), result.stderr[-3000:]
+  assert sorted(p.name for p in (run / "checkpoints").iterdir()) == []  # No partial step left behind.
+  assert not list(run.glob("*.tmp-*"))
