@@ -201,10 +201,14 @@ def test_microbatches_take_rows_from_every_block():
 
 
 def test_a_step_with_a_non_finite_loss_changes_nothing():
-  before = jax.device_get(tiny_run(*STEP_ARGS).create_state())
-  after, metrics_ = _one_step("--config.loss.normalizing_factor=nan", batch=_batch(None))
+  run = tiny_run(*STEP_ARGS)
+  with run.activated():
+    state = run.create_state()
+    state = state.replace(params=jax.tree.map(lambda p: p * jnp.nan, state.params))  # As a diverged run's.
+    before = jax.device_get(state)  # The step donates its input state.
+    after, metrics_ = run.train_step(state, mesh_lib.global_batch(_batch(None), run.batch_sharding))
   assert not bool(metrics_["finite"])
-  for a, b in zip(jax.tree.leaves(before), jax.tree.leaves(after)):
+  for a, b in zip(jax.tree.leaves(before), jax.tree.leaves(jax.device_get(after))):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 

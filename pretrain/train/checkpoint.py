@@ -9,6 +9,7 @@ the save finalizes; `latest_step` passes over a step whose files differ from it
 (truncated, missing, overwritten), with a warning, for the newest intact one.
 """
 
+import contextlib
 import datetime
 import os
 import re
@@ -88,7 +89,8 @@ class Checkpointer:
     self._wait()  # Orbax would too: one save at a time, so _saving names it.
     self._check_free_space(step, state)
     self._saving = step
-    self.manager.save(step, args=ocp.args.Composite(**items))
+    with self._failures():
+      self.manager.save(step, args=ocp.args.Composite(**items))
 
   def _intact(self) -> str:
     self.manager.reload()
@@ -112,16 +114,21 @@ class Checkpointer:
                       "space, or lower train.keep_checkpoints, then rerun to resume")
 
   def _wait(self) -> None:
-    """Waits for a pending save; a failed one (a full disk, a lost mount) leaves no partial step behind and
-    ends in one line naming the directory and the cause."""
-    try:
+    """Waits for a pending save."""
+    with self._failures():
       self.manager.wait_until_finished()
+
+  @contextlib.contextmanager
+  def _failures(self):
+    """A failed save (a full disk, a lost mount), raised as it starts or when it is waited for, leaves no partial
+    step behind and ends in one line naming the directory and the cause."""
+    try:
+      yield
     except Exception as e:  # pylint: disable=broad-except  (Orbax and TensorStore raise many types)
       step, self._saving = self._saving, None
       for partial in files.gfile().glob(os.path.join(self.directory, f"{step}.orbax-checkpoint-tmp*")):
         files.gfile().rmtree(partial)
-      cause = _cause(e)
-      raise UserError(f"the checkpoint of step {step} could not be written to {self.directory} ({cause}); "
+      raise UserError(f"the checkpoint of step {step} could not be written to {self.directory} ({_cause(e)}); "
                       f"{self._intact()}: fix the cause (free space, permissions, the mount), then rerun to resume"
                       ) from None
 
