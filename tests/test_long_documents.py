@@ -62,7 +62,8 @@ def test_a_12_mb_document_trains_in_bounded_memory(tmp_path, cache_dir, vocabula
        f"--config.data.train_files={tmp_path}/{name}.txt", f"--config.data.validation_files={tmp_path}/{name}.txt",
        f"--config.tokenizer.path={vocabulary.sentencepiece_model_file}", "--config.train.steps=1",
        "--config.sample.num=0", "--config.train.eval_batches=1"],
-      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PRETRAIN_CACHE": cache_dir})
+      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      env={**os.environ, "PRETRAIN_CACHE": cache_dir})
       for name in ("one", "many")}
   peaks = {}
   for name, process in runs.items():

@@ -22,7 +22,6 @@ from pretrain.data.sources import cache_dir
 from pretrain.errors import UserError
 
 PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
-spm.set_min_log_level(2)  # Loading a model logs "precompiled_charsmap is empty" at INFO, on every run.
 EXTRA_IDS = 100  # Sentinels by default, as T5; tokenizer.extra_ids sets another count.
 MODE_TOKENS = ("[NLU]", "[NLG]", "[S2S]")
 FIM_TOKENS = ("<PRE>", "<SUF>", "<MID>")

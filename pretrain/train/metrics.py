@@ -27,7 +27,8 @@ class MetricsWriter:
     self.enabled = enabled
     self.path = os.path.join(workdir, METRICS_FILE)
     self.records = read(workdir) if enabled else []
-    self.summary = tf_loader.tensorflow().summary.create_file_writer(os.path.join(workdir, "tensorboard")) if enabled else None
+    tf = tf_loader.tensorflow()
+    self.summary = tf.summary.create_file_writer(os.path.join(workdir, "tensorboard")) if enabled else None
 
   def _flush(self) -> None:
     files.write_atomically(self.path, "".join(json.dumps(r) + "\n" for r in self.records).encode())
