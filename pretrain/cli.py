@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 
-from pretrain import tf_loader
+from pretrain import host_memory, tf_loader
 
 # name: (module, one line for the overview)
 SUBCOMMANDS = {
@@ -47,5 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     return 2
   # TensorFlow is imported when data or a file is first touched (pretrain.tf_loader): quietly, unless asked.
   tf_loader.quiet = "TF_CPP_MIN_LOG_LEVEL" not in os.environ and "--verbose" not in rest
+  host_memory.keep_freed_memory()  # Before JAX starts its threads.
   module = importlib.import_module(SUBCOMMANDS[name][0])
   return module.main(rest, prog=f"pretrain {name}") or 0

@@ -10,6 +10,10 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from pretrain import host_memory  # pylint: disable=g-import-not-at-top
+
+host_memory.keep_freed_memory()  # As the command line does: the tests' steps run faster.
+
 from pretrain import command_line, run as run_lib  # pylint: disable=g-import-not-at-top
 from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top
 

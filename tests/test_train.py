@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import signal
 import time
 
@@ -213,15 +214,21 @@ def test_a_step_with_a_non_finite_loss_changes_nothing():
 
 
 def test_nan_loss_stops_the_run_and_keeps_the_last_checkpoint(tmp_path, run_train):
-  workdir = tmp_path / "run"
+  diverging = ("--config.train.steps=30", "--config.optimizer.learning_rate=1e12",
+               "--config.optimizer.warmup_steps=10", "--config.optimizer.grad_clip=1e30")
   # Warmup starts at learning rate 0, so the first step is good and saved; then the parameters explode.
-  result = run_train(workdir, "--config.train.steps=30", "--config.train.checkpoint_every=1",
-                     "--config.optimizer.learning_rate=1e12", "--config.optimizer.warmup_steps=10",
-                     "--config.optimizer.grad_clip=1e30")
+  result = run_train(tmp_path / "saved", *diverging, "--config.train.checkpoint_every=1")
   assert result.returncode == 2, result.stderr
-  assert "became NaN or Inf at step" in result.stderr
-  saved = sorted(int(p) for p in os.listdir(workdir / "checkpoints") if p.isdigit())
-  assert saved and f"the checkpoint of step {saved[-1]} is intact" in result.stderr
+  failed_step = int(re.search(r"became NaN or Inf at step (\d+)", result.stderr).group(1))
+  saved = sorted(int(p) for p in os.listdir(tmp_path / "saved" / "checkpoints") if p.isdigit())
+  assert saved[-1] == failed_step - 1 and f"the checkpoint of step {saved[-1]} is intact" in result.stderr
+  # Nothing to save or log: each step's guard is read once the next step is queued, and names the same step.
+  result = run_train(tmp_path / "lagged", *diverging, "--config.train.checkpoint_every=1000",
+                     "--config.train.log_every=1000", "--config.train.eval_every=1000")
+  assert result.returncode == 2, result.stderr
+  assert f"became NaN or Inf at step {failed_step}; stopped without saving (no checkpoint had been written)" in (
+      result.stderr)
+  assert not os.path.exists(tmp_path / "lagged" / "checkpoints") or not os.listdir(tmp_path / "lagged" / "checkpoints")
 
 
 def test_weight_decay_skips_norm_scales_also_when_scanned():

@@ -35,6 +35,7 @@ class DecoderOnlyLayer(nn.Module):
   config: DecoderOnlyConfig
   decode: bool = False
   deterministic: bool = True
+  causal: bool = False  # The mask hides every later key (layers.dot_product_attention).
 
   @nn.compact
   def __call__(self, x_BLD, mask_B1LS, positions_BL):
@@ -42,7 +43,7 @@ class DecoderOnlyLayer(nn.Module):
     drop = layers.dropout(c.dropout, self.deterministic)
     attention = layers.Attention(c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, dtype, name="attention")
     x_BLD = layers.pre_norm_residual(x_BLD, "attention", lambda h_BLD: attention(h_BLD, mask_B1LS, positions_BL,
-                                                                                self.decode), dtype, drop)
+                                                                                self.decode, self.causal), dtype, drop)
     x_BLD = layers.pre_norm_residual(x_BLD, "mlp", layers.SwiGLU(c.mlp_dim, dtype, name="mlp"), dtype, drop)
     return layers.block_output(x_BLD, c.scan_layers)
 
@@ -71,9 +72,10 @@ class DecoderOnly(nn.Module):
                      embedding_init=layers.partitioned(nn.initializers.normal(1.0), ("vocab", "embed")),
                      name="embed")
     x_BLD = layers.dropout(c.dropout, deterministic)(embed(tokens_BL))
+    causal = mask_B1LS is None and prefix_BL is None
     if mask_B1LS is None:
       mask_B1LS = layers.attention_mask(segment_ids_BL, prefix_BL)
-    x_BLD = layers.repeat(DecoderOnlyLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic),
+    x_BLD = layers.repeat(DecoderOnlyLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic, causal),
                           x_BLD, mask_B1LS, positions_BL)
     x_BLD = layers.RMSNorm(dtype=dtype, name="final_norm")(x_BLD)
     if c.tie_embeddings:

@@ -97,7 +97,7 @@ class GatedGelu(nn.Module):
 
 
 class T5Attention(nn.Module):
-  """Attention without logit scaling, with an optional additive bias.
+  """Attention without logit scaling, with an optional additive bias (`causal`: see layers.dot_product_attention).
 
   With `decode`, self-attention appends this call's keys and values to a
   cache (as layers.Attention); cross-attention (`cross`) projects the encoder
@@ -109,7 +109,7 @@ class T5Attention(nn.Module):
   cross: bool = False
 
   @nn.compact
-  def __call__(self, x_BLD, memory_BSD, mask_B1LS, bias_1NLS=None, decode=False):
+  def __call__(self, x_BLD, memory_BSD, mask_B1LS, bias_1NLS=None, decode=False, causal=False):
     d, n, h = x_BLD.shape[-1], self.num_heads, self.head_dim
     kernel = lambda name, shape, axes, i, o: self.param(
         name, layers.kernel_init(*axes, in_axis=i, out_axis=o), shape, jnp.float32).astype(self.dtype)
@@ -124,7 +124,7 @@ class T5Attention(nn.Module):
       k_BSNH, v_BSNH = project()
       if decode:
         k_BSNH, v_BSNH = layers.append_to_cache(self, k_BSNH, v_BSNH)
-    out_BLNH = jax.nn.dot_product_attention(q_BLNH, k_BSNH, v_BSNH, bias=bias_1NLS, mask=mask_B1LS, scale=1.0)
+    out_BLNH = layers.dot_product_attention(q_BLNH, k_BSNH, v_BSNH, mask_B1LS, bias_1NLS, scale=1.0, causal=causal)
     return jnp.einsum("BLNH,NHD->BLD", out_BLNH, kernel("out", (n, h, d), ("heads", "kv", "embed"), (0, 1), 2))
 
   def _projected_once(self, project):
@@ -174,7 +174,7 @@ class T5DecoderLayer(nn.Module):
     drop = layers.dropout(c.dropout, self.deterministic)
     self_attention = T5Attention(c.num_heads, c.head_dim, dtype, name="self_attention")
     y_BTD = layers.pre_norm_residual(y_BTD, "self_attention", lambda h_BTD: self_attention(
-        h_BTD, h_BTD, self_mask_B1TC, bias_1NTC, self.decode), dtype, drop)
+        h_BTD, h_BTD, self_mask_B1TC, bias_1NTC, self.decode, causal=not self.decode), dtype, drop)
     cross_attention = T5Attention(c.num_heads, c.head_dim, dtype, cross=True, name="cross_attention")
     y_BTD = layers.pre_norm_residual(y_BTD, "cross_attention", lambda h_BTD: cross_attention(
         h_BTD, encoded_BSD, cross_mask_B1TS, decode=self.decode), dtype, drop)

@@ -39,6 +39,7 @@ def train(run, ckpt, state, start: int, examples: int) -> dict:
     profile_start, profile_stop = tuple(c.profile_steps) or (None, None)
     tracing = False
     step, saved, latest_eval = start, start, {}
+    unchecked = None  # (step, its finite flag) of the last step whose flag has not been read
     # Closed on the way out, also by an error: the bar's last redraw would otherwise follow the error's line.
     bar = stack.enter_context(tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,
                                         disable=jax.process_index() != 0))
@@ -54,18 +55,17 @@ def train(run, ckpt, state, start: int, examples: int) -> dict:
       state, step_metrics = run.train_step(state, mesh_lib.global_batch(local, run.batch_sharding))
       if tracing and step + 1 == profile_stop:
         tracing = _stop_trace(step_metrics, workdir)
-      if not bool(step_metrics["finite"]):  # The step was not applied: the state is the last good one.
-        bar.close()
-        ckpt.close()  # Waits for a pending save of a good state.
-        kept = f"the checkpoint of step {saved} is intact" if saved else "no checkpoint had been written"
-        raise UserError(f"the loss or gradient became NaN or Inf at step {step + 1}; stopped without saving "
-                        f"({kept}). Lower optimizer.learning_rate or raise optimizer.warmup_steps, then rerun to "
-                        "resume")
+      # The previous step's guard is read once this one is queued behind it, so the host never idles the device.
+      unchecked = check_finite(unchecked, bar, ckpt, saved)
       step += 1
+      unchecked = (step, step_metrics["finite"])
       examples += c.batch_size  # Training examples read so far: the data position saved with each checkpoint.
       interval_steps += 1
       bar.update(1)
       eval_now = step % c.eval_every == 0 or step == c.steps
+      save_now = step % c.checkpoint_every == 0 or step == c.steps or stop.signal is not None
+      if eval_now or save_now or step % c.log_every == 0:
+        unchecked = check_finite(unchecked, bar, ckpt, saved)
       if eval_now or step % c.log_every == 0:
         values = {f"train/{k}": float(v) for k, v in jax.device_get(step_metrics).items() if k != "finite"}
         elapsed = time.perf_counter() - interval_start
@@ -79,9 +79,10 @@ def train(run, ckpt, state, start: int, examples: int) -> dict:
         writer.write(step, values)
         bar.set_postfix(loss=f"{values['train/loss']:.3f}", tok_s=f"{values['train/tokens_per_second']:,.0f}")
         interval_start, interval_steps = time.perf_counter(), 0
-      if step % c.checkpoint_every == 0 or step == c.steps or stop.signal is not None:
+      if save_now:
         ckpt.save(step, state, run.data_position(examples))
         saved = step
+    check_finite(unchecked, bar, ckpt, saved)  # A stop request can end the loop before the last step is read.
     if tracing:  # Stopped before the end of the profiled range.
       _stop_trace(step_metrics, workdir)
     bar.close()
@@ -96,6 +97,19 @@ def train(run, ckpt, state, start: int, examples: int) -> dict:
     final.pop("step", None)
     pairs = sampling.samples(run, state.params)
   return report.report(workdir, step, final, pairs)
+
+
+def check_finite(unchecked, bar, ckpt, saved: int) -> None:
+  """Waits for the step `unchecked` names, if any: a step whose loss or gradient
+  was not finite was not applied (train/steps.py), so the run stops there.
+  Returns None: nothing is left unchecked."""
+  if unchecked is None or bool(unchecked[1]):
+    return None
+  bar.close()
+  ckpt.close()  # Waits for a pending save of a good state.
+  kept = f"the checkpoint of step {saved} is intact" if saved else "no checkpoint had been written"
+  raise UserError(f"the loss or gradient became NaN or Inf at step {unchecked[0]}; stopped without saving "
+                  f"({kept}). Lower optimizer.learning_rate or raise optimizer.warmup_steps, then rerun to resume")
 
 
 def _stop_trace(last_outputs, workdir: str) -> bool:
