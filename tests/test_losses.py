@@ -21,13 +21,16 @@ def _reference(logits, targets, weights, z_loss, eps):
 def test_matches_the_definition(z_loss, eps):
   rng = np.random.default_rng(0)
   logits = rng.normal(size=(2, 5, 11)).astype(np.float32) * 3
-  targets = rng.integers(0, 11, (2, 5))
+  # About half the targets are the most likely token, so that the count of correct predictions is tested.
+  targets = np.where(rng.random((2, 5)) < 0.5, logits.argmax(-1), rng.integers(0, 11, (2, 5)))
   weights = (rng.random((2, 5)) > 0.3).astype(np.int32)
   sums = losses.loss_sums(logits, targets, weights, z_loss, eps)
   expected_loss, expected_xent = _reference(logits, targets, weights, z_loss, eps)
   np.testing.assert_allclose(float(sums["loss"]), expected_loss, rtol=1e-5)
   np.testing.assert_allclose(float(sums["cross_entropy"]), expected_xent, rtol=1e-5)
   assert float(sums["weight"]) == weights.sum()
+  # The weighted count of positions whose target has the largest logit (no ties among random logits).
+  assert float(sums["correct"]) == ((logits.argmax(-1) == targets) * weights).sum()
 
 
 def test_perfect_smoothed_prediction_costs_nothing():
