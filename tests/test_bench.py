@@ -46,6 +46,19 @@ def test_bench_times_the_training_step(objective, capsys):
   row = cfg.data.seq_len if objective == "clm" else cfg.data.inputs_length + cfg.data.targets_length
   assert rows["tokens/step"][-1] == str(cfg.train.batch_size * row)
   assert 0 < float(rows["MFU"][-1]) < 1
+  assert float(rows["step s (min)"][-1]) <= float(rows["step s (median)"][-1]) <= float(rows["step s (max)"][-1])
+
+
+def test_bench_beside_transformers_prints_both_sides_and_the_ratio(capsys):
+  """The regression guard of `--compare=hf`: the tiny config on both sides, in turn, and its table."""
+  bench.main.__wrapped__([*TINY, "--compare=hf", "--only=config", "--steps=2", "--warmup=0"])
+  out = capsys.readouterr().out
+  assert "transformers: torch " in out and "intra-op threads" in out and "sides in turn" in out
+  rows = {line.split("  ")[0].strip(): line.split() for line in out.splitlines()}
+  assert rows[""] == ["config", "(pretrain)", "config", "(transformers)"]
+  assert rows["params"][-2] == rows["params"][-1]  # The same architecture on both sides.
+  assert len(rows["step s (median)"]) == 5 and len(rows["tokens/s vs transformers"]) == 4  # Ours only.
+  assert float(rows["tokens/s vs transformers"][-1]) > 0
 
 
 def test_bench_refuses_an_encoder_only_model():

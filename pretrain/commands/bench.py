@@ -2,14 +2,17 @@
 optionally the same step in transformers (PyTorch) side by side.
 
   pretrain bench [--config=configs/quickstart.py] [--steps=10] [--config.KEY=VALUE ...]
-  pretrain bench --compare=hf [--only=t5|llama] [--steps=3]
+  pretrain bench --compare=hf [--only=t5|llama|config] [--steps=5]
 
 Times `--steps` steps after `--warmup` on a fixed batch of random tokens (the
-data pipeline is not timed), and divides model FLOP/s by a matmul peak
-measured in the same run. The family follows data.objective. `--compare=hf`
-runs two fixed configurations (T5 v1.1 and Llama shapes, PEERS below) in both
-frameworks and prints the ratio of tokens/s. Figures and machines are
-recorded in tools/bench_train.md.
+data pipeline is not timed) and prints their median, min and max, tokens/s
+and MFU: model FLOPs per second over a matmul peak measured in the same run
+(before and after the steps; the best counts). The family follows
+data.objective. `--compare=hf` times the same architecture, batch and AdamW
+step in transformers, taking the two sides in turn (A B A B ...) so that the
+machine's load reaches both, and prints the ratio of tokens/s; by default on
+two fixed shapes (T5 v1.1 and Llama, PEERS below), with `--only=config` on
+the config itself. Figures and machines are recorded in tools/bench_train.md.
 """
 
 import os
@@ -39,45 +42,53 @@ PEERS = {
 }
 
 
-def bench(run, num_steps: int, warmup: int, peak: float, profile: bool = False) -> dict:
-  """Times the train step of a run (pretrain.run): the step training runs, microbatches included."""
+def prepare(run) -> tuple:
+  """Our side of a run (pretrain.run): a function that runs the train step training runs (microbatches
+  included) on a fixed random batch and waits for it, compiled here; and the rows known before timing."""
   cfg = run.cfg
   if not run.family.generates:
     raise UserError(f"pretrain bench times decoder-only and encoder-decoder models, not {cfg.data.objective!r}")
   state = run.create_state()
   with run.activated():
     batch = run.random_batch()
-    start = time.perf_counter()
-    state, m = run.train_step(state, batch)
-    jax.block_until_ready(m)
-    compile_seconds = time.perf_counter() - start
-    for _ in range(warmup):
-      state, m = run.train_step(state, batch)
-    jax.block_until_ready(m)
-    times = []
-    for _ in range(num_steps):
+
+  def step():
+    nonlocal state
+    with run.activated():
+      state, metrics = run.train_step(state, batch)
+      jax.block_until_ready(metrics)
+
+  start = time.perf_counter()
+  step()
+  info = {"params": sum(x.size for x in jax.tree.leaves(state.params)), "microbatches": cfg.train.microbatches,
+          "compile s": time.perf_counter() - start}
+  return step, info, lambda: state
+
+
+def time_alternately(steps: dict, num_steps: int, warmup: int) -> dict[str, list[float]]:
+  """Seconds of each of `num_steps` calls of every step function, the sides taken in turn (A B A B ...)
+  so that a change in the machine's load reaches them all, after `warmup` untimed rounds."""
+  for _ in range(warmup):
+    for step in steps.values():
+      step()
+  times = {name: [] for name in steps}
+  for _ in range(num_steps):
+    for name, step in steps.items():
       start = time.perf_counter()
-      state, m = run.train_step(state, batch)
-      jax.block_until_ready(m)
-      times.append(time.perf_counter() - start)
-    checkpoint_bytes, save_blocks = _checkpoint_cost(state)
-    if profile:
-      def run_step():
-        nonlocal state
-        state, m = run.train_step(state, batch)
-        jax.block_until_ready(m)
-      print("Profile of one step (ms, summed over threads):")
-      for name, ms in step_profile.profile(run_step):
-        print(f"  {ms:10.1f}  {name}")
-  step_seconds = statistics.median(times)
-  rows = cfg.train.batch_size
-  tokens = rows * sum(run.family.row_lengths(run.task_lengths).values())
-  model_flops = run.flops_per_example(state.params) * rows / step_seconds
-  return {"params": sum(x.size for x in jax.tree.leaves(state.params)), "tokens/step": tokens,
-          "microbatches": cfg.train.microbatches, "compile s": compile_seconds, "step s": step_seconds,
-          "tokens/s": tokens / step_seconds, "model GFLOP/s": model_flops / 1e9, "matmul peak GFLOP/s": peak / 1e9,
-          "MFU": model_flops / peak, "checkpoint MB": checkpoint_bytes / 1e6, "save blocks s": save_blocks,
-          "save blocks / step": save_blocks / step_seconds}
+      step()
+      times[name].append(time.perf_counter() - start)
+  return times
+
+
+def timing_rows(times: list[float], tokens: int, step_flops: float, peak: float) -> dict:
+  median = statistics.median(times)
+  return {"tokens/step": tokens, "step s (median)": median, "step s (min)": min(times), "step s (max)": max(times),
+          "tokens/s": tokens / median, "model GFLOP/s": step_flops / median / 1e9, "MFU": step_flops / median / peak}
+
+
+def tokens_and_flops(run, params) -> tuple[int, float]:
+  rows = run.cfg.train.batch_size
+  return rows * sum(run.family.row_lengths(run.task_lengths).values()), run.flops_per_example(params) * rows
 
 
 def _checkpoint_cost(state) -> tuple[int, float]:
@@ -99,53 +110,80 @@ def _checkpoint_cost(state) -> tuple[int, float]:
 def print_table(rows: dict[str, dict]) -> None:
   names = list(rows)
   keys = list(dict.fromkeys(k for row in rows.values() for k in row))
-  width = max(len(k) for k in keys) + 2
-  print("".ljust(width) + "".join(n.rjust(18) for n in names))
+  width, column = max(len(k) for k in keys) + 2, max(18, *(len(n) + 2 for n in names))
+  print("".ljust(width) + "".join(n.rjust(column) for n in names))
   for key in keys:
     cells = []
     for name in names:
       value = rows[name].get(key)
       text = "" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3f}"
-      cells.append(text.rjust(18))
+      cells.append(text.rjust(column))
     print(key.ljust(width) + "".join(cells))
 
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain bench") -> None:
   parser = parser_for(prog, __doc__)
-  parser.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
-  parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (the first compiles)")
+  parser.add_argument("--steps", type=int, default=10, help="timed steps per side")
+  parser.add_argument("--warmup", type=int, default=2, help="untimed steps first, after the one that compiles")
   parser.add_argument("--vocab_size", type=int, default=0,
                       help="vocabulary size (default: model.vocab_size, else tokenizer.vocab_size)")
-  parser.add_argument("--compare", choices=["hf"], help="also time transformers on the PEERS configurations")
-  parser.add_argument("--only", choices=list(PEERS), help="with --compare: one configuration")
+  parser.add_argument("--compare", choices=["hf"], help="also time transformers, the two sides in turn")
+  parser.add_argument("--only", choices=[*PEERS, "config"],
+                      help="with --compare: one of the fixed shapes, or the --config itself")
   parser.add_argument("--profile", action="store_true", help="print where one step's time goes, by XLA op")
   args, cfg = command_line.parse_command_line(parser, argv)
+  if args.steps < 1 or args.warmup < 0:
+    raise UserError("--steps must be at least 1 and --warmup at least 0")
   if not args.compare:
-    run = run_lib.Run.build(cfg, args.vocab_size)
-    peak = _peak_line()
-    print_table({f"{os.path.basename(args.config)} ({cfg.data.objective})": bench(run, args.steps, args.warmup, peak,
-                                                                                 args.profile)})
-    return
-  from pretrain.hf import bench_peer  # pylint: disable=g-import-not-at-top  (torch is only needed here)
-  runs = {name: run_lib.Run.build(peer) for name, overrides in PEERS.items()
-          if not args.only or name == args.only
-          for peer in [config_lib.update(cfg.copy_and_resolve_references(), overrides, "bench peer")]}
-  peak = _peak_line()
+    runs = {f"{os.path.basename(args.config)} ({cfg.data.objective})": run_lib.Run.build(cfg, args.vocab_size)}
+  elif args.only == "config":
+    runs = {"config": run_lib.Run.build(cfg, args.vocab_size)}
+  else:
+    runs = {name: run_lib.Run.build(config_lib.update(cfg.copy_and_resolve_references(), overrides, "bench peer"))
+            for name, overrides in PEERS.items() if not args.only or name == args.only}
+  peaks = [flops.matmul_peak()]
+  if args.compare:
+    from pretrain.hf import bench_peer  # pylint: disable=g-import-not-at-top  (torch is only needed here)
+  print(versions(bench_peer if args.compare else None))
   table = {}
   for name, run in runs.items():
-    ours = bench(run, args.steps, args.warmup, peak, args.profile)
-    theirs = bench_peer.bench(run, args.steps, args.warmup)
-    ours["tokens/s vs transformers"] = ours["tokens/s"] / theirs["tokens/s"]
-    table[f"{name} (pretrain)"], table[f"{name} (transformers)"] = ours, theirs
+    ours, ours_info, final_state = prepare(run)
+    steps = {"pretrain": ours}
+    if args.compare:
+      steps["transformers"], theirs_info = bench_peer.prepare(run)
+    times = time_alternately(steps, args.steps, args.warmup)
+    peaks.append(flops.matmul_peak())  # Measured again after the steps: the best of both is the peak.
+    tokens, step_flops = tokens_and_flops(run, final_state().params)
+    ours_info |= timing_rows(times["pretrain"], tokens, step_flops, max(peaks))
+    checkpoint_bytes, ours_info["save blocks s"] = _checkpoint_cost(final_state())
+    ours_info["checkpoint MB"] = checkpoint_bytes / 1e6
+    ours_info["save blocks / step"] = ours_info["save blocks s"] / ours_info["step s (median)"]
+    if args.profile:
+      print(f"Profile of one step of {name} (ms, summed over threads):")
+      for op, ms in step_profile.profile(ours):
+        print(f"  {ms:10.1f}  {op}")
+    if not args.compare:
+      table[name] = ours_info
+      continue
+    theirs_info |= timing_rows(times["transformers"], tokens, step_flops, max(peaks))
+    ours_info["tokens/s vs transformers"] = ours_info["tokens/s"] / theirs_info["tokens/s"]
+    table[f"{name} (pretrain)"], table[f"{name} (transformers)"] = ours_info, theirs_info
+  print(f"matmul peak: {max(peaks) / 1e9:,.0f} GFLOP/s (best of {len(peaks)} measurements in this run); "
+        f"{args.steps} timed steps per side after {args.warmup} warm-up" + (", sides in turn" if args.compare else ""))
   print_table(table)
 
 
-def _peak_line() -> float:
-  peak = flops.matmul_peak()
-  print(f"{jax.device_count()} x {jax.devices()[0].device_kind}, {os.cpu_count()} CPU cores; MFU = model FLOPs "
-        "(6 per parameter per token + full attention) / measured 2048^2 float32 matmul peak")
-  return peak
+def versions(peer=None) -> str:
+  """The libraries and threads of each side, and the machine."""
+  import flax  # pylint: disable=g-import-not-at-top
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  line = (f"{jax.device_count()} x {jax.devices()[0].device_kind}, {cores} cores; pretrain: jax {jax.__version__}, "
+          f"flax {flax.__version__}, XLA's thread pool over the {cores} cores")
+  if peer is not None:
+    line += "; transformers: " + peer.versions()
+  return line + ("\nMFU = model FLOPs (6 per parameter per token + full attention) / the measured 2048^2 "
+                 "float32 matmul peak")
 
 
 if __name__ == "__main__":

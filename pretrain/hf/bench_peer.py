@@ -6,7 +6,6 @@ so the two sides compute the same network.
 """
 
 import os
-import statistics
 import time
 
 import numpy as np
@@ -16,10 +15,16 @@ import transformers
 from pretrain import hf
 
 
-def bench(run, num_steps: int, warmup: int) -> dict:
-  """Times the train step of a run's (pretrain.run.Run) architecture, batch and AdamW in transformers."""
+def versions() -> str:
+  return (f"torch {torch.__version__}, transformers {transformers.__version__}, "
+          f"{torch.get_num_threads()} intra-op threads, {torch.get_num_interop_threads()} inter-op")
+
+
+def prepare(run) -> tuple:
+  """The peer of a run's (pretrain.run.Run) architecture, batch and AdamW step in transformers: a function
+  that runs one step, and the rows known before timing (the first step, run here)."""
   torch.manual_seed(0)
-  torch.set_num_threads(os.cpu_count())
+  torch.set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
   rows, row = run.cfg.train.batch_size, run.family.row_lengths(run.task_lengths)
   config = hf.FAMILIES[run.family.hf].hf_config(run.cfg.model, run.vocab_size, sum(run.task_lengths.values()))
   config = transformers.AutoConfig.for_model(config.pop("model_type"), **config)
@@ -47,15 +52,4 @@ def bench(run, num_steps: int, warmup: int) -> dict:
 
   start = time.perf_counter()
   step()
-  first = time.perf_counter() - start
-  for _ in range(warmup):
-    step()
-  times = []
-  for _ in range(num_steps):
-    start = time.perf_counter()
-    step()
-    times.append(time.perf_counter() - start)
-  step_seconds = statistics.median(times)
-  tokens_per_step = rows * sum(row.values())
-  return {"params": sum(p.numel() for p in model.parameters()), "tokens/step": tokens_per_step,
-          "compile s": first, "step s": step_seconds, "tokens/s": tokens_per_step / step_seconds}
+  return step, {"params": sum(p.numel() for p in model.parameters()), "compile s": time.perf_counter() - start}
