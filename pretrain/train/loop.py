@@ -44,7 +44,8 @@ def train(run, ckpt, state, start: int, examples: int) -> dict:
     bar = stack.enter_context(tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,
                                         disable=jax.process_index() != 0))
     interval_start, interval_steps = time.perf_counter(), 0
-    while step < c.steps and stop.signal is None:
+    stopping = False
+    while step < c.steps and not stopping:
       try:
         local = next(train_batches)
       except StopIteration:
@@ -63,10 +64,8 @@ def train(run, ckpt, state, start: int, examples: int) -> dict:
       interval_steps += 1
       bar.update(1)
       eval_now = step % c.eval_every == 0 or step == c.steps
-      save_now = step % c.checkpoint_every == 0 or step == c.steps or stop.signal is not None
-      if eval_now or save_now or step % c.log_every == 0:
-        unchecked = check_finite(unchecked, bar, ckpt, saved)
       if eval_now or step % c.log_every == 0:
+        unchecked = check_finite(unchecked, bar, ckpt, saved)
         values = {f"train/{k}": float(v) for k, v in jax.device_get(step_metrics).items() if k != "finite"}
         elapsed = time.perf_counter() - interval_start
         values["train/tokens_per_second"] = interval_steps * tokens_per_step / elapsed
@@ -79,16 +78,17 @@ def train(run, ckpt, state, start: int, examples: int) -> dict:
         writer.write(step, values)
         bar.set_postfix(loss=f"{values['train/loss']:.3f}", tok_s=f"{values['train/tokens_per_second']:,.0f}")
         interval_start, interval_steps = time.perf_counter(), 0
-      if save_now:
+      stopping = stop.signal is not None  # Read once, here: a stop requested at any time is saved at this step.
+      if stopping or step % c.checkpoint_every == 0 or step == c.steps:
+        unchecked = check_finite(unchecked, bar, ckpt, saved)
         ckpt.save(step, state, run.data_position(examples))
         saved = step
-    check_finite(unchecked, bar, ckpt, saved)  # A stop request can end the loop before the last step is read.
     if tracing:  # Stopped before the end of the profiled range.
       _stop_trace(step_metrics, workdir)
     bar.close()
     ckpt.close()
 
-    if stop.signal is not None:
+    if stopping:
       log(f"Stopped at step {step}; " + (f"the checkpoint of step {saved} is saved. " if saved else "")
           + "Rerun the same command to resume.")
       return {"step": step, "stopped_by": stop.signal}
