@@ -145,13 +145,14 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
   peaks = [flops.matmul_peak()]
   if args.compare:
     from pretrain.hf import bench_peer  # pylint: disable=g-import-not-at-top  (torch is only needed here)
-  print(versions(bench_peer if args.compare else None))
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  print(versions(cores, bench_peer if args.compare else None))
   table = {}
   for name, run in runs.items():
     ours, ours_info, final_state = prepare(run)
     steps = {"pretrain": ours}
     if args.compare:
-      steps["transformers"], theirs_info = bench_peer.prepare(run)
+      steps["transformers"], theirs_info = bench_peer.prepare(run, threads=cores)
     times = time_alternately(steps, args.steps, args.warmup)
     peaks.append(flops.matmul_peak())  # Measured again after the steps: the best of both is the peak.
     tokens, step_flops = tokens_and_flops(run, final_state().params)
@@ -174,10 +175,9 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
   print_table(table)
 
 
-def versions(peer=None) -> str:
+def versions(cores: int, peer=None) -> str:
   """The libraries and threads of each side, and the machine."""
   import flax  # pylint: disable=g-import-not-at-top
-  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
   line = (f"{jax.device_count()} x {jax.devices()[0].device_kind}, {cores} cores; pretrain: jax {jax.__version__}, "
           f"flax {flax.__version__}, XLA's thread pool over the {cores} cores")
   if peer is not None:

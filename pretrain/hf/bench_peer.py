@@ -5,7 +5,6 @@ The model is built from the config.json our export would write (pretrain.hf),
 so the two sides compute the same network.
 """
 
-import os
 import time
 
 import numpy as np
@@ -20,11 +19,11 @@ def versions() -> str:
           f"{torch.get_num_threads()} intra-op threads, {torch.get_num_interop_threads()} inter-op")
 
 
-def prepare(run) -> tuple:
-  """The peer of a run's (pretrain.run.Run) architecture, batch and AdamW step in transformers: a function
-  that runs one step, and the rows known before timing (the first step, run here)."""
+def prepare(run, threads: int) -> tuple:
+  """The peer of a run's (pretrain.run.Run) architecture, batch and AdamW step in transformers, on `threads`
+  threads: a function that runs one step, and the rows known before timing (the first step, run here)."""
   torch.manual_seed(0)
-  torch.set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+  torch.set_num_threads(threads)
   rows, row = run.cfg.train.batch_size, run.family.row_lengths(run.task_lengths)
   config = hf.FAMILIES[run.family.hf].hf_config(run.cfg.model, run.vocab_size, sum(run.task_lengths.values()))
   config = transformers.AutoConfig.for_model(config.pop("model_type"), **config)
