@@ -50,7 +50,14 @@ def get_config() -> ml_collections.ConfigDict:
   # Several sources mixed at rates: rows of (corpus | files | tfds, files glob or TFDS NAME:VERSION, rate),
   # e.g. (("corpus", "", 1.0), ("files", "data/*.jsonl", 3.0)). Empty: data.source alone.
   c.data.mixture = ()
-  # Multi-host: source (each host prepares its shard of the documents) | examples (each host prepares
+  # How training reads: indexed (documents tokenized once into a token store; a checkpoint records a position
+  # of a few numbers, so resuming takes constant time) | replay (the seqio stream; resuming passes over every
+  # example read before, in time that grows with the step).
+  c.data.pipeline = "indexed"
+  # indexed: independent streams that share each batch (a multiple of it); a host prepares only the streams
+  # its rows come from, so set it to the number of hosts (or a multiple) for multi-host runs. Fixed for a run.
+  c.data.streams = 1
+  # replay, multi-host: source (each host prepares its shard of the documents) | examples (each host prepares
   # everything and keeps every n-th example: the same global batches for any number of hosts).
   c.data.host_sharding = "source"
   c.data.cache_dir = ""           # corpus and tokenizers ('' = $PRETRAIN_CACHE or ~/.cache/pretrain)

@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "generate": ("pretrain.commands.generate", "continue a prompt with a run's checkpoint"),
     "export": ("pretrain.commands.export", "write a run as a Hugging Face model directory"),
     "inspect-task": ("pretrain.commands.inspect_task", "print a task's examples as text or token ids"),
+    "prepare-data": ("pretrain.commands.prepare_data", "tokenize a config's training data once into token stores"),
     "train-tokenizer": ("pretrain.commands.train_tokenizer", "train a SentencePiece model on a config's data"),
     "estimate-memory": ("pretrain.commands.estimate_memory", "per-device memory of a config, nothing allocated"),
     "bench": ("pretrain.commands.bench", "time training steps (optionally beside transformers)"),

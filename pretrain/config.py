@@ -190,6 +190,8 @@ RANGES = {
     "data.source": one_of("corpus", "files", "tfds"),
     "data.bad_records": one_of("error", "skip"),
     "data.host_sharding": one_of("source", "examples"),
+    "data.pipeline": one_of("indexed", "replay"),
+    "data.streams": POSITIVE,
     "data.seq_len": Valid(lambda v: v >= 2, "at least 2"),
     "data.inputs_length": POSITIVE,
     "data.targets_length": POSITIVE,

@@ -24,7 +24,6 @@ import ml_collections
 
 from pretrain import config as config_lib
 from pretrain import files, models
-from pretrain.console import log
 from pretrain.errors import UserError
 from pretrain.family import Family
 from pretrain.parallel import mesh as mesh_lib
@@ -184,23 +183,21 @@ class Run:
     with self.activated():
       return saver.restore(step, target)
 
-  def data_position(self, examples: int) -> dict:
-    """What a checkpoint records of the input: the task and how many of its training examples were read."""
-    return {"task": self.task, "examples": examples, "batch_size": self.cfg.train.batch_size,
-            "processes": jax.process_count()}
+  def member_tasks(self) -> list:
+    """(seqio task, source, rate) of each member of the training mixture (one for a single source)."""
+    import seqio  # pylint: disable=g-import-not-at-top
+    from pretrain.data import tasks  # pylint: disable=g-import-not-at-top
+    return [(seqio.get_mixture_or_task(tasks.task_name(source, self.objective)), source, rate)
+            for source, rate in self.members]
 
-  def examples_to_skip(self, position: dict | None) -> int:
-    """Training examples to pass over on resuming: those of the saved position, if its task is this run's."""
-    if position is None:
-      raise UserError(f"the latest checkpoint in {self.workdir!r} has no data position (written by an older "
-                      "version); start a new workdir")
-    if position["task"] != self.task:
-      log(f"The data changed from {position['task']} to {self.task}: reading {self.task} from its start.")
-      return 0
-    if position["processes"] != jax.process_count() and self.cfg.data.host_sharding == "source":
-      log(f"The checkpoint was written by {position['processes']} processes and {jax.process_count()} resume it: "
-          "with data.host_sharding=source each host's order of examples changes (use 'examples' to keep it).")
-    return position["examples"]
+  def train_batches(self, position: dict | None = None):
+    """This host's training batches from a checkpoint's data `position` (None: the start), an iterator whose
+    position() is what the next checkpoint records (see data.pipeline)."""
+    if self.cfg.data.pipeline == "replay":
+      from pretrain.data.pipeline import ReplayBatches  # pylint: disable=g-import-not-at-top
+      return ReplayBatches(self, position)
+    from pretrain.data.indexed import IndexedBatches  # pylint: disable=g-import-not-at-top
+    return IndexedBatches(self, position)
 
   def flops_per_example(self, params) -> float:
     return self.family.flops_per_example(params, self.cfg.model, self.task_lengths)

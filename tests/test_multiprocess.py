@@ -67,16 +67,33 @@ def test_two_processes_match_one_and_checkpoints_move_between_them(tmp_path, cac
   np.testing.assert_allclose([resumed[s] for s in range(7)], [expected[s] for s in range(7)], rtol=1e-5)
 
 
-def test_two_processes_reading_their_own_shards(tmp_path, cache_dir, vocabulary):
-  """The default data.host_sharding=source: each process reads its shard of the documents."""
+def test_two_processes_reading_their_own_streams(tmp_path, cache_dir, vocabulary):
+  """data.streams=2: each of two processes prepares only the stream of its half of each batch, and the run is
+  the one process's (which prepares both); the checkpoint resumes on one process."""
+  del vocabulary
+  one = tmp_path / "one"
+  _train(one, cache_dir, 1, 8, "--config.train.steps=3", "--config.data.streams=2")
+  workdir = tmp_path / "two"
+  _train(workdir, cache_dir, 2, 4, "--config.train.steps=2", "--config.data.streams=2")
+  from pretrain.train import checkpoint  # pylint: disable=g-import-not-at-top
+  position = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(2)
+  assert [s["rows"] for s in position["streams"]] == [8, 8]  # Gathered from both processes.
+  out = _train(workdir, cache_dir, 1, 8, "--config.train.steps=3", "--config.data.streams=2")
+  assert "Resuming from the checkpoint at step 2" in out
+  np.testing.assert_allclose([_losses(workdir)[s] for s in range(4)], [_losses(one)[s] for s in range(4)], rtol=1e-5)
+
+
+def test_replay_with_two_processes_reading_their_own_shards(tmp_path, cache_dir, vocabulary):
+  """data.pipeline=replay with data.host_sharding=source: each process reads its shard of the documents."""
   del vocabulary
   workdir = tmp_path / "source"
-  _train(workdir, cache_dir, 2, 4, "--config.train.steps=2", "--config.data.host_sharding=source")
+  replay = ("--config.data.pipeline=replay", "--config.data.host_sharding=source")
+  _train(workdir, cache_dir, 2, 4, "--config.train.steps=2", *replay)
   from pretrain.train import checkpoint  # pylint: disable=g-import-not-at-top
   position = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(2)
   assert position == {"task": "corpus_clm", "examples": 16, "batch_size": 8, "processes": 2}
   assert all(np.isfinite(loss) for loss in _losses(workdir).values())
-  out = _train(workdir, cache_dir, 1, 8, "--config.train.steps=3", "--config.data.host_sharding=source")
+  out = _train(workdir, cache_dir, 1, 8, "--config.train.steps=3", *replay)
   assert "Resuming from the checkpoint at step 2" in out and "each host's order of examples changes" in out
 
 

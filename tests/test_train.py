@@ -85,15 +85,15 @@ def test_train_resume_and_continue(tmp_path, run_train):
   assert records[0]["step"] == 0 and "eval/perplexity" in records[0]
   assert {"train/loss", "train/tokens_per_second", "eval/loss"} <= set(records[2])
 
-  position = {"task": "corpus_clm", "examples": 3 * 4, "batch_size": 4, "processes": 1}  # The data item.
-  assert checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(3) == position
+  position = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(3)  # The data item.
+  assert position["task"] == "corpus_clm" and position["streams"] == [{"rows": 3 * 4, "members": [[0, 12]]}]
 
-  # Continued with a larger batch: the data position counts examples, so it goes on from the 13th.
+  # Continued with a larger batch: the data position counts rows, so it goes on from the 13th.
   more = run_train(workdir, "--config.train.steps=6", "--config.train.eval_every=3", "--config.train.log_every=2",
                    "--config.train.batch_size=8")
   assert more.returncode == 0, more.stderr
   assert "Resuming from the checkpoint at step 3" in more.stdout + more.stderr
-  assert checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(6)["examples"] == 12 + 3 * 8
+  assert checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(6)["streams"][0]["rows"] == 12 + 3 * 8
   # Logged every step up to 3, then every 2 steps and at each evaluation (every 3) to 6.
   assert _steps_logged(workdir) == [1, 2, 3, 4, 6]
   assert [r["step"] for r in metrics.read(str(workdir)) if "eval/loss" in r] == [0, 2, 3, 6]

@@ -11,7 +11,7 @@ import sys
 
 from pretrain import command_line
 from pretrain.commands import parser_for
-from pretrain.errors import exit_on_user_error
+from pretrain.errors import UserError, exit_on_user_error
 from pretrain.parallel import distributed
 
 
@@ -31,12 +31,16 @@ def train(cfg, workdir: str) -> dict:
     ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints)
     start = ckpt.latest_step()
     if start is None:
-      state, start, examples = hf.initial_state(run), 0, 0
+      state, start, position = hf.initial_state(run), 0, None
     else:
       state = run.restore(ckpt, start, f"the checkpoint of step {start} in {workdir!r}")
-      examples = run.examples_to_skip(ckpt.restore_data(start))
+      position = ckpt.restore_data(start)
+      if position is None:
+        raise UserError(f"the latest checkpoint in {workdir!r} has no data position (written by an older "
+                        "version); start a new workdir")
+    train_batches = run.train_batches(position)
     workdir_lib.write_run_files(run.cfg, run.vocabulary, workdir)
-    return loop.train(run, ckpt, state, start, examples)
+    return loop.train(run, ckpt, state, start, train_batches)
 
 
 @exit_on_user_error

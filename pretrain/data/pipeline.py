@@ -8,6 +8,7 @@ import jax
 import seqio
 import tensorflow as tf
 
+from pretrain.console import log
 from pretrain.errors import UserError
 
 
@@ -41,3 +42,39 @@ def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, fam
   dataset = dataset.skip(skip_examples // num_hosts).batch(batch_size // num_hosts, drop_remainder=True)
   dataset = dataset.prefetch(tf.data.AUTOTUNE)
   return dataset.as_numpy_iterator()
+
+
+class ReplayBatches:
+  """data.pipeline=replay: the task's seqio stream, resumed by passing over the examples a checkpoint counts (in
+  time that grows with the step; pretrain/data/indexed.py resumes in constant time)."""
+
+  def __init__(self, run, position: dict | None = None):
+    self._run, self._examples = run, self._examples_to_skip(run, position) if position else 0
+    self._batches = run.batches("train", shuffle=True, repeat=True, skip_examples=self._examples)
+
+  def __iter__(self):
+    return self
+
+  def __next__(self) -> dict:
+    batch = next(self._batches)
+    self._examples += self._run.cfg.train.batch_size
+    return batch
+
+  def position(self) -> dict:
+    """What a checkpoint records of the input: the task and how many of its training examples were read."""
+    return {"task": self._run.task, "examples": self._examples, "batch_size": self._run.cfg.train.batch_size,
+            "processes": jax.process_count()}
+
+  @staticmethod
+  def _examples_to_skip(run, position: dict) -> int:
+    """Training examples to pass over on resuming: those of the saved position, if its task is this run's."""
+    if position.get("pipeline") == "indexed":
+      raise UserError("the latest checkpoint's data position is of data.pipeline=indexed; resume it with "
+                      "--config.data.pipeline=indexed")
+    if position["task"] != run.task:
+      log(f"The data changed from {position['task']} to {run.task}: reading {run.task} from its start.")
+      return 0
+    if position["processes"] != jax.process_count() and run.cfg.data.host_sharding == "source":
+      log(f"The checkpoint was written by {position['processes']} processes and {jax.process_count()} resume it: "
+          "with data.host_sharding=source each host's order of examples changes (use 'examples' to keep it).")
+    return position["examples"]

@@ -31,6 +31,11 @@ class Source:
   data_source: seqio.DataSource
   text_key: str
   splits: dict[str, str]     # Our split name ('train', 'validation') -> the source's.
+  content: tuple = ()        # What the documents depend on (files and their sizes and times, a dataset's version).
+
+  def identity(self, split: str) -> list:
+    """What a split's documents depend on, for keys of caches of them (pretrain/data/token_store.py)."""
+    return [self.content, self.splits[split]]
 
   def texts(self, split: str = TRAIN, max_chars: int | None = None):
     """Yields the documents of a split in order (for tokenizer training, inspection), the last one cut so that
@@ -54,9 +59,9 @@ def make_source(data_cfg) -> Source:
   """The Source described by the `data` section of a run config."""
   if data_cfg.source == "corpus":
     data_dir = os.path.join(cache_dir(data_cfg), "tfds")
-    corpus.prepare(data_dir)
+    builder = corpus.prepare(data_dir)
     return Source("corpus", seqio.TfdsDataSource("pretrain_corpus:1.0.0", tfds_data_dir=data_dir),
-                  "text", {TRAIN: "train", VALIDATION: "validation"})
+                  "text", {TRAIN: "train", VALIDATION: "validation"}, _tfds_content(builder))
   if data_cfg.source == "files":
     return _files_source(data_cfg)
   if data_cfg.source == "tfds":
@@ -155,7 +160,19 @@ def _files_source(data_cfg) -> Source:
     return dataset.filter(held_out if split == VALIDATION else lambda ex: tf.logical_not(held_out(ex)))
 
   source = seqio.FunctionDataSource(dataset_fn, splits=[TRAIN, VALIDATION])
-  return Source("files", source, "text", {TRAIN: TRAIN, VALIDATION: VALIDATION})
+  content = (tuple(_file_identity(f) for f in train_files), tuple(_file_identity(f) for f in validation_files or ()),
+             data_cfg.text_key, data_cfg.bad_records, HELD_OUT_PERCENT)
+  return Source("files", source, "text", {TRAIN: TRAIN, VALIDATION: VALIDATION}, content)
+
+
+def _file_identity(path: str) -> tuple:
+  status = os.stat(path)
+  return os.path.abspath(path), status.st_size, status.st_mtime_ns
+
+
+def _tfds_content(builder) -> tuple:
+  splits = {name: (info.num_examples, info.num_bytes) for name, info in builder.info.splits.items()}
+  return builder.info.full_name, builder.data_dir, tuple(sorted(splits.items()))
 
 
 def _tfds_source(data_cfg) -> Source:
@@ -179,4 +196,5 @@ def _tfds_source(data_cfg) -> Source:
     raise UserError(f"TFDS dataset {name!r} has no feature {data_cfg.text_key!r} "
                     f"(it has {sorted(builder.info.features)}); set --config.data.text_key")
   short_name = name.split(":")[0].replace("/", "_")
-  return Source(short_name, seqio.TfdsDataSource(name, tfds_data_dir=data_dir), data_cfg.text_key, splits)
+  return Source(short_name, seqio.TfdsDataSource(name, tfds_data_dir=data_dir), data_cfg.text_key, splits,
+                (_tfds_content(builder), data_cfg.text_key))

@@ -29,7 +29,9 @@ def register(source: Source, vocabulary: seqio.Vocabulary, objective: objectives
       name,
       source=source.data_source,
       preprocessors=[functools.partial(seqio.preprocessors.rekey, key_map={"targets": source.text_key}),
-                     long_documents.split_long_documents, seqio.preprocessors.tokenize, objective.preprocess],
+                     long_documents.split_long_documents, seqio.preprocessors.tokenize,
+                     # What comes before is the token store's (pretrain/data/token_store.py), after it the objective.
+                     seqio.CacheDatasetPlaceholder(), objective.preprocess],
       output_features=features,
   )
   return name

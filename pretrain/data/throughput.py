@@ -2,9 +2,11 @@
 
   python tools/bench_data.py [--objectives=clm,span_corruption,ul2] [--seconds=10] [--batch_size=64]
 
-For each objective, two pipelines over the bundled corpus's train split: from
-raw text (SentencePiece tokenization included) and from pre-tokenized
-documents held in memory. Both run the objective, the feature converter
+For each objective, three pipelines over the bundled corpus's train split:
+the seqio stream from raw text (SentencePiece tokenization included), the
+same from pre-tokenized documents held in memory, and the indexed pipeline
+that training reads by default (data.pipeline=indexed: a token store on
+disk, windows of documents, this host's batches). Both run the objective, the feature converter
 (packing; padding for MLM) and batching, as training does. Tokens are the non-padding positions
 of the token features a model reads (inputs and targets for encoder-decoder
 examples). Figures are recorded in tools/bench_data.md.
@@ -35,10 +37,8 @@ def pretokenized_task(name: str, tokens, vocabulary, objective) -> str:
   return name + "_pretokenized"
 
 
-def measure(task: str, lengths, family, batch_size: int, seconds: float) -> float:
-  """Non-padding tokens per second after the first batch."""
-  from pretrain.data import pipeline  # pylint: disable=g-import-not-at-top
-  batches = pipeline.batches(task, "train", lengths, batch_size, family, shuffle=True, seed=0, repeat=True)
+def measure(batches, seconds: float) -> float:
+  """Non-padding tokens per second of an iterator of batches, after its first batch."""
   keys = ("decoder_target_tokens", "encoder_input_tokens")
   next(batches)
   tokens, start = 0, time.perf_counter()
@@ -46,6 +46,11 @@ def measure(task: str, lengths, family, batch_size: int, seconds: float) -> floa
     batch = next(batches)
     tokens += sum(int((batch[key] != 0).sum()) for key in keys if key in batch)
   return tokens / (time.perf_counter() - start)
+
+
+def seqio_batches(task: str, lengths, family, batch_size: int):
+  from pretrain.data import pipeline  # pylint: disable=g-import-not-at-top
+  return pipeline.batches(task, "train", lengths, batch_size, family, shuffle=True, seed=0, repeat=True)
 
 
 @exit_on_user_error
@@ -57,6 +62,7 @@ def main(argv: list[str], prog: str = "tools/bench_data.py") -> None:
   args, cfg = command_line.parse_command_line(parser, argv)
   cfg.data.seq_len, cfg.data.inputs_length, cfg.data.targets_length = 512, 512, 512
   cfg.tokenizer.extra_ids = 200  # UL2's X-denoiser (mean 3, density 0.5) makes 127 spans at inputs 512.
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.data import objectives, sources, tasks, vocab  # pylint: disable=g-import-not-at-top
 
   source = sources.make_source(cfg.data)
@@ -64,13 +70,16 @@ def main(argv: list[str], prog: str = "tools/bench_data.py") -> None:
   tokens = [vocabulary.encode(text) for text in source.texts("train")]
   print(f"{os.cpu_count()} CPU cores; bundled corpus, {sum(map(len, tokens)):,} tokens; batch {args.batch_size}; "
         f"lengths {cfg.data.seq_len} (clm, fim, mlm) and {cfg.data.inputs_length}/{cfg.data.targets_length}")
-  print(f"{'objective':<18}{'raw text tok/s':>16}{'pre-tokenized tok/s':>21}{'ratio':>8}")
+  print(f"{'objective':<18}{'raw text tok/s':>16}{'pre-tokenized tok/s':>21}{'indexed tok/s':>15}"
+        f"{'indexed/raw':>13}{'indexed/pre':>13}")
   for name in args.objectives.split(","):
     objective = objectives.make(name, cfg.data, cfg.train.seed)
     task = tasks.register(source, vocabulary, objective)
     lengths = objective.family.task_lengths(cfg.data)
-    raw = measure(task, lengths, objective.family, args.batch_size, args.seconds)
-    fast = measure(pretokenized_task(task, tokens, vocabulary, objective), lengths, objective.family,
-                   args.batch_size, args.seconds)
-    print(f"{name:<18}{raw:>16,.0f}{fast:>21,.0f}{fast / raw:>8.2f}")
-
+    raw = measure(seqio_batches(task, lengths, objective.family, args.batch_size), args.seconds)
+    fast = measure(seqio_batches(pretokenized_task(task, tokens, vocabulary, objective), lengths, objective.family,
+                                 args.batch_size), args.seconds)
+    run_cfg = cfg.copy_and_resolve_references()
+    run_cfg.data.objective, run_cfg.train.batch_size = name, args.batch_size
+    indexed = measure(run_lib.Run.build_with_data(run_cfg).train_batches(), args.seconds)
+    print(f"{name:<18}{raw:>16,.0f}{fast:>21,.0f}{indexed:>15,.0f}{indexed / raw:>13.2f}{indexed / fast:>13.2f}")

@@ -19,8 +19,8 @@ from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import evaluation, flops, metrics, report, sampling, signals
 
 
-def train(run, ckpt, state, start: int, examples: int) -> dict:
-  """Trains `state` (at step `start`, after `examples` training examples; 0, 0 for a new run) to `train.steps`,
+def train(run, ckpt, state, start: int, train_batches) -> dict:
+  """Trains `state` (at step `start`; 0 for a new run) on `train_batches` (Run.train_batches) to `train.steps`,
   saving with `ckpt`, and returns a summary."""
   cfg, c, workdir = run.cfg, run.cfg.train, run.workdir
   if start:
@@ -29,7 +29,6 @@ def train(run, ckpt, state, start: int, examples: int) -> dict:
   writer.truncate_after(start if start else -1)  # Records after the checkpoint, or of an attempt that saved none.
   with run.activated(), signals.StopRequest() as stop, contextlib.ExitStack() as stack:
     eval_sets = evaluation.eval_sets(run)
-    train_batches = run.batches("train", shuffle=True, repeat=True, skip_examples=examples)
     if start == 0:
       writer.write(0, evaluation.evaluate_all(run.eval_step, state.params, eval_sets))
 
@@ -60,7 +59,6 @@ def train(run, ckpt, state, start: int, examples: int) -> dict:
       unchecked = check_finite(unchecked, bar, ckpt, saved)
       step += 1
       unchecked = (step, step_metrics["finite"])
-      examples += c.batch_size  # Training examples read so far: the data position saved with each checkpoint.
       interval_steps += 1
       bar.update(1)
       eval_now = step % c.eval_every == 0 or step == c.steps
@@ -81,7 +79,7 @@ def train(run, ckpt, state, start: int, examples: int) -> dict:
       stopping = stop.signal is not None  # Read once, here: a stop requested at any time is saved at this step.
       if stopping or step % c.checkpoint_every == 0 or step == c.steps:
         unchecked = check_finite(unchecked, bar, ckpt, saved)
-        ckpt.save(step, state, run.data_position(examples))
+        ckpt.save(step, state, train_batches.position())
         saved = step
     if tracing:  # Stopped before the end of the profiled range.
       _stop_trace(step_metrics, workdir)

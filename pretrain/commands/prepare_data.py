@@ -1,0 +1,54 @@
+"""Tokenizes a config's training data once into token stores, before training (data.pipeline=indexed).
+
+  pretrain prepare-data [--config=configs/quickstart.py] [--config.KEY=VALUE ...] [--shard=I --num_shards=N]
+
+Training builds a missing store itself, in one shard; run this first for a
+large source, or on N hosts at once (--shard=0 .. N-1, a shared cache
+directory: data.cache_dir or $PRETRAIN_CACHE), each tokenizing every N-th
+document. The store is usable once every shard is written. Prints each
+store's directory, documents, tokens and size.
+"""
+
+import os
+import sys
+
+from pretrain import command_line
+from pretrain.commands import parser_for
+from pretrain.errors import UserError, exit_on_user_error
+
+
+def prepare(cfg, shard: int = 0, num_shards: int = 1) -> list[dict]:
+  """Builds shard `shard` of `num_shards` of the training store of every source of `cfg`; returns what each
+  store holds (empty counts for a store that waits for other shards)."""
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.data import sources, token_store  # pylint: disable=g-import-not-at-top
+  run = run_lib.Run.build_with_data(cfg)
+  summaries = []
+  for task, source, _ in run.member_tasks():
+    store_dir = token_store.directory(sources.cache_dir(cfg.data), source, "train", run.vocabulary)
+    token_store.build_shard(task, source, "train", run.vocabulary, store_dir, shard, num_shards)
+    summary = {"source": source.name, "directory": store_dir, "documents": 0, "tokens": 0,
+               "bytes": sum(e.stat().st_size for e in os.scandir(store_dir) if e.name.endswith(".array_record"))}
+    if os.path.exists(os.path.join(store_dir, token_store.META)):
+      store = token_store.TokenStore(store_dir, run.vocabulary)
+      summary.update(documents=len(store), tokens=store.meta["tokens"])
+    summaries.append(summary)
+  return summaries
+
+
+@exit_on_user_error
+def main(argv: list[str], prog: str = "pretrain prepare-data") -> None:
+  parser = parser_for(prog, __doc__)
+  parser.add_argument("--shard", type=int, default=0, help="which shard this process writes (0-based)")
+  parser.add_argument("--num_shards", type=int, default=1, help="how many shards the store has")
+  args, cfg = command_line.parse_command_line(parser, argv)
+  if args.num_shards < 1 or not 0 <= args.shard < args.num_shards:
+    raise UserError(f"--shard={args.shard} --num_shards={args.num_shards}: give 0 <= shard < num_shards")
+  for s in prepare(cfg, args.shard, args.num_shards):
+    state = (f"{s['documents']:,} documents, {s['tokens']:,} tokens" if s["documents"]
+             else "waiting for the other shards")
+    print(f"{s['source']}: {s['directory']} ({state}, {s['bytes'] / 2**20:.1f} MiB)")
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))

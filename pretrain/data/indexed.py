@@ -1,0 +1,185 @@
+"""Index-addressed training batches: a position in the stream is a few numbers, so a run resumes at any step in
+constant time, with another batch size or another number of hosts.
+
+Epoch e visits a token store's documents (pretrain/data/token_store.py) in a
+seeded random order (tf.random.experimental.index_shuffle: no table, any
+size). Window g of the endless sequence of epochs holds WINDOW consecutive
+documents of that order. The task's objective (its seqio preprocessors after
+the cache placeholder) and the family's packing run on one window at a time,
+and the window's rows come out in a seeded random order. So the rows of window
+g are a pure function of (seed, g), and a position is (window, rows of it
+taken).
+
+data.streams = S streams share the work: stream s reads windows s, s+S,
+s+2S, ... and fills rows [s*B/S, (s+1)*B/S) of every global batch of B rows.
+A host prepares only the streams its rows come from (every stream when S=1),
+so the global batches are the same for any number of hosts, and each
+stream's rows are the same for any batch size (a multiple of S).
+
+A mixture draws the member of each stream's i-th row at the rates, from
+(seed, stream, i); each member keeps its own position.
+
+The position (the checkpoint's data item) holds, per stream, the rows taken
+and each member's next (window, row): a few numbers, whatever the step.
+"""
+
+import copy
+
+import jax
+import numpy as np
+import tensorflow as tf
+
+from pretrain.console import log
+from pretrain.data import token_store
+from pretrain.errors import UserError
+
+WINDOW = 128  # Documents per window: as many as the objectives concatenate (objectives/common.py).
+FOREVER = np.iinfo(np.int64).max
+PARALLEL_WINDOWS = 4
+SHUFFLED_ROWS = 1 << 14  # A window's rows are shuffled in a buffer this large: at once, unless it has more.
+
+
+def _seed(*parts) -> tf.Tensor:
+  """A stateless-RNG seed pair from the run's seed and integers naming what is drawn."""
+  a = 0
+  for p in parts[:-1]:
+    a = a * 1_000_003 + p
+  return tf.stack([tf.constant(a, tf.int64), tf.cast(parts[-1], tf.int64)])
+
+
+def _scalar_seed(seed: int, member: int, g) -> tf.Tensor:
+  return tf.constant((seed * 1_000_003 + member) % (1 << 31), tf.int64) * 1_000_003 + tf.cast(g, tf.int64)
+
+
+def window_documents(documents: int, seed: int, member: int, g) -> tf.Tensor:
+  """The store indices of window g's documents: the g-th WINDOW of the endless sequence of epochs, each epoch a
+  seeded permutation of the store (member: which member of a mixture)."""
+  g = tf.cast(g, tf.int64)
+  per_epoch = -(-documents // WINDOW)
+  epoch, k = g // per_epoch, g % per_epoch
+  order = tf.range(k * WINDOW, tf.minimum((k + 1) * WINDOW, documents), dtype=tf.int64)
+  return tf.random.experimental.index_shuffle(order, seed=_seed(seed, member, epoch), max_index=documents - 1)
+
+
+def window_rows(task, store: token_store.TokenStore, converter, lengths: dict, seed: int, member: int):
+  """fn(g) -> a dataset of the packed rows of window g, in a seeded order, each with its window, its index
+  in that order and its member."""
+
+  def rows(g):
+    ids = window_documents(len(store), seed, member, g)
+    tokens, sizes = tf.numpy_function(store.read, [ids], [tf.int32, tf.int64], stateful=False)
+    texts = tf.RaggedTensor.from_row_lengths(tf.reshape(tokens, [-1]), tf.reshape(sizes, [-1]))
+    dataset = task.preprocess_postcache(tf.data.Dataset.from_tensor_slices({"targets": texts}), lengths, seed)
+    dataset = dataset.map(lambda ex: {k: v[:lengths[k]] if k in lengths else v for k, v in ex.items()})
+    packed = converter(dataset, task_feature_lengths=lengths)
+    packed = packed.shuffle(SHUFFLED_ROWS, seed=_scalar_seed(seed, member, g))
+    return packed.enumerate().map(lambda r, row: {**row, "window": g, "row": r, "member": tf.constant(member)})
+
+  return rows
+
+
+def member_rows(rows_fn, stream: int, streams: int, start: tuple[int, int]) -> tf.data.Dataset:
+  """The rows of one member in one stream, from position (window, row)."""
+  window, row = start
+  windows = tf.data.Dataset.range(window, FOREVER, streams)
+  # Window after window, as flat_map would, while the next windows are prepared in parallel: a block (2^30 rows)
+  # runs to its window's end.
+  rows = windows.interleave(rows_fn, cycle_length=PARALLEL_WINDOWS, block_length=1 << 30,
+                            num_parallel_calls=PARALLEL_WINDOWS, deterministic=True)
+  return rows.skip(row)
+
+
+def stream_rows(members: list, rates: list[float], stream: int, streams: int, position: dict,
+                seed: int) -> tf.data.Dataset:
+  """One stream's rows: its members' rows, mixed at `rates` by a draw per row index."""
+  datasets = [member_rows(fn, stream, streams, tuple(start)) for fn, start in zip(members, position["members"])]
+  if len(datasets) == 1:
+    return datasets[0]
+  log_rates = tf.math.log([[r / sum(rates) for r in rates]])
+  choices = tf.data.Dataset.range(position["rows"], FOREVER).map(
+      lambda i: tf.random.stateless_categorical(log_rates, 1, _seed(seed, stream, i))[0, 0])
+  return tf.data.Dataset.choose_from_datasets(datasets, choices)
+
+
+def start_position(task: str, seed: int, streams: int, stores: list[str]) -> dict:
+  return {"pipeline": "indexed", "task": task, "seed": seed, "stores": stores,
+          "streams": [{"rows": 0, "members": [[s, 0] for _ in stores]} for s in range(streams)]}
+
+
+def resume_position(saved: dict, fresh: dict) -> dict:
+  """Where to continue: the saved position, if it is one of this stream (else the start, saying why)."""
+  if saved.get("pipeline") != "indexed":
+    raise UserError("the latest checkpoint's data position counts examples to replay (data.pipeline=replay); "
+                    "resume it with --config.data.pipeline=replay")
+  if len(saved["streams"]) != len(fresh["streams"]):
+    raise UserError(f"the run was written with data.streams={len(saved['streams'])}; resume it with "
+                    f"--config.data.streams={len(saved['streams'])}")
+  for key, what in (("task", "task"), ("seed", "train.seed"), ("stores", "tokenized data (its token stores)")):
+    if saved[key] != fresh[key]:
+      log(f"The {what} changed since the checkpoint ({saved[key]} -> {fresh[key]}): reading the data from its start.")
+      return fresh
+  return saved
+
+
+class IndexedBatches:
+  """This host's part of each global batch, as numpy arrays; position() is where the stream stands after the
+  batches taken so far (call it on every process: it gathers the streams each knows)."""
+
+  def __init__(self, run, saved_position: dict | None = None):
+    from pretrain.data import sources  # pylint: disable=g-import-not-at-top
+    cfg, family = run.cfg, run.family
+    batch, streams, seed = cfg.train.batch_size, cfg.data.streams, cfg.train.seed
+    if batch % streams:
+      raise UserError(f"train.batch_size={batch} does not split into data.streams={streams} streams; "
+                      f"use a multiple of {streams}")
+    stores, row_fns, rates = [], [], []
+    lengths, converter = run.task_lengths, family.converter()
+    for member, (task, source, rate) in enumerate(run.member_tasks()):
+      store = token_store.open_or_build(task, source, "train", run.vocabulary, sources.cache_dir(cfg.data))
+      stores.append(store)
+      row_fns.append(window_rows(task, store, converter, lengths, seed, member))
+      rates.append(rate)
+    fresh = start_position(run.task, seed, streams, [s.directory.rsplit("/", 1)[-1] for s in stores])
+    self._position = copy.deepcopy(resume_position(saved_position, fresh) if saved_position else fresh)
+    self._per_stream = batch // streams
+    # Rows [lo, hi) of the global batch are this host's; stream s fills [s * per_stream, (s + 1) * per_stream).
+    hosts, host = jax.process_count(), jax.process_index()
+    if batch % hosts:
+      raise UserError(f"train.batch_size={batch} does not divide across {hosts} hosts")
+    lo, hi = host * batch // hosts, (host + 1) * batch // hosts
+    self._parts = []  # (stream, rows of its batch this host keeps, iterator)
+    for s in range(streams):
+      first, last = max(lo, s * self._per_stream), min(hi, (s + 1) * self._per_stream)
+      if first < last:
+        rows = stream_rows(row_fns, rates, s, streams, self._position["streams"][s], seed)
+        dataset = rows.batch(self._per_stream, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+        self._parts.append((s, slice(first - s * self._per_stream, last - s * self._per_stream),
+                            dataset.as_numpy_iterator()))
+
+  def __iter__(self):
+    return self
+
+  def __next__(self) -> dict:
+    pieces = []
+    for s, keep, iterator in self._parts:
+      rows = next(iterator)
+      stream = self._position["streams"][s]
+      stream["rows"] += self._per_stream
+      for m in range(len(stream["members"])):
+        taken = np.flatnonzero(rows["member"] == m)
+        if len(taken):
+          stream["members"][m] = [int(rows["window"][taken[-1]]), int(rows["row"][taken[-1]]) + 1]
+      pieces.append({k: v[keep] for k, v in rows.items() if k not in ("window", "row", "member")})
+    return {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
+
+  def position(self) -> dict:
+    """The position after the batches taken so far, the same on every process."""
+    if jax.process_count() == 1:
+      return copy.deepcopy(self._position)  # The checkpoint writes it while the next steps run.
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    known = {s for s, _, _ in self._parts}
+    table = np.array([[st["rows"], *np.ravel(st["members"])] if s in known else [-1] * (1 + 2 * len(st["members"]))
+                      for s, st in enumerate(self._position["streams"])], np.int32)
+    table = np.max(multihost_utils.process_allgather(table), axis=0)  # Every stream is some host's.
+    streams = [{"rows": int(r[0]), "members": r[1:].reshape(-1, 2).tolist()} for r in table]
+    return {**copy.deepcopy(self._position), "streams": streams}

@@ -1,0 +1,146 @@
+"""A source's documents, tokenized once and stored for random access (ArrayRecord, one record per document).
+
+The store of a (source, split, vocabulary) holds what the task's pre-cache
+preprocessors make of each document (rekey, split long documents, tokenize:
+everything before its seqio.CacheDatasetPlaceholder), in the source's order.
+It lives under the cache directory, keyed by the source's identity and the
+vocabulary's bytes, so every run and every objective over that source reuses
+it, and a store of another vocabulary is never read.
+
+It is built in shards: shard i of n holds every n-th document from the i-th,
+so the hosts of a job (`pretrain prepare-data --shard=i --num_shards=n`) can
+build one each. Each shard file is written under a temporary name and renamed
+when complete; store.json, written last, names the shards and their document
+counts. A store without store.json is unfinished (an interrupted build) and
+is never read: the next build starts it again.
+"""
+
+import glob
+import hashlib
+import json
+import os
+import threading
+import uuid
+
+import numpy as np
+import tqdm
+from array_record.python import array_record_module
+
+from pretrain import files
+from pretrain.console import log
+from pretrain.errors import UserError
+
+FORMAT = 1             # Bump when the stored records change meaning.
+META = "store.json"
+# One record per group: a window's documents are read at random places.
+WRITER_OPTIONS = "group_size:1"
+READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
+
+
+def vocabulary_digest(vocabulary) -> str:
+  return hashlib.sha256(vocabulary.sp_model + str(vocabulary.extra_ids).encode()).hexdigest()[:16]
+
+
+def directory(cache: str, source, split: str, vocabulary) -> str:
+  """Where the store of `source`'s `split` tokenized with `vocabulary` lives."""
+  key = json.dumps([FORMAT, source.identity(split), vocabulary_digest(vocabulary)], sort_keys=True)
+  return os.path.join(cache, "token_stores", f"{source.name}-{split}-{hashlib.sha256(key.encode()).hexdigest()[:16]}")
+
+
+def _shard_name(index: int, count: int) -> str:
+  return f"documents-{index:05d}-of-{count:05d}.array_record"
+
+
+def _dtype(vocabulary) -> np.dtype:
+  return np.dtype("<u2") if vocabulary.vocab_size <= 1 << 16 else np.dtype("<i4")
+
+
+def build_shard(task, source, split: str, vocabulary, store_dir: str, index: int = 0, count: int = 1) -> None:
+  """Writes shard `index` of `count` of the store (unless it is there), and store.json once every shard is."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (the data stack)
+  files.makedirs(store_dir)
+  path = os.path.join(store_dir, _shard_name(index, count))
+  if not os.path.exists(path + ".json"):
+    for stale in glob.glob(path + ".tmp-*"):  # An interrupted build's leftovers.
+      os.remove(stale)
+    dataset = source.data_source.get_dataset(source.splits[split], shuffle=False)
+    if count > 1:
+      dataset = dataset.shard(count, index)
+    dataset = task.preprocess_precache(dataset).map(lambda ex: ex["targets"])
+    dtype, documents, tokens = _dtype(vocabulary), 0, 0
+    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+    writer = array_record_module.ArrayRecordWriter(temporary, WRITER_OPTIONS)
+    with tqdm.tqdm(desc=f"Tokenizing {source.name} {split} (shard {index + 1} of {count})", unit=" documents",
+                   dynamic_ncols=True) as bar:
+      for document in dataset.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
+        writer.write(document.astype(dtype).tobytes())
+        documents, tokens = documents + 1, tokens + len(document)
+        bar.update(1)
+    writer.close()
+    if not documents:
+      os.remove(temporary)
+      raise UserError(f"the {split} split of {source.name} holds no documents for shard {index + 1} of {count}; "
+                      "add data or build fewer shards")
+    os.replace(temporary, path)
+    files.write_atomically(path + ".json", json.dumps({"documents": documents, "tokens": tokens}).encode())
+  _finish(store_dir, source, split, vocabulary, count)
+
+
+def _finish(store_dir: str, source, split: str, vocabulary, count: int) -> None:
+  """store.json, once every shard is complete; a finished store is never changed (its order is a run's)."""
+  if os.path.exists(os.path.join(store_dir, META)):
+    return
+  shards = [os.path.join(store_dir, _shard_name(i, count)) for i in range(count)]
+  if not all(os.path.exists(s + ".json") for s in shards):
+    return
+  counts = [json.loads(files.read_text(s + ".json")) for s in shards]
+  meta = {"format": FORMAT, "source": source.identity(split), "vocabulary": vocabulary_digest(vocabulary),
+          "dtype": _dtype(vocabulary).str, "shards": [os.path.basename(s) for s in shards],
+          "documents": [c["documents"] for c in counts], "tokens": sum(c["tokens"] for c in counts)}
+  files.write_atomically(os.path.join(store_dir, META), json.dumps(meta, indent=1).encode())
+
+
+class TokenStore:
+  """Random access to a finished store's documents, as token arrays, by index."""
+
+  def __init__(self, store_dir: str, vocabulary):
+    meta_path = os.path.join(store_dir, META)
+    if not os.path.exists(meta_path):
+      raise UserError(f"{store_dir} is not a finished token store; build it with `pretrain prepare-data`")
+    self.meta = json.loads(files.read_text(meta_path))
+    if self.meta["vocabulary"] != vocabulary_digest(vocabulary):
+      raise UserError(f"the token store {store_dir} was built with another vocabulary; remove it, or build "
+                      "the store of this run's vocabulary with `pretrain prepare-data`")
+    self.directory = store_dir
+    self.dtype = np.dtype(self.meta["dtype"])
+    self.starts = np.cumsum([0] + self.meta["documents"])  # First global index of each shard, and the total.
+    self._readers = [array_record_module.ArrayRecordReader(os.path.join(store_dir, s), READER_OPTIONS)
+                     for s in self.meta["shards"]]
+    self._lock = threading.Lock()  # Readers are shared by tf.data's threads.
+
+  def __len__(self) -> int:
+    return int(self.starts[-1])
+
+  def read(self, indices) -> tuple[np.ndarray, np.ndarray]:
+    """The documents at global `indices` (shard-major: shard 0's documents, then shard 1's, ...): their tokens
+    concatenated, as int32, and their lengths."""
+    indices = np.asarray(indices, np.int64)
+    shard = np.searchsorted(self.starts, indices, side="right") - 1
+    records = [None] * len(indices)
+    with self._lock:
+      for s in np.unique(shard):
+        where = np.flatnonzero(shard == s)
+        for i, record in zip(where, self._readers[s].read([int(indices[i] - self.starts[s]) for i in where])):
+          records[i] = record
+    documents = [np.frombuffer(r, self.dtype) for r in records]
+    return (np.concatenate(documents).astype(np.int32),
+            np.array([len(d) for d in documents], np.int64))
+
+
+def open_or_build(task, source, split: str, vocabulary, cache: str) -> TokenStore:
+  """The store of `task`'s source and vocabulary, built first (one shard, with a progress bar) if missing."""
+  store_dir = directory(cache, source, split, vocabulary)
+  if not os.path.exists(os.path.join(store_dir, META)):
+    log(f"Tokenizing the {split} split of {source.name} once into {store_dir} (reused by later runs)")
+    build_shard(task, source, split, vocabulary, store_dir)
+  return TokenStore(store_dir, vocabulary)

@@ -1,0 +1,160 @@
+"""The index-addressed training stream (data.pipeline=indexed) and its token stores: resuming at a position gives
+the batches an uninterrupted run reads, with any batch size; an epoch reads every document once; stores are
+keyed by the vocabulary and never read half-written."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pretrain import run as run_lib
+from pretrain.data import indexed, token_store, vocab
+from pretrain.errors import UserError
+from tests.conftest import REPO, tiny_config
+
+
+def _run(cache_dir, *args):
+  return run_lib.Run.build_with_data(tiny_config(f"--config.data.cache_dir={cache_dir}", *args))
+
+
+def _take(batches, n):
+  return [next(batches) for _ in range(n)]
+
+
+def _rows(batches):
+  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+@pytest.fixture
+def zebra_files(tmp_path):
+  (tmp_path / "zebra.txt").write_text("\n".join(f"zebra {i} " * 20 for i in range(300)))
+  return f"{tmp_path}/*.txt"
+
+
+@pytest.mark.parametrize("args", [
+    ["--config.data.objective=clm"],
+    ["--config.data.objective=span_corruption", "--config.data.inputs_length=64", "--config.data.targets_length=16"],
+    ["--config.data.objective=ul2", "--config.data.inputs_length=64", "--config.data.targets_length=64"],
+    ["--config.data.objective=clm", "MIXTURE"],
+], ids=["clm", "span_corruption", "ul2", "mixture"])
+def test_resuming_at_a_position_continues_the_uninterrupted_stream(cache_dir, vocabulary, zebra_files, args):
+  del vocabulary  # Cached first, so the runs find it.
+  if "MIXTURE" in args:
+    args = [args[0], f"--config.data.mixture=(('corpus', '', 1.0), ('files', '{zebra_files}', 1.0))"]
+  run = _run(cache_dir, *args)
+  uninterrupted = run.train_batches()
+  first = _take(uninterrupted, 3)
+  position = uninterrupted.position()
+  assert len(json.dumps(position)) < 1000
+  expected = _take(uninterrupted, 4)
+  resumed = _take(run.train_batches(position), 4)
+  for got, want in zip(resumed, expected):
+    for k in want:
+      np.testing.assert_array_equal(got[k], want[k])
+  assert not all(np.array_equal(a[k], b[k]) for a, b in zip(first, expected) for k in a)  # Not a constant stream.
+  # Another batch size (8 rows, two of the 4-row batches) continues the same rows.
+  bigger = run_lib.Run.build_with_data(tiny_config(f"--config.data.cache_dir={cache_dir}", *args,
+                                                   "--config.train.batch_size=8"))
+  for got, want in zip(_take(bigger.train_batches(position), 2), (_rows(expected[:2]), _rows(expected[2:]))):
+    for k in want:
+      np.testing.assert_array_equal(got[k], want[k])
+  if "--config.data.mixture" in args[-1]:  # Both members are read, each from its own position.
+    assert all(window >= 0 and row >= 0 for window, row in bigger.train_batches(position).position()
+               ["streams"][0]["members"])
+
+
+def test_streams_fill_their_rows_of_each_batch(cache_dir, vocabulary):
+  del vocabulary
+  two = _run(cache_dir, "--config.data.streams=2")
+  batches = _take(two.train_batches(), 3)
+  position = two.train_batches().position()
+  assert [s["members"] for s in position["streams"]] == [[[0, 0]], [[1, 0]]]  # Stream s starts at window s.
+  # Stream 1 alone (what a host holding rows 2 and 3 of each batch reads) gives those rows.
+  fn = indexed.window_rows(*_row_args(two, 0))
+  stream1 = indexed.member_rows(fn, 1, 2, (1, 0)).batch(2).as_numpy_iterator()
+  for batch in batches:
+    np.testing.assert_array_equal(next(stream1)["decoder_target_tokens"], batch["decoder_target_tokens"][2:])
+  with pytest.raises(UserError, match="data.streams=2"):
+    _run(cache_dir, "--config.data.streams=1").train_batches(position)
+  with pytest.raises(UserError, match="multiple of 3"):
+    _run(cache_dir, "--config.data.streams=3").train_batches()
+
+
+def _row_args(run, member):
+  task, source, _ = run.member_tasks()[member]
+  store = token_store.open_or_build(task, source, "train", run.vocabulary, run.cfg.data.cache_dir)
+  return task, store, run.family.converter(), run.task_lengths, run.cfg.train.seed, member
+
+
+def test_an_epoch_reads_every_document_once(cache_dir, vocabulary):
+  del vocabulary
+  run = _run(cache_dir)
+  task, store, converter, lengths, seed, member = _row_args(run, 0)
+  per_epoch = -(-len(store) // indexed.WINDOW)
+  windows = [indexed.window_documents(len(store), seed, member, g).numpy() for g in range(2 * per_epoch)]
+  for epoch in (0, 1):
+    documents = np.concatenate(windows[epoch * per_epoch:(epoch + 1) * per_epoch])
+    np.testing.assert_array_equal(np.sort(documents), np.arange(len(store)))
+  assert not np.array_equal(np.concatenate(windows[:per_epoch]), np.concatenate(windows[per_epoch:]))
+  # Causal LM rows of an epoch hold each token of the store once, and one EOS per document.
+  rows = indexed.member_rows(indexed.window_rows(task, store, converter, lengths, seed, member), 0, 1, (0, 0))
+  targets = 0
+  for row in rows.take_while(lambda r: r["window"] < per_epoch).as_numpy_iterator():
+    targets += int(np.sum(row["decoder_loss_weights"]))
+  assert targets == store.meta["tokens"] + len(store)
+
+
+def test_a_store_is_keyed_by_its_vocabulary_and_an_interrupted_build_is_rebuilt(cache_dir, vocabulary):
+  run = _run(cache_dir)
+  task, source, _ = run.member_tasks()[0]
+  store_dir = token_store.directory(cache_dir, source, "validation", vocabulary)
+  # An interrupted build: a shard's temporary file, no store.json. It is never read, and the next build redoes it.
+  os.makedirs(store_dir, exist_ok=True)
+  partial = os.path.join(store_dir, "documents-00000-of-00001.array_record.tmp-dead")
+  open(partial, "wb").write(b"half a record")
+  with pytest.raises(UserError, match="not a finished token store"):
+    token_store.TokenStore(store_dir, vocabulary)
+  store = token_store.open_or_build(task, source, "validation", vocabulary, cache_dir)
+  assert not glob.glob(os.path.join(store_dir, "*.tmp-*"))
+  documents = task.preprocess_precache(source.data_source.get_dataset(source.splits["validation"], shuffle=False))
+  first = next(documents.as_numpy_iterator())["targets"]
+  tokens, sizes = store.read([0])
+  np.testing.assert_array_equal(tokens, first)
+  assert sizes.tolist() == [len(first)] and store.meta["documents"] == [documents.reduce(0, lambda n, _: n + 1)]
+  # Another vocabulary has another store, and a store refuses to be read with the wrong one.
+  other = vocab.load(vocabulary.sentencepiece_model_file, extra_ids=vocabulary.extra_ids + 1)
+  assert token_store.directory(cache_dir, source, "validation", other) != store_dir
+  with pytest.raises(UserError, match="another vocabulary"):
+    token_store.TokenStore(store_dir, other)
+
+
+def test_two_shards_make_the_store(cache_dir, vocabulary, zebra_files):
+  run = _run(cache_dir, "--config.data.source=files", f"--config.data.train_files={zebra_files}",
+             f"--config.tokenizer.path={vocabulary.sentencepiece_model_file}")
+  task, source, _ = run.member_tasks()[0]
+  store_dir = os.path.join(cache_dir, "sharded")
+  token_store.build_shard(task, source, "train", vocabulary, store_dir, 1, 2)
+  assert not os.path.exists(os.path.join(store_dir, token_store.META))  # Waits for shard 0.
+  token_store.build_shard(task, source, "train", vocabulary, store_dir, 0, 2)
+  store = token_store.TokenStore(store_dir, vocabulary)
+  whole = list(task.preprocess_precache(source.data_source.get_dataset("train", shuffle=False)).as_numpy_iterator())
+  assert len(store) == len(whole) and store.meta["documents"] == [(len(whole) + 1) // 2, len(whole) // 2]
+  tokens, sizes = store.read([0, store.starts[1]])  # Shard 0 holds documents 0, 2, ...; shard 1 holds 1, 3, ...
+  np.testing.assert_array_equal(tokens, np.concatenate([whole[0]["targets"], whole[1]["targets"]]))
+  assert sizes.tolist() == [len(whole[0]["targets"]), len(whole[1]["targets"])]
+
+
+def test_prepare_data_command(cache_dir, vocabulary, run_train):
+  del run_train  # The vocabulary is cached first.
+  result = subprocess.run([sys.executable, "-m", "pretrain", "prepare-data", "--config=configs/quickstart.py"],
+                          cwd=REPO, capture_output=True, text=True, env={**os.environ, "PRETRAIN_CACHE": cache_dir})
+  assert result.returncode == 0, result.stderr
+  store = token_store.TokenStore(result.stdout.split(": ", 1)[1].split(" (")[0], vocabulary)
+  assert f"corpus: {store.directory} ({len(store):,} documents, {store.meta['tokens']:,} tokens" in result.stdout
+  bad = subprocess.run([sys.executable, "-m", "pretrain", "prepare-data", "--shard=2", "--num_shards=2"],
+                       cwd=REPO, capture_output=True, text=True, env={**os.environ, "PRETRAIN_CACHE": cache_dir})
+  assert bad.returncode == 2 and "give 0 <= shard < num_shards" in bad.stderr
