@@ -21,11 +21,11 @@ def run(*args):
 def test_overview_lists_every_subcommand():
   result = run("--help")
   assert result.returncode == 0, result.stderr
-  for name in ("train", "eval", "generate", "export", "inspect-task", "train-tokenizer", "estimate-memory", "bench",
-               "launch"):
+  names = {"train", "eval", "generate", "export", "inspect-task", "prepare-data", "train-tokenizer",
+           "estimate-memory", "bench", "launch"}
+  for name in names:
     assert f"\n  {name} " in result.stdout
-  assert set(cli.SUBCOMMANDS) == {"train", "eval", "generate", "export", "inspect-task", "train-tokenizer",
-                                  "estimate-memory", "bench", "launch"}
+  assert set(cli.SUBCOMMANDS) == names
 
 
 def test_unknown_subcommand_suggests_the_closest():

@@ -36,7 +36,6 @@ from pretrain.errors import UserError
 WINDOW = 128  # Documents per window: as many as the objectives concatenate (objectives/common.py).
 FOREVER = np.iinfo(np.int64).max
 PARALLEL_WINDOWS = 4
-SHUFFLED_ROWS = 1 << 14  # A window's rows are shuffled in a buffer this large: at once, unless it has more.
 
 
 def _seed(*parts) -> tf.Tensor:
@@ -45,10 +44,6 @@ def _seed(*parts) -> tf.Tensor:
   for p in parts[:-1]:
     a = a * 1_000_003 + p
   return tf.stack([tf.constant(a, tf.int64), tf.cast(parts[-1], tf.int64)])
-
-
-def _scalar_seed(seed: int, member: int, g) -> tf.Tensor:
-  return tf.constant((seed * 1_000_003 + member) % (1 << 31), tf.int64) * 1_000_003 + tf.cast(g, tf.int64)
 
 
 def window_documents(documents: int, seed: int, member: int, g) -> tf.Tensor:
@@ -62,18 +57,28 @@ def window_documents(documents: int, seed: int, member: int, g) -> tf.Tensor:
 
 
 def window_rows(task, store: token_store.TokenStore, converter, lengths: dict, seed: int, member: int):
-  """fn(g) -> a dataset of the packed rows of window g, in a seeded order, each with its window, its index
-  in that order and its member."""
+  """fn(g) -> a dataset of one element: the packed rows of window g, stacked in a seeded order, each with its
+  window, its index in that order and its member."""
 
   def rows(g):
     ids = window_documents(len(store), seed, member, g)
     tokens, sizes = tf.numpy_function(store.read, [ids], [tf.int32, tf.int64], stateful=False)
-    texts = tf.RaggedTensor.from_row_lengths(tf.reshape(tokens, [-1]), tf.reshape(sizes, [-1]))
+    tokens = tf.reshape(tokens, [-1])
+    texts = tf.RaggedTensor.from_row_lengths(tokens, tf.reshape(sizes, [-1]))
     dataset = task.preprocess_postcache(tf.data.Dataset.from_tensor_slices({"targets": texts}), lengths, seed)
     dataset = dataset.map(lambda ex: {k: v[:lengths[k]] if k in lengths else v for k, v in ex.items()})
     packed = converter(dataset, task_feature_lengths=lengths)
-    packed = packed.shuffle(SHUFFLED_ROWS, seed=_scalar_seed(seed, member, g))
-    return packed.enumerate().map(lambda r, row: {**row, "window": g, "row": r, "member": tf.constant(member)})
+    # All the window's rows (each holds a token), in a seeded order. (padded_batch: batch() takes time in
+    # proportion to its bound; the rows are of one shape, so nothing is padded.)
+    stacked = packed.padded_batch(tf.size(tokens, tf.int64) + 1)
+
+    def permute(rows):
+      n = tf.shape(rows["decoder_target_tokens"], out_type=tf.int64)[0]
+      order = tf.random.experimental.index_shuffle(tf.range(n), seed=_seed(seed, member, 1, g), max_index=n - 1)
+      return {**{k: tf.gather(v, order) for k, v in rows.items()}, "window": tf.fill([n], g), "row": tf.range(n),
+              "member": tf.fill([n], tf.constant(member, tf.int64))}
+
+    return stacked.map(permute)
 
   return rows
 
@@ -82,11 +87,11 @@ def member_rows(rows_fn, stream: int, streams: int, start: tuple[int, int]) -> t
   """The rows of one member in one stream, from position (window, row)."""
   window, row = start
   windows = tf.data.Dataset.range(window, FOREVER, streams)
-  # Window after window, as flat_map would, while the next windows are prepared in parallel: a block (2^30 rows)
-  # runs to its window's end.
-  rows = windows.interleave(rows_fn, cycle_length=PARALLEL_WINDOWS, block_length=1 << 30,
-                            num_parallel_calls=PARALLEL_WINDOWS, deterministic=True)
-  return rows.skip(row)
+  # Whole windows, in order, PARALLEL_WINDOWS prepared at once. (One element per window: interleave buffers up to
+  # twice block_length elements of each, and a deleted pipeline's buffers fill with errors.)
+  rows = windows.interleave(rows_fn, cycle_length=PARALLEL_WINDOWS, num_parallel_calls=PARALLEL_WINDOWS,
+                            deterministic=True)
+  return rows.unbatch().skip(row)
 
 
 def stream_rows(members: list, rates: list[float], stream: int, streams: int, position: dict,
