@@ -94,8 +94,10 @@ def test_an_epoch_reads_every_document_once(cache_dir, vocabulary):
   del vocabulary
   run = _run(cache_dir)
   task, store, converter, lengths, seed, member = _row_args(run, 0)
-  per_epoch = -(-len(store) // indexed.WINDOW)
-  windows = [indexed.window_documents(len(store), seed, member, g).numpy() for g in range(2 * per_epoch)]
+  size = indexed.window_size(store)
+  assert size == indexed.WINDOW  # Short documents: the most per window.
+  per_epoch = -(-len(store) // size)
+  windows = [indexed.window_documents(len(store), size, seed, member, g).numpy() for g in range(2 * per_epoch)]
   for epoch in (0, 1):
     documents = np.concatenate(windows[epoch * per_epoch:(epoch + 1) * per_epoch])
     np.testing.assert_array_equal(np.sort(documents), np.arange(len(store)))

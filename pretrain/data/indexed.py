@@ -3,8 +3,8 @@ constant time, with another batch size or another number of hosts.
 
 Epoch e visits a token store's documents (pretrain/data/token_store.py) in a
 seeded random order (tf.random.experimental.index_shuffle: no table, any
-size). Window g of the endless sequence of epochs holds WINDOW consecutive
-documents of that order. The task's objective (its seqio preprocessors after
+size). Window g of the endless sequence of epochs holds window_size(store)
+consecutive documents of that order (128, fewer where documents are long). The task's objective (its seqio preprocessors after
 the cache placeholder) and the family's packing run on one window at a time,
 and the window's rows come out in a seeded random order. So the rows of window
 g are a pure function of (seed, g), and a position is (window, rows of it
@@ -33,7 +33,8 @@ from pretrain.console import log
 from pretrain.data import token_store
 from pretrain.errors import UserError
 
-WINDOW = 128  # Documents per window: as many as the objectives concatenate (objectives/common.py).
+WINDOW = 128  # Documents per window at most: as many as the objectives concatenate (objectives/common.py).
+WINDOW_TOKENS = 1 << 16  # Tokens per window about, where documents are long: a window is prepared whole.
 FOREVER = np.iinfo(np.int64).max
 PARALLEL_WINDOWS = 4
 
@@ -46,13 +47,18 @@ def _seed(*parts) -> tf.Tensor:
   return tf.stack([tf.constant(a, tf.int64), tf.cast(parts[-1], tf.int64)])
 
 
-def window_documents(documents: int, seed: int, member: int, g) -> tf.Tensor:
-  """The store indices of window g's documents: the g-th WINDOW of the endless sequence of epochs, each epoch a
-  seeded permutation of the store (member: which member of a mixture)."""
+def window_size(store: token_store.TokenStore) -> int:
+  """Documents per window: WINDOW, or as many as hold about WINDOW_TOKENS tokens on average (at least one)."""
+  return max(1, min(WINDOW, WINDOW_TOKENS * len(store) // max(1, store.meta["tokens"])))
+
+
+def window_documents(documents: int, size: int, seed: int, member: int, g) -> tf.Tensor:
+  """The store indices of window g's documents: the g-th `size` documents of the endless sequence of epochs, each
+  epoch a seeded permutation of the store (member: which member of a mixture)."""
   g = tf.cast(g, tf.int64)
-  per_epoch = -(-documents // WINDOW)
+  per_epoch = -(-documents // size)
   epoch, k = g // per_epoch, g % per_epoch
-  order = tf.range(k * WINDOW, tf.minimum((k + 1) * WINDOW, documents), dtype=tf.int64)
+  order = tf.range(k * size, tf.minimum((k + 1) * size, documents), dtype=tf.int64)
   return tf.random.experimental.index_shuffle(order, seed=_seed(seed, member, epoch), max_index=documents - 1)
 
 
@@ -60,8 +66,10 @@ def window_rows(task, store: token_store.TokenStore, converter, lengths: dict, s
   """fn(g) -> a dataset of one element: the packed rows of window g, stacked in a seeded order, each with its
   window, its index in that order and its member."""
 
+  size = window_size(store)
+
   def rows(g):
-    ids = window_documents(len(store), seed, member, g)
+    ids = window_documents(len(store), size, seed, member, g)
     tokens, sizes = tf.numpy_function(store.read, [ids], [tf.int32, tf.int64], stateful=False)
     tokens = tf.reshape(tokens, [-1])
     texts = tf.RaggedTensor.from_row_lengths(tokens, tf.reshape(sizes, [-1]))
