@@ -81,7 +81,7 @@ def window_rows(task, store: token_store.TokenStore, converter, lengths: dict, s
     stacked = packed.padded_batch(tf.size(tokens, tf.int64) + 1)
 
     def permute(rows):
-      n = tf.shape(rows["decoder_target_tokens"], out_type=tf.int64)[0]
+      n = tf.shape(next(iter(rows.values())), out_type=tf.int64)[0]  # Features differ by family; rows do not.
       order = tf.random.experimental.index_shuffle(tf.range(n), seed=_seed(seed, member, 1, g), max_index=n - 1)
       return {**{k: tf.gather(v, order) for k, v in rows.items()}, "window": tf.fill([n], g), "row": tf.range(n),
               "member": tf.fill([n], tf.constant(member, tf.int64))}
