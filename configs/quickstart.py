@@ -60,6 +60,11 @@ def get_config() -> ml_collections.ConfigDict:
   # replay, multi-host: source (each host prepares its shard of the documents) | examples (each host prepares
   # everything and keeps every n-th example: the same global batches for any number of hosts).
   c.data.host_sharding = "source"
+  # Your own seqio Task or Mixture, trained on instead of data.source's (data.objective still chooses the model
+  # family, whose features the task must give): its name, and the module or .py file whose import registers it.
+  # Its preprocessors are its own, so it is read with data.pipeline=replay.
+  c.data.task = ""
+  c.data.task_module = ""
   c.data.cache_dir = ""           # corpus and tokenizers ('' = $PRETRAIN_CACHE or ~/.cache/pretrain)
 
   c.tokenizer = ml_collections.ConfigDict()

@@ -24,6 +24,7 @@ import ml_collections
 
 from pretrain import config as config_lib
 from pretrain import files, models
+from pretrain.console import log
 from pretrain.errors import UserError
 from pretrain.family import Family
 from pretrain.parallel import mesh as mesh_lib
@@ -97,6 +98,13 @@ class Run:
         raise UserError(f"data.eval_objectives names {name!r}, which needs {other.family.architecture}, but "
                         f"data.objective={cfg.data.objective!r} trains {objective_.family.architecture}; "
                         "evaluate objectives of the trained family")
+    if cfg.data.task:
+      if extra:
+        raise UserError("data.eval_objectives evaluates tasks of data.source; with data.task, leave it empty")
+      name, vocabulary = tasks.user_task(cfg.data, cfg.tokenizer, objective_.family)
+      run = cls._build(cfg, vocabulary.vocab_size, objective_)
+      run.vocabulary, run.task = vocabulary, name
+      return run
     members = sources.mixture_sources(cfg.data)
     vocabulary = vocab.get_vocabulary(cfg, members[0][0])  # The first source trains it (unless tokenizer.path).
     run = cls._build(cfg, vocabulary.vocab_size, objective_)
@@ -112,8 +120,8 @@ class Run:
 
   @property
   def source(self):
-    """The first data source: it trains the vocabulary and gives sample prompts."""
-    return self.members[0][0]
+    """The first data source: it trains the vocabulary and gives sample prompts (None with data.task)."""
+    return self.members[0][0] if self.members else None
 
   @functools.cached_property
   def task_lengths(self) -> dict[str, int]:
@@ -193,7 +201,10 @@ class Run:
   def train_batches(self, position: dict | None = None):
     """This host's training batches from a checkpoint's data `position` (None: the start), an iterator whose
     position() is what the next checkpoint records (see data.pipeline)."""
-    if self.cfg.data.pipeline == "replay":
+    if self.cfg.data.task and self.cfg.data.pipeline == "indexed":
+      log(f"data.task={self.task} is read with data.pipeline=replay: its preprocessors are its own, so the indexed "
+          "pipeline cannot address its examples; resuming passes over the examples read before.")
+    if self.cfg.data.pipeline == "replay" or self.cfg.data.task:
       from pretrain.data.pipeline import ReplayBatches  # pylint: disable=g-import-not-at-top
       return ReplayBatches(self, position)
     from pretrain.data.indexed import IndexedBatches  # pylint: disable=g-import-not-at-top

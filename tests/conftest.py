@@ -55,7 +55,7 @@ def vocabulary(corpus_source, cache_dir):
   return vocab.load(path)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def run_train(cache_dir, vocabulary):
   """Runs `python -m pretrain train` with the quickstart config, a tiny model and the test cache."""
   del vocabulary  # Built first, so runs reuse it.

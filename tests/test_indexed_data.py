@@ -67,6 +67,21 @@ def test_resuming_at_a_position_continues_the_uninterrupted_stream(cache_dir, vo
                ["streams"][0]["members"])
 
 
+def test_a_saved_position_of_another_stream_restarts_it_or_is_refused(capsys):
+  fresh = indexed.start_position("corpus_clm", 0, 2, ["corpus-train-1"], [128])
+  saved = {**fresh, "streams": [{"rows": 40, "members": [[6, 2]]}, {"rows": 40, "members": [[7, 3]]}]}
+  assert indexed.resume_position(saved, fresh) == saved
+  for key, value, what in (("seed", 1, "train.seed"), ("stores", ["corpus-train-2"], "token stores"),
+                           ("windows", [64], "documents per window")):
+    assert indexed.resume_position({**saved, key: value}, fresh) == fresh
+    said = capsys.readouterr().out
+    assert what in said and "reading the data from its start" in said
+  with pytest.raises(UserError, match="--config.data.streams=2"):
+    indexed.resume_position(saved, indexed.start_position("corpus_clm", 0, 1, ["corpus-train-1"], [128]))
+  with pytest.raises(UserError, match="--config.data.pipeline=replay"):
+    indexed.resume_position({"task": "corpus_clm", "examples": 8, "batch_size": 4, "processes": 1}, fresh)
+
+
 def test_streams_fill_their_rows_of_each_batch(cache_dir, vocabulary):
   del vocabulary
   two = _run(cache_dir, "--config.data.streams=2")

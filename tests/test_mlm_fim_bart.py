@@ -3,7 +3,6 @@
 import itertools
 
 import numpy as np
-import pytest
 import seqio
 import tensorflow as tf
 

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from pretrain.train import metrics
 from tests.conftest import REPO, TINY
@@ -48,39 +47,29 @@ def _losses(workdir):
 
 
 def test_two_processes_match_one_and_checkpoints_move_between_them(tmp_path, cache_dir, vocabulary):
+  """data.streams=2: each of two processes prepares only the stream of its half of each batch, and the run is
+  the one process's (which prepares both); checkpoints resume on the other process count and mesh."""
   del vocabulary  # Built first, so every process finds it cached.
   one = tmp_path / "one"
-  _train(one, cache_dir, 1, 8, "--config.train.steps=6")
+  _train(one, cache_dir, 1, 8, "--config.train.steps=6", "--config.data.streams=2")
   expected = _losses(one)
 
   two = tmp_path / "two"
-  _train(two, cache_dir, 2, 4, "--config.train.steps=2")
+  _train(two, cache_dir, 2, 4, "--config.train.steps=2", "--config.data.streams=2")
   np.testing.assert_allclose([_losses(two)[s] for s in (0, 1, 2)], [expected[s] for s in (0, 1, 2)], rtol=1e-5)
+  from pretrain.train import checkpoint  # pylint: disable=g-import-not-at-top
+  position = checkpoint.Checkpointer(str(two / "checkpoints"), keep=2).restore_data(2)
+  assert [s["rows"] for s in position["streams"]] == [8, 8]  # Gathered from both processes.
   # Written by two processes, restored by one with another mesh ...
-  out = _train(two, cache_dir, 1, 8, "--config.train.steps=4", "--config.mesh.data=1", "--config.mesh.fsdp=8")
+  out = _train(two, cache_dir, 1, 8, "--config.train.steps=4", "--config.data.streams=2", "--config.mesh.data=1",
+               "--config.mesh.fsdp=8")
   assert "Resuming from the checkpoint at step 2" in out
   # ... and the reverse.
-  out = _train(two, cache_dir, 2, 4, "--config.train.steps=6", "--config.mesh.data=2", "--config.mesh.fsdp=2",
-               "--config.mesh.tensor=2")
+  out = _train(two, cache_dir, 2, 4, "--config.train.steps=6", "--config.data.streams=2", "--config.mesh.data=2",
+               "--config.mesh.fsdp=2", "--config.mesh.tensor=2")
   assert "Resuming from the checkpoint at step 4" in out
   resumed = _losses(two)
   np.testing.assert_allclose([resumed[s] for s in range(7)], [expected[s] for s in range(7)], rtol=1e-5)
-
-
-def test_two_processes_reading_their_own_streams(tmp_path, cache_dir, vocabulary):
-  """data.streams=2: each of two processes prepares only the stream of its half of each batch, and the run is
-  the one process's (which prepares both); the checkpoint resumes on one process."""
-  del vocabulary
-  one = tmp_path / "one"
-  _train(one, cache_dir, 1, 8, "--config.train.steps=3", "--config.data.streams=2")
-  workdir = tmp_path / "two"
-  _train(workdir, cache_dir, 2, 4, "--config.train.steps=2", "--config.data.streams=2")
-  from pretrain.train import checkpoint  # pylint: disable=g-import-not-at-top
-  position = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(2)
-  assert [s["rows"] for s in position["streams"]] == [8, 8]  # Gathered from both processes.
-  out = _train(workdir, cache_dir, 1, 8, "--config.train.steps=3", "--config.data.streams=2")
-  assert "Resuming from the checkpoint at step 2" in out
-  np.testing.assert_allclose([_losses(workdir)[s] for s in range(4)], [_losses(one)[s] for s in range(4)], rtol=1e-5)
 
 
 def test_replay_with_two_processes_reading_their_own_shards(tmp_path, cache_dir, vocabulary):

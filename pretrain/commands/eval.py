@@ -26,6 +26,8 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
   run, params, step = run_lib.load(workdir)
   members = sources.mixture_sources(run.cfg.data)
   available = {}
+  if run.cfg.data.task:  # A task of the user's code: importing it registers it.
+    available[tasks.user_task(run.cfg.data, run.cfg.tokenizer, run.family)[0]] = run.objective
   for name in objectives.NAMES:
     objective = run_lib.objective(run.cfg, name)
     if objective.family.trains_same_model(run.family):

@@ -5,7 +5,8 @@
   pretrain inspect-task --list
 
 Tasks are registered for the source of the config (the bundled corpus unless
---config.data.source says otherwise), one per objective: {source}_{objective}.
+--config.data.source says otherwise), one per objective: {source}_{objective},
+and --config.data.task names a task of your own (see data.task_module).
 Sentinels (<extra_id_N>) and mode tokens ([NLU], [NLG], [S2S]) show in the text.
 With --json: a first line {"vocab_size", "eos_id", "pad_id"}, then one object
 per example mapping each feature to its token ids.
@@ -42,21 +43,29 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
   source = sources.make_source(cfg.data)
   vocabulary = vocab.get_vocabulary(cfg, source)
   names = tasks.register_all(source, vocabulary, cfg.data, cfg.train.seed)
+  if cfg.data.task:  # The user's own task, of data.objective's family.
+    user_family = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed).family
+    names.append(tasks.user_task(cfg.data, cfg.tokenizer, user_family)[0])
   if args.list:
     print("\n".join(names))
     return
   if args.task not in names:
     raise UserError(f"unknown task {args.task!r}; the registered tasks are {', '.join(names)}")
-  family = objectives.make(args.task[len(source.name) + 1:], cfg.data, cfg.train.seed).family
+  if args.task == cfg.data.task:
+    family, vocabulary = user_family, seqio.get_mixture_or_task(args.task).output_features["targets"].vocabulary
+  else:
+    family = objectives.make(args.task[len(source.name) + 1:], cfg.data, cfg.train.seed).family
   cfg.data.inputs_length = args.inputs_length or cfg.data.inputs_length
   cfg.data.targets_length = args.targets_length or cfg.data.targets_length
   # A row of one length (clm and fim: targets, mlm: inputs) is data.seq_len long: its first feature's flag sets it.
   cfg.data.seq_len = (args.inputs_length if family.task_features[0] == "inputs" else args.targets_length) \
       or cfg.data.seq_len
   lengths = family.task_lengths(cfg.data)
-  dataset = seqio.get_mixture_or_task(args.task).get_dataset(
-      lengths, split=args.split, shuffle=False, seed=cfg.train.seed)
-  examples = itertools.islice(dataset.as_numpy_iterator(), args.num)
+  task = seqio.get_mixture_or_task(args.task)
+  dataset = task.get_dataset(lengths, split=args.split, shuffle=False, seed=cfg.train.seed)
+  # The task's features (a user's task may also keep, e.g., its text before tokenizing).
+  examples = ({k: v for k, v in example.items() if k in task.output_features}
+              for example in itertools.islice(dataset.as_numpy_iterator(), args.num))
   if args.json:
     print(json.dumps({"vocab_size": vocabulary.vocab_size, "eos_id": vocabulary.eos_id,
                       "pad_id": vocabulary.pad_id}))

@@ -23,6 +23,9 @@ def prepare(cfg, shard: int = 0, num_shards: int = 1) -> list[dict]:
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.data import sources, token_store  # pylint: disable=g-import-not-at-top
   run = run_lib.Run.build_with_data(cfg)
+  if cfg.data.task:
+    raise UserError(f"data.task={cfg.data.task!r} is read with data.pipeline=replay (its preprocessors are its own): "
+                    "it has no token store to prepare")
   summaries = []
   for task, source, _ in run.member_tasks():
     store_dir = token_store.directory(sources.cache_dir(cfg.data), source, "train", run.vocabulary)

@@ -114,8 +114,9 @@ def stream_rows(members: list, rates: list[float], stream: int, streams: int, po
   return tf.data.Dataset.choose_from_datasets(datasets, choices)
 
 
-def start_position(task: str, seed: int, streams: int, stores: list[str]) -> dict:
-  return {"pipeline": "indexed", "task": task, "seed": seed, "stores": stores,
+def start_position(task: str, seed: int, streams: int, stores: list[str], windows: list[int]) -> dict:
+  """The start of the stream; stores and windows: each member's token store and documents per window."""
+  return {"pipeline": "indexed", "task": task, "seed": seed, "stores": stores, "windows": windows,
           "streams": [{"rows": 0, "members": [[s, 0] for _ in stores]} for s in range(streams)]}
 
 
@@ -127,9 +128,11 @@ def resume_position(saved: dict, fresh: dict) -> dict:
   if len(saved["streams"]) != len(fresh["streams"]):
     raise UserError(f"the run was written with data.streams={len(saved['streams'])}; resume it with "
                     f"--config.data.streams={len(saved['streams'])}")
-  for key, what in (("task", "task"), ("seed", "train.seed"), ("stores", "tokenized data (its token stores)")):
-    if saved[key] != fresh[key]:
-      log(f"The {what} changed since the checkpoint ({saved[key]} -> {fresh[key]}): reading the data from its start.")
+  for key, what in (("task", "task"), ("seed", "train.seed"), ("stores", "tokenized data (its token stores)"),
+                    ("windows", "documents per window (pretrain/data/indexed.py)")):
+    if saved.get(key) != fresh[key]:
+      log(f"The {what} changed since the checkpoint ({saved.get(key)} -> {fresh[key]}): reading the data from its "
+          "start.")
       return fresh
   return saved
 
@@ -152,7 +155,8 @@ class IndexedBatches:
       stores.append(store)
       row_fns.append(window_rows(task, store, converter, lengths, seed, member))
       rates.append(rate)
-    fresh = start_position(run.task, seed, streams, [s.directory.rsplit("/", 1)[-1] for s in stores])
+    fresh = start_position(run.task, seed, streams, [s.directory.rsplit("/", 1)[-1] for s in stores],
+                           [window_size(s) for s in stores])
     self._position = copy.deepcopy(resume_position(saved_position, fresh) if saved_position else fresh)
     self._per_stream = batch // streams
     # Rows [lo, hi) of the global batch are this host's; stream s fills [s * per_stream, (s + 1) * per_stream).

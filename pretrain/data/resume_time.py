@@ -35,7 +35,7 @@ def main(argv: list[str], prog: str = "tools/bench_resume.py") -> None:
   parser.add_argument("--replay_up_to", type=float, default=1e5, help="longest replay actually run (rows)")
   args, cfg = command_line.parse_command_line(parser, argv)
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.data import indexed, sources, token_store  # pylint: disable=g-import-not-at-top
+  from pretrain.data import sources, token_store  # pylint: disable=g-import-not-at-top
 
   run = run_lib.Run.build_with_data(cfg)
   task, source, _ = run.member_tasks()[0]
@@ -59,7 +59,7 @@ def main(argv: list[str], prog: str = "tools/bench_resume.py") -> None:
   replay_rate = None
   for text in args.positions.split(","):
     rows = int(float(text))
-    position = indexed.start_position(run.task, cfg.train.seed, 1, [os.path.basename(store_dir)])
+    position = first.position()  # Of this stream: its task, seed, store and windows.
     position["streams"][0].update(rows=rows, members=[[int(rows // rows_per_window), 0]])
     fast = _first_batch_seconds(lambda: run.train_batches(position))
     if rows <= args.replay_up_to:

@@ -5,11 +5,14 @@ bundled corpus or `corpus_ul2_decoder` for UL2 examples for a decoder-only model
 """
 
 import functools
+import importlib
+import os
 
 import seqio
 
 from pretrain.data import long_documents, objectives
 from pretrain.data.sources import Source
+from pretrain.errors import UserError
 
 
 def task_name(source: Source, objective: objectives.Objective) -> str:
@@ -53,3 +56,38 @@ def register_mixture(members: list[tuple[Source, float]], vocabulary: seqio.Voca
 
 def register_all(source: Source, vocabulary: seqio.Vocabulary, data_cfg, seed: int) -> list[str]:
   return [register(source, vocabulary, objectives.make(n, data_cfg, seed)) for n in objectives.NAMES]
+
+
+def user_task(data_cfg, tokenizer_cfg, family) -> tuple[str, seqio.SentencePieceVocabulary]:
+  """data.task: a seqio Task or Mixture that the user's code registers (data.task_module: a module name or a .py
+  file, imported first), checked against the model family; returns its name and its vocabulary."""
+  from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
+  name, module = data_cfg.task, data_cfg.task_module
+  if module.endswith(".py"):
+    if not os.path.isfile(module):
+      raise UserError(f"data.task_module={module!r} does not exist; give the .py file that registers {name!r}")
+    config_lib.load_module(module, os.path.splitext(os.path.basename(module))[0])
+  elif module:
+    try:
+      importlib.import_module(module)
+    except ImportError as e:
+      raise UserError(f"data.task_module={module!r} cannot be imported ({e}); give an importable module or a .py "
+                      "file") from None
+  try:
+    task = seqio.get_mixture_or_task(name)
+  except ValueError:
+    raise UserError(f"data.task={name!r} is not a registered seqio Task or Mixture; register it in the code that "
+                    f"data.task_module names (now {module!r})") from None
+  features = task.output_features
+  if set(family.task_features) - set(features):
+    raise UserError(f"data.task={name!r} gives the features {sorted(features)}, but the {family.name} model of "
+                    f"data.objective={data_cfg.objective!r} reads {list(family.task_features)}; choose the objective "
+                    "of the task's model family")
+  vocabulary = features["targets"].vocabulary
+  if not isinstance(vocabulary, seqio.SentencePieceVocabulary):
+    raise UserError(f"data.task={name!r} uses a {type(vocabulary).__name__}; the project's runs need a "
+                    "seqio.SentencePieceVocabulary (the workdir keeps its model for generate, eval and export)")
+  if vocabulary.extra_ids != tokenizer_cfg.extra_ids:
+    raise UserError(f"data.task={name!r}'s vocabulary has {vocabulary.extra_ids} extra ids; set "
+                    f"--config.tokenizer.extra_ids={vocabulary.extra_ids}")
+  return name, vocabulary

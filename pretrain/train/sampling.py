@@ -9,7 +9,7 @@ def samples(run, params) -> list[tuple[str, str]]:
   """(prompt, continuation) pairs from the starts of validation documents; none for a family that does
   not generate (MLM). An encoder-decoder model fills in a span after the prompt."""
   c = run.cfg.sample
-  if c.num <= 0 or not run.family.generates:
+  if c.num <= 0 or not run.family.generates or run.source is None:  # None: data.task's documents are its own.
     return []
   prompts = []
   for text in run.source.texts("validation"):
