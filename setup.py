@@ -1,5 +1,7 @@
 from setuptools import find_packages, setup
 
+BEAM = ["apache-beam>=2.60,<3", "sentencepiece>=0.2.1,<0.2.3"]
+
 setup(
     name="pretrain",
     version="0.1.0",
@@ -17,7 +19,7 @@ setup(
         "tensorflow-text>=2.21.1,<2.22",
         "tensorflow-datasets>=4.9.10,<4.10",
         "importlib_resources",  # tensorflow-datasets imports it without declaring it.
-        "sentencepiece>=0.2.3,<0.3",
+        "sentencepiece>=0.2.1,<0.3",
         "tokenizers>=0.22",   # Hugging Face export: tokenizer.json
         "safetensors>=0.6",
         "ml_collections>=1.1",
@@ -26,6 +28,9 @@ setup(
         "tqdm",
         "matplotlib",
     ],
-    # torch 2.13.0 is the CPU build on these machines; transformers 5 compares against PyTorch models.
-    extras_require={"test": ["pytest", "hypothesis", "torch==2.13.0", "transformers>=5,<6"]},
+    # beam: `pretrain prepare-data --beam` (Apache Beam needs protobuf < 7, and sentencepiece 0.2.3's generated
+    # code needs protobuf 7). torch 2.13.0 is the CPU build on these machines; transformers 5 compares against
+    # PyTorch models.
+    extras_require={"beam": BEAM,
+                    "test": ["pytest", "hypothesis", "torch==2.13.0", "transformers>=5,<6", *BEAM]},
 )

@@ -165,6 +165,25 @@ def test_two_shards_make_the_store(cache_dir, vocabulary, zebra_files):
   assert sizes.tolist() == [len(whole[0]["targets"]), len(whole[1]["targets"])]
 
 
+def test_beam_builds_the_store_that_the_shards_build(tmp_path, vocabulary, zebra_files, capsys):
+  from pretrain.commands import prepare_data  # pylint: disable=g-import-not-at-top
+  data = ("--config.data.source=files", f"--config.data.train_files={zebra_files}",
+          f"--config.tokenizer.path={vocabulary.sentencepiece_model_file}")
+  [by_beam] = prepare_data.prepare_with_beam(tiny_config(f"--config.data.cache_dir={tmp_path}/beam", *data), 2,
+                                             "--runner=DirectRunner --direct_num_workers=2")
+  by_hand = tiny_config(f"--config.data.cache_dir={tmp_path}/hand", *data)
+  prepare_data.prepare(by_hand, 1, 2)
+  [by_shards] = prepare_data.prepare(by_hand, 0, 2)
+  assert by_beam["documents"] == by_shards["documents"] > 0 and by_beam["tokens"] == by_shards["tokens"]
+  stores = [token_store.TokenStore(s["directory"], vocabulary) for s in (by_beam, by_shards)]
+  assert stores[0].meta == stores[1].meta
+  everything = np.arange(len(stores[0]))
+  np.testing.assert_array_equal(stores[0].read(everything)[0], stores[1].read(everything)[0])
+  with pytest.raises(SystemExit):
+    prepare_data.main(["--beam=--runner=DirectRunner", "--shard=1", "--num_shards=2"])
+  assert "--beam builds every shard; leave out --shard" in capsys.readouterr().err
+
+
 def test_prepare_data_command(cache_dir, vocabulary, run_train):
   del run_train  # The vocabulary is cached first.
   result = subprocess.run([sys.executable, "-m", "pretrain", "prepare-data", "--config=configs/quickstart.py"],

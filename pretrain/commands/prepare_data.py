@@ -1,14 +1,18 @@
 """Tokenizes a config's training data once into token stores, before training (data.pipeline=indexed).
 
   pretrain prepare-data [--config=configs/quickstart.py] [--config.KEY=VALUE ...] [--shard=I --num_shards=N]
+  pretrain prepare-data --num_shards=N --beam="--runner=DataflowRunner --project=... ..."
 
 Training builds a missing store itself, in one shard; run this first for a
 large source, or on N hosts at once (--shard=0 .. N-1, a shared cache
 directory: data.cache_dir or $PRETRAIN_CACHE), each tokenizing every N-th
-document. The store is usable once every shard is written. Prints each
-store's directory, documents, tokens and size.
+document, or as an Apache Beam pipeline whose workers build the N shards
+(--beam=PIPELINE_OPTIONS; pip install -e '.[beam]'; the workers need the
+project installed and the shared cache directory). The store is usable once
+every shard is written. Prints each store's directory, documents, tokens and size.
 """
 
+import json
 import os
 import sys
 
@@ -39,15 +43,44 @@ def prepare(cfg, shard: int = 0, num_shards: int = 1) -> list[dict]:
   return summaries
 
 
+def _prepare_shard(config_json: str, shard: int, num_shards: int) -> list[dict]:
+  """prepare() on a Beam worker: the config travels as JSON."""
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  return prepare(ml_collections.ConfigDict(json.loads(config_json)), shard, num_shards)
+
+
+def prepare_with_beam(cfg, num_shards: int, options: str) -> list[dict]:
+  """The num_shards shards of every store built by an Apache Beam pipeline (runner and its settings: `options`,
+  Beam's command-line flags), one shard per work item; returns the stores' summaries."""
+  try:
+    import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise UserError("--beam needs Apache Beam: pip install -e '.[beam]'") from None
+  from pretrain import config as config_lib, run as run_lib  # pylint: disable=g-import-not-at-top
+  run_lib.Run.build_with_data(cfg)  # The vocabulary, trained here once if missing, for every worker to find.
+  config_json = config_lib.to_json(cfg)
+  pipeline_options = beam.options.pipeline_options.PipelineOptions(options.split())
+  with beam.Pipeline(options=pipeline_options) as pipeline:
+    _ = (pipeline | beam.Create(range(num_shards)) | beam.Reshuffle()
+         | beam.Map(lambda shard: _prepare_shard(config_json, shard, num_shards)))
+  return prepare(cfg, 0, num_shards)  # Every shard is written now: only the summaries remain.
+
+
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain prepare-data") -> None:
   parser = parser_for(prog, __doc__)
   parser.add_argument("--shard", type=int, default=0, help="which shard this process writes (0-based)")
   parser.add_argument("--num_shards", type=int, default=1, help="how many shards the store has")
+  parser.add_argument("--beam", metavar="PIPELINE_OPTIONS", default=None,
+                      help="build all the shards with Apache Beam, e.g. '--runner=DirectRunner'")
   args, cfg = command_line.parse_command_line(parser, argv)
   if args.num_shards < 1 or not 0 <= args.shard < args.num_shards:
     raise UserError(f"--shard={args.shard} --num_shards={args.num_shards}: give 0 <= shard < num_shards")
-  for s in prepare(cfg, args.shard, args.num_shards):
+  if args.beam is not None and args.shard:
+    raise UserError("--beam builds every shard; leave out --shard")
+  summaries = (prepare_with_beam(cfg, args.num_shards, args.beam) if args.beam is not None
+               else prepare(cfg, args.shard, args.num_shards))
+  for s in summaries:
     state = (f"{s['documents']:,} documents, {s['tokens']:,} tokens" if s["documents"]
              else "waiting for the other shards")
     print(f"{s['source']}: {s['directory']} ({state}, {s['bytes'] / 2**20:.1f} MiB)")
