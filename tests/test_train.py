@@ -314,7 +314,7 @@ def test_profile_and_mfu_in_the_metrics(tmp_path, run_train):
   traces = [f for _, _, files in os.walk(workdir / "profile") for f in files if f.endswith(".xplane.pb")]
   assert traces
   logged = [r for r in metrics.read(str(workdir)) if "train/mfu" in r]
-  assert logged and all(0 < r["train/mfu"] < 1 for r in logged)
+  assert logged and all(0 < r["train/mfu"] < 1 and 0 <= r["train/data_wait_fraction"] < 1 for r in logged)
   bad = run_train(tmp_path / "bad", "--config.train.profile_steps=(3, 1)")
   assert bad.returncode == 2 and "train.profile_steps must be" in bad.stderr
 

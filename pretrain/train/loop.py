@@ -42,13 +42,15 @@ def train(run, ckpt, state, start: int, train_batches) -> dict:
     # Closed on the way out, also by an error: the bar's last redraw would otherwise follow the error's line.
     bar = stack.enter_context(tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,
                                         disable=jax.process_index() != 0))
-    interval_start, interval_steps = time.perf_counter(), 0
+    interval_start, interval_steps, data_wait = time.perf_counter(), 0, 0.0
     stopping = False
     while step < c.steps and not stopping:
+      waited_from = time.perf_counter()
       try:
         local = next(train_batches)
       except StopIteration:
         raise UserError(f"the training data of {run.task} yields no examples; check the data source") from None
+      data_wait += time.perf_counter() - waited_from
       if step == profile_start:
         jax.profiler.start_trace(os.path.join(workdir, "profile"))
         tracing = True
@@ -68,6 +70,8 @@ def train(run, ckpt, state, start: int, train_batches) -> dict:
         elapsed = time.perf_counter() - interval_start
         values["train/tokens_per_second"] = interval_steps * tokens_per_step / elapsed
         values["train/step_seconds"] = elapsed / interval_steps
+        # Share of the time the host waited for its next batch (the steps run meanwhile): 0 when data keeps up.
+        values["train/data_wait_fraction"] = data_wait / elapsed
         # Model FLOPs utilisation against a matmul peak measured at startup, over all devices.
         values["train/mfu"] = step_flops / values["train/step_seconds"] / peak
         if eval_now:
@@ -75,7 +79,7 @@ def train(run, ckpt, state, start: int, train_batches) -> dict:
           values.update({k: v for k, v in latest_eval.items() if k != "step"})
         writer.write(step, values)
         bar.set_postfix(loss=f"{values['train/loss']:.3f}", tok_s=f"{values['train/tokens_per_second']:,.0f}")
-        interval_start, interval_steps = time.perf_counter(), 0
+        interval_start, interval_steps, data_wait = time.perf_counter(), 0, 0.0
       stopping = stop.signal is not None  # Read once, here: a stop requested at any time is saved at this step.
       if stopping or step % c.checkpoint_every == 0 or step == c.steps:
         unchecked = check_finite(unchecked, bar, ckpt, saved)
