@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from pretrain.console import log
-from pretrain.data import token_store
+from pretrain.data import packing, token_store
 from pretrain.errors import UserError
 
 WINDOW = 128  # Documents per window at most: as many as the objectives concatenate (objectives/common.py).
@@ -149,7 +149,7 @@ class IndexedBatches:
       raise UserError(f"train.batch_size={batch} does not split into data.streams={streams} streams; "
                       f"use a multiple of {streams}")
     stores, row_fns, rates = [], [], []
-    lengths, converter = run.task_lengths, family.converter()
+    lengths, converter = run.task_lengths, packing.numpy_packing(family.converter())
     for member, (task, source, rate) in enumerate(run.member_tasks()):
       store = token_store.open_or_build(task, source, "train", run.vocabulary, sources.cache_dir(cfg.data))
       stores.append(store)
