@@ -3,9 +3,10 @@ constant time, with another batch size or another number of hosts.
 
 Epoch e visits a token store's documents (pretrain/data/token_store.py) in a
 seeded random order (tf.random.experimental.index_shuffle: no table, any
-size). Window g of the endless sequence of epochs holds window_size(store)
-consecutive documents of that order (128, fewer where documents are long). The task's objective (its seqio preprocessors after
-the cache placeholder) and the family's packing run on one window at a time,
+size). Window g of the endless sequence of epochs holds window_size(...)
+consecutive documents of that order (about 512 rows' worth, at most 1024).
+The task's objective (its seqio preprocessors after the cache placeholder)
+and the family's packing run on one window at a time,
 and the window's rows come out in a seeded random order. So the rows of window
 g are a pure function of (seed, g), and a position is (window, rows of it
 taken).
@@ -33,8 +34,10 @@ from pretrain.console import log
 from pretrain.data import packing, token_store
 from pretrain.errors import UserError
 
-WINDOW = 128  # Documents per window at most: as many as the objectives concatenate (objectives/common.py).
-WINDOW_TOKENS = 1 << 16  # Tokens per window about, where documents are long: a window is prepared whole.
+# A window's preparation has a fixed cost (its small tf.data pipeline), shared by its rows (tools/bench_data.md):
+# a window holds documents of about WINDOW_ROWS rows' tokens, and at most WINDOW_DOCUMENTS of them.
+WINDOW_ROWS = 512
+WINDOW_DOCUMENTS = 1024
 FOREVER = np.iinfo(np.int64).max
 PARALLEL_WINDOWS = 4
 
@@ -47,9 +50,11 @@ def _seed(*parts) -> tf.Tensor:
   return tf.stack([tf.constant(a, tf.int64), tf.cast(parts[-1], tf.int64)])
 
 
-def window_size(store: token_store.TokenStore) -> int:
-  """Documents per window: WINDOW, or as many as hold about WINDOW_TOKENS tokens on average (at least one)."""
-  return max(1, min(WINDOW, WINDOW_TOKENS * len(store) // max(1, store.meta["tokens"])))
+def window_size(store: token_store.TokenStore, lengths: dict) -> int:
+  """Documents per window: as many as hold WINDOW_ROWS rows of the longest feature on average, at most
+  WINDOW_DOCUMENTS (at least one)."""
+  tokens = WINDOW_ROWS * max(lengths.values())
+  return max(1, min(WINDOW_DOCUMENTS, tokens * len(store) // max(1, store.meta["tokens"])))
 
 
 def window_documents(documents: int, size: int, seed: int, member: int, g) -> tf.Tensor:
@@ -66,7 +71,7 @@ def window_rows(task, store: token_store.TokenStore, converter, lengths: dict, s
   """fn(g) -> a dataset of one element: the packed rows of window g, stacked in a seeded order, each with its
   window, its index in that order and its member."""
 
-  size = window_size(store)
+  size = window_size(store, lengths)
 
   def rows(g):
     ids = window_documents(len(store), size, seed, member, g)
@@ -156,7 +161,7 @@ class IndexedBatches:
       row_fns.append(window_rows(task, store, converter, lengths, seed, member))
       rates.append(rate)
     fresh = start_position(run.task, seed, streams, [s.directory.rsplit("/", 1)[-1] for s in stores],
-                           [window_size(s) for s in stores])
+                           [window_size(s, lengths) for s in stores])
     self._position = copy.deepcopy(resume_position(saved_position, fresh) if saved_position else fresh)
     self._per_stream = batch // streams
     # Rows [lo, hi) of the global batch are this host's; stream s fills [s * per_stream, (s + 1) * per_stream).
