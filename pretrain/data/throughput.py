@@ -1,6 +1,6 @@
 """Benchmarks the input pipeline of each objective: packed tokens per second.
 
-  python tools/bench_data.py [--objectives=clm,span_corruption,ul2] [--seconds=10] [--batch_size=64]
+  python tools/bench_data.py [--objectives=clm,span_corruption,ul2] [--seconds=10] [--rounds=3] [--batch_size=64]
 
 For each objective, three pipelines over the bundled corpus's train split:
 the seqio stream from raw text (SentencePiece tokenization included), the
@@ -9,10 +9,13 @@ that training reads by default (data.pipeline=indexed: a token store on
 disk, windows of documents, this host's batches). Both run the objective, the feature converter
 (packing; padding for MLM) and batching, as training does. Tokens are the non-padding positions
 of the token features a model reads (inputs and targets for encoder-decoder
-examples). Figures are recorded in tools/bench_data.md.
+examples). The three run in turn (A B C A B C ...), each for --seconds in each of
+--rounds rounds, so drift of the shared machine hits all three; the medians are printed.
+Figures are recorded in tools/bench_data.md.
 """
 
 import os
+import statistics
 import time
 
 from pretrain import command_line
@@ -58,6 +61,7 @@ def main(argv: list[str], prog: str = "tools/bench_data.py") -> None:
   parser = parser_for(prog, __doc__)
   parser.add_argument("--objectives", default="clm,span_corruption,prefix_lm,ul2,ul2_decoder,mlm,fim,bart")
   parser.add_argument("--seconds", type=float, default=10.0, help="measuring time per pipeline")
+  parser.add_argument("--rounds", type=int, default=3, help="turns of each pipeline; the median counts")
   parser.add_argument("--batch_size", type=int, default=64)
   args, cfg = command_line.parse_command_line(parser, argv)
   cfg.data.seq_len, cfg.data.inputs_length, cfg.data.targets_length = 512, 512, 512
@@ -76,10 +80,17 @@ def main(argv: list[str], prog: str = "tools/bench_data.py") -> None:
     objective = objectives.make(name, cfg.data, cfg.train.seed)
     task = tasks.register(source, vocabulary, objective)
     lengths = objective.family.task_lengths(cfg.data)
-    raw = measure(seqio_batches(task, lengths, objective.family, args.batch_size), args.seconds)
-    fast = measure(seqio_batches(pretokenized_task(task, tokens, vocabulary, objective), lengths, objective.family,
-                                 args.batch_size), args.seconds)
+    pretokenized = pretokenized_task(task, tokens, vocabulary, objective)
     run_cfg = cfg.copy_and_resolve_references()
     run_cfg.data.objective, run_cfg.train.batch_size = name, args.batch_size
-    indexed = measure(run_lib.Run.build_with_data(run_cfg).train_batches(), args.seconds)
+    run = run_lib.Run.build_with_data(run_cfg)
+    # Each turn builds its pipeline anew: a live one would keep preparing batches while another is measured.
+    pipelines = [lambda: seqio_batches(task, lengths, objective.family, args.batch_size),
+                 lambda: seqio_batches(pretokenized, lengths, objective.family, args.batch_size),
+                 run.train_batches]
+    figures = [[] for _ in pipelines]
+    for _ in range(args.rounds):
+      for make, measured in zip(pipelines, figures):
+        measured.append(measure(make(), args.seconds))
+    raw, fast, indexed = (statistics.median(m) for m in figures)
     print(f"{name:<18}{raw:>16,.0f}{fast:>21,.0f}{indexed:>15,.0f}{indexed / raw:>13.2f}{indexed / fast:>13.2f}")
