@@ -70,3 +70,13 @@ def run_train(cache_dir, vocabulary):
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
   return run
+
+
+@pytest.fixture(scope="session")
+def trained_run(run_train, tmp_path_factory):
+  """The workdir of a TINY causal-LM run of 3 steps, evaluated on 3 batches, shared by the tests that read a
+  trained run (one that changes it works on a copy)."""
+  workdir = tmp_path_factory.mktemp("trained") / "run"
+  result = run_train(workdir, "--config.train.steps=3", "--config.train.eval_batches=3")
+  assert result.returncode == 0, result.stderr
+  return workdir

@@ -47,13 +47,12 @@ def test_top_k_and_top_p_restrict_the_draws():
   assert draws(top_k=3, top_p=0.99) == {0, 1, 2}
 
 
-def test_generate_tool(tmp_path, run_train):
+def test_generate_tool(tmp_path, trained_run):
   import subprocess  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
   from tests.conftest import REPO  # pylint: disable=g-import-not-at-top
 
-  workdir = tmp_path / "run"
-  assert run_train(workdir, "--config.train.steps=3").returncode == 0
+  workdir = trained_run
   generate = lambda *args: subprocess.run([sys.executable, "-m", "pretrain", "generate", f"--workdir={workdir}", *args],
                                           cwd=REPO, capture_output=True, text=True)
   greedy = [generate("--prompt=Return the", "--max_new_tokens=5") for _ in range(2)]

@@ -9,16 +9,15 @@ from pretrain.train import metrics
 from tests.conftest import REPO
 
 
-def test_evaluate_matches_the_training_evaluation_and_names_bad_tasks(tmp_path, run_train, cache_dir):
-  workdir = tmp_path / "run"
-  assert run_train(workdir, "--config.train.steps=2", "--config.train.eval_batches=3").returncode == 0
+def test_evaluate_matches_the_training_evaluation_and_names_bad_tasks(trained_run, cache_dir):
+  workdir = trained_run
   env = {**os.environ, "PRETRAIN_CACHE": cache_dir}
   evaluate = lambda *args: subprocess.run([sys.executable, "-m", "pretrain", "eval", f"--workdir={workdir}", *args],
                                           cwd=REPO, capture_output=True, text=True, env=env)
   result = evaluate("--task=corpus_clm", "--batches=3")
   assert result.returncode == 0, result.stderr
-  saved = json.load(open(workdir / "eval" / "corpus_clm-validation-step2.json"))
-  logged = [r for r in metrics.read(str(workdir)) if r["step"] == 2 and "eval/loss" in r][0]
+  saved = json.load(open(workdir / "eval" / "corpus_clm-validation-step3.json"))
+  logged = [r for r in metrics.read(str(workdir)) if r["step"] == 3 and "eval/loss" in r][0]
   assert abs(saved["loss"] - logged["eval/loss"]) < 1e-5 and saved["batches"] == 3
   assert f"perplexity {saved['perplexity']:.2f}" in result.stdout
   other = evaluate("--task=corpus_prefix_lm_decoder", "--batches=2")
