@@ -45,14 +45,15 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
   names = tasks.register_all(source, vocabulary, cfg.data, cfg.train.seed)
   if cfg.data.task:  # The user's own task, of data.objective's family.
     user_family = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed).family
-    names.append(tasks.user_task(cfg.data, cfg.tokenizer, user_family)[0])
+    user_name, user_vocabulary = tasks.user_task(cfg.data, cfg.tokenizer, user_family)
+    names.append(user_name)
   if args.list:
     print("\n".join(names))
     return
   if args.task not in names:
     raise UserError(f"unknown task {args.task!r}; the registered tasks are {', '.join(names)}")
   if args.task == cfg.data.task:
-    family, vocabulary = user_family, seqio.get_mixture_or_task(args.task).output_features["targets"].vocabulary
+    family, vocabulary = user_family, user_vocabulary
   else:
     family = objectives.make(args.task[len(source.name) + 1:], cfg.data, cfg.train.seed).family
   cfg.data.inputs_length = args.inputs_length or cfg.data.inputs_length

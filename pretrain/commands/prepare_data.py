@@ -21,15 +21,19 @@ from pretrain.commands import parser_for
 from pretrain.errors import UserError, exit_on_user_error
 
 
+def _check_preparable(cfg) -> None:
+  if cfg.data.task:
+    raise UserError(f"data.task={cfg.data.task!r} is read with data.pipeline=replay (its preprocessors are its own): "
+                    "it has no token store to prepare")
+
+
 def prepare(cfg, shard: int = 0, num_shards: int = 1) -> list[dict]:
   """Builds shard `shard` of `num_shards` of the training store of every source of `cfg`; returns what each
   store holds (empty counts for a store that waits for other shards)."""
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.data import sources, token_store  # pylint: disable=g-import-not-at-top
+  _check_preparable(cfg)
   run = run_lib.Run.build_with_data(cfg)
-  if cfg.data.task:
-    raise UserError(f"data.task={cfg.data.task!r} is read with data.pipeline=replay (its preprocessors are its own): "
-                    "it has no token store to prepare")
   summaries = []
   for task, source, _ in run.member_tasks():
     store_dir = token_store.directory(sources.cache_dir(cfg.data), source, "train", run.vocabulary)
@@ -57,6 +61,7 @@ def prepare_with_beam(cfg, num_shards: int, options: str) -> list[dict]:
   except ImportError:
     raise UserError("--beam needs Apache Beam: pip install -e '.[beam]'") from None
   from pretrain import config as config_lib, run as run_lib  # pylint: disable=g-import-not-at-top
+  _check_preparable(cfg)  # Here, not in a worker.
   run_lib.Run.build_with_data(cfg)  # The vocabulary, trained here once if missing, for every worker to find.
   config_json = config_lib.to_json(cfg)
   pipeline_options = beam.options.pipeline_options.PipelineOptions(options.split())
