@@ -87,6 +87,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.model.param_dtype = "float32"  # parameters and optimizer moments: float32 | bfloat16 (half the memory)
   c.model.scan_layers = False     # one nn.scan over the layers (faster compiles for deep models)
   c.model.remat = "none"          # none | full | save_dots (recompute activations to save memory)
+  c.model.attention = "auto"      # auto (splash on TPU, gpu_flash on GPU, xla on CPU) | xla | splash | gpu_flash
   c.model.dropout = 0.0           # in training, on embeddings and residual branches (T5 used 0.1 when fine-tuning)
   c.model.vocab_size = 0          # embedding rows; 0: the tokenizer's size rounded up to a multiple of 128
   # Encoder-decoder (T5 v1.1) only; the objective chooses the family.

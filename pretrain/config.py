@@ -217,6 +217,7 @@ RANGES = {
     "model.dtype": one_of("auto", "float32", "bfloat16", "float16"),
     "model.param_dtype": one_of("float32", "bfloat16"),
     "model.remat": one_of("none", "full", "save_dots"),
+    "model.attention": one_of("auto", "xla", "splash", "gpu_flash"),
     "model.dropout": BELOW_ONE,
     "model.vocab_size": Valid(lambda v: v >= 0, "at least 0 (0: the tokenizer's size rounded up to 128)"),
     "model.num_decoder_layers": Valid(lambda v: v >= 0, "at least 0 (0: as many as model.num_layers)"),

@@ -1,52 +1,130 @@
-"""layers.dot_product_attention equals jax.nn.dot_product_attention, values and gradients, also in causal blocks."""
+"""Attention (models/attention.py): the XLA path equals jax.nn.dot_product_attention, also in causal blocks;
+each kernel (Pallas interpret mode here) equals the XLA path, values and gradients, on packed rows; and
+attentions a kernel cannot express take the XLA path, saying why."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pretrain.models import layers
+from pretrain.models import attention
+from tests.conftest import tiny_run
 
-LENGTH = 256  # The shortest length taken in causal blocks.
+LENGTH = 256  # The shortest length taken in causal blocks; two of the kernels' tiles.
+KERNELS = ("splash", "gpu_flash")
 
 
-def _inputs(num_heads=4, num_kv_heads=2, with_bias=False):
+def _normal(rng, *shape):
+  return jnp.asarray(rng.normal(size=shape), jnp.float32)
+
+
+def _segments(length=LENGTH):
+  """Packed rows: three segments of uneven lengths, then padding (segment 0); and one whole row."""
+  segments = np.zeros((2, length), np.int32)
+  segments[0, :100], segments[0, 100:130], segments[0, 130:length - 6] = 1, 2, 3
+  segments[1, :] = 1
+  return jnp.asarray(segments)
+
+
+def _inputs(num_heads=4, num_kv_heads=2, with_bias=False, key_length=LENGTH):
   rng = np.random.default_rng(0)
-  normal = lambda *shape: jnp.asarray(rng.normal(size=shape), jnp.float32)
-  q, k, v = normal(2, LENGTH, num_heads, 16), normal(2, LENGTH, num_kv_heads, 16), normal(2, LENGTH, num_kv_heads, 16)
-  # Packed rows: three segments of uneven lengths, then padding (segment 0).
-  segments = np.zeros((2, LENGTH), np.int32)
-  segments[0, :100], segments[0, 100:130], segments[0, 130:250] = 1, 2, 3
-  segments[1, :LENGTH] = 1
-  mask = layers.attention_mask(jnp.asarray(segments))
-  bias = normal(1, num_heads, LENGTH, LENGTH) if with_bias else None
-  return (q, k, v), mask, bias
+  qkv = (_normal(rng, 2, LENGTH, num_heads, 16), _normal(rng, 2, key_length, num_kv_heads, 16),
+         _normal(rng, 2, key_length, num_kv_heads, 16))
+  bias = _normal(rng, 1, num_heads, LENGTH, LENGTH) if with_bias else None
+  return qkv, bias
 
 
-def _value_and_grads(attention, qkv):
+def _value_and_grads(attend, qkv):
   probe = jnp.asarray(np.random.default_rng(1).normal(size=qkv[0].shape), jnp.float32)
-  loss = lambda q, k, v: jnp.sum(attention(q, k, v) * probe)
+  loss = lambda q, k, v: jnp.sum(attend(q, k, v) * probe)
   return jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))(*qkv)
+
+
+def _assert_close(ours, reference):
+  np.testing.assert_allclose(ours[0], reference[0], rtol=1e-5)
+  for a, b in zip(ours[1], reference[1]):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=5e-5)
 
 
 @pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
-def test_equals_jax_attention_with_packed_segments_and_grouped_heads(causal, with_bias):
-  qkv, mask, bias = _inputs(with_bias=with_bias)
+def test_xla_path_equals_jax_attention_with_packed_segments_and_grouped_heads(causal, with_bias):
+  qkv, bias = _inputs(with_bias=with_bias)
+  mask = attention.Mask.build("xla", _segments(), causal)
   scale = 1.0 if with_bias else None  # T5's attention is unscaled and biased.
-  ours = _value_and_grads(lambda q, k, v: layers.dot_product_attention(q, k, v, mask, bias, scale, causal), qkv)
-  reference = _value_and_grads(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask,
-                                                                             scale=scale), qkv)
-  np.testing.assert_allclose(ours[0], reference[0], rtol=1e-5)
-  for a, b in zip(ours[1], reference[1]):
-    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+  ours = _value_and_grads(lambda q, k, v: attention.attend(q, k, v, mask, bias, scale), qkv)
+  reference = _value_and_grads(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, bias=bias,
+                                                                             mask=mask.dense_B1LS, scale=scale), qkv)
+  _assert_close(ours, reference)
 
 
 def test_causal_blocks_read_only_earlier_keys():
   """The blocked form never reads a later key: changing keys after a query leaves its output as it was."""
-  (q, k, v), mask, _ = _inputs()
-  out = layers.dot_product_attention(q, k, v, mask, causal=True)
+  (q, k, v), _ = _inputs()
+  mask = attention.Mask.build("xla", _segments(), causal=True)
+  out = attention.attend(q, k, v, mask)
   later = slice(LENGTH // 2, None)
-  out_changed = layers.dot_product_attention(q, k.at[:, later].set(1e3), v.at[:, later].set(jnp.nan), mask,
-                                             causal=True)
+  out_changed = attention.attend(q, k.at[:, later].set(1e3), v.at[:, later].set(jnp.nan), mask)
   np.testing.assert_array_equal(out[:, :LENGTH // 2], out_changed[:, :LENGTH // 2])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_kernel_equals_the_xla_path(kernel, causal):
+  qkv, _ = _inputs()
+  mask = attention.Mask.build(kernel, _segments(), causal)
+  assert mask.implementation == kernel and mask.dense_B1LS is None  # No [L, S] mask is built.
+  reference_mask = attention.Mask.build("xla", _segments(), causal)
+  _assert_close(_value_and_grads(lambda q, k, v: attention.attend(q, k, v, mask), qkv),
+                _value_and_grads(lambda q, k, v: attention.attend(q, k, v, reference_mask), qkv))
+
+
+def test_splash_cross_attention_equals_the_xla_path():
+  """Queries and keys of different lengths and segments (the encoder-decoder's cross-attention), unscaled."""
+  key_length = 2 * LENGTH
+  qkv, _ = _inputs(key_length=key_length)
+  keys = np.zeros((2, key_length), np.int32)
+  keys[0, :300], keys[0, 300:400], keys[0, 400:500] = 1, 2, 3
+  keys[1, :] = 1
+  masks = {name: attention.Mask.build(name, _segments(), False, key_segments_BS=jnp.asarray(keys))
+           for name in ("splash", "xla")}
+  assert masks["splash"].implementation == "splash"
+  _assert_close(*(_value_and_grads(lambda q, k, v, m=masks[name]: attention.attend(q, k, v, m, scale=1.0), qkv)
+                  for name in ("splash", "xla")))
+
+
+def test_what_a_kernel_cannot_express_takes_the_xla_path_and_says_why(capsys):
+  attention.log_once.cache_clear()  # Each reason is logged once per process.
+  segments = _segments()
+  cases = {  # (requested, Mask.build's arguments) -> the reason logged.
+      ("splash", "bias"): ({"bias": True}, "takes no additive bias"),
+      ("gpu_flash", "prefix"): ({"prefix_BL": jnp.ones_like(segments)}, "cannot see a per-example prefix"),
+      ("gpu_flash", "cross"): ({"key_segments_BS": segments}, "takes one segment-id row for queries and keys"),
+  }
+  for (name, _), (kwargs, reason) in cases.items():
+    mask = attention.Mask.build(name, segments, True, **kwargs)
+    assert mask.implementation == "xla" and mask.dense_B1LS is not None
+    assert f"attention: {name} {reason}" in capsys.readouterr().out
+  assert attention.Mask.build("splash", jnp.ones((2, 200), jnp.int32), True).implementation == "xla"
+  assert "needs lengths that are multiples of 128, not 200 x 200" in capsys.readouterr().out
+  attention.Mask.build("splash", segments, True, bias=True)
+  assert capsys.readouterr().out == ""  # Once per process.
+  assert attention.choose("auto", LENGTH, LENGTH) == {"tpu": "splash", "gpu": "gpu_flash"}.get(
+      jax.default_backend(), "xla")
+
+
+@pytest.mark.parametrize("objective", ["clm", "span_corruption"])
+def test_a_model_with_a_kernel_trains_as_with_the_xla_path(objective):
+  """A train step's loss and gradients: the decoder-only (causal) and encoder-decoder (cross-attention)
+  models with splash equal the XLA path's (tests/test_mesh_layouts.py: the same on 8 devices)."""
+  lengths = {"span_corruption": ["--config.data.inputs_length=256", "--config.data.targets_length=128"]}.get(
+      objective, ["--config.data.seq_len=128"])
+  results = []
+  for name in ("splash", "xla"):
+    run = tiny_run(f"--config.data.objective={objective}", f"--config.model.attention={name}", *lengths)
+    state = run.create_state()
+    with run.activated():
+      _, metrics = run.train_step(state, run.random_batch())
+    results.append(jax.device_get(metrics))
+  np.testing.assert_allclose(results[0]["loss"], results[1]["loss"], rtol=1e-5)
+  np.testing.assert_allclose(results[0]["grad_norm"], results[1]["grad_norm"], rtol=1e-4)

@@ -30,12 +30,13 @@ MODEL = ["--config.model.d_model=32", "--config.model.num_layers=2", "--config.m
 FAMILIES = {"decoder_only": ("--config.data.objective=clm", "--config.data.seq_len=16"),
             "encoder_decoder": ("--config.data.objective=span_corruption", "--config.data.inputs_length=16",
                                 "--config.data.targets_length=8")}
+KERNEL_LENGTH = ("--config.data.seq_len=128",)  # The attention kernels tile lengths by 128.
 
 
-def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "adamw") -> dict:
+def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "adamw", extra=()) -> dict:
   """Losses of `num_steps` steps on a fixed batch, and device 0's share of the train state's bytes."""
   (data, fsdp, tensor), rules = layout
-  run = tiny_run(*MODEL, *FAMILIES[family], f"--config.mesh.data={data}", f"--config.mesh.fsdp={fsdp}",
+  run = tiny_run(*MODEL, *FAMILIES[family], *extra, f"--config.mesh.data={data}", f"--config.mesh.fsdp={fsdp}",
                  f"--config.mesh.tensor={tensor}", f"--config.mesh.rules={rules}",
                  f"--config.optimizer.name={optimizer_name}", vocab_size=256)
   state = run.create_state()
@@ -71,6 +72,13 @@ def test_every_layout_gives_the_losses_of_one_device(eight_device_runs, family):
                                err_msg=f"{family} under {layout}")
 
 
+@pytest.mark.parametrize("kernel", ["splash", "gpu_flash"])
+def test_attention_kernels_shard_over_batch_and_heads(eight_device_runs, kernel):
+  """A kernel runs per device (shard_map over the batch and head axes) and gives one device's XLA-path losses."""
+  one_device = run_layout("decoder_only", ((1, 1, 1), "fsdp_tensor"), extra=KERNEL_LENGTH)["losses"]
+  np.testing.assert_allclose(eight_device_runs[kernel]["losses"], one_device, rtol=2e-5)
+
+
 def test_adafactor_state_shards_too(eight_device_runs):
   one_device = run_layout("decoder_only", ((1, 1, 1), "fsdp_tensor"), optimizer_name="adafactor")["losses"]
   np.testing.assert_allclose(eight_device_runs["adafactor_fsdp2_tensor4"]["losses"], one_device, rtol=2e-5)
@@ -103,6 +111,9 @@ if __name__ == "__main__":
   assert jax.device_count() == 8, "run with XLA_FLAGS=--xla_force_host_platform_device_count=8"
   runs = {family: {name: run_layout(family, layout) for name, layout in LAYOUTS.items()} for family in FAMILIES}
   runs["adafactor_fsdp2_tensor4"] = run_layout("decoder_only", LAYOUTS["fsdp2_tensor4"], optimizer_name="adafactor")
+  for kernel in ("splash", "gpu_flash"):
+    runs[kernel] = run_layout("decoder_only", LAYOUTS["data2_fsdp2_tensor2"], num_steps=3,
+                              extra=(*KERNEL_LENGTH, f"--config.model.attention={kernel}"))
   print(json.dumps(runs))
 
 

@@ -55,6 +55,15 @@ def test_bfloat16_parameters_store_half_and_still_train():
   assert runs["bfloat16"]["losses"][-1] < 0.7 * runs["bfloat16"]["losses"][0]
 
 
+def test_bfloat16_activations_give_the_float32_loss():
+  """model.dtype=bfloat16, the accelerators' default (auto): the first step's loss on one batch and the same
+  parameters is float32's within bfloat16's precision (norms, softmax, logits and loss stay float32)."""
+  losses = {name: _losses(tiny_run(*STEP_ARGS, f"--config.model.dtype={name}"), 1)[1][0]
+            for name in ("float32", "bfloat16")}
+  assert losses["bfloat16"] != losses["float32"]  # It computed in bfloat16 ...
+  np.testing.assert_allclose(losses["bfloat16"], losses["float32"], rtol=5e-3)  # ... within its precision.
+
+
 def test_checkpoint_round_trip(tmp_path):
   run = tiny_run(*STEP_ARGS, "--config.train.seed=1")
   with run.activated():

@@ -5,7 +5,7 @@ import dataclasses
 import flax.linen as nn
 import jax.numpy as jnp
 
-from pretrain.models import layers
+from pretrain.models import attention, layers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,6 +24,7 @@ class DecoderOnlyConfig:
   scan_layers: bool = False  # One nn.scan over the layers (parameters stacked on a 'layers' axis).
   remat: str = "none"        # Rematerialisation of each layer: none | full | save_dots.
   dropout: float = 0.0       # On the embeddings and each residual branch, in training.
+  attention: str = "auto"    # auto | xla | splash | gpu_flash (models/attention.py)
 
   @classmethod
   def from_config(cls, model_cfg, vocab_size: int) -> "DecoderOnlyConfig":
@@ -35,15 +36,14 @@ class DecoderOnlyLayer(nn.Module):
   config: DecoderOnlyConfig
   decode: bool = False
   deterministic: bool = True
-  causal: bool = False  # The mask hides every later key (layers.dot_product_attention).
 
   @nn.compact
-  def __call__(self, x_BLD, mask_B1LS, positions_BL):
+  def __call__(self, x_BLD, mask, positions_BL):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     drop = layers.dropout(c.dropout, self.deterministic)
     attention = layers.Attention(c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, dtype, name="attention")
-    x_BLD = layers.pre_norm_residual(x_BLD, "attention", lambda h_BLD: attention(h_BLD, mask_B1LS, positions_BL,
-                                                                                self.decode, self.causal), dtype, drop)
+    x_BLD = layers.pre_norm_residual(x_BLD, "attention", lambda h_BLD: attention(h_BLD, mask, positions_BL,
+                                                                                self.decode), dtype, drop)
     x_BLD = layers.pre_norm_residual(x_BLD, "mlp", layers.SwiGLU(c.mlp_dim, dtype, name="mlp"), dtype, drop)
     return layers.block_output(x_BLD, c.scan_layers)
 
@@ -59,6 +59,7 @@ class DecoderOnly(nn.Module):
   `mask_B1LS` says which cached positions each query sees.
   """
   config: DecoderOnlyConfig
+  causal = True  # Whether a position sees later ones (False: EncoderOnly).
 
   @nn.compact
   def __call__(self, tokens_BL, segment_ids_BL=None, positions_BL=None, prefix_BL=None, decode=False,
@@ -72,11 +73,12 @@ class DecoderOnly(nn.Module):
                      embedding_init=layers.partitioned(nn.initializers.normal(1.0), ("vocab", "embed")),
                      name="embed")
     x_BLD = layers.dropout(c.dropout, deterministic)(embed(tokens_BL))
-    causal = mask_B1LS is None and prefix_BL is None
     if mask_B1LS is None:
-      mask_B1LS = layers.attention_mask(segment_ids_BL, prefix_BL)
-    x_BLD = layers.repeat(DecoderOnlyLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic, causal),
-                          x_BLD, mask_B1LS, positions_BL)
+      mask = attention.Mask.build(c.attention, segment_ids_BL, self.causal, prefix_BL)
+    else:
+      mask = attention.Mask.explicit(mask_B1LS)
+    x_BLD = layers.repeat(DecoderOnlyLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic),
+                          x_BLD, mask, positions_BL)
     x_BLD = layers.RMSNorm(dtype=dtype, name="final_norm")(x_BLD)
     if c.tie_embeddings:
       logits_BLV = embed.attend(x_BLD)
@@ -91,9 +93,7 @@ class DecoderOnly(nn.Module):
 class EncoderOnly(DecoderOnly):
   """The same stack attending both ways within each packed example: a BERT-style
   encoder for masked language modelling. Maps tokens [B, L] to logits [B, L, vocab]."""
+  causal = False
 
   def __call__(self, tokens_BL, segment_ids_BL=None, positions_BL=None, deterministic=True):
-    if segment_ids_BL is None:
-      segment_ids_BL = jnp.ones_like(tokens_BL)
-    return super().__call__(tokens_BL, segment_ids_BL, positions_BL, prefix_BL=jnp.ones_like(tokens_BL),
-                            deterministic=deterministic)
+    return super().__call__(tokens_BL, segment_ids_BL, positions_BL, deterministic=deterministic)

@@ -11,7 +11,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from pretrain.models import layers
+from pretrain.models import attention, layers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +30,7 @@ class EncoderDecoderConfig:
   scan_layers: bool = False  # One nn.scan over each stack's layers.
   remat: str = "none"        # none | full | save_dots
   dropout: float = 0.0       # T5's places: embeddings, residual branches, inside the MLP, after the final norms.
+  attention: str = "auto"    # auto | xla | splash | gpu_flash: cross-attention only (models/attention.py)
 
   @classmethod
   def from_config(cls, model_cfg, vocab_size: int) -> "EncoderDecoderConfig":
@@ -72,13 +73,6 @@ class RelativePositionBias(nn.Module):
     return jnp.transpose(table_RN[buckets_LS], (2, 0, 1))[None]
 
 
-def _segment_mask(query_segments_BL, key_segments_BS, causal: bool):
-  mask_BLS = query_segments_BL[:, :, None] == key_segments_BS[:, None, :]
-  if causal:
-    mask_BLS &= jnp.tril(jnp.ones((query_segments_BL.shape[1], key_segments_BS.shape[1]), jnp.bool_))[None]
-  return mask_BLS[:, None]
-
-
 class GatedGelu(nn.Module):
   mlp_dim: int
   dtype: jnp.dtype = jnp.float32
@@ -97,7 +91,7 @@ class GatedGelu(nn.Module):
 
 
 class T5Attention(nn.Module):
-  """Attention without logit scaling, with an optional additive bias (`causal`: see layers.dot_product_attention).
+  """Attention without logit scaling, with an optional additive bias (attention.attend).
 
   With `decode`, self-attention appends this call's keys and values to a
   cache (as layers.Attention); cross-attention (`cross`) projects the encoder
@@ -109,7 +103,7 @@ class T5Attention(nn.Module):
   cross: bool = False
 
   @nn.compact
-  def __call__(self, x_BLD, memory_BSD, mask_B1LS, bias_1NLS=None, decode=False, causal=False):
+  def __call__(self, x_BLD, memory_BSD, mask: attention.Mask, bias_1NLS=None, decode=False):
     d, n, h = x_BLD.shape[-1], self.num_heads, self.head_dim
     kernel = lambda name, shape, axes, i, o: self.param(
         name, layers.kernel_init(*axes, in_axis=i, out_axis=o), shape, jnp.float32).astype(self.dtype)
@@ -124,7 +118,7 @@ class T5Attention(nn.Module):
       k_BSNH, v_BSNH = project()
       if decode:
         k_BSNH, v_BSNH = layers.append_to_cache(self, k_BSNH, v_BSNH)
-    out_BLNH = layers.dot_product_attention(q_BLNH, k_BSNH, v_BSNH, mask_B1LS, bias_1NLS, scale=1.0, causal=causal)
+    out_BLNH = attention.attend(q_BLNH, k_BSNH, v_BSNH, mask, bias_1NLS, scale=1.0)
     return jnp.einsum("BLNH,NHD->BLD", out_BLNH, kernel("out", (n, h, d), ("heads", "kv", "embed"), (0, 1), 2))
 
   def _projected_once(self, project):
@@ -152,11 +146,11 @@ class T5EncoderLayer(nn.Module):
   deterministic: bool = True
 
   @nn.compact
-  def __call__(self, x_BLD, mask_B1LL, bias_1NLL):
+  def __call__(self, x_BLD, mask, bias_1NLL):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     drop = layers.dropout(c.dropout, self.deterministic)
     attention = T5Attention(c.num_heads, c.head_dim, dtype, name="attention")
-    x_BLD = layers.pre_norm_residual(x_BLD, "attention", lambda h_BLD: attention(h_BLD, h_BLD, mask_B1LL, bias_1NLL),
+    x_BLD = layers.pre_norm_residual(x_BLD, "attention", lambda h_BLD: attention(h_BLD, h_BLD, mask, bias_1NLL),
                                      dtype, drop)
     return layers.block_output(_mlp_branch(x_BLD, c, self.deterministic, dtype, drop), c.scan_layers)
 
@@ -169,15 +163,15 @@ class T5DecoderLayer(nn.Module):
   decode: bool = False
 
   @nn.compact
-  def __call__(self, y_BTD, encoded_BSD, self_mask_B1TC, cross_mask_B1TS, bias_1NTC):
+  def __call__(self, y_BTD, encoded_BSD, self_mask, cross_mask, bias_1NTC):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     drop = layers.dropout(c.dropout, self.deterministic)
     self_attention = T5Attention(c.num_heads, c.head_dim, dtype, name="self_attention")
     y_BTD = layers.pre_norm_residual(y_BTD, "self_attention", lambda h_BTD: self_attention(
-        h_BTD, h_BTD, self_mask_B1TC, bias_1NTC, self.decode, causal=not self.decode), dtype, drop)
+        h_BTD, h_BTD, self_mask, bias_1NTC, self.decode), dtype, drop)
     cross_attention = T5Attention(c.num_heads, c.head_dim, dtype, cross=True, name="cross_attention")
     y_BTD = layers.pre_norm_residual(y_BTD, "cross_attention", lambda h_BTD: cross_attention(
-        h_BTD, encoded_BSD, cross_mask_B1TS, decode=self.decode), dtype, drop)
+        h_BTD, encoded_BSD, cross_mask, decode=self.decode), dtype, drop)
     return layers.block_output(_mlp_branch(y_BTD, c, self.deterministic, dtype, drop), c.scan_layers)
 
 
@@ -192,9 +186,9 @@ class Encoder(nn.Module):
     length = x_BSD.shape[1]
     bias_1NSS = RelativePositionBias(c.num_heads, True, c.relative_attention_num_buckets,
                                      c.relative_attention_max_distance, name="relative_bias")(length, length)
-    mask_B1SS = _segment_mask(segment_ids_BS, segment_ids_BS, False)
+    mask = attention.Mask.build(c.attention, segment_ids_BS, causal=False, bias=True)
     x_BSD = layers.repeat(T5EncoderLayer, c.num_layers, c.scan_layers, c.remat, (c, deterministic),
-                          drop(x_BSD), mask_B1SS, bias_1NSS)
+                          drop(x_BSD), mask, bias_1NSS)
     return drop(layers.RMSNorm(dtype=dtype, name="norm")(x_BSD))
 
 
@@ -202,24 +196,23 @@ class Decoder(nn.Module):
   """Embedded decoder inputs [B, T, D] and encoded inputs [B, S, D] -> final hidden states [B, T, D].
 
   With `decode`, positions [offset, offset + T) of the sequence are computed
-  against the key/value cache: `self_mask_B1TC` says which cached positions
-  each query sees, and the relative bias is taken at those positions.
+  against the key/value cache: `self_mask` (explicit, [B, 1, T, C]) says which
+  cached positions each query sees, and the relative bias is taken at those positions.
   """
   config: EncoderDecoderConfig
 
   @nn.compact
-  def __call__(self, y_BTD, encoded_BSD, self_mask_B1TC, cross_mask_B1TS, deterministic=True, decode=False,
-               offset=0):
+  def __call__(self, y_BTD, encoded_BSD, self_mask, cross_mask, deterministic=True, decode=False, offset=0):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     drop = layers.dropout(c.dropout, deterministic)
     bias = RelativePositionBias(c.num_heads, False, c.relative_attention_num_buckets,
                                 c.relative_attention_max_distance, name="relative_bias")
-    keys = self_mask_B1TC.shape[-1]
+    keys = self_mask.dense_B1LS.shape[-1] if decode else y_BTD.shape[1]
     bias_1NCC = bias(keys, keys)
     # C is T, or with `decode` the whole cache, of which this call's T positions take their rows.
     bias_1NTC = jax.lax.dynamic_slice_in_dim(bias_1NCC, offset, y_BTD.shape[1], axis=2) if decode else bias_1NCC
     y_BTD = layers.repeat(T5DecoderLayer, c.num_decoder_layers, c.scan_layers, c.remat, (c, deterministic, decode),
-                          drop(y_BTD), encoded_BSD, self_mask_B1TC, cross_mask_B1TS, bias_1NTC)
+                          drop(y_BTD), encoded_BSD, self_mask, cross_mask, bias_1NTC)
     return drop(layers.RMSNorm(dtype=dtype, name="norm")(y_BTD))
 
 
@@ -253,10 +246,10 @@ class EncoderDecoder(nn.Module):
       segment_ids_BT = jnp.ones_like(tokens_BT)
     if encoder_segment_ids_BS is None:
       encoder_segment_ids_BS = jnp.ones(encoded_BSD.shape[:2], jnp.int32)
-    self_mask_B1TT = _segment_mask(segment_ids_BT, segment_ids_BT, True)
-    cross_mask_B1TS = _segment_mask(segment_ids_BT, encoder_segment_ids_BS, False)
-    return self._logits(self.decoder(self.embed(tokens_BT), encoded_BSD, self_mask_B1TT, cross_mask_B1TS,
-                                     deterministic))
+    c = self.config
+    self_mask = attention.Mask.build(c.attention, segment_ids_BT, causal=True, bias=True)
+    cross_mask = attention.Mask.build(c.attention, segment_ids_BT, causal=False, key_segments_BS=encoder_segment_ids_BS)
+    return self._logits(self.decoder(self.embed(tokens_BT), encoded_BSD, self_mask, cross_mask, deterministic))
 
   def decode_step(self, encoded_BSD, tokens_BT, offset, cache_length: int, encoder_segment_ids_BS=None):
     """Logits of decoder positions [offset, offset + T), with keys and values
@@ -267,8 +260,8 @@ class EncoderDecoder(nn.Module):
     positions_T = offset + jnp.arange(tokens_BT.shape[1])
     self_mask_11TC = (jnp.arange(cache_length)[None, :] <= positions_T[:, None])[None, None]
     cross_mask_B11S = (encoder_segment_ids_BS != 0)[:, None, None, :]
-    hidden_BTD = self.decoder(self.embed(tokens_BT), encoded_BSD, self_mask_11TC, cross_mask_B11S, decode=True,
-                              offset=offset)
+    hidden_BTD = self.decoder(self.embed(tokens_BT), encoded_BSD, attention.Mask.explicit(self_mask_11TC),
+                              attention.Mask.explicit(cross_mask_B11S), decode=True, offset=offset)
     return self._logits(hidden_BTD)
 
   def _logits(self, hidden_BTD):

@@ -33,6 +33,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from pretrain.models import attention
+
 Dtype = jnp.dtype
 partitioned = nn.with_logical_partitioning
 
@@ -123,57 +125,6 @@ def apply_rotary(x_BLNH, positions_BL, theta: float):
   return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x_BLNH.dtype)
 
 
-def attention_mask(segment_ids_BL, prefix_BL=None):
-  """[B, 1, L, L] boolean: which key each query may see.
-
-  Causal, or bidirectional among prefix positions (`prefix_BL` is seqio's
-  decoder_causal_attention: the inputs of a prefix-LM example plus one), and
-  never across packed segments.
-  """
-  length = segment_ids_BL.shape[-1]
-  visible_BLL = jnp.tril(jnp.ones((length, length), dtype=jnp.bool_))[None]
-  if prefix_BL is not None:
-    prefix_BL = prefix_BL.astype(jnp.bool_)
-    visible_BLL = visible_BLL | (prefix_BL[:, :, None] & prefix_BL[:, None, :])
-  same_segment_BLL = segment_ids_BL[:, :, None] == segment_ids_BL[:, None, :]
-  return (visible_BLL & same_segment_BLL)[:, None]
-
-
-CAUSAL_BLOCKS = 4  # Causal attention over L >= 256 keys: query blocks, each reading only its keys (see below).
-
-
-def dot_product_attention(q_BLNH, k_BSKH, v_BSKH, mask_B1LS, bias_1NLS=None, scale=None, causal=False):
-  """softmax(q k * scale + bias, where mask allows) v over grouped key/value heads, computed as
-  jax.nn.dot_product_attention's XLA path does (logits and softmax in float32), written as einsums on
-  [B, K, G, L, S] logits: its per-group vmap left broadcasts and layout copies of the logits that took
-  most of the attention's time on a CPU.
-
-  `causal` says the mask hides every key after its query (keys and queries the same positions): the
-  queries are then taken in CAUSAL_BLOCKS blocks, each reading the keys up to its own end, which skips
-  most of the masked half of the logits (3/8 of them with 4 blocks). Values equal the whole computation's.
-  """
-  length = q_BLNH.shape[1]
-  if causal and length >= 256 and length % CAUSAL_BLOCKS == 0:
-    block = length // CAUSAL_BLOCKS
-    pieces = []
-    for end in range(block, length + 1, block):
-      rows, keys = slice(end - block, end), slice(0, end)
-      pieces.append(dot_product_attention(
-          q_BLNH[:, rows], k_BSKH[:, keys], v_BSKH[:, keys], mask_B1LS[:, :, rows, keys],
-          None if bias_1NLS is None else bias_1NLS[:, :, rows, keys], scale))
-    return jnp.concatenate(pieces, axis=1)
-  b, l, n, h = q_BLNH.shape
-  k = k_BSKH.shape[2]
-  q_BLKGH = q_BLNH.reshape(b, l, k, n // k, h)
-  logits_BKGLS = jnp.einsum("BLKGH,BSKH->BKGLS", q_BLKGH, k_BSKH, preferred_element_type=jnp.float32)
-  logits_BKGLS *= jnp.float32(h ** -0.5 if scale is None else scale)
-  if bias_1NLS is not None:
-    logits_BKGLS += bias_1NLS.reshape(bias_1NLS.shape[0], k, n // k, *bias_1NLS.shape[2:])
-  logits_BKGLS = jnp.where(mask_B1LS[:, :, None], logits_BKGLS, jnp.finfo(jnp.float32).min)
-  probs_BKGLS = jax.nn.softmax(logits_BKGLS, axis=-1).astype(v_BSKH.dtype)
-  return jnp.einsum("BKGLS,BSKH->BLKGH", probs_BKGLS, v_BSKH).reshape(b, l, n, h)
-
-
 class Attention(nn.Module):
   """Multi-head attention with grouped key/value heads and rotary positions."""
   num_heads: int
@@ -187,11 +138,10 @@ class Attention(nn.Module):
     return self.param(name, init, shape, jnp.float32).astype(self.dtype)
 
   @nn.compact
-  def __call__(self, x_BLD, mask_B1LS, positions_BL, decode: bool = False, causal: bool = False):
+  def __call__(self, x_BLD, mask: attention.Mask, positions_BL, decode: bool = False):
     """With `decode`, keys and values are appended to a cache in the 'cache'
     collection (created by `init` with decode=True at the full length S) and
-    the queries attend over the whole cache with `mask_B1LS` [B, 1, L, S].
-    `causal`: the mask hides every later key (see dot_product_attention)."""
+    the queries attend over the whole cache under an explicit `mask` [B, 1, L, S]."""
     d, n, k, h = x_BLD.shape[-1], self.num_heads, self.num_kv_heads, self.head_dim
     wq_DNH = self._kernel("query", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2))
     wk_DKH = self._kernel("key", (d, k, h), ("embed", "kv_heads", "kv"), 0, (1, 2))
@@ -204,7 +154,7 @@ class Attention(nn.Module):
     q_BLNH = nn.with_logical_constraint(q_BLNH, ("activation_batch", "activation_length", "activation_heads", None))
     if decode:
       k_BLKH, v_BLKH = append_to_cache(self, k_BLKH, v_BLKH)
-    out_BLNH = dot_product_attention(q_BLNH, k_BLKH, v_BLKH, mask_B1LS, causal=causal and not decode)
+    out_BLNH = attention.attend(q_BLNH, k_BLKH, v_BLKH, mask)
     return jnp.einsum("BLNH,NHD->BLD", out_BLNH, wo_NHD)
 
 
