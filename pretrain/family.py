@@ -93,6 +93,12 @@ class Family:
   def flops_per_example(self, params, model_cfg, task_lengths: dict[str, int]) -> float:
     return flops.flops_per_example(params, model_cfg, self.row_lengths(task_lengths))
 
+  def attentions(self, model_cfg, task_lengths: dict[str, int]) -> list[tuple[int, int, int, dict]]:
+    """Each kind of attention in a training step: (query length, key length, layers, what
+    models.attention.choose needs to know of it)."""
+    length = self.row_lengths(task_lengths)["targets"]
+    return [(length, length, model_cfg.num_layers, {"prefix": self.prefix_lm})]
+
   # Using a trained model.
   def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths: dict[str, int]) -> None:
     """Refuses a prompt and continuation longer than the rows the model was trained on."""
@@ -194,6 +200,12 @@ class EncoderDecoder(Family):
 
   def row_lengths(self, task_lengths):
     return {"inputs": task_lengths["inputs"], "targets": task_lengths["targets"]}
+
+  def attentions(self, model_cfg, task_lengths):
+    s, t, decoder_layers = task_lengths["inputs"], task_lengths["targets"], model_cfg.num_decoder_layers
+    decoder_layers = decoder_layers or model_cfg.num_layers
+    return [(s, s, model_cfg.num_layers, {"bias": True}), (t, t, decoder_layers, {"bias": True}),
+            (t, s, decoder_layers, {"cross": True})]
 
   def forward(self, model, params, batch, dropout_rng=None):
     return model.apply({"params": params}, batch["encoder_input_tokens"], batch["decoder_input_tokens"],

@@ -72,3 +72,19 @@ def test_estimate_memory_compiles_the_training_step(objective, capsys):
   estimate_memory.main.__wrapped__([*TINY, *FAMILY_ARGS[objective], "--config.train.microbatches=2"])
   out = capsys.readouterr().out
   assert "2 microbatches" in out and "activations_and_temporaries" in out
+
+
+def test_estimate_memory_counts_the_attention_by_implementation(capsys):
+  """The XLA path keeps [L, S] float32 scores per layer for the backward pass, a kernel one value per query;
+  T5's biased self-attention stays on the XLA path while its cross-attention takes the kernel."""
+  args = [*TINY, "--config.model.num_layers=2", "--no_compile"]
+  for name in ("xla", "splash"):
+    estimate_memory.main.__wrapped__([*args, "--config.data.seq_len=256", f"--config.model.attention={name}"])
+  out = capsys.readouterr().out
+  rows, heads, layers = 4, 2, 2  # TINY's batch and heads.
+  assert f"({rows * heads * 256 * 256 * 4 * layers:,} bytes)" in out
+  assert f"({rows * heads * 256 * 4 * layers:,} bytes)" in out
+  estimate_memory.main.__wrapped__([*args, *FAMILY_ARGS["span_corruption"], "--config.data.inputs_length=256",
+                                    "--config.data.targets_length=128", "--config.model.attention=splash"])
+  table = capsys.readouterr().out.split("by implementation:")[1]
+  assert [line.split()[0] for line in table.strip().splitlines()] == ["xla", "splash"]

@@ -5,7 +5,8 @@
 Prints the bytes each device holds for parameters and optimizer state (their
 shards under the config's mesh and rules) and, unless --no_compile, the
 temporaries (activations, gradients, workspace) XLA assigns to the compiled
-train step. --devices fakes that many CPU devices, to size a mesh you do not
+train step; then the attention's share of the activations, by implementation
+(model.attention): the XLA path keeps [L, S] scores, a kernel one value per query. --devices fakes that many CPU devices, to size a mesh you do not
 have; XLA's temporaries are then the CPU compiler's, an estimate for others.
 """
 
@@ -47,6 +48,9 @@ def main(argv: list[str], prog: str = "pretrain estimate-memory") -> None:
   for name, value in result.items():
     print(f"  {name:30s} {_gib(value):>14s}  ({value:,} bytes)")
   print(f"  {'total':30s} {_gib(sum(result.values())):>14s}")
+  print("attention, kept for the backward pass (part of the activations), by implementation:")
+  for name, value in memory.attention_scores(run).items():
+    print(f"  {name:30s} {_gib(value):>14s}  ({value:,} bytes)")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import os
 import jax
 
 from pretrain.errors import UserError
+from pretrain.models import attention
 
 
 def _shard_bytes(abstract_tree) -> int:
@@ -38,17 +39,33 @@ def device_bytes() -> int:
   return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // jax.local_device_count()
 
 
+def _microbatch_rows(run) -> int:
+  c = run.cfg
+  return max(c.train.batch_size // (c.train.microbatches * run.data_shards), 1)
+
+
+def attention_scores(run) -> dict[str, int]:
+  """Bytes per device of what the attention keeps per query for its backward pass, by implementation
+  (models/attention.py): the XLA path its float32 [L, S] probabilities, a kernel its float32 log-sum-exp.
+  Each layer's, or under model.remat one layer's at a time (recomputed in the backward pass)."""
+  m = run.cfg.model
+  heads = max(m.num_heads // run.mesh.shape["tensor"], 1)
+  result = {}
+  for query, key, layers, what in run.family.attentions(m, run.task_lengths):
+    name = attention.choose(m.attention, query, key, **what)
+    held = 1 if m.remat != "none" else layers
+    result[name] = result.get(name, 0) + _microbatch_rows(run) * heads * query * (key if name == "xla" else 1) * 4 * held
+  return result
+
+
 def lower_bound(run) -> int:
   """Bytes per device that the train step needs at the least: its state's shards, the float32 logits of one
-  microbatch and one layer's attention scores (XLA's real figure, from `estimate`, is higher)."""
-  c = run.cfg
-  rows = max(c.train.batch_size // (c.train.microbatches * run.data_shards), 1)
+  microbatch and the attention's scores (XLA's real figure, from `estimate`, is higher)."""
   row = run.family.row_lengths(run.task_lengths)
-  longest = max(row.values())
-  logits = rows * row["targets"] * run.model.config.vocab_size * 4
-  scores = rows * max(c.model.num_heads // run.mesh.shape["tensor"], 1) * longest * longest * 4
+  logits = _microbatch_rows(run) * row["targets"] * run.model.config.vocab_size * 4
   abstract = run.abstract_state()
-  return _shard_bytes(abstract.params) + _shard_bytes(abstract.opt_state) + logits + scores
+  return (_shard_bytes(abstract.params) + _shard_bytes(abstract.opt_state) + logits
+          + sum(attention_scores(run).values()))
 
 
 def check_fits(run) -> None:
