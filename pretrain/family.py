@@ -23,6 +23,13 @@ from pretrain.train import flops
 EOS_ID = 1  # seqio's, and the vocabularies' (pretrain.data.vocab)
 
 
+# Model features of a packed row (seqio's feature converters and pretrain/data/encoder_converter.py).
+DECODER_FEATURES = ("decoder_target_tokens", "decoder_input_tokens", "decoder_loss_weights", "decoder_segment_ids",
+                    "decoder_positions")
+ENCODER_FEATURES = ("encoder_input_tokens", "encoder_target_tokens", "encoder_loss_weights", "encoder_segment_ids",
+                    "encoder_positions")
+
+
 class Family:
   name: str           # how messages and reports call it
   architecture: str   # families of one architecture train the same model (and evaluate each other's tasks)
@@ -47,8 +54,9 @@ class Family:
     raise NotImplementedError
 
   def model_lengths(self, task_lengths: dict[str, int]) -> dict[str, int]:
-    """Length of every model feature (the converter's, packing features included)."""
-    return dict(self.converter().get_model_feature_lengths(task_lengths))
+    """Length of every model feature, as the converter makes them (packing features included); known without
+    the data stack, so the model side runs where TensorFlow is not installed (tests/test_bench.py)."""
+    raise NotImplementedError
 
   def abstract_batch(self, rows: int, task_lengths: dict[str, int], sharding=None) -> dict:
     return {k: jax.ShapeDtypeStruct((rows, n), jnp.int32, sharding=sharding)
@@ -132,6 +140,9 @@ class CausalLM(Family):
     import seqio  # pylint: disable=g-import-not-at-top  (the data stack; the model code does not need it)
     return seqio.LMFeatureConverter(pack=True)
 
+  def model_lengths(self, task_lengths):
+    return dict.fromkeys(DECODER_FEATURES, task_lengths["targets"])
+
   def check(self, model_cfg):
     m = model_cfg
     if m.num_heads % m.num_kv_heads:
@@ -174,6 +185,10 @@ class PrefixLM(CausalLM):
     import seqio  # pylint: disable=g-import-not-at-top
     return seqio.PrefixLMFeatureConverter(pack=True, loss_on_targets_only=True)
 
+  def model_lengths(self, task_lengths):
+    return dict.fromkeys((*DECODER_FEATURES, "decoder_causal_attention"),
+                         task_lengths["inputs"] + task_lengths["targets"])
+
   def random_batch(self, rows, task_lengths, vocab_size):
     """The inputs (and the first target position) are the bidirectional prefix; the loss is on the targets."""
     batch = super().random_batch(rows, task_lengths, vocab_size)
@@ -190,6 +205,12 @@ class EncoderDecoder(Family):
   def converter(self):
     import seqio  # pylint: disable=g-import-not-at-top
     return seqio.EncDecFeatureConverter(pack=True)
+
+  def model_lengths(self, task_lengths):
+    inputs, targets = task_lengths["inputs"], task_lengths["targets"]
+    return {"encoder_input_tokens": inputs, "decoder_target_tokens": targets, "decoder_input_tokens": targets,
+            "decoder_loss_weights": targets, "encoder_segment_ids": inputs, "decoder_segment_ids": targets,
+            "encoder_positions": inputs, "decoder_positions": targets}
 
   def build(self, model_cfg, vocabulary_size):
     return models.EncoderDecoder(models.EncoderDecoderConfig.from_config(*models.resolve(model_cfg,
@@ -240,6 +261,9 @@ class EncoderOnly(Family):
     from pretrain.data.encoder_converter import EncoderFeatureConverter  # pylint: disable=g-import-not-at-top
     return EncoderFeatureConverter()
 
+  def model_lengths(self, task_lengths):
+    return dict.fromkeys(ENCODER_FEATURES, task_lengths["inputs"])
+
   check = CausalLM.check  # The same layers.
 
   def build(self, model_cfg, vocabulary_size):
@@ -257,3 +281,13 @@ class EncoderOnly(Family):
 
 
 CAUSAL_LM, PREFIX_LM, ENCODER_DECODER, ENCODER_ONLY = CausalLM(), PrefixLM(), EncoderDecoder(), EncoderOnly()
+# The model family each objective (pretrain/data/objectives) trains; known without the data stack (TensorFlow).
+OF_OBJECTIVE = {"clm": CAUSAL_LM, "span_corruption": ENCODER_DECODER, "prefix_lm": ENCODER_DECODER,
+                "prefix_lm_decoder": PREFIX_LM, "ul2": ENCODER_DECODER, "ul2_decoder": PREFIX_LM, "mlm": ENCODER_ONLY,
+                "fim": CAUSAL_LM, "bart": ENCODER_DECODER}
+
+
+def of_objective(name: str) -> Family:
+  if name not in OF_OBJECTIVE:
+    raise UserError(f"unknown objective {name!r}; choose one of {', '.join(OF_OBJECTIVE)}")
+  return OF_OBJECTIVE[name]

@@ -1,27 +1,42 @@
-"""Workdir files on a local disk or an object store (gs://...): tf.io.gfile reads and writes both.
-
-Every module reaches tf.io.gfile through here, so TensorFlow is imported on the
-first file touched (pretrain.tf_loader), not when a module is imported.
+"""Workdir files on a local disk or an object store (gs://...), through one of etils.epath's backends (Orbax
+writes its checkpoints through epath too): TensorFlow's gfile where TensorFlow is installed, as the data
+path reads (local disks, gs://, and its in-memory ram:// that the tests use); without it, on an accelerator
+image that has only the model side, the os module for local paths and fsspec (gcsfs) for gs://.
 """
 
+import functools
+import importlib.util
 import os
+import sys
 import uuid
+
+from etils.epath import backend
 
 from pretrain import tf_loader
 from pretrain.errors import UserError
 
 
-def gfile():
-  return tf_loader.tensorflow().io.gfile
+@functools.cache
+def _tensorflow_installed() -> bool:
+  return importlib.util.find_spec("tensorflow") is not None
+
+
+def _backend(path: str) -> backend.Backend:
+  if _tensorflow_installed():
+    tf_loader.tensorflow()  # Imported quietly, with the GPUs hidden from it, before epath imports it.
+    return backend.tf_backend
+  return backend.os_backend if local(path) else backend.fsspec_backend
 
 
 def errors() -> tuple:
-  """What a failed file operation raises: OSError locally, tf.errors.OpError through gfile."""
-  return (OSError, tf_loader.tensorflow().errors.OpError)
+  """What a failed file operation raises: OSError, or tf.errors.OpError through TensorFlow's gfile."""
+  tf = sys.modules.get("tensorflow")
+  return (OSError, tf.errors.OpError) if tf else (OSError,)
 
 
 def not_found() -> tuple:
-  return (FileNotFoundError, tf_loader.tensorflow().errors.NotFoundError)
+  tf = sys.modules.get("tensorflow")
+  return (FileNotFoundError, tf.errors.NotFoundError) if tf else (FileNotFoundError,)
 
 
 def reason(error: Exception) -> str:
@@ -30,15 +45,49 @@ def reason(error: Exception) -> str:
 
 
 def exists(path: str) -> bool:
-  return gfile().exists(path)
+  return _backend(path).exists(path)
 
 
 def makedirs(path: str) -> None:
-  gfile().makedirs(path)
+  _backend(path).makedirs(path, exist_ok=True)
 
 
 def local(path: str) -> bool:
   return "://" not in path
+
+
+def open_file(path: str, mode: str = "r"):
+  return _backend(path).open(path, mode)
+
+
+def size(path: str) -> int:
+  return _backend(path).stat(path).length
+
+
+def glob(pattern: str) -> list[str]:
+  return list(_backend(pattern).glob(pattern))
+
+
+def walk(directory: str):
+  """(directory, subdirectories, file names) of `directory` and of each directory below it."""
+  return _backend(directory).walk(directory)
+
+
+def remove(path: str) -> None:
+  _backend(path).remove(path)
+
+
+def remove_tree(path: str) -> None:
+  _backend(path).rmtree(path)
+
+
+def rename(source: str, destination: str) -> None:
+  """Renames `source` over `destination` (replacing it if it exists)."""
+  _backend(source).replace(source, destination)
+
+
+def copy(source: str, destination: str) -> None:
+  _backend(destination).copy(source, destination, overwrite=True)
 
 
 def write_atomically(path: str, data: bytes) -> None:
@@ -49,12 +98,12 @@ def write_atomically(path: str, data: bytes) -> None:
     makedirs(directory)
   temporary = f"{path}.tmp-{uuid.uuid4().hex}"
   try:
-    with gfile().GFile(temporary, "wb") as f:
+    with open_file(temporary, "wb") as f:
       f.write(data)
-    gfile().rename(temporary, path, overwrite=True)
+    rename(temporary, path)
   except BaseException as e:
     try:
-      gfile().remove(temporary)
+      remove(temporary)
     except errors():
       pass
     if isinstance(e, errors()):
@@ -64,5 +113,5 @@ def write_atomically(path: str, data: bytes) -> None:
 
 
 def read_text(path: str) -> str:
-  with gfile().GFile(path) as f:
+  with open_file(path) as f:
     return f.read()

@@ -26,6 +26,7 @@ from pretrain import config as config_lib
 from pretrain import files, models
 from pretrain.console import log
 from pretrain.errors import UserError
+from pretrain import family as family_lib
 from pretrain.family import Family
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import checkpoint, optimizer, state as state_lib, steps
@@ -39,18 +40,17 @@ def objective(cfg, name: str | None = None):
   return objectives.make(name or cfg.data.objective, cfg.data, cfg.train.seed)
 
 
-def _checked_objective(cfg):
-  """The objective of a config whose values and model fields (those its family uses) are checked."""
+def _checked_family(cfg) -> Family:
+  """The model family of a config whose values and model fields (those its family uses) are checked."""
   config_lib.validate(cfg)
-  objective_ = objective(cfg)
-  objective_.family.check(cfg.model)
-  return objective_
+  family = family_lib.of_objective(cfg.data.objective)
+  family.check(cfg.model)
+  return family
 
 
 @dataclasses.dataclass
 class Run:
   cfg: ml_collections.ConfigDict
-  objective: object          # pretrain.data.objectives.Objective
   family: Family
   vocab_size: int            # ids of the vocabulary (the embedding may have more rows)
   model: nn.Module
@@ -69,11 +69,10 @@ class Run:
     """The model side of a run for a vocabulary of `vocab_size` ids (0: as many as the embedding has rows,
     model.vocab_size, or else tokenizer.vocab_size); checks the config first."""
     vocab_size = vocab_size or cfg.model.vocab_size or cfg.tokenizer.vocab_size
-    return cls._build(cfg, vocab_size, _checked_objective(cfg))
+    return cls._build(cfg, vocab_size, _checked_family(cfg))
 
   @classmethod
-  def _build(cls, cfg, vocab_size: int, objective_) -> "Run":
-    family = objective_.family
+  def _build(cls, cfg, vocab_size: int, family: Family) -> "Run":
     mesh, rules = mesh_lib.make_mesh(cfg.mesh), mesh_lib.rules(cfg.mesh)
     data_shards = mesh_lib.data_parallel_size(mesh, rules)
     t = cfg.train
@@ -84,14 +83,21 @@ class Run:
       raise UserError(f"train.batch_size={t.batch_size} does not split into train.microbatches={t.microbatches} "
                       f"microbatches across {data_shards} data shards; use a multiple of "
                       f"{t.microbatches * data_shards}")
-    return cls(cfg, objective_, family, vocab_size, family.build(cfg.model, vocab_size), mesh, rules,
+    return cls(cfg, family, vocab_size, family.build(cfg.model, vocab_size), mesh, rules,
                optimizer.make(cfg.optimizer, t.steps))
+
+  @functools.cached_property
+  def objective(self):
+    """data.objective (pretrain.data.objectives.Objective); the model side of a run does without it (and
+    without TensorFlow)."""
+    return objective(self.cfg)
 
   @classmethod
   def build_with_data(cls, cfg) -> "Run":
     """A run that reads its data: the vocabulary (trained on first use), the task and the evaluation tasks."""
     from pretrain.data import sources, tasks, vocab  # pylint: disable=g-import-not-at-top
-    objective_ = _checked_objective(cfg)
+    family = _checked_family(cfg)
+    objective_ = objective(cfg)  # Checks the objective's values.
     extra = {name: objective(cfg, name) for name in cfg.data.eval_objectives}
     for name, other in extra.items():
       if not other.family.trains_same_model(objective_.family):
@@ -101,13 +107,13 @@ class Run:
     if cfg.data.task:
       if extra:
         raise UserError("data.eval_objectives evaluates tasks of data.source; with data.task, leave it empty")
-      name, vocabulary = tasks.user_task(cfg.data, cfg.tokenizer, objective_.family)
-      run = cls._build(cfg, vocabulary.vocab_size, objective_)
+      name, vocabulary = tasks.user_task(cfg.data, cfg.tokenizer, family)
+      run = cls._build(cfg, vocabulary.vocab_size, family)
       run.vocabulary, run.task = vocabulary, name
       return run
     members = sources.mixture_sources(cfg.data)
     vocabulary = vocab.get_vocabulary(cfg, members[0][0])  # The first source trains it (unless tokenizer.path).
-    run = cls._build(cfg, vocabulary.vocab_size, objective_)
+    run = cls._build(cfg, vocabulary.vocab_size, family)
     run.vocabulary, run.members = vocabulary, members
     run.task = tasks.register_mixture(members, vocabulary, objective_)
     run.eval_tasks = {tasks.register_mixture(members, vocabulary, o): o for o in extra.values()}

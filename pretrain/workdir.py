@@ -20,9 +20,9 @@ def check_writable(workdir: str) -> None:
   probe = os.path.join(workdir, ".writable")
   try:
     files.makedirs(workdir)
-    with files.gfile().GFile(probe, "wb") as f:
+    with files.open_file(probe, "wb") as f:
       f.write(b"")
-    files.gfile().remove(probe)
+    files.remove(probe)
   except files.errors() as e:
     raise UserError(f"workdir {workdir!r} cannot be written ({files.reason(e)}); choose another --workdir") from None
 
@@ -50,4 +50,4 @@ def write_run_files(cfg, vocabulary, workdir: str) -> None:
   if jax.process_index() == 0:
     # Atomically: the other processes of a resumed run read it meanwhile.
     files.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(cfg).encode())
-    files.gfile().copy(vocabulary.sentencepiece_model_file, os.path.join(workdir, run_lib.VOCAB_FILE), overwrite=True)
+    files.copy(vocabulary.sentencepiece_model_file, os.path.join(workdir, run_lib.VOCAB_FILE))

@@ -7,7 +7,7 @@ gone (same host) or its heartbeat is older than LEASE_SECONDS (another host:
 a killed or preempted VM leaves its lock behind).
 
 On a local disk the lock is created with O_EXCL, so two starts cannot both
-win. Object stores (gs://) have no exclusive create through tf.io.gfile: there
+win. Object stores (gs://) have no exclusive create (pretrain/files.py): there
 the lock is a lease, written and read back after a pause, so that of two runs
 starting within a few seconds the later writer wins and the other refuses;
 the heartbeat keeps the lease of a long run.
@@ -136,4 +136,4 @@ class WorkdirLock:
     self._thread.join()
     holder = self._holder()
     if holder and holder.get("token") == self.me["token"]:
-      files.gfile().remove(self.path)
+      files.remove(self.path)

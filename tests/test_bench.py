@@ -5,10 +5,13 @@ train.microbatches accumulates; the model features come from the family's seqio 
 data pipeline yields.
 """
 
+import subprocess
+import sys
+
 import pytest
 
 from pretrain.commands import bench, estimate_memory
-from tests.conftest import TINY, tiny_config
+from tests.conftest import REPO, TINY, tiny_config
 
 FAMILY_ARGS = {
     "clm": ["--config.data.objective=clm"],
@@ -88,3 +91,18 @@ def test_estimate_memory_counts_the_attention_by_implementation(capsys):
                                     "--config.data.targets_length=128", "--config.model.attention=splash"])
   table = capsys.readouterr().out.split("by implementation:")[1]
   assert [line.split()[0] for line in table.strip().splitlines()] == ["xla", "splash"]
+
+
+def test_bench_runs_without_the_data_stack():
+  """As on an accelerator image with only jax, flax, optax and orbax: TensorFlow, seqio and TFDS cannot be
+  imported, and bench still builds, times and checkpoints the step of both model families."""
+  script = ("import sys\n"
+            "for name in ('tensorflow', 'seqio', 'tensorflow_datasets', 'tensorflow_text'):\n"
+            "  sys.modules[name] = None  # Importing it raises ImportError.\n"
+            "from pretrain.commands import bench\n"
+            f"for family in {[FAMILY_ARGS['clm'], FAMILY_ARGS['span_corruption']]!r}:\n"
+            f"  bench.main([*{TINY!r}, *family, '--steps=1', '--warmup=0'])\n"
+            "assert 'tensorflow' not in [m for m in sys.modules if sys.modules[m] is not None]\n")
+  result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.count("checkpoint MB") == 2

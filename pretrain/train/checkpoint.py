@@ -51,7 +51,7 @@ class Checkpointer:
     if jax.process_index() != 0 or self._saving is None:
       return
     final = os.path.join(self.directory, str(self._saving))
-    temporary = [p for p in files.gfile().glob(f"{final}.*") if ".damaged-" not in p]
+    temporary = [p for p in files.glob(f"{final}.*") if ".damaged-" not in p]
     checksums.write(temporary[0] if temporary else final)
 
   def latest_step(self) -> int | None:
@@ -73,7 +73,7 @@ class Checkpointer:
         for bad in damaged:
           path = os.path.join(self.directory, str(bad))
           aside = f"{path}.damaged-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-          files.gfile().rename(path, aside)
+          files.rename(path, aside)
           damaged[bad] += f", moved to {aside}"
         self.manager.reload()
       log(f"warning: the checkpoint of {'; '.join(damaged.values())}; "
@@ -126,8 +126,8 @@ class Checkpointer:
       yield
     except Exception as e:  # pylint: disable=broad-except  (Orbax and TensorStore raise many types)
       step, self._saving = self._saving, None
-      for partial in files.gfile().glob(os.path.join(self.directory, f"{step}.orbax-checkpoint-tmp*")):
-        files.gfile().rmtree(partial)
+      for partial in files.glob(os.path.join(self.directory, f"{step}.orbax-checkpoint-tmp*")):
+        files.remove_tree(partial)
       raise UserError(f"the checkpoint of step {step} could not be written to {self.directory} ({_cause(e)}); "
                       f"{self._intact()}: fix the cause (free space, permissions, the mount), then rerun to resume"
                       ) from None

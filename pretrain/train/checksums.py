@@ -21,7 +21,7 @@ _CHUNK = 16 << 20
 
 def _crc32(path: str) -> int:
   crc = 0
-  with files.gfile().GFile(path, "rb") as f:
+  with files.open_file(path, "rb") as f:
     while chunk := f.read(_CHUNK):
       crc = zlib.crc32(chunk, crc)
   return crc
@@ -30,13 +30,13 @@ def _crc32(path: str) -> int:
 def _contents(step_dir: str) -> list[str]:
   """Every file under `step_dir` but the manifest and Orbax's step metadata, relative to it."""
   found = []
-  for root, _, names in files.gfile().walk(step_dir):
+  for root, _, names in files.walk(step_dir):
     found += [os.path.relpath(os.path.join(root, n), step_dir) for n in names]
   return sorted(name for name in found if name != MANIFEST and name not in _REWRITTEN)
 
 
 def write(step_dir: str) -> None:
-  manifest = {name: [files.gfile().stat(os.path.join(step_dir, name)).length, _crc32(os.path.join(step_dir, name))]
+  manifest = {name: [files.size(os.path.join(step_dir, name)), _crc32(os.path.join(step_dir, name))]
               for name in _contents(step_dir)}
   files.write_atomically(os.path.join(step_dir, MANIFEST), json.dumps(manifest, indent=1).encode())
 
@@ -62,8 +62,8 @@ def problem(step_dir: str) -> str:
     full = os.path.join(step_dir, name)
     if not files.exists(full):
       return f"lacks {name}"
-    if files.gfile().stat(full).length != size:
-      return f"has {name} of {files.gfile().stat(full).length} bytes, not the {size} written"
+    if files.size(full) != size:
+      return f"has {name} of {files.size(full)} bytes, not the {size} written"
     if _crc32(full) != crc:
       return f"has {name} changed since it was written (checksum)"
   return ""
