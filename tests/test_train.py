@@ -152,13 +152,10 @@ def test_stop_signal_checkpoints_and_rerun_resumes(tmp_path, run_train, stop_sig
 
 
 def test_resume_with_another_model_is_refused(tmp_path, run_train):
+  """With config.json, another width or family is refused by name (tests/test_bad_inputs.py); without it, the
+  checkpoint's own shapes refuse the wider model, and nothing is written."""
   workdir = tmp_path / "run"
   assert run_train(workdir, "--config.train.steps=1").returncode == 0
-  wider = run_train(workdir, "--config.train.steps=2", "--config.model.d_model=48")
-  assert wider.returncode == 2 and "model.d_model=32, not 48" in wider.stderr
-  other_family = run_train(workdir, "--config.train.steps=2", "--config.data.objective=span_corruption")
-  assert other_family.returncode == 2 and "decoder-only model" in other_family.stderr.strip().splitlines()[-1]
-  # Without config.json, the checkpoint's own shapes refuse the wider model, and nothing is written.
   saved = (workdir / "config.json").read_bytes()
   (workdir / "config.json").unlink()
   wider = run_train(workdir, "--config.train.steps=2", "--config.model.d_model=48")
