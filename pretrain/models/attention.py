@@ -24,7 +24,6 @@ from jax.sharding import PartitionSpec as P
 
 from pretrain import console
 
-IMPLEMENTATIONS = ("auto", "xla", "splash", "gpu_flash")
 KERNEL_PLATFORM = {"splash": "tpu", "gpu_flash": "gpu"}
 KERNEL_TILE = 128  # Both kernels' lengths must be multiples of this (splash's lane width; the GPU kernel's block).
 CAUSAL_BLOCKS = 4  # The XLA path takes causal attention over L >= 256 keys in query blocks (see xla_attention).
