@@ -24,9 +24,10 @@ def c4(cfg, objective: str):
                      "train.log_every": 50, "train.checkpoint_every": 2000, "train.keep_checkpoints": 3})
 
 
-def t5_1_1(d_model: int, mlp_dim: int, num_heads: int, num_layers: int, remat: str, mesh: tuple[int, int, int]):
-  """T5 v1.1 at a given shape with T5's recipe: span corruption on C4, 512 -> 114 tokens, batch 128,
-  Adafactor with the rsqrt schedule, 524,288 steps."""
+def t5_1_1(d_model: int, mlp_dim: int, num_heads: int, num_layers: int, remat: str, mesh: tuple[int, int, int],
+           microbatches: int = 1):
+  """T5 v1.1 at a given shape with T5's recipe: span corruption on C4, 512 -> 114 tokens, batch 128 (in
+  `microbatches` pieces), Adafactor with the rsqrt schedule, 524,288 steps."""
   data, fsdp, tensor = mesh
   return apply(c4(base(), "span_corruption"), {
       "model.d_model": d_model, "model.mlp_dim": mlp_dim, "model.num_heads": num_heads,
@@ -35,5 +36,5 @@ def t5_1_1(d_model: int, mlp_dim: int, num_heads: int, num_layers: int, remat: s
       "data.inputs_length": 512, "data.targets_length": 114,
       "optimizer.name": "adafactor", "optimizer.schedule": "rsqrt", "optimizer.learning_rate": 0.01,
       "optimizer.warmup_steps": 10_000, "optimizer.weight_decay": 0.0, "loss.z_loss": 1e-4,
-      "train.steps": 524_288, "train.batch_size": 128, "mesh.data": data, "mesh.fsdp": fsdp, "mesh.tensor": tensor,
+      "train.steps": 524_288, "train.batch_size": 128, "train.microbatches": microbatches, "mesh.data": data, "mesh.fsdp": fsdp, "mesh.tensor": tensor,
   })

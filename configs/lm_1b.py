@@ -1,7 +1,9 @@
 """Decoder-only causal LM, Llama shape, about 1.1B parameters, on C4.
 
-Sized for 8 x A100 80GB or a v4-32 (FSDP): batch 512 x 2048 tokens, AdamW with warmup
-and cosine decay, bfloat16 activations on accelerators.
+Sized for 8 x A100 80GB (FSDP): batch 512 x 2048 tokens in 4 microbatches, AdamW with
+warmup and cosine decay, bfloat16 activations and a fused attention kernel (model.attention=auto)
+on accelerators: about 64 GiB per device (pretrain estimate-memory --devices=8
+--config=configs/lm_1b.py --config.model.dtype=bfloat16 --config.model.attention=splash).
 """
 
 from pretrain import config
@@ -15,6 +17,6 @@ def get_config():
       "model.head_dim": 64, "model.mlp_dim": 5632, "model.tie_embeddings": False, "model.rope_theta": 10000.0,
       "model.scan_layers": True, "model.remat": "save_dots", "data.seq_len": 2048,
       "optimizer.learning_rate": 0.0004, "optimizer.warmup_steps": 2000, "optimizer.end_lr_ratio": 0.1,
-      "optimizer.weight_decay": 0.1, "optimizer.b2": 0.95, "train.steps": 100_000, "train.batch_size": 512,
+      "optimizer.weight_decay": 0.1, "optimizer.b2": 0.95, "train.steps": 100_000, "train.batch_size": 512, "train.microbatches": 4,
       "mesh.data": -1, "mesh.fsdp": 8, "mesh.tensor": 1,
   })

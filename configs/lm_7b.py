@@ -1,7 +1,9 @@
 """Decoder-only causal LM, Llama shape, about 6.74B parameters, on C4.
 
-Sized for 64 x H100 or a v4-256 (FSDP x tensor 4): batch 1024 x 4096 tokens, AdamW with warmup
-and cosine decay, bfloat16 activations on accelerators.
+Sized for 64 x H100 80GB (FSDP 16 x tensor 4): batch 1024 x 4096 tokens in 16 microbatches,
+AdamW with warmup and cosine decay, bfloat16 activations and a fused attention kernel on
+accelerators: about 39 GiB per device (pretrain estimate-memory --devices=64
+--config=configs/lm_7b.py --config.model.dtype=bfloat16 --config.model.attention=splash).
 """
 
 from pretrain import config
@@ -15,6 +17,6 @@ def get_config():
       "model.head_dim": 128, "model.mlp_dim": 11008, "model.tie_embeddings": False, "model.rope_theta": 10000.0,
       "model.scan_layers": True, "model.remat": "save_dots", "data.seq_len": 4096,
       "optimizer.learning_rate": 0.0003, "optimizer.warmup_steps": 2000, "optimizer.end_lr_ratio": 0.1,
-      "optimizer.weight_decay": 0.1, "optimizer.b2": 0.95, "train.steps": 100_000, "train.batch_size": 1024,
+      "optimizer.weight_decay": 0.1, "optimizer.b2": 0.95, "train.steps": 100_000, "train.batch_size": 1024, "train.microbatches": 16,
       "mesh.data": -1, "mesh.fsdp": 16, "mesh.tensor": 4,
   })

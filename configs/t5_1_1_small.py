@@ -1,6 +1,7 @@
 """T5 v1.1 small (77M parameters): span corruption on C4, T5's recipe.
 
-Sized for v4-8 (4 chips) or 1 x A100 40GB: batch 128 x (512 inputs, 114 targets), Adafactor with
+Sized for v4-8 (4 chips) or 1 x A100 40GB: batch 128 x (512 inputs, 114 targets) in 2 microbatches
+(about 28 GiB on one device, by pretrain estimate-memory --config.model.dtype=bfloat16), Adafactor with
 T5's inverse-square-root schedule, 524,288 (2^19) steps as T5.
 """
 
@@ -10,4 +11,4 @@ _zoo = config.sibling(__file__, "_zoo")
 
 
 def get_config():
-  return _zoo.t5_1_1(512, 1024, 6, 8, "none", (-1, 1, 1))
+  return _zoo.t5_1_1(512, 1024, 6, 8, "none", (-1, 1, 1), microbatches=2)

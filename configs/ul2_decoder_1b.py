@@ -1,7 +1,9 @@
 """Decoder-only UL2 (mixture of denoisers as prefix-LM examples, bidirectional prefix) at the
 1.1B Llama shape, on C4.
 
-Sized for 8 x A100 80GB or a v4-32: batch 512 x (1024 inputs + 1024 targets), FSDP 8.
+Sized for 8 x A100 80GB: batch 512 x (1024 inputs + 1024 targets) in 8 microbatches, FSDP 8.
+Its attention takes the XLA path (no kernel sees a per-example prefix): about 43 GiB per device
+(pretrain estimate-memory --devices=8 --config=configs/ul2_decoder_1b.py --config.model.dtype=bfloat16).
 """
 
 from pretrain import config
@@ -15,5 +17,5 @@ def get_config():
       "model.head_dim": 64, "model.mlp_dim": 5632, "model.scan_layers": True, "model.remat": "save_dots",
       "data.inputs_length": 1024, "data.targets_length": 1024, "tokenizer.extra_ids": 300,
       "optimizer.learning_rate": 4e-4, "optimizer.warmup_steps": 2000,
-      "train.steps": 100_000, "train.batch_size": 512, "mesh.data": -1, "mesh.fsdp": 8,
+      "train.steps": 100_000, "train.batch_size": 512, "train.microbatches": 8, "mesh.data": -1, "mesh.fsdp": 8,
   })

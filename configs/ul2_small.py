@@ -1,6 +1,7 @@
 """UL2 at T5 v1.1 small's shape (77M parameters): the mixture of denoisers, encoder-decoder, on C4.
 
-Sized for one A100 40GB or a v4-8: batch 128 x (512 inputs, 512 targets).
+Sized for one A100 40GB or a v4-8: batch 128 x (512 inputs, 512 targets) in 4 microbatches (about
+29 GiB on one device, by pretrain estimate-memory --config.model.dtype=bfloat16).
 """
 
 from pretrain import config
@@ -15,5 +16,5 @@ def get_config():
       "data.inputs_length": 512, "data.targets_length": 512, "tokenizer.extra_ids": 200,
       "optimizer.name": "adafactor", "optimizer.schedule": "rsqrt", "optimizer.learning_rate": 0.01,
       "optimizer.warmup_steps": 10_000, "optimizer.weight_decay": 0.0,
-      "train.steps": 500_000, "train.batch_size": 128, "mesh.data": -1,
+      "train.steps": 500_000, "train.batch_size": 128, "train.microbatches": 4, "mesh.data": -1,
   })

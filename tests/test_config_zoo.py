@@ -39,7 +39,7 @@ def test_zoo_config_builds_without_allocating(name):
   assert count == pytest.approx(published, rel=0.05)
   sizes = dict(zip(mesh_lib.AXES, mesh_lib.mesh_shape(cfg.mesh, devices)))
   mesh_lib.rules(cfg.mesh)
-  assert cfg.train.batch_size % (sizes["data"] * sizes["fsdp"]) == 0
+  assert cfg.train.batch_size % (cfg.train.microbatches * sizes["data"] * sizes["fsdp"]) == 0
   assert cfg.data.source == "tfds" and cfg.data.tfds_name == "c4/en:3.1.0"
   assert jnp.dtype(models.activation_dtype(cfg.model.dtype, "tpu")) == jnp.bfloat16
 
