@@ -61,7 +61,21 @@ def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigD
   module = load_module(path, verbose=verbose)
   if not hasattr(module, "get_config"):
     raise UserError(f"config file {path!r} defines no get_config(); add one that returns a ConfigDict")
-  return _run_config_code(path, module.get_config, verbose)
+  return with_newer_fields(_run_config_code(path, module.get_config, verbose))
+
+
+# Fields added after runs and config files were first written, with the value that keeps their behaviour:
+# a config.json or a config file from before a field existed reads as if it held this value.
+NEWER_FIELDS = {"model.attention": "auto"}
+
+
+def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  for key, value in NEWER_FIELDS.items():
+    section, name = key.split(".")
+    if section in cfg and name not in cfg[section]:
+      with cfg.unlocked():
+        cfg[section][name] = value
+  return cfg
 
 
 def flat_keys(cfg: ml_collections.ConfigDict, prefix: str = "") -> list[str]:

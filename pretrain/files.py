@@ -61,7 +61,9 @@ def open_file(path: str, mode: str = "r"):
 
 
 def size(path: str) -> int:
-  return _backend(path).stat(path).length
+  # os.path for local files: epath's os backend also looks up the owner's name, which fails for a user
+  # without a passwd entry (a container run as an arbitrary uid).
+  return os.path.getsize(path) if local(path) else _backend(path).stat(path).length
 
 
 def glob(pattern: str) -> list[str]:

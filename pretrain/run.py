@@ -224,7 +224,7 @@ def saved_config(workdir: str) -> ml_collections.ConfigDict:
   path = os.path.join(workdir, "config.json")
   if not files.exists(path):
     raise UserError(f"{workdir!r} holds no run (no config.json); give the --workdir of a training run")
-  return ml_collections.ConfigDict(json.loads(files.read_text(path)))
+  return config_lib.with_newer_fields(ml_collections.ConfigDict(json.loads(files.read_text(path))))
 
 
 def load(workdir: str) -> tuple[Run, object, int]:

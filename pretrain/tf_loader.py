@@ -1,8 +1,8 @@
 """TensorFlow, imported once, on first use, and quietly on the user-facing commands.
 
-TensorFlow only reads and transforms data here (and writes TensorBoard
-summaries), so it is loaded when the data path is first touched, not at
-start-up: a command that fails on its flags or its config
+TensorFlow only reads and transforms data here, writes TensorBoard summaries
+and, where it is installed, serves workdir files (pretrain/files.py), so it is
+loaded when the data path or a file is first touched, not at start-up: a command that fails on its flags or its config
 answers without the seconds of TensorFlow's import. Its native start-up lines
 (CPU feature and CUDA-driver notices, which TF_CPP_MIN_LOG_LEVEL does not
 reach) would precede every message; `pretrain` (cli.py) sets `quiet`, and the

@@ -12,8 +12,9 @@ from pretrain import config as config_lib
 from pretrain import files, run as run_lib
 from pretrain.errors import UserError
 
-# Config sections that fix the shapes of a checkpoint.
+# Config sections that fix the shapes of a checkpoint, and fields of theirs that only say how a step computes.
 _SHAPE_SECTIONS = ("model", "tokenizer")
+_NOT_SHAPES = ("model.attention",)
 
 
 def check_writable(workdir: str) -> None:
@@ -40,7 +41,7 @@ def check_same_model(cfg, workdir: str) -> None:
                     "use a new --workdir")
   for section in _SHAPE_SECTIONS:
     for key, value in current[section].items():
-      if saved.get(section, {}).get(key) != value:
+      if f"{section}.{key}" not in _NOT_SHAPES and saved.get(section, {}).get(key) != value:
         raise UserError(f"workdir {workdir!r} holds checkpoints of a run with {section}.{key}="
                         f"{saved.get(section, {}).get(key)!r}, not {value!r}; use a new --workdir or the old value")
 

@@ -113,15 +113,14 @@ def test_what_a_kernel_cannot_express_takes_the_xla_path_and_says_why(capsys):
       jax.default_backend(), "xla")
 
 
-@pytest.mark.parametrize("objective", ["clm", "span_corruption"])
-def test_a_model_with_a_kernel_trains_as_with_the_xla_path(objective):
-  """A train step's loss and gradients: the decoder-only (causal) and encoder-decoder (cross-attention)
-  models with splash equal the XLA path's (tests/test_mesh_layouts.py: the same on 8 devices)."""
-  lengths = {"span_corruption": ["--config.data.inputs_length=256", "--config.data.targets_length=128"]}.get(
-      objective, ["--config.data.seq_len=128"])
+def test_a_model_with_a_kernel_trains_as_with_the_xla_path():
+  """A train step's loss and gradients: the encoder-decoder with splash (its cross-attention; T5's biased
+  self-attention stays on the XLA path) equals the XLA path's. tests/test_mesh_layouts.py: the decoder-only
+  model with splash on 8 devices gives one device's XLA-path losses."""
   results = []
   for name in ("splash", "xla"):
-    run = tiny_run(f"--config.data.objective={objective}", f"--config.model.attention={name}", *lengths)
+    run = tiny_run("--config.data.objective=span_corruption", f"--config.model.attention={name}",
+                   "--config.data.inputs_length=256", "--config.data.targets_length=128")
     state = run.create_state()
     with run.activated():
       _, metrics = run.train_step(state, run.random_batch())

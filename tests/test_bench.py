@@ -95,14 +95,14 @@ def test_estimate_memory_counts_the_attention_by_implementation(capsys):
 
 def test_bench_runs_without_the_data_stack():
   """As on an accelerator image with only jax, flax, optax and orbax: TensorFlow, seqio and TFDS cannot be
-  imported, and bench still builds, times and checkpoints the step of both model families."""
+  imported, and bench still builds, times and checkpoints the step (of the encoder-decoder, whose model
+  features take the most of the family's own lengths)."""
   script = ("import sys\n"
             "for name in ('tensorflow', 'seqio', 'tensorflow_datasets', 'tensorflow_text'):\n"
             "  sys.modules[name] = None  # Importing it raises ImportError.\n"
             "from pretrain.commands import bench\n"
-            f"for family in {[FAMILY_ARGS['clm'], FAMILY_ARGS['span_corruption']]!r}:\n"
-            f"  bench.main([*{TINY!r}, *family, '--steps=1', '--warmup=0'])\n"
+            f"bench.main([*{TINY!r}, *{FAMILY_ARGS['span_corruption']!r}, '--steps=1', '--warmup=0'])\n"
             "assert 'tensorflow' not in [m for m in sys.modules if sys.modules[m] is not None]\n")
   result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
-  assert result.stdout.count("checkpoint MB") == 2
+  assert result.stdout.count("checkpoint MB") == 1

@@ -95,3 +95,24 @@ def test_a_config_file_that_raises_is_one_line(tmp_path, capsys):
   broken.write_text("import no_such_module_here\n")
   with pytest.raises(UserError, match="raised ModuleNotFoundError: No module named 'no_such_module_here'"):
     config.load_config_file(str(broken))
+
+
+def test_a_run_saved_before_a_field_existed_reads_as_its_default_and_resumes(cfg, tmp_path):
+  """A config.json (or a config file) from before model.attention existed holds 'auto', and a resume may
+  change the attention implementation (it computes the step, it shapes no parameter) but not the width."""
+  from pretrain import run as run_lib, workdir as workdir_lib  # pylint: disable=g-import-not-at-top
+  old = cfg.to_dict()
+  del old["model"]["attention"]
+  (tmp_path / "config.json").write_text(json.dumps(old))
+  (tmp_path / "checkpoints").mkdir()
+  assert run_lib.saved_config(str(tmp_path)).model.attention == "auto"
+  old_file = tmp_path / "old_config.py"
+  old_file.write_text("import ml_collections\ndef get_config():\n"
+                      f"  return ml_collections.ConfigDict({old!r})\n")
+  assert config.load_config_file(str(old_file)).model.attention == "auto"
+  config.validate(config.load_config_file(str(old_file)))
+  cfg.model.attention = "splash"
+  workdir_lib.check_same_model(cfg, str(tmp_path))
+  cfg.model.d_model = 48
+  with pytest.raises(UserError, match="model.d_model=256, not 48"):
+    workdir_lib.check_same_model(cfg, str(tmp_path))
