@@ -27,6 +27,7 @@ setup(
         "tensorboard",
         "tqdm",
         "matplotlib",
+        "datasketch>=1.6",  # MinHash LSH for near-duplicate documents (data.dedup=near)
     ],
     # beam: `pretrain prepare-data --beam` (Apache Beam needs protobuf < 7, and sentencepiece 0.2.3's generated
     # code needs protobuf 7). torch 2.13.0 is the CPU build on these machines; transformers 5 compares against

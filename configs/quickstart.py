@@ -21,6 +21,11 @@ def get_config() -> ml_collections.ConfigDict:
   c.data.text_key = "text"        # JSONL field or TFDS feature holding the text
   c.data.bad_records = "error"    # files: a record that is not text (or not JSON with text_key) stops the run
                                   # naming its file and line (error), or is left out and counted (skip)
+  # Document quality filters, comma-separated: presets gopher and c4, rule names (with thresholds: words=20:5000),
+  # your own rules (file.py:function, True to keep). `pretrain inspect-data` shows what they remove.
+  c.data.filters = ""
+  c.data.dedup = ""               # "" | exact (normalised text) | near (also MinHash, Jaccard >= dedup_threshold)
+  c.data.dedup_threshold = 0.8
   c.data.tfds_name = ""           # source=tfds: NAME:VERSION, e.g. c4/en:3.1.0
   c.data.tfds_data_dir = ""       # source=tfds: where the prepared dataset is ('' = TFDS default)
   c.data.train_split = "train"

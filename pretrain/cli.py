@@ -17,9 +17,11 @@ from pretrain import host_memory, tf_loader
 SUBCOMMANDS = {
     "train": ("pretrain.commands.train", "pre-train a model from a config (resumes from the workdir's checkpoint)"),
     "eval": ("pretrain.commands.eval", "loss, accuracy and perplexity of a run's checkpoint on a task"),
+    "plot": ("pretrain.commands.plot", "draw a run's learning curves (curves.png) from its metrics.jsonl"),
     "generate": ("pretrain.commands.generate", "continue a prompt with a run's checkpoint"),
     "export": ("pretrain.commands.export", "write a run as a Hugging Face model directory"),
     "inspect-task": ("pretrain.commands.inspect_task", "print a task's examples as text or token ids"),
+    "inspect-data": ("pretrain.commands.inspect_data", "what data.filters and data.dedup remove, with examples"),
     "prepare-data": ("pretrain.commands.prepare_data", "tokenize a config's training data once into token stores"),
     "train-tokenizer": ("pretrain.commands.train_tokenizer", "train a SentencePiece model on a config's data"),
     "estimate-memory": ("pretrain.commands.estimate_memory", "per-device memory of a config, nothing allocated"),

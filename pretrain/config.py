@@ -66,7 +66,7 @@ def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigD
 
 # Fields added after runs and config files were first written, with the value that keeps their behaviour:
 # a config.json or a config file from before a field existed reads as if it held this value.
-NEWER_FIELDS = {"model.attention": "auto"}
+NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "", "data.dedup_threshold": 0.8}
 
 
 def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -205,6 +205,8 @@ RANGES = {
     "data.bad_records": one_of("error", "skip"),
     "data.host_sharding": one_of("source", "examples"),
     "data.pipeline": one_of("indexed", "replay"),
+    "data.dedup": Valid(lambda v: v in ("", "exact", "near"), "'' (none), exact or near"),
+    "data.dedup_threshold": Valid(lambda v: 0 < v <= 1, "in (0, 1]"),
     "data.streams": POSITIVE,
     "data.seq_len": Valid(lambda v: v >= 2, "at least 2"),
     "data.inputs_length": POSITIVE,

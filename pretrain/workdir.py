@@ -4,6 +4,7 @@ Beside checkpoints/ and the metrics, a workdir holds config.json (the resolved
 config) and spm.model (the vocabulary): what eval, generate and export read.
 """
 
+import json
 import os
 
 import jax
@@ -15,6 +16,7 @@ from pretrain.errors import UserError
 # Config sections that fix the shapes of a checkpoint, and fields of theirs that only say how a step computes.
 _SHAPE_SECTIONS = ("model", "tokenizer")
 _NOT_SHAPES = ("model.attention",)
+CURATION_FILE = "data_curation.json"
 
 
 def check_writable(workdir: str) -> None:
@@ -46,9 +48,13 @@ def check_same_model(cfg, workdir: str) -> None:
                         f"{saved.get(section, {}).get(key)!r}, not {value!r}; use a new --workdir or the old value")
 
 
-def write_run_files(cfg, vocabulary, workdir: str) -> None:
-  """config.json and spm.model: what `pretrain generate`, `eval` and `export` need beside the checkpoints."""
+def write_run_files(run, workdir: str) -> None:
+  """config.json and spm.model: what `pretrain generate`, `eval` and `export` need beside the checkpoints; and
+  data_curation.json, what the curation stage removed from each source (if any went through one)."""
   if jax.process_index() == 0:
     # Atomically: the other processes of a resumed run read it meanwhile.
-    files.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(cfg).encode())
-    files.copy(vocabulary.sentencepiece_model_file, os.path.join(workdir, run_lib.VOCAB_FILE))
+    files.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(run.cfg).encode())
+    files.copy(run.vocabulary.sentencepiece_model_file, os.path.join(workdir, run_lib.VOCAB_FILE))
+    curated = {source.name: source.curation.report(run.vocabulary) for source, _ in run.members if source.curation}
+    if curated:
+      files.write_atomically(os.path.join(workdir, CURATION_FILE), json.dumps(curated, indent=1).encode())

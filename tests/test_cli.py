@@ -21,7 +21,7 @@ def run(*args):
 def test_overview_lists_every_subcommand():
   result = run("--help")
   assert result.returncode == 0, result.stderr
-  names = {"train", "eval", "generate", "export", "inspect-task", "prepare-data", "train-tokenizer",
+  names = {"train", "eval", "plot", "generate", "export", "inspect-task", "inspect-data", "prepare-data", "train-tokenizer",
            "estimate-memory", "bench", "launch"}
   for name in names:
     assert f"\n  {name} " in result.stdout
@@ -70,6 +70,7 @@ def test_help_through_the_console_script_and_python_m():
     (["eval", "--workdir=runs/x"], "--task"),
     (["generate", "--prompt=hi"], "--workdir"),
     (["export", "--workdir=runs/x"], "--out"),
+    (["plot"], "--workdir"),
     (["train-tokenizer"], "--out"),
 ])
 def test_missing_required_flag_is_one_clear_error(args, missing):

@@ -28,7 +28,7 @@ def test_metrics_and_plot_on_an_object_store():
   again = metrics.MetricsWriter("ram://metrics/run")  # A resumed run keeps the earlier records.
   again.write(3, {"train/loss": 0.25})
   assert [r["step"] for r in metrics.read("ram://metrics/run")] == [1, 2, 3]
-  path = metrics.plot_losses("ram://metrics/run")
+  path = metrics.plot_curves("ram://metrics/run")
   assert tf.io.gfile.GFile(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 

@@ -88,7 +88,7 @@ def test_train_resume_and_continue(tmp_path, run_train):
   first = run_train(workdir, "--config.train.steps=3", "--config.train.eval_every=2")
   assert first.returncode == 0, first.stderr
   assert "Trained 3 steps" in first.stdout and "perplexity" in first.stdout
-  for output in ("metrics.jsonl", "loss.png", "config.json", "checkpoints/3", "tensorboard"):
+  for output in ("metrics.jsonl", "curves.png", "config.json", "checkpoints/3", "tensorboard"):
     assert os.path.exists(workdir / output), output
   records = metrics.read(str(workdir))
   assert records[0]["step"] == 0 and "eval/perplexity" in records[0]

@@ -39,7 +39,7 @@ def train(cfg, workdir: str) -> dict:
         raise UserError(f"the latest checkpoint in {workdir!r} has no data position (written by an older "
                         "version); start a new workdir")
     train_batches = run.train_batches(position)
-    workdir_lib.write_run_files(run.cfg, run.vocabulary, workdir)
+    workdir_lib.write_run_files(run, workdir)
     return loop.train(run, ckpt, state, start, train_batches)
 
 

@@ -13,7 +13,7 @@ import seqio
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from pretrain.data import corpus, records
+from pretrain.data import corpus, curation, records
 from pretrain.errors import UserError
 
 # TFDS caches a small dataset in memory, and discards the cache with a warning whenever a read stops early (an
@@ -32,6 +32,7 @@ class Source:
   text_key: str
   splits: dict[str, str]     # Our split name ('train', 'validation') -> the source's.
   content: tuple = ()        # What the documents depend on (files and their sizes and times, a dataset's version).
+  curation: object = None    # The filters and deduplication it went through (pretrain/data/curation.py), if any.
 
   def identity(self, split: str) -> list:
     """What a split's documents depend on, for keys of caches of them (pretrain/data/token_store.py)."""
@@ -56,7 +57,13 @@ def cache_dir(data_cfg) -> str:
 
 
 def make_source(data_cfg) -> Source:
-  """The Source described by the `data` section of a run config."""
+  """The Source described by the `data` section of a run config, through the curation stage of data.filters
+  and data.dedup (pretrain/data/curation.py; each source of a mixture on its own)."""
+  source = _source(data_cfg)
+  return curation.curate(source, data_cfg, cache_dir(data_cfg)) if curation.enabled(data_cfg) else source
+
+
+def _source(data_cfg) -> Source:
   if data_cfg.source == "corpus":
     data_dir = os.path.join(cache_dir(data_cfg), "tfds")
     builder = corpus.prepare(data_dir)

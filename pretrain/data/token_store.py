@@ -96,7 +96,9 @@ def _finish(store_dir: str, source, split: str, vocabulary, count: int) -> None:
   counts = [json.loads(files.read_text(s + ".json")) for s in shards]
   meta = {"format": FORMAT, "source": source.identity(split), "vocabulary": vocabulary_digest(vocabulary),
           "dtype": _dtype(vocabulary).str, "shards": [os.path.basename(s) for s in shards],
-          "documents": [c["documents"] for c in counts], "tokens": sum(c["tokens"] for c in counts)}
+          "documents": [c["documents"] for c in counts], "tokens": sum(c["tokens"] for c in counts),
+          # What the curation stage removed from the source (counts per rule), if it went through one.
+          "curation": source.curation.report()[split] if source.curation else None}
   files.write_atomically(os.path.join(store_dir, META), json.dumps(meta, indent=1).encode())
 
 

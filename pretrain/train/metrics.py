@@ -1,12 +1,14 @@
-"""Run metrics: one JSON object per logged step, TensorBoard scalars, a loss plot."""
+"""Run metrics: one JSON object per logged step, TensorBoard scalars, learning curves (curves.png)."""
 
 import io
 import json
 import os
 
 from pretrain import files, tf_loader
+from pretrain.errors import UserError
 
 METRICS_FILE = "metrics.jsonl"
+CURVES_FILE = "curves.png"
 
 
 def read(workdir: str) -> list[dict]:
@@ -51,25 +53,61 @@ class MetricsWriter:
     self.summary.flush()
 
 
-def plot_losses(workdir: str) -> str:
-  """Writes loss.png: train and eval loss against step."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+# The panels of curves.png, in order: (title, metric keys, log scale). The loss panel also draws the validation
+# loss of each extra eval task (eval/TASK/loss, pretrain/train/evaluation.py).
+PANELS = (
+    ("train and validation loss", ("train/loss", "eval/loss"), False),
+    ("validation perplexity", ("eval/perplexity",), True),
+    ("gradient norm", ("train/grad_norm",), False),
+    ("learning rate", ("train/learning_rate",), False),
+    ("tokens per second", ("train/tokens_per_second",), False),
+)
 
+
+def curves_figure(records: list[dict], title: str = ""):
+  """A matplotlib Figure of the records' metrics against the step, one panel per entry of PANELS."""
+  from matplotlib import figure  # pylint: disable=g-import-not-at-top
+
+  extra_losses = sorted({k for r in records for k in r
+                         if k.startswith("eval/") and k.endswith("/loss") and k != "eval/loss"})
+  (loss_title, loss_keys, loss_log), *others = PANELS
+  panels = [(loss_title, (*loss_keys, *extra_losses), loss_log), *others]
+  fig = figure.Figure(figsize=(15, 8), layout="constrained")
+  axes = list(fig.subplots(2, 3).flat)
+  for ax, (panel, keys, log) in zip(axes, panels):
+    for key in keys:
+      points = [(r["step"], r[key]) for r in records if key in r]
+      if points:
+        # Evaluations are sparse: markers show where each one is.
+        ax.plot(*zip(*points), "-" if key.startswith("train/") else "o-", label=key, markersize=3)
+    ax.set_title(panel)
+    ax.set_xlabel("step")
+    if ax.get_lines():
+      ax.grid(alpha=0.3)
+      if log:
+        ax.set_yscale("log")
+      if len(ax.get_lines()) > 1:
+        ax.legend()
+    else:  # An older run, or a metric this run does not log: the other panels still show.
+      ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes, color="gray")
+      ax.set_xticks([])
+      ax.set_yticks([])
+  for ax in axes[len(panels):]:  # The grid's unused cell.
+    ax.remove()
+  if title:
+    fig.suptitle(title)
+  return fig
+
+
+def plot_curves(workdir: str, out: str | None = None) -> str:
+  """Writes the run's learning curves (curves_figure) to `out`, by default WORKDIR/curves.png; returns its path."""
   records = read(workdir)
-  fig, ax = plt.subplots(figsize=(7, 4.5))
-  for key, style in (("train/loss", "-"), ("eval/loss", "o-")):
-    points = [(r["step"], r[key]) for r in records if key in r]
-    if points:
-      ax.plot(*zip(*points), style, label=key, markersize=4)
-  ax.set_xlabel("step")
-  ax.set_ylabel("cross-entropy (nats per token)")
-  ax.grid(alpha=0.3)
-  ax.legend()
-  path = os.path.join(workdir, "loss.png")
+  if not records:
+    raise UserError(f"{workdir!r} holds no metrics ({METRICS_FILE} is missing or empty); give the --workdir of a "
+                    "training run")
+  fig = curves_figure(records, title=workdir)
   image = io.BytesIO()
-  fig.savefig(image, format="png", dpi=100, bbox_inches="tight")
-  plt.close(fig)
+  fig.savefig(image, format="png", dpi=100)
+  path = out or os.path.join(workdir, CURVES_FILE)
   files.write_atomically(path, image.getvalue())
   return path

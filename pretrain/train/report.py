@@ -11,7 +11,7 @@ def report(workdir: str, step: int, final: dict, pairs) -> dict:
   records = metrics.read(workdir)
   initial = next((r["eval/perplexity"] for r in records if r["step"] == 0 and "eval/perplexity" in r), None)
   if jax.process_index() == 0:
-    plot = metrics.plot_losses(workdir)
+    plot = metrics.plot_curves(workdir)
     lines = [f"Trained {step} steps. Validation loss {final['eval/loss']:.3f}, "
              f"perplexity {final['eval/perplexity']:.1f}"
              + (f" (step 0: {initial:.1f}, {initial / final['eval/perplexity']:.0f}x lower)" if initial else "")]
