@@ -17,6 +17,7 @@ from pretrain import host_memory, tf_loader
 SUBCOMMANDS = {
     "train": ("pretrain.commands.train", "pre-train a model from a config (resumes from the workdir's checkpoint)"),
     "eval": ("pretrain.commands.eval", "loss, accuracy and perplexity of a run's checkpoint on a task"),
+    "probe": ("pretrain.commands.probe", "a linear probe of a run's representations: same-document passages"),
     "plot": ("pretrain.commands.plot", "draw a run's learning curves (curves.png) from its metrics.jsonl"),
     "generate": ("pretrain.commands.generate", "continue a prompt with a run's checkpoint"),
     "export": ("pretrain.commands.export", "write a run as a Hugging Face model directory"),

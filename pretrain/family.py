@@ -108,6 +108,13 @@ class Family:
     return [(length, length, model_cfg.num_layers, {"prefix": self.prefix_lm})]
 
   # Using a trained model.
+  def representations(self, model, params, tokens_BL):
+    """The model's final hidden states [B, L, D] of unpacked rows of tokens (frozen features for a probe): the
+    stack's output after its final norm, before the output layer."""
+    _, state = model.apply({"params": params}, tokens_BL,
+                           capture_intermediates=lambda module, method: module.name == "final_norm")
+    return state["intermediates"]["final_norm"]["__call__"][0]
+
   def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths: dict[str, int]) -> None:
     """Refuses a prompt and continuation longer than the rows the model was trained on."""
     raise UserError(f"an {self.name} model does not generate text; generate with a decoder-only or "
@@ -231,6 +238,9 @@ class EncoderDecoder(Family):
   def forward(self, model, params, batch, dropout_rng=None):
     return model.apply({"params": params}, batch["encoder_input_tokens"], batch["decoder_input_tokens"],
                        batch["encoder_segment_ids"], batch["decoder_segment_ids"], **models.mode(dropout_rng))
+
+  def representations(self, model, params, tokens_BL):
+    return model.apply({"params": params}, tokens_BL, method="encode")  # The encoder's output.
 
   def check_prompt(self, prompt_tokens, max_new_tokens, task_lengths):
     inputs = prompt_tokens + 2  # <extra_id_0> and EOS follow.

@@ -21,7 +21,7 @@ def run(*args):
 def test_overview_lists_every_subcommand():
   result = run("--help")
   assert result.returncode == 0, result.stderr
-  names = {"train", "eval", "plot", "generate", "export", "inspect-task", "inspect-data", "prepare-data", "train-tokenizer",
+  names = {"train", "eval", "probe", "plot", "generate", "export", "inspect-task", "inspect-data", "prepare-data", "train-tokenizer",
            "estimate-memory", "bench", "launch"}
   for name in names:
     assert f"\n  {name} " in result.stdout

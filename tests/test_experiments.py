@@ -54,10 +54,11 @@ def test_compare_objectives_writes_curves_and_table(tmp_path, cache_dir, vocabul
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   out = str(tmp_path / "docs" / "objectives")
   compare_objectives.main(["--objectives=clm,span_corruption", "--d_model=32", "--num_layers=1", "--head_dim=16",
-                           f"--out={out}", f"--out_dir={tmp_path / 'runs'}", *TINY])
+                           f"--out={out}", f"--out_dir={tmp_path / 'runs'}", "--probe_documents=100", *TINY])
   assert os.path.getsize(out + ".png") > 0
   rows = _table_rows(out + ".md")
   assert [row.split("|")[1].strip() for row in rows] == ["clm", "span_corruption"]
+  assert all(re.search(r"\| 0\.\d{3} \(0\.\d{3}\) \|", row) for row in rows)  # The probe, trained and initial.
   assert "4 x 64 = 256" in rows[0] and "4 x (51 + 13) = 256" in rows[1]
   text = " ".join(open(out + ".md").read().split())  # Prose is wrapped.
   assert "python tools/compare_objectives.py --objectives=clm,span_corruption" in text

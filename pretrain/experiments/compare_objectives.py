@@ -1,7 +1,7 @@
 """Which objective? Trains one small model per pre-training objective on the same token budget and compares them.
 
   python tools/compare_objectives.py [--objectives=clm,prefix_lm_decoder,span_corruption,ul2,mlm] [--steps=300]
-      [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2] [--enc_dec_layers=N]
+      [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2] [--enc_dec_layers=N] [--probe_documents=N]
       [--out=docs/compare_objectives] [--out_dir=runs/compare_objectives] [--config.KEY=VALUE ...]
 
 Every objective trains from scratch on the bundled corpus (configs/quickstart.py, or --config, plus
@@ -105,15 +105,26 @@ def _row_text(r: dict, batch: int) -> str:
   return f"{batch} x {row['targets']} = {r['tokens_per_step']:,}"
 
 
+def probe(workdir: str, documents: int) -> dict:
+  """The same-document probe's test accuracy of a finished run and of its initial parameters (pretrain probe)."""
+  from pretrain.train import probe as probe_lib  # pylint: disable=g-import-not-at-top
+  run, params, _ = run_lib.load(workdir)
+  return {"probe": probe_lib.probe_run(run, params, max_documents=documents)["accuracy"],
+          "probe_init": probe_lib.probe_run(run, run.create_state().params, max_documents=documents)["accuracy"]}
+
+
 def table(results: list[dict], batch: int) -> str:
   lines = ["| objective | model family | parameters | tokens/step (rows x (inputs + targets)) | target tokens/step "
-           "| GFLOP/step | val loss / target token (step 0) | CLM val loss (yardstick) | tokens/s | wall s |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "| GFLOP/step | val loss / target token (step 0) | CLM val loss (yardstick) | probe accuracy (step 0) "
+           "| tokens/s | wall s |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
   for r in results:
     yardstick = f"{r['yardstick']:.3f}" if r["yardstick"] is not None else "n/a"
+    probed = f"{r['probe']:.3f} ({r['probe_init']:.3f})" if "probe" in r else "n/a"
     lines.append(f"| {r['objective']} | {r['family']} | {r['params']:,} | {_row_text(r, batch)} | "
                  f"{r['target_tokens_per_step']:,.0f} | {r['gflop_per_step']:.1f} | {r['loss']:.3f} "
-                 f"({r['initial_loss']:.2f}) | {yardstick} | {r['tokens_per_second']:,.0f} | {r['wall']:.0f} |")
+                 f"({r['initial_loss']:.2f}) | {yardstick} | {probed} | {r['tokens_per_second']:,.0f} | "
+                 f"{r['wall']:.0f} |")
   return "\n".join(lines)
 
 
@@ -156,6 +167,12 @@ def report(results: list[dict], args, argv: list[str], load: str) -> str:
       "Compare each curve's fall, and the yardstick: the CLM validation loss on the same validation rows "
       "(`data.eval_objectives`), which every decoder-only model has and the encoder-decoder and encoder-only "
       "models do not (n/a).",
+      "Probe accuracy is the downstream probe (`pretrain probe`): a linear classifier on each model's frozen "
+      "representations (the mean final hidden state of a 32-token passage; the encoder's for an encoder-decoder) "
+      "that tells whether two passages come from the same document, tested on documents it was not fitted on; "
+      "chance is 0.5, and the figure in brackets is the same architecture at its initial parameters. It is one "
+      "small task on one corpus, and largely lexical (two passages of a document share words): read it as "
+      "whether pre-training improved on the random features, not as a general ranking for understanding tasks.",
       "Target tokens/step counts the loss-bearing tokens of the validation batches. GFLOP/step is model FLOPs "
       "(pretrain/train/flops.py). " + runs.TIMING_NOTE,
       f"![validation curves]({os.path.basename(args.out)}.png)"])
@@ -174,6 +191,8 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
   parser.add_argument("--head_dim", type=int, default=64, help="dimension of each attention head")
   parser.add_argument("--num_heads", type=int, default=0, help="0: d_model / head_dim")
   parser.add_argument("--mlp_dim", type=int, default=0, help="0: 3 x d_model")
+  parser.add_argument("--probe_documents", type=int, default=2000,
+                      help="documents of the same-document probe of each run (pretrain probe; 0: no probe)")
   args, base = command_line.parse_command_line(parser, argv)
   names = [n.strip() for n in args.objectives.split(",") if n.strip()]
   for name in names:
@@ -188,9 +207,12 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
   results = []
   for i, (name, cfg) in enumerate(zip(names, configs), 1):
     r = runs.train_one(cfg, os.path.join(args.out_dir, name))
+    if args.probe_documents:
+      r.update(probe(os.path.join(args.out_dir, name), args.probe_documents))
     results.append(r)
     print(f"[{i}/{len(names)}] {name:<18} {r['family']:<25} {r['params']:>10,} params  val loss {r['loss']:.3f} "
-          f"(step 0: {r['initial_loss']:.2f})  {r['tokens_per_second']:>6,.0f} tokens/s  {r['wall']:.0f} s",
+          f"(step 0: {r['initial_loss']:.2f})  probe {r.get('probe', float('nan')):.3f}  "
+          f"{r['tokens_per_second']:>6,.0f} tokens/s  {r['wall']:.0f} s",
           flush=True)
   runs.write_report(args.out, lambda path: plot(results, path), report(results, args, argv, load),
                     table(results, args.batch_size))
