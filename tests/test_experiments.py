@@ -2,6 +2,9 @@
 each experiment."""
 
 import argparse
+import collections
+import itertools
+import json
 import os
 import re
 
@@ -10,7 +13,8 @@ import pytest
 
 from pretrain import config as config_lib
 from pretrain.errors import UserError
-from pretrain.experiments import compare_objectives, scaling
+from pretrain.data import dedup
+from pretrain.experiments import compare_objectives, data_quality, scaling, web_defects
 from tests.conftest import REPO
 
 # A model and budget small enough for a CPU test: a few seconds of training per run.
@@ -92,3 +96,47 @@ def test_scaling_report_with_a_fit(tmp_path):
   nc, alpha, l_inf = (float(x) for x in re.search(r"Nc = (\S+), alpha = (\S+), L_inf = (\S+) ", text).groups())
   assert 0.4 < alpha < 0.6 and 1.9 < l_inf < 2.1 and nc > 0
   assert len(_table_rows(args.out + ".md")) == 4 and os.path.getsize(args.out + ".png") > 0
+
+
+def test_web_defects_are_put_in_at_their_rates_with_labels(corpus_source):
+  documents = list(itertools.islice(corpus_source.texts("train"), 400))
+  mix = web_defects.inject(documents, seed=3)
+  assert mix == web_defects.inject(documents, seed=3)  # Deterministic.
+  labels = collections.Counter(label for _, label in mix)
+  for defect, share in {**web_defects.IN_PLACE, **web_defects.ADDED}.items():
+    assert labels[defect] == round(share * 400), defect
+  texts = [text for text, _ in mix]
+  by_label = collections.defaultdict(list)
+  for text, label in mix:
+    by_label[label].append(text)
+  assert all(t in documents for t in by_label["clean"])
+  assert all(t not in documents for label in web_defects.IN_PLACE for t in by_label[label])
+  assert all("\u00e2\u20ac" in t or "\u00c3" in t for t in by_label["mojibake"])  # UTF-8 read as cp1252.
+  assert all(any(line in web_defects.NAVIGATION for line in t.splitlines()) for t in by_label["boilerplate"])
+  for label in ("duplicate", "near_duplicate"):  # Each copy comes after a document it copies.
+    for text in by_label[label]:
+      position = texts.index(text) if label == "near_duplicate" else len(texts) - 1 - texts[::-1].index(text)
+      assert any(dedup.jaccard(text, other) > 0.3 for other in texts[:position]), label
+  assert all(set(t.replace(",", "").split()) <= set(web_defects.SPAM_WORDS) for t in by_label["spam"])
+
+
+def test_data_quality_writes_tables_and_plot(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
+  del vocabulary
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  out = str(tmp_path / "docs" / "data_quality")
+  data_quality.main(["--d_model=32", "--num_layers=1", "--head_dim=16", f"--out={out}",
+                     f"--out_dir={tmp_path / 'runs'}", *TINY])
+  assert os.path.getsize(out + ".png") > 0
+  text = open(out + ".md").read()
+  rows = _table_rows(out + ".md")
+  assert [row.split("|")[1].strip() for row in rows[:3]] == ["clean", "defective", "curated"]
+  spam = round(web_defects.ADDED["spam"] * 2160)  # Of the corpus's 2,160 training documents.
+  assert f"| spam | {spam} | {spam} | 100.0% |" in text  # Keyword spam has no stop words.
+  assert "| encoding_errors | " in text and "| near_duplicate | " in text
+  printed = capsys.readouterr().out
+  assert re.search(r"\[3/3\] curated .* val loss \d", printed)
+  # The curated rung's files, read by the run through the stage, and its record in the workdir.
+  report = json.loads(open(tmp_path / "runs" / "curated" / "data_curation.json").read())
+  mix = round(2160 * (1 + sum(web_defects.ADDED.values())))
+  assert report["files"]["train"]["documents"] == mix and report["files"]["train"]["kept"] < mix / 2
+  assert report["files"]["train"]["removed"]["stop_words"]["tokens"] > 0

@@ -220,7 +220,9 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
       "than once, so a rung's validation perplexity reflects both the quality of its documents and how many "
       "distinct clean tokens it holds. The defects are simulated, with rates chosen here, not measured on a web "
       "crawl; trigram text has no detector among these heuristics (a quality classifier or a language model's "
-      "perplexity would be one). The published thresholds were set for web pages: on documentation, several "
+      "perplexity would be one). Document-level rules drop a boilerplate or mojibake document whole, its clean "
+      "text with it, where C4 drops lines; and a copy kept because its original went for another defect counts "
+      "as defective here although its text is clean. The published thresholds were set for web pages: on documentation, several "
       "rules remove many clean documents (the last table), which is why the curated rung uses the rules that "
       "hold up on this text.",
       runs.TIMING_NOTE,
