@@ -64,10 +64,10 @@ def test_two_processes_match_one_and_checkpoints_move_between_them(tmp_path, cac
   out = _train(two, cache_dir, 1, 8, "--config.train.steps=4", "--config.data.streams=2", "--config.mesh.data=1",
                "--config.mesh.fsdp=8")
   assert "Resuming from the checkpoint at step 2" in out
-  # ... and the reverse.
+  # ... and the reverse, ending with a sample decoded from parameters sharded over both processes.
   out = _train(two, cache_dir, 2, 4, "--config.train.steps=6", "--config.data.streams=2", "--config.mesh.data=2",
-               "--config.mesh.fsdp=2", "--config.mesh.tensor=2")
-  assert "Resuming from the checkpoint at step 4" in out
+               "--config.mesh.fsdp=2", "--config.mesh.tensor=2", "--config.sample.num=1")
+  assert "Resuming from the checkpoint at step 4" in out and "\n>>> " in out
   resumed = _losses(two)
   np.testing.assert_allclose([resumed[s] for s in range(7)], [expected[s] for s in range(7)], rtol=1e-5)
 

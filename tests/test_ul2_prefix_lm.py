@@ -17,7 +17,7 @@ from pretrain import config, family
 from pretrain.data import objectives, pipeline, tasks, vocab
 from pretrain.data.objectives import ul2
 from pretrain.errors import UserError
-from tests.conftest import REPO
+from tests.conftest import REPO, TINY
 
 
 def _data_cfg(**overrides):
@@ -106,13 +106,68 @@ def test_vocabulary_without_mode_tokens(corpus_source, tmp_path):
     _examples(corpus_source, vocab.load(str(path)), "ul2", {"inputs": 64, "targets": 64}, num=1)
 
 
-@pytest.mark.parametrize("objective", ["ul2_decoder", "prefix_lm_decoder", "fim", "span_corruption", "ul2", "bart",
-                                       "mlm"])
-def test_objectives_train_end_to_end(tmp_path, run_train, objective):
-  result = run_train(tmp_path / "run", f"--config.data.objective={objective}", "--config.data.inputs_length=48",
-                     "--config.data.targets_length=48", "--config.train.steps=2")
-  assert result.returncode == 0, result.stderr
-  assert "Trained 2 steps" in result.stdout
+END_TO_END = ["ul2_decoder", "prefix_lm_decoder", "fim", "span_corruption", "ul2", "bart", "mlm"]
+
+# `pretrain train` (pretrain.cli.main, as `python -m pretrain` calls it) of each objective in turn, in one process:
+# one Python, TensorFlow and JAX start-up instead of one per objective. Each run has its own workdir, and its
+# own stdout and stderr files (file descriptors 1 and 2, so that native logs land there too); an exception or
+# exit ends that run only, with the exit status the command line would give.
+_TRAIN_EACH = """
+import os, sys, traceback
+from pretrain import cli
+root, objectives, args = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
+for objective in objectives:
+  base = os.path.join(root, objective)
+  saved = os.dup(1), os.dup(2)
+  with open(base + ".stdout", "w") as out, open(base + ".stderr", "w") as err:
+    os.dup2(out.fileno(), 1)
+    os.dup2(err.fileno(), 2)
+    try:
+      code = cli.main(["train", "--workdir=" + base, *args, "--config.data.objective=" + objective])
+    except SystemExit as e:
+      code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:  # As an uncaught exception exits the command line.
+      traceback.print_exc()
+      code = 1
+    finally:
+      sys.stdout.flush()
+      sys.stderr.flush()
+      os.dup2(saved[0], 1)
+      os.dup2(saved[1], 2)
+  with open(base + ".exit", "w") as f:
+    f.write(str(code))
+"""
+
+
+@pytest.fixture(scope="module")
+def end_to_end_runs(tmp_path_factory, cache_dir, vocabulary):
+  """objective -> (exit status, stdout, stderr) of 2 TINY steps of each END_TO_END objective, with a sample."""
+  del vocabulary  # Built first, so the runs reuse it.
+  root = tmp_path_factory.mktemp("objectives")
+  process = subprocess.run([sys.executable, "-c", _TRAIN_EACH, str(root), ",".join(END_TO_END),
+                            "--config=configs/quickstart.py", *TINY, "--config.data.inputs_length=48",
+                            "--config.data.targets_length=48", "--config.train.steps=2", "--config.sample.num=1"],
+                           cwd=REPO, env={**os.environ, "PRETRAIN_CACHE": cache_dir}, capture_output=True, text=True,
+                           timeout=1800)
+  runs = {}
+  for objective in END_TO_END:
+    out, err, status = (root / f"{objective}.{suffix}" for suffix in ("stdout", "stderr", "exit"))
+    if status.exists():
+      runs[objective] = int(status.read_text()), out.read_text(), err.read_text()
+    else:  # The process died before or during this run: its own output says why.
+      runs[objective] = None, out.read_text() if out.exists() else "", (
+          (err.read_text() if err.exists() else "") + f"\nthe process exited {process.returncode}:\n"
+          + process.stderr[-3000:])
+  return runs
+
+
+@pytest.mark.parametrize("objective", END_TO_END)
+def test_objectives_train_end_to_end(end_to_end_runs, objective):
+  code, stdout, stderr = end_to_end_runs[objective]
+  assert code == 0, stderr
+  assert "Trained 2 steps" in stdout
+  # The end-of-run sample: each generating family's decoding (causal, prefix-LM, encoder-decoder); MLM has none.
+  assert ("\n>>> " in stdout) == (objective != "mlm"), stdout
 
 
 def test_inspect_task(cache_dir, vocabulary):
