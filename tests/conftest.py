@@ -1,25 +1,14 @@
 """Shared fixtures: the bundled corpus and its vocabulary, built once per session."""
 
 import argparse
-import atexit
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import ml_collections
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# One persistent JAX compilation cache for this session, for the tests here and every process they start: the many
-# runs of the same tiny models then compile each program once rather than once per process (about a third of a
-# command-line run's time). It starts empty each session, so every program is still compiled at least once. (A
-# process a test starts inherits it; a cache the environment already names is kept.)
-if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-  os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="pretrain-tests-jax-cache-")
-  atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
-  os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # Also the many small programs.
 
 from pretrain import host_memory  # pylint: disable=g-import-not-at-top
 

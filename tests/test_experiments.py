@@ -125,18 +125,18 @@ def test_data_quality_writes_tables_and_plot(tmp_path, cache_dir, vocabulary, mo
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   out = str(tmp_path / "docs" / "data_quality")
   data_quality.main(["--d_model=32", "--num_layers=1", "--head_dim=16", f"--out={out}",
-                     f"--out_dir={tmp_path / 'runs'}", *TINY])
+                     f"--out_dir={tmp_path / 'runs'}", "--documents=300", *TINY])
   assert os.path.getsize(out + ".png") > 0
   text = open(out + ".md").read()
   rows = _table_rows(out + ".md")
   assert [row.split("|")[1].strip() for row in rows[:3]] == ["clean", "defective", "curated"]
-  spam = round(web_defects.ADDED["spam"] * 2160)  # Of the corpus's 2,160 training documents.
+  spam = round(web_defects.ADDED["spam"] * 300)
   assert f"| spam | {spam} | {spam} | 100.0% |" in text  # Keyword spam has no stop words.
   assert "| encoding_errors | " in text and "| near_duplicate | " in text
   printed = capsys.readouterr().out
   assert re.search(r"\[3/3\] curated .* val loss \d", printed)
   # The curated rung's files, read by the run through the stage, and its record in the workdir.
   report = json.loads(open(tmp_path / "runs" / "curated" / "data_curation.json").read())
-  mix = round(2160 * (1 + sum(web_defects.ADDED.values())))
+  mix = round(300 * (1 + sum(web_defects.ADDED.values())))
   assert report["files"]["train"]["documents"] == mix and report["files"]["train"]["kept"] < mix / 2
   assert report["files"]["train"]["removed"]["stop_words"]["tokens"] > 0

@@ -2,7 +2,8 @@
 budget, and scores the curation stage's filters against known defects.
 
   python tools/data_quality.py [--steps=300] [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2]
-      [--filters=SPEC] [--dedup=near] [--seed=0] [--out=docs/data_quality] [--out_dir=runs/data_quality]
+      [--filters=SPEC] [--dedup=near] [--seed=0] [--documents=N] [--out=docs/data_quality]
+      [--out_dir=runs/data_quality]
       [--config.KEY=VALUE ...]
 
 The ladder is built from the training documents of the config's source (the bundled corpus by default):
@@ -23,6 +24,7 @@ run's workdir and train.log to OUT_DIR/RUNG.
 """
 
 import collections
+import itertools
 import json
 import math
 import os
@@ -149,6 +151,8 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
   parser.add_argument("--dedup", default="near", help="data.dedup of the curated rung")
   parser.add_argument("--dedup_threshold", type=float, default=0.8, help="data.dedup_threshold of the curated rung")
   parser.add_argument("--seed", type=int, default=0, help="where the defects go")
+  parser.add_argument("--documents", type=int, default=0, help="build the ladder from the first N training "
+                      "documents (0: all)")
   args, base = command_line.parse_command_line(parser, argv)
   from pretrain import config as config_lib, run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.data import filters, sources, token_store, vocab  # pylint: disable=g-import-not-at-top
@@ -157,7 +161,7 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
     raise UserError(f"--dedup={args.dedup!r}: give exact, near or ''")
 
   source = sources.make_source(base.data)
-  documents = list(source.texts("train"))
+  documents = list(itertools.islice(source.texts("train"), args.documents or None))
   if len(documents) < 20:
     raise UserError(f"the source holds {len(documents)} training documents; the ladder needs at least 20")
   vocabulary = vocab.get_vocabulary(base, source)  # Of the clean documents, shared by every rung.
