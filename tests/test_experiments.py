@@ -113,10 +113,13 @@ def test_web_defects_are_put_in_at_their_rates_with_labels(corpus_source):
   assert all(t not in documents for label in web_defects.IN_PLACE for t in by_label[label])
   assert all("\u00e2\u20ac" in t or "\u00c3" in t for t in by_label["mojibake"])  # UTF-8 read as cp1252.
   assert all(any(line in web_defects.NAVIGATION for line in t.splitlines()) for t in by_label["boilerplate"])
-  for label in ("duplicate", "near_duplicate"):  # Each copy comes after a document it copies.
+  for label in ("duplicate", "near_duplicate"):  # Each copy comes after its source, where the source is unchanged.
     for text in by_label[label]:
-      position = texts.index(text) if label == "near_duplicate" else len(texts) - 1 - texts[::-1].index(text)
-      assert any(dedup.jaccard(text, other) > 0.3 for other in texts[:position]), label
+      source = max(documents, key=lambda d: dedup.jaccard(text, d))
+      assert dedup.jaccard(text, source) > 0.5, label
+      position = len(texts) - 1 - texts[::-1].index(text)
+      if source in by_label["clean"]:
+        assert texts.index(source) < position, label
   assert all(set(t.replace(",", "").split()) <= set(web_defects.SPAM_WORDS) for t in by_label["spam"])
 
 
