@@ -14,7 +14,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.data = ml_collections.ConfigDict()
   c.data.source = "corpus"        # corpus | files | tfds
   # Decoder-only: clm | fim | prefix_lm_decoder | ul2_decoder. Encoder-decoder: span_corruption | prefix_lm |
-  # ul2 | bart. Encoder-only: mlm.
+  # ul2 | bart. Encoder-only: mlm | nsp | sop (MLM plus next-sentence / sentence-order prediction) | electra |
+  # contrastive (SimCSE; needs model.dropout > 0).
   c.data.objective = "clm"
   c.data.train_files = ""         # source=files: glob of .txt (a document per line) or .jsonl files
   c.data.validation_files = ""    # source=files: glob; empty holds out 5% of the train documents
@@ -99,6 +100,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.model.num_decoder_layers = 0  # 0: as many as num_layers
   c.model.relative_attention_num_buckets = 32
   c.model.relative_attention_max_distance = 128
+  # ELECTRA only: the generator's share of the discriminator's heads, width and feed-forward width (same depth).
+  c.model.electra_generator_size = 0.25
 
   c.optimizer = ml_collections.ConfigDict()
   c.optimizer.name = "adamw"      # adamw | adafactor (T5's: factored, decay 0.8, update clipping 1, no momentum)
@@ -115,6 +118,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.loss.z_loss = 1e-4            # z_loss * logsumexp(logits)^2 per token, as T5X
   c.loss.label_smoothing = 0.0
   c.loss.normalizing_factor = 0.0  # 0: mean over target tokens; else divide the summed loss by this (T5X)
+  c.loss.electra_discriminator_weight = 50.0  # electra: the replaced-token detection loss's weight (the paper's)
+  c.loss.contrastive_temperature = 0.05       # contrastive: cosine similarities are divided by this (SimCSE's)
 
   c.train = ml_collections.ConfigDict()
   c.train.steps = 300

@@ -66,7 +66,9 @@ def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigD
 
 # Fields added after runs and config files were first written, with the value that keeps their behaviour:
 # a config.json or a config file from before a field existed reads as if it held this value.
-NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "", "data.dedup_threshold": 0.8}
+NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "", "data.dedup_threshold": 0.8,
+                "model.electra_generator_size": 0.25, "loss.electra_discriminator_weight": 50.0,
+                "loss.contrastive_temperature": 0.05}
 
 
 def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -239,6 +241,7 @@ RANGES = {
     "model.num_decoder_layers": Valid(lambda v: v >= 0, "at least 0 (0: as many as model.num_layers)"),
     "model.relative_attention_num_buckets": POSITIVE,
     "model.relative_attention_max_distance": POSITIVE,
+    "model.electra_generator_size": POSITIVE,  # above 1: a family check says why (pretrain/family.py)
     "optimizer.name": one_of("adamw", "adafactor"),
     "optimizer.schedule": one_of("cosine", "rsqrt"),
     "optimizer.learning_rate": POSITIVE,
@@ -251,6 +254,8 @@ RANGES = {
     "loss.z_loss": NOT_NEGATIVE,
     "loss.label_smoothing": BELOW_ONE,
     "loss.normalizing_factor": Valid(lambda v: v >= 0, "at least 0 (0: the mean over target tokens)"),
+    "loss.electra_discriminator_weight": POSITIVE,
+    "loss.contrastive_temperature": POSITIVE,
     "train.steps": POSITIVE,
     "train.batch_size": POSITIVE,
     "train.microbatches": POSITIVE,

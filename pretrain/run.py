@@ -44,7 +44,7 @@ def _checked_family(cfg) -> Family:
   """The model family of a config whose values and model fields (those its family uses) are checked."""
   config_lib.validate(cfg)
   family = family_lib.of_objective(cfg.data.objective)
-  family.check(cfg.model)
+  family.check(cfg)
   return family
 
 
@@ -115,6 +115,8 @@ class Run:
     vocabulary = vocab.get_vocabulary(cfg, members[0][0])  # The first source trains it (unless tokenizer.path).
     run = cls._build(cfg, vocabulary.vocab_size, family)
     run.vocabulary, run.members = vocabulary, members
+    for source, _ in members if objective_.check_source else ():
+      objective_.check_source(source, vocabulary)
     run.task = tasks.register_mixture(members, vocabulary, objective_)
     run.eval_tasks = {tasks.register_mixture(members, vocabulary, o): o for o in extra.values()}
     return run
@@ -179,8 +181,8 @@ class Run:
 
   @functools.cached_property
   def eval_step(self):
-    """(params, global batch) -> summed loss, weight and correct predictions."""
-    return jax.jit(steps.make_eval_step(self.family, self.model),
+    """(params, global batch) -> the family's loss sums (family.eval_metrics)."""
+    return jax.jit(steps.make_eval_step(self.family, self.model, self.cfg.loss),
                    in_shardings=(self.state_shardings.params, self.batch_sharding))
 
   def batches(self, split: str, task: str = "", objective_=None, **kwargs):

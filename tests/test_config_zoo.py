@@ -29,7 +29,7 @@ def test_zoo_config_builds_without_allocating(name):
   cfg = config_lib.load_config_file(f"configs/{name}.py")
   config_lib.validate(cfg)
   family = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed).family
-  family.check(cfg.model)
+  family.check(cfg)
   model = family.build(cfg.model, cfg.tokenizer.vocab_size)
   args = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in family.example_args(family.task_lengths(cfg.data))]
   shapes = jax.eval_shape(lambda *a: model.init(jax.random.key(0), *a), *args)["params"]

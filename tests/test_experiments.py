@@ -48,6 +48,16 @@ def test_split_row_fits_each_objective():
     compare_objectives.split_row("ul2", data, 100, 6)
 
 
+def test_contrastive_runs_with_its_dropout_and_the_others_without():
+  import argparse  # pylint: disable=g-import-not-at-top
+  base = config_lib.load_config_file(os.path.join(REPO, "configs/quickstart.py"))
+  args = argparse.Namespace(seq_len=128, steps=10, batch_size=16, evals=2, d_model=128, num_layers=2, head_dim=64,
+                            num_heads=0, mlp_dim=0, enc_dec_layers=0)
+  dropouts = {name: compare_objectives.run_config(base, name, args).model.dropout
+              for name in compare_objectives.DEFAULT_OBJECTIVES.split(",")}
+  assert dropouts.pop("contrastive") == 0.1 and set(dropouts.values()) == {0.0}
+
+
 def _table_rows(path: str) -> list[str]:
   with open(path) as f:
     return [line for line in f if line.startswith("| ") and not line.startswith("| ---")][1:]
@@ -63,6 +73,7 @@ def test_compare_objectives_writes_curves_and_table(tmp_path, cache_dir, vocabul
   rows = _table_rows(out + ".md")
   assert [row.split("|")[1].strip() for row in rows] == ["clm", "span_corruption"]
   assert all(re.search(r"\| 0\.\d{3} \(0\.\d{3}\) \|", row) for row in rows)  # The probe, trained and initial.
+  assert all(re.search(r"\| accuracy 0\.\d{3} \|", row) for row in rows)  # The family's other metrics.
   assert "4 x 64 = 256" in rows[0] and "4 x (51 + 13) = 256" in rows[1]
   text = " ".join(open(out + ".md").read().split())  # Prose is wrapped.
   assert "python tools/compare_objectives.py --objectives=clm,span_corruption" in text

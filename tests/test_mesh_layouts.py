@@ -31,12 +31,19 @@ FAMILIES = {"decoder_only": ("--config.data.objective=clm", "--config.data.seq_l
             "encoder_decoder": ("--config.data.objective=span_corruption", "--config.data.inputs_length=16",
                                 "--config.data.targets_length=8")}
 KERNEL_LENGTH = ("--config.data.seq_len=128",)  # The attention kernels tile lengths by 128.
+# The encoder objectives of other families, each under one layout of 8 devices: contrastive's negatives come
+# from the whole global batch (gathered across data shards), ELECTRA and NSP shard their extra modules too.
+OTHER_FAMILIES = {"contrastive": (("--config.data.objective=contrastive", "--config.data.seq_len=16",
+                                   "--config.model.dropout=0.1"), "data8"),
+                  "electra": (("--config.data.objective=electra", "--config.data.seq_len=16"), "data2_fsdp2_tensor2"),
+                  "nsp": (("--config.data.objective=nsp", "--config.data.seq_len=16"), "data2_fsdp2_tensor2")}
 
 
 def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "adamw", extra=()) -> dict:
   """Losses of `num_steps` steps on a fixed batch, and device 0's share of the train state's bytes."""
   (data, fsdp, tensor), rules = layout
-  run = tiny_run(*MODEL, *FAMILIES[family], *extra, f"--config.mesh.data={data}", f"--config.mesh.fsdp={fsdp}",
+  flags = FAMILIES[family] if family in FAMILIES else OTHER_FAMILIES[family][0]
+  run = tiny_run(*MODEL, *flags, *extra, f"--config.mesh.data={data}", f"--config.mesh.fsdp={fsdp}",
                  f"--config.mesh.tensor={tensor}", f"--config.mesh.rules={rules}",
                  f"--config.optimizer.name={optimizer_name}", vocab_size=256)
   state = run.create_state()
@@ -70,6 +77,12 @@ def test_every_layout_gives_the_losses_of_one_device(eight_device_runs, family):
   for layout in LAYOUTS:
     np.testing.assert_allclose(eight_device_runs[family][layout]["losses"], one_device, rtol=2e-5,
                                err_msg=f"{family} under {layout}")
+
+
+@pytest.mark.parametrize("family", OTHER_FAMILIES)
+def test_the_encoder_objectives_give_the_losses_of_one_device(eight_device_runs, family):
+  one_device = run_layout(family, ((1, 1, 1), "fsdp_tensor"))["losses"]
+  np.testing.assert_allclose(eight_device_runs[family]["losses"], one_device, rtol=2e-5, err_msg=family)
 
 
 def test_an_attention_kernel_shards_over_batch_and_heads(eight_device_runs):
@@ -113,6 +126,7 @@ if __name__ == "__main__":
   runs["adafactor_fsdp2_tensor4"] = run_layout("decoder_only", LAYOUTS["fsdp2_tensor4"], optimizer_name="adafactor")
   runs["splash"] = run_layout("decoder_only", LAYOUTS["data2_fsdp2_tensor2"],
                               extra=(*KERNEL_LENGTH, "--config.model.attention=splash"))
+  runs.update({family: run_layout(family, LAYOUTS[layout]) for family, (_, layout) in OTHER_FAMILIES.items()})
   print(json.dumps(runs))
 
 

@@ -42,10 +42,10 @@ def test_the_classifier_separates_what_is_linearly_separable():
   assert np.mean(probe.fit_ridge(x, y, ridge)(x) == y) > 0.95
 
 
-@pytest.mark.parametrize("objective", ["clm", "span_corruption"])
+@pytest.mark.parametrize("objective", ["clm", "span_corruption", "nsp", "electra", "contrastive"])
 def test_representations_are_the_final_hidden_states(objective):
   run = tiny_run(f"--config.data.objective={objective}", "--config.data.inputs_length=16",
-                 "--config.data.targets_length=8")
+                 "--config.data.targets_length=8", "--config.model.dropout=0.1")
   params = run.create_state().params
   tokens = np.arange(3, 3 + 2 * 16, dtype=np.int32).reshape(2, 16)
   with run.activated():

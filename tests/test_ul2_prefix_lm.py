@@ -106,7 +106,8 @@ def test_vocabulary_without_mode_tokens(corpus_source, tmp_path):
     _examples(corpus_source, vocab.load(str(path)), "ul2", {"inputs": 64, "targets": 64}, num=1)
 
 
-END_TO_END = ["ul2_decoder", "prefix_lm_decoder", "fim", "span_corruption", "ul2", "bart", "mlm"]
+END_TO_END = ["ul2_decoder", "prefix_lm_decoder", "fim", "span_corruption", "ul2", "bart", "mlm", "nsp", "sop",
+              "electra", "contrastive"]
 
 # `pretrain train` (pretrain.cli.main, as `python -m pretrain` calls it) of each objective in turn, in one process:
 # one Python, TensorFlow and JAX start-up instead of one per objective. Each run has its own workdir, and its
@@ -146,7 +147,8 @@ def end_to_end_runs(tmp_path_factory, cache_dir, vocabulary):
   root = tmp_path_factory.mktemp("objectives")
   process = subprocess.run([sys.executable, "-c", _TRAIN_EACH, str(root), ",".join(END_TO_END),
                             "--config=configs/quickstart.py", *TINY, "--config.data.inputs_length=48",
-                            "--config.data.targets_length=48", "--config.train.steps=2", "--config.sample.num=1"],
+                            "--config.data.targets_length=48", "--config.train.steps=2", "--config.sample.num=1",
+                            "--config.model.dropout=0.1"],  # contrastive's views need dropout
                            cwd=REPO, env={**os.environ, "PRETRAIN_CACHE": cache_dir}, capture_output=True, text=True,
                            timeout=1800)
   runs = {}
@@ -158,6 +160,7 @@ def end_to_end_runs(tmp_path_factory, cache_dir, vocabulary):
       runs[objective] = None, out.read_text() if out.exists() else "", (
           (err.read_text() if err.exists() else "") + f"\nthe process exited {process.returncode}:\n"
           + process.stderr[-3000:])
+  runs["root"] = root
   return runs
 
 
@@ -166,8 +169,24 @@ def test_objectives_train_end_to_end(end_to_end_runs, objective):
   code, stdout, stderr = end_to_end_runs[objective]
   assert code == 0, stderr
   assert "Trained 2 steps" in stdout
-  # The end-of-run sample: each generating family's decoding (causal, prefix-LM, encoder-decoder); MLM has none.
-  assert ("\n>>> " in stdout) == (objective != "mlm"), stdout
+  # The end-of-run sample: each generating family's decoding (causal, prefix-LM, encoder-decoder); encoders have none.
+  assert ("\n>>> " in stdout) == family.of_objective(objective).generates, stdout
+
+
+def test_electra_checkpoints_hold_both_and_export_the_discriminator(end_to_end_runs, tmp_path):
+  from pretrain import hf, run as run_lib  # pylint: disable=g-import-not-at-top
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  assert end_to_end_runs["electra"][0] == 0
+  workdir = str(end_to_end_runs["root"] / "electra")
+  run, params, _ = run_lib.load(workdir)
+  assert {"generator", "discriminator", "embed", "discriminator_head"} <= set(params)
+  out = tmp_path / "export"
+  assert hf.export(str(out), run, params, os.path.join(workdir, run_lib.VOCAB_FILE)) == "PretrainElectraDiscriminator"
+  config = json.loads((out / "config.json").read_text())
+  assert config["is_causal"] is False and config["num_hidden_layers"] == run.cfg.model.num_layers
+  weights = safetensors.numpy.load_file(str(out / "model.safetensors"))
+  assert "discriminator_head.weight" in weights and not any("generator" in k for k in weights)
+  assert (out / "tokenizer.json").exists() and not (out / "generation_config.json").exists()
 
 
 def test_inspect_task(cache_dir, vocabulary):
@@ -187,6 +206,11 @@ def test_inspect_task(cache_dir, vocabulary):
   text = subprocess.run([sys.executable, "-m", "pretrain", "inspect-task", "--task=corpus_span_corruption", "--num=1"],
                         cwd=REPO, env=env, capture_output=True, text=True)
   assert "<extra_id_0>" in text.stdout
+  pairs = subprocess.run([sys.executable, "-m", "pretrain", "inspect-task", "--task=corpus_sop", "--num=1"], cwd=REPO,
+                         env=env, capture_output=True, text=True)
+  assert pairs.returncode == 0, pairs.stderr
+  assert "--- pair_label (1 tokens)\n[" in pairs.stdout and "--- weights (" in pairs.stdout
+  assert {"corpus_nsp", "corpus_sop", "corpus_electra", "corpus_contrastive"} <= set(listed.stdout.split())
 
 
 @pytest.mark.parametrize("length", [16, 128])
@@ -209,6 +233,6 @@ def test_no_example_outgrows_its_lengths_before_trimming(corpus_source, vocabula
   assert examples
   for example in examples:
     assert all(len(example[k]) <= lengths[k] for k in lengths), {k: len(v) for k, v in example.items()}
-  ends_with_eos = ["targets"] * (name not in ("clm", "fim", "mlm")) + ["inputs"] * objective.family.inputs_end_with_eos
+  ends_with_eos = ["targets"] * (name not in ("clm", "fim", "mlm", "electra", "contrastive")) + ["inputs"] * objective.family.inputs_end_with_eos
   for feature in ends_with_eos:
     assert all(example[feature][-1] == vocab.EOS_ID for example in examples), feature

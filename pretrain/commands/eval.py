@@ -2,7 +2,8 @@
 
   pretrain eval --workdir=runs/quickstart --task=corpus_clm [--split=validation] [--batches=N]
 
-Reports loss (per target token), token accuracy and perplexity, and writes
+Reports the objective's validation metrics (for a token loss: loss per target
+token, token accuracy and perplexity), and writes
 them to WORKDIR/eval/TASK-SPLIT-stepN.json. A task is `{source}_{objective}`
 over the run's data source (e.g. corpus_prefix_lm_decoder), for any objective
 of the run's model family.
@@ -37,9 +38,9 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
                     f"of {', '.join(sorted(available))}")
   with run.activated():
     batches = evaluation.global_batches(run, task, available[task], split, max_batches)
-    result = evaluation.evaluate(run.eval_step, params, batches)
+    result = evaluation.evaluate(run.family, run.eval_step, params, batches)
   summary = {"task": task, "split": split, "step": step, "batches": len(batches),
-             "loss": result["eval/loss"], "accuracy": result["eval/accuracy"], "perplexity": result["eval/perplexity"]}
+             **{k.split("/", 1)[1]: v for k, v in result.items()}}
   if jax.process_index() == 0:
     files.write_atomically(os.path.join(workdir, "eval", f"{task}-{split}-step{step}.json"),
                            json.dumps(summary, indent=2).encode())
@@ -57,8 +58,9 @@ def main(argv: list[str], prog: str = "pretrain eval") -> None:
   if args.batches is not None and args.batches < 1:
     raise UserError(f"--batches={args.batches}: give at least 1, or leave it out to evaluate the whole split")
   s = evaluate(args.workdir, args.task, args.split, args.batches)
-  print(f"{s['task']} ({s['split']}, step {s['step']}, {s['batches']} batches): loss {s['loss']:.4f}, "
-        f"accuracy {s['accuracy']:.4f}, perplexity {s['perplexity']:.2f}")
+  values = ", ".join(f"{k} {v:.2f}" if k == "perplexity" else f"{k} {v:.4f}" for k, v in s.items()
+                     if k not in ("task", "split", "step", "batches"))
+  print(f"{s['task']} ({s['split']}, step {s['step']}, {s['batches']} batches): {values}")
 
 
 if __name__ == "__main__":

@@ -76,7 +76,8 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
   for i, example in enumerate(examples):
     print(f"=== {args.task} example {i} ({args.split})")
     for feature, ids in example.items():
-      shown = ids.tolist() if feature == "weights" else vocabulary.decode(ids.tolist())
+      values = isinstance(task.output_features[feature].vocabulary, seqio.PassThroughVocabulary)  # weights, labels
+      shown = ids.tolist() if values else vocabulary.decode(ids.tolist())
       print(f"--- {feature} ({len(ids)} tokens)\n{shown}")
 
 

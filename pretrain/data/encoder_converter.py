@@ -1,4 +1,4 @@
-"""A seqio feature converter for encoder-only (MLM) examples, which seqio lacks.
+"""seqio feature converters for encoder-only examples (MLM, and sentence pairs), which seqio lacks.
 
 Task features `inputs` (masked), `targets` (original) and `weights` (1 where
 the loss applies) have one length. They are padded, not packed: seqio's
@@ -34,3 +34,17 @@ class EncoderFeatureConverter(seqio.FeatureConverter):
 
   def get_model_feature_lengths(self, task_feature_lengths):
     return {k: task_feature_lengths["inputs"] for k in self.MODEL_FEATURES}
+
+
+class PairFeatureConverter(EncoderFeatureConverter):
+  """Sentence pairs (NSP, SOP): the encoder's features plus the pair's label, a feature of length 1."""
+  TASK_FEATURES = {**EncoderFeatureConverter.TASK_FEATURES,
+                   "pair_label": seqio.FeatureConverter.FeatureSpec(dtype=tf.int32)}
+  MODEL_FEATURES = {**EncoderFeatureConverter.MODEL_FEATURES,
+                    "encoder_pair_labels": seqio.FeatureConverter.FeatureSpec(dtype=tf.int32)}
+
+  def _convert_example(self, features):
+    return {**super()._convert_example(features), "encoder_pair_labels": features["pair_label"]}
+
+  def get_model_feature_lengths(self, task_feature_lengths):
+    return {**super().get_model_feature_lengths(task_feature_lengths), "encoder_pair_labels": 1}

@@ -25,8 +25,9 @@ def register(source: Source, vocabulary: seqio.Vocabulary, objective: objectives
   features = {"targets": seqio.Feature(vocabulary, add_eos=True)}
   if "inputs" in objective.family.task_features:  # Decoder-only models read the inputs as a prefix, without EOS.
     features["inputs"] = seqio.Feature(vocabulary, add_eos=objective.family.inputs_end_with_eos)
-  if "weights" in objective.family.task_features:
-    features["weights"] = seqio.Feature(seqio.PassThroughVocabulary(2), add_eos=False)
+  for feature in ("weights", "pair_label"):  # 0/1 values, not tokens
+    if feature in objective.family.task_features:
+      features[feature] = seqio.Feature(seqio.PassThroughVocabulary(2), add_eos=False)
   seqio.TaskRegistry.remove(name)
   seqio.TaskRegistry.add(
       name,

@@ -1,16 +1,18 @@
 """Which objective? Trains one small model per pre-training objective on the same token budget and compares them.
 
-  python tools/compare_objectives.py [--objectives=clm,prefix_lm_decoder,span_corruption,ul2,mlm] [--steps=300]
+  python tools/compare_objectives.py [--objectives=clm,prefix_lm_decoder,span_corruption,ul2,mlm,nsp,sop,electra,
+      contrastive] [--steps=300]
       [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2] [--enc_dec_layers=N] [--probe_documents=N]
       [--out=docs/compare_objectives] [--out_dir=runs/compare_objectives] [--config.KEY=VALUE ...]
 
 Every objective trains from scratch on the bundled corpus (configs/quickstart.py, or --config, plus
---config.KEY=VALUE overrides) with the same seed, optimizer and schedule, in its own workdir
+--config.KEY=VALUE overrides) with the same seed, optimizer and schedule (contrastive adds SimCSE's dropout
+of 0.1, which its two views need), in its own workdir
 OUT_DIR/OBJECTIVE (an earlier run there is deleted first), in this process: runs do not share state
 (two runs of one objective with another in between log identical losses).
 
 Same token budget: every step processes batch_size rows of seq_len token positions, for --steps steps.
-A CLM (decoder-only) or MLM (encoder-only) row is seq_len tokens; a decoder-only prefix-LM row is
+A CLM (decoder-only) or encoder-only row (MLM, NSP, SOP, ELECTRA, contrastive) is seq_len tokens; a decoder-only prefix-LM row is
 inputs + targets = seq_len; an encoder-decoder row is inputs_length + targets_length = seq_len, split
 per objective: span corruption takes the largest inputs_length whose targets still fit (128 -> 104 + 24,
 near T5's 512 + 114), UL2 the largest that fits all its denoisers (128 -> 64 + 64, as its X-denoisers at
@@ -38,7 +40,9 @@ from pretrain.data.objectives import prefix_lm, span_corruption, ul2
 from pretrain.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs
 
-DEFAULT_OBJECTIVES = "clm,prefix_lm_decoder,span_corruption,ul2,mlm"
+DEFAULT_OBJECTIVES = "clm,prefix_lm_decoder,span_corruption,ul2,mlm,nsp,sop,electra,contrastive"
+# Validation metrics not shown in a column of their own (the loss is; perplexity follows from it).
+_OWN_COLUMN = ("loss", "perplexity")
 
 
 def _fits(name: str, data_cfg, extra_ids: int, inputs: int, targets: int) -> bool:
@@ -95,6 +99,8 @@ def run_config(base, name: str, args):
   m.mlp_dim = args.mlp_dim or 3 * args.d_model
   if "inputs" in family.row_lengths(family.task_lengths(c)):  # An encoder reads the inputs, a decoder the targets.
     m.num_layers = m.num_decoder_layers = args.enc_dec_layers or args.num_layers
+  if name == "contrastive":
+    m.dropout = m.dropout or 0.1  # Its two views are two dropout masks (SimCSE's rate).
   return cfg
 
 
@@ -113,17 +119,23 @@ def probe(workdir: str, documents: int) -> dict:
           "probe_init": probe_lib.probe_run(run, run.create_state().params, max_documents=documents)["accuracy"]}
 
 
+def _metrics_text(final: dict) -> str:
+  """The objective's other validation metrics (pretrain/family.py), e.g. 'accuracy 0.21, pair accuracy 0.64'."""
+  return ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in final.items() if k not in _OWN_COLUMN)
+
+
 def table(results: list[dict], batch: int) -> str:
   lines = ["| objective | model family | parameters | tokens/step (rows x (inputs + targets)) | target tokens/step "
-           "| GFLOP/step | val loss / target token (step 0) | CLM val loss (yardstick) | probe accuracy (step 0) "
-           "| tokens/s | wall s |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "| GFLOP/step | val loss (step 0) | other validation metrics | CLM val loss (yardstick) "
+           "| probe accuracy (step 0) | tokens/s | wall s |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
   for r in results:
     yardstick = f"{r['yardstick']:.3f}" if r["yardstick"] is not None else "n/a"
     probed = f"{r['probe']:.3f} ({r['probe_init']:.3f})" if "probe" in r else "n/a"
     lines.append(f"| {r['objective']} | {r['family']} | {r['params']:,} | {_row_text(r, batch)} | "
                  f"{r['target_tokens_per_step']:,.0f} | {r['gflop_per_step']:.1f} | {r['loss']:.3f} "
-                 f"({r['initial_loss']:.2f}) | {yardstick} | {probed} | {r['tokens_per_second']:,.0f} | "
+                 f"({r['initial_loss']:.2f}) | {_metrics_text(r['final_eval'])} | {yardstick} | {probed} | "
+                 f"{r['tokens_per_second']:,.0f} | "
                  f"{r['wall']:.0f} |")
   return "\n".join(lines)
 
@@ -138,8 +150,9 @@ def plot(results: list[dict], path: str) -> None:
     line, = own.plot(*zip(*r["curve"]), "o-", markersize=3, label=f"{r['objective']} ({r['family']})")
     if r["yardstick_curve"]:
       common.plot(*zip(*r["yardstick_curve"]), "o-", markersize=3, color=line.get_color(), label=r["objective"])
-  own.set_title("validation loss on each objective's own targets (not comparable across objectives)", fontsize=9)
-  own.set_ylabel("cross-entropy per target token (nats)")
+  own.set_title("validation loss of each objective's own task (not comparable across objectives)", fontsize=9)
+  own.set_ylabel("validation loss (nats; log scale)")
+  own.set_yscale("log")
   common.set_title("common yardstick: CLM validation loss, decoder-only models", fontsize=9)
   common.set_ylabel("CLM cross-entropy per token (nats)")
   for ax in (own, common):
@@ -160,13 +173,19 @@ def report(results: list[dict], args, argv: list[str], load: str) -> str:
       "is inputs + targets (split per objective to fit its examples), a decoder-only prefix-LM row inputs + "
       "targets, a CLM or MLM row seq_len tokens. Same data (the bundled corpus), seed, optimizer and schedule.",
       table(results, args.batch_size),
-      "**The validation losses of different objectives are not comparable**: each is the cross-entropy per "
-      "target token of that objective's own targets. CLM predicts every next token; prefix LM only the "
-      "continuation, after reading a prefix both ways; span corruption and UL2 the corrupted spans, "
-      "interleaved with sentinel tokens that are easy to predict; MLM the 15% masked tokens from both sides. "
-      "Compare each curve's fall, and the yardstick: the CLM validation loss on the same validation rows "
-      "(`data.eval_objectives`), which every decoder-only model has and the encoder-decoder and encoder-only "
-      "models do not (n/a).",
+      "**The validation losses of different objectives are not comparable**: each is that objective's own "
+      "loss. For the generative objectives and MLM it is the cross-entropy per target token: CLM predicts "
+      "every next token; prefix LM only the continuation, after reading a prefix both ways; span corruption and "
+      "UL2 the corrupted spans, interleaved with sentinel tokens that are easy to predict; MLM the 15% masked "
+      "tokens from both sides. NSP and SOP add to MLM's the cross-entropy of the pair head (does the second "
+      "segment continue the first? chance: log 2 = 0.693). ELECTRA's is its generator's MLM cross-entropy "
+      "plus 50 times its discriminator's binary cross-entropy over every token; its parameters count the "
+      "generator, which is not kept. Contrastive's is InfoNCE over the batch's 16 rows (chance: log 16 = "
+      "2.77); its other metrics are Wang & Isola's alignment (lower: the two dropout views agree) and "
+      "uniformity (lower: representations spread over the sphere), and accuracy is how often a row's other "
+      "view is its nearest of the batch. Compare each curve's fall, and the yardstick: the CLM validation "
+      "loss on the same validation rows (`data.eval_objectives`), which every decoder-only model has and the "
+      "encoder-decoder and encoder-only models do not (n/a).",
       "Probe accuracy is the downstream probe (`pretrain probe`): a linear classifier on each model's frozen "
       "representations (the mean final hidden state of a 32-token passage; the encoder's for an encoder-decoder) "
       "that tells whether two passages come from the same document, tested on documents it was not fitted on; "

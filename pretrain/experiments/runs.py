@@ -86,6 +86,7 @@ def measure(run, workdir: str, wall: float) -> dict:
   yardstick_key = next((k for k in (records[-1] if records else {}) if k.startswith("eval/")
                         and k.endswith(f"_{YARDSTICK}/loss")), None)
   curve = [(r["step"] * tokens_per_step, r["eval/loss"]) for r in records if "eval/loss" in r]
+  final_eval = next(r for r in reversed(records) if "eval/loss" in r)
   yardstick_curve = [(r["step"] * tokens_per_step, r[yardstick_key]) for r in records if yardstick_key in r] \
       if yardstick_key else (curve if run.objective.name == YARDSTICK else [])
   return {
@@ -97,6 +98,8 @@ def measure(run, workdir: str, wall: float) -> dict:
       "yardstick": yardstick_curve[-1][1] if yardstick_curve else None,
       "tokens_per_second": tokens_per_step / statistics.median(step_seconds), "wall": wall,
       "curve": curve, "yardstick_curve": yardstick_curve,
+      # The family's validation metrics at the end (pretrain/family.py), e.g. {'loss', 'accuracy', ...}.
+      "final_eval": {k.split("/", 1)[1]: v for k, v in final_eval.items() if k.count("/") == 1},
   }
 
 

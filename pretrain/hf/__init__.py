@@ -3,7 +3,9 @@ import such a directory to continue pre-training.
 
 Decoder-only models are Llama (LlamaForCausalLM), encoder-decoder models T5
 v1.1 (T5ForConditionalGeneration); the tokenizer is the run's SentencePiece
-model as tokenizer.json (see tokenizer.py) plus the .model file itself.
+model as tokenizer.json (see tokenizer.py) plus the .model file itself. An
+ELECTRA run exports its discriminator in a format of its own (electra.py),
+which is not imported.
 """
 
 import json
@@ -19,9 +21,10 @@ import safetensors.numpy
 from pretrain import models
 from pretrain.console import log
 from pretrain.errors import UserError
-from pretrain.hf import llama, t5, tokenizer
+from pretrain.hf import electra, llama, t5, tokenizer
 
-FAMILIES = {"llama": llama, "t5": t5}
+FAMILIES = {"llama": llama, "t5": t5}  # exported and imported
+EXPORTS = {**FAMILIES, "electra": electra}
 WEIGHTS = "model.safetensors"
 
 
@@ -33,7 +36,7 @@ def export(out_dir: str, run, params, spm_path: str) -> str:
   """
   run.family.check_exportable()
   model_cfg, max_length = run.cfg.model, sum(run.task_lengths.values())
-  module = FAMILIES[run.family.hf]
+  module = EXPORTS[run.family.hf]
   if os.path.exists(out_dir) and not (os.path.isdir(out_dir) and not os.listdir(out_dir)):
     raise UserError(f"--out={out_dir!r} exists and is not an empty directory; give a new directory")
   params = jax.tree.map(np.asarray, jax.device_get(nn.meta.unbox(params)))
@@ -47,10 +50,11 @@ def export(out_dir: str, run, params, spm_path: str) -> str:
     safetensors.numpy.save_file(state, os.path.join(staging, WEIGHTS), metadata={"format": "pt"})
     with open(os.path.join(staging, "config.json"), "w") as f:
       json.dump(config, f, indent=2)
-    generation = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
-                  if k in config}
-    with open(os.path.join(staging, "generation_config.json"), "w") as f:
-      json.dump(generation, f, indent=2)
+    if run.family.generates:
+      generation = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+                    if k in config}
+      with open(os.path.join(staging, "generation_config.json"), "w") as f:
+        json.dump(generation, f, indent=2)
     tokenizer.write(spm_path, run.cfg.tokenizer.extra_ids, staging, module.PREPENDS_BOS)
     if os.path.exists(out_dir):
       os.rmdir(out_dir)

@@ -10,6 +10,8 @@ import jax
 from pretrain.errors import UserError
 
 from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig, EncoderOnly
+from pretrain.models.electra import Electra
+from pretrain.models.pair_encoder import PairEncoder
 from pretrain.models.encoder_decoder import EncoderDecoder, EncoderDecoderConfig
 
 # Embedding rows are rounded up to a multiple of this (faster matmuls).

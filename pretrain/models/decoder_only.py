@@ -59,6 +59,7 @@ class DecoderOnly(nn.Module):
   `mask_B1LS` says which cached positions each query sees.
   """
   config: DecoderOnlyConfig
+  outputs: str = "logits"  # logits | hidden (the final-norm states [B, L, D], no output layer) | both
   causal = True  # Whether a position sees later ones (False: EncoderOnly).
 
   @nn.compact
@@ -72,14 +73,13 @@ class DecoderOnly(nn.Module):
     embed = nn.Embed(c.vocab_size, c.d_model, dtype=dtype, param_dtype=jnp.float32,
                      embedding_init=layers.partitioned(nn.initializers.normal(1.0), ("vocab", "embed")),
                      name="embed")
-    x_BLD = layers.dropout(c.dropout, deterministic)(embed(tokens_BL))
     if mask_B1LS is None:
       mask = attention.Mask.build(c.attention, segment_ids_BL, self.causal, prefix_BL)
     else:
       mask = attention.Mask.explicit(mask_B1LS)
-    x_BLD = layers.repeat(DecoderOnlyLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic),
-                          x_BLD, mask, positions_BL)
-    x_BLD = layers.RMSNorm(dtype=dtype, name="final_norm")(x_BLD)
+    x_BLD = stack(c, embed(tokens_BL), mask, positions_BL, decode, deterministic)
+    if self.outputs == "hidden":
+      return x_BLD
     if c.tie_embeddings:
       logits_BLV = embed.attend(x_BLD)
     else:
@@ -87,12 +87,23 @@ class DecoderOnly(nn.Module):
                             kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", "vocab")),
                             name="lm_head")(x_BLD)
     logits_BLV = nn.with_logical_constraint(logits_BLV, ("activation_batch", "activation_length", "activation_vocab"))
-    return logits_BLV.astype(jnp.float32)
+    logits_BLV = logits_BLV.astype(jnp.float32)
+    return (logits_BLV, x_BLD) if self.outputs == "both" else logits_BLV
+
+
+def stack(c: DecoderOnlyConfig, x_BLD, mask, positions_BL, decode: bool, deterministic: bool):
+  """Embeddings [B, L, D] -> the final-norm states: dropout, the layers, the final norm. Called from a compact
+  method, whose module holds the parameters (layer_{i} or layers, final_norm)."""
+  x_BLD = layers.dropout(c.dropout, deterministic)(x_BLD)
+  x_BLD = layers.repeat(DecoderOnlyLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic),
+                        x_BLD, mask, positions_BL)
+  return layers.RMSNorm(dtype=jnp.dtype(c.dtype), name="final_norm")(x_BLD)
 
 
 class EncoderOnly(DecoderOnly):
   """The same stack attending both ways within each packed example: a BERT-style
-  encoder for masked language modelling. Maps tokens [B, L] to logits [B, L, vocab]."""
+  encoder for masked language modelling. Maps tokens [B, L] to logits [B, L, vocab]
+  (or, by `outputs`, to its final states)."""
   causal = False
 
   def __call__(self, tokens_BL, segment_ids_BL=None, positions_BL=None, deterministic=True):

@@ -189,3 +189,10 @@ class SwiGLU(nn.Module):
     up_BLF = dense(self.mlp_dim, kernel_init=kernel_init("embed", "mlp"), name="wi_1")(x_BLD)
     h_BLF = nn.with_logical_constraint(nn.silu(gate_BLF) * up_BLF, ("activation_batch", "activation_length", "activation_mlp"))
     return dense(x_BLD.shape[-1], kernel_init=kernel_init("mlp", "embed"), name="wo")(h_BLF)
+
+
+def mean_pool(x_BLD, segment_ids_BL):
+  """The mean of each row's states over its tokens (segment id > 0), in float32: the representation of a
+  sentence (pair) for the sentence-level heads and the contrastive objective; zeros for an empty row."""
+  mask_BL1 = (segment_ids_BL > 0)[..., None].astype(jnp.float32)
+  return jnp.sum(x_BLD.astype(jnp.float32) * mask_BL1, axis=1) / jnp.maximum(jnp.sum(mask_BL1, axis=1), 1.0)

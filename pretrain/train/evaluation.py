@@ -1,7 +1,7 @@
 """Validation loss, token accuracy and perplexity of parameters on fixed batches."""
 
+import collections
 import itertools
-import math
 
 import jax
 
@@ -9,14 +9,13 @@ from pretrain.errors import UserError
 from pretrain.parallel import mesh as mesh_lib
 
 
-def evaluate(eval_step, params, eval_batches) -> dict[str, float]:
-  totals = {"loss": 0.0, "weight": 0.0, "correct": 0.0}
+def evaluate(family, eval_step, params, eval_batches) -> dict[str, float]:
+  """The family's validation metrics (eval/loss, ...) over the batches."""
+  totals = collections.defaultdict(float)
   for batch in eval_batches:
     for key, value in jax.device_get(eval_step(params, batch)).items():
       totals[key] += float(value)
-  loss = totals["loss"] / max(totals["weight"], 1.0)
-  return {"eval/loss": loss, "eval/accuracy": totals["correct"] / max(totals["weight"], 1.0),
-          "eval/perplexity": math.exp(min(loss, 50.0))}
+  return {f"eval/{k}": v for k, v in family.eval_metrics(totals).items()}
 
 
 def global_batches(run, task: str, objective, split: str, max_batches: int | None) -> list:
@@ -36,8 +35,9 @@ def eval_sets(run) -> dict[str, list]:
                                           *((f"eval/{t}", t, o) for t, o in run.eval_tasks.items())]}
 
 
-def evaluate_all(eval_step, params, sets) -> dict[str, float]:
+def evaluate_all(run, params, sets) -> dict[str, float]:
   results = {}
   for prefix, batches in sets.items():
-    results.update({f"{prefix}/{k.split('/', 1)[1]}": v for k, v in evaluate(eval_step, params, batches).items()})
+    results.update({f"{prefix}/{k.split('/', 1)[1]}": v
+                    for k, v in evaluate(run.family, run.eval_step, params, batches).items()})
   return results

@@ -30,7 +30,7 @@ def train(run, ckpt, state, start: int, train_batches) -> dict:
   with run.activated(), signals.StopRequest() as stop, contextlib.ExitStack() as stack:
     eval_sets = evaluation.eval_sets(run)
     if start == 0:
-      writer.write(0, evaluation.evaluate_all(run.eval_step, state.params, eval_sets))
+      writer.write(0, evaluation.evaluate_all(run, state.params, eval_sets))
 
     tokens_per_step = c.batch_size * sum(run.family.row_lengths(run.task_lengths).values())
     step_flops = run.flops_per_example(state.params) * c.batch_size
@@ -75,7 +75,7 @@ def train(run, ckpt, state, start: int, train_batches) -> dict:
         # Model FLOPs utilisation against a matmul peak measured at startup, over all devices.
         values["train/mfu"] = step_flops / values["train/step_seconds"] / peak
         if eval_now:
-          latest_eval = {"step": step, **evaluation.evaluate_all(run.eval_step, state.params, eval_sets)}
+          latest_eval = {"step": step, **evaluation.evaluate_all(run, state.params, eval_sets)}
           values.update({k: v for k, v in latest_eval.items() if k != "step"})
         writer.write(step, values)
         bar.set_postfix(loss=f"{values['train/loss']:.3f}", tok_s=f"{values['train/tokens_per_second']:,.0f}")
@@ -94,7 +94,7 @@ def train(run, ckpt, state, start: int, train_batches) -> dict:
       log(f"Stopped at step {step}; " + (f"the checkpoint of step {saved} is saved. " if saved else "")
           + "Rerun the same command to resume.")
       return {"step": step, "stopped_by": stop.signal}
-    final = latest_eval if latest_eval.get("step") == step else evaluation.evaluate_all(run.eval_step, state.params,
+    final = latest_eval if latest_eval.get("step") == step else evaluation.evaluate_all(run, state.params,
                                                                                          eval_sets)
     final.pop("step", None)
     pairs = sampling.samples(run, state.params)

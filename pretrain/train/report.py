@@ -12,9 +12,13 @@ def report(workdir: str, step: int, final: dict, pairs) -> dict:
   initial = next((r["eval/perplexity"] for r in records if r["step"] == 0 and "eval/perplexity" in r), None)
   if jax.process_index() == 0:
     plot = metrics.plot_curves(workdir)
-    lines = [f"Trained {step} steps. Validation loss {final['eval/loss']:.3f}, "
-             f"perplexity {final['eval/perplexity']:.1f}"
-             + (f" (step 0: {initial:.1f}, {initial / final['eval/perplexity']:.0f}x lower)" if initial else "")]
+    if "eval/perplexity" in final:
+      lines = [f"Trained {step} steps. Validation loss {final['eval/loss']:.3f}, "
+               f"perplexity {final['eval/perplexity']:.1f}"
+               + (f" (step 0: {initial:.1f}, {initial / final['eval/perplexity']:.0f}x lower)" if initial else "")]
+    else:  # An objective without a token loss (pretrain/family.py): its own metrics.
+      lines = [f"Trained {step} steps. Validation " + ", ".join(
+          f"{k.split('/', 1)[1].replace('_', ' ')} {v:.3f}" for k, v in final.items() if k.count("/") == 1)]
     lines += ["Samples: a validation prompt, then >>> the model's continuation."] if pairs else []
     for i, (prompt, continuation) in enumerate(pairs, 1):
       lines += [f"[{i}] {prompt.rstrip()}", f">>> {continuation.strip()}"]

@@ -4,16 +4,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from pretrain.train import losses
 from pretrain.train.state import TrainState
-
-
-def _sums(family, model, params, batch, loss_cfg=None, dropout_rng=None):
-  logits_BLV = family.forward(model, params, batch, dropout_rng)
-  targets_BL, weights_BL = family.targets_and_weights(batch)
-  if loss_cfg is None:  # Evaluation: the plain cross-entropy.
-    return losses.loss_sums(logits_BLV, targets_BL, weights_BL)
-  return losses.loss_sums(logits_BLV, targets_BL, weights_BL, loss_cfg.z_loss, loss_cfg.label_smoothing)
 
 
 def microbatches(batch, count: int):
@@ -23,8 +14,9 @@ def microbatches(batch, count: int):
 
 
 def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: int = 1):
-  """The step of `model`, fed by its `family` (pretrain.family). The loss is
-  summed over target tokens and divided by their number, or by `loss.normalizing_factor` when that is set (T5X's loss_normalizing_factor).
+  """The step of `model`, fed by its `family` (pretrain.family), which computes the loss. The loss is
+  summed over target tokens and divided by their number (the family's weight), or by `loss.normalizing_factor`
+  when that is set (T5X's loss_normalizing_factor).
   With `num_microbatches` > 1 the gradients of the summed loss are accumulated
   over microbatches, one at a time, and divided once: the full batch's gradient.
   Dropout masks derive from the state's RNG key, the step and the microbatch, so
@@ -33,7 +25,7 @@ def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: 
 
   def summed_grads(params, batch, rng):
     def loss_fn(params):
-      sums = _sums(family, model, params, batch, loss_cfg, rng)
+      sums = family.loss_sums(model, params, batch, loss_cfg, rng)
       return sums["loss"], sums
     return jax.grad(loss_fn, has_aux=True)(params)
 
@@ -59,16 +51,15 @@ def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: 
                               opt_state=opt_state)
     # A diverged step is not applied, so the state stays the last good one.
     new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state, state)
-    metrics = {"loss": sums["loss"] / weight, "cross_entropy": sums["cross_entropy"] / weight,
-               "z_loss": sums["z_loss"] / weight, "accuracy": sums["correct"] / weight,
-               "grad_norm": grad_norm, "learning_rate": lr_schedule(state.step), "finite": finite}
+    metrics = {**family.train_metrics(sums), "grad_norm": grad_norm, "learning_rate": lr_schedule(state.step),
+               "finite": finite}
     return new_state, metrics
 
   return train_step
 
 
-def make_eval_step(family, model):
+def make_eval_step(family, model, loss_cfg):
+  """(params, batch) -> the family's loss sums of the batch (family.eval_metrics turns their totals to metrics)."""
   def eval_step(params, batch):
-    sums = _sums(family, model, params, batch)
-    return {"loss": sums["cross_entropy"], "weight": sums["weight"], "correct": sums["correct"]}
+    return family.loss_sums(model, params, batch, loss_cfg)
   return eval_step

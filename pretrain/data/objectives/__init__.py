@@ -10,7 +10,8 @@ import functools
 from typing import Callable
 
 from pretrain import family as families
-from pretrain.data.objectives import bart, clm, fim, mlm, prefix_lm, span_corruption, ul2
+from pretrain.data.objectives import (bart, clm, contrastive, fim, mlm, prefix_lm, sentence_pairs, span_corruption,
+                                      ul2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,6 +19,7 @@ class Objective:
   name: str
   preprocess: Callable    # (dataset, sequence_length, output_features) -> dataset, after tokenization
   family: families.Family
+  check_source: Callable | None = None  # (source, vocabulary): refuses a source the objective cannot use
 
 
 NAMES = tuple(families.OF_OBJECTIVE)
@@ -33,8 +35,13 @@ def make(name: str, data_cfg, seed: int) -> Objective:
     spec = span_corruption.SpanCorruption(data_cfg.noise_density, data_cfg.mean_noise_span_length)
     spec.check()
     preprocess = functools.partial(span_corruption.span_corruption, spec=spec, seed=seed)
-  elif name == "mlm":
+  elif name in ("mlm", "electra"):  # ELECTRA's generator and discriminator read MLM's examples.
     preprocess = functools.partial(mlm.mlm, seed=seed, rate=data_cfg.mlm_rate)
+  elif name in ("nsp", "sop"):
+    preprocess = functools.partial(sentence_pairs.sentence_pairs, seed=seed, kind=name, rate=data_cfg.mlm_rate)
+    return Objective(name, preprocess, family, functools.partial(sentence_pairs.check_source, kind=name))
+  elif name == "contrastive":
+    preprocess = contrastive.contrastive
   elif name == "bart":
     spec = bart.BartNoise(data_cfg.bart_permute_sentences, data_cfg.bart_rotate, data_cfg.bart_mask_rate,
                           data_cfg.bart_delete_rate, data_cfg.bart_infilling_rate)

@@ -16,12 +16,20 @@ def first_regular_id() -> int:
   return 3 + len(vocab.SPECIAL_TOKENS)
 
 
-def mask_tokens(tokens, seed, *, rate: float, mask_id: int, random_ids: tuple[int, int]):
-  """{'inputs', 'targets', 'weights'} for one segment."""
+def mask_tokens(tokens, seed, *, rate: float, mask_id: int, random_ids: tuple[int, int], candidates=None):
+  """{'inputs', 'targets', 'weights'} for one segment.
+
+  `candidates` (bool, the shape of `tokens`) limits the selection to those positions, round(their number * rate)
+  of them; None makes every position a candidate.
+  """
   n = tf.size(tokens)
   seeds = tf.random.experimental.stateless_split(seed, 3)
-  count = tf.cast(tf.round(tf.cast(n, tf.float32) * rate), tf.int32)
-  order = tf.argsort(tf.random.stateless_uniform([n], seeds[0]))
+  if candidates is None:
+    candidates = tf.ones([n], tf.bool)
+  count = tf.cast(tf.round(tf.cast(tf.reduce_sum(tf.cast(candidates, tf.int32)), tf.float32) * rate), tf.int32)
+  # Non-candidates sort after every candidate; adding 0 leaves the draws, so the order, of all-candidate segments
+  # as they were before `candidates` existed.
+  order = tf.argsort(tf.random.stateless_uniform([n], seeds[0]) + tf.where(candidates, 0.0, 2.0))
   selected = tf.scatter_nd(order[:count, None], tf.ones([count], tf.bool), [n])
   action = tf.random.stateless_uniform([n], seeds[1])
   random_tokens = tf.random.stateless_uniform([n], seeds[2], minval=random_ids[0], maxval=random_ids[1],

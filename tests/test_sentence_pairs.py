@@ -1,0 +1,160 @@
+"""NSP and SOP sentence pairs, and MLM masking limited to candidate positions."""
+
+import itertools
+
+import numpy as np
+import pytest
+import seqio
+import tensorflow as tf
+
+from pretrain.data import vocab
+from pretrain.data.objectives import mlm, sentence_pairs
+from pretrain.errors import UserError
+
+LENGTH = 64
+
+
+@pytest.fixture(scope="module")
+def documents(corpus_source, vocabulary):
+  return [np.array(vocabulary.encode(text), np.int32) for text in corpus_source.texts("train")]
+
+
+@pytest.fixture(scope="module")
+def is_terminal(vocabulary):
+  return sentence_pairs.terminal_ids(vocabulary)
+
+
+def test_terminal_ids(vocabulary, is_terminal):
+  assert is_terminal.shape == (vocabulary.vocab_size,) and is_terminal.dtype == bool
+  for text in ("It works.", "Really?", "Stop!", 'He said "yes."', "(See the notes.)"):
+    ids = vocabulary.encode(text)
+    assert is_terminal[ids].any(), text
+    assert not is_terminal[ids[0]], text
+  for text in ("Hello world", "x = 1, y = 2", "a list: one; two"):
+    assert not is_terminal[vocabulary.encode(text)].any(), text
+  assert not is_terminal[vocabulary.vocab_size - vocabulary.extra_ids:].any()  # Sentinels.
+
+
+def test_labels_are_balanced(documents, is_terminal):
+  for kind in sentence_pairs.KINDS:
+    labels = []
+    for seed in itertools.count():
+      labels += [label for _, _, label in sentence_pairs.build_pairs(documents, kind, LENGTH, is_terminal,
+                                                                     np.random.default_rng(seed))]
+      if len(labels) >= 10_000:
+        break
+    assert abs(np.mean(labels) - 0.5) < 4 * np.sqrt(0.25 / len(labels)), kind
+
+
+def _text(tokens) -> str:
+  """Tokens as a string of one character each, so that str.find finds token runs."""
+  return "".join(map(chr, tokens))
+
+
+def _follows(first: str, second: str, texts: list[str]) -> bool:
+  """Whether `second` follows `first` in one document, `first` possibly cut at its end by the truncation (then
+  the pair fills the budget, and `first` was cut only while the longer one)."""
+  truncated_ok = len(first) + len(second) == LENGTH - 2 and len(first) + 1 >= len(second)
+  for text in texts:
+    p = text.find(first)
+    while p >= 0:
+      end = p + len(first)
+      if text.startswith(second, end):
+        return True
+      if truncated_ok and any(text.startswith(second, end + gap) for gap in range(1, (LENGTH - 2) // 2)):
+        return True
+      p = text.find(first, p + 1)
+  return False
+
+
+def test_pairs_are_built_as_specified(documents, is_terminal):
+  texts = [_text(d) for d in documents[:300]]
+  for kind in sentence_pairs.KINDS:
+    pairs = sentence_pairs.build_pairs(documents[:300], kind, LENGTH, is_terminal, np.random.default_rng(1))
+    assert len(pairs) > 1000 and {label for _, _, label in pairs} == {0, 1}
+    for a, b, label in pairs:
+      assert len(a) >= 1 and len(b) >= 1 and len(a) + len(b) + 2 <= LENGTH
+      a, b = _text(a), _text(b)
+      if label == 1:
+        assert _follows(a, b, texts)
+      elif kind == "sop":
+        assert _follows(b, a, texts)
+      else:  # NSP negative: A in one document, B in another.
+        in_a, in_b = ({i for i, text in enumerate(texts) if segment in text} for segment in (a, b))
+        assert in_a and in_b and len(in_a | in_b) > 1
+
+
+def _examples(documents, vocabulary, kind, length=128):
+  dataset = tf.data.Dataset.from_generator(lambda: ({"targets": d} for d in documents[:400]),
+                                           output_signature={"targets": tf.TensorSpec([None], tf.int32)})
+  dataset = sentence_pairs.sentence_pairs(dataset, {"inputs": length, "targets": length},
+                                          {"targets": seqio.Feature(vocabulary)}, seed=3, kind=kind)
+  assert dataset.element_spec["inputs"].shape.as_list() == [None]
+  assert dataset.element_spec["pair_label"].shape.as_list() == [1]
+  return list(dataset.as_numpy_iterator())
+
+
+@pytest.mark.parametrize("kind", sentence_pairs.KINDS)
+def test_preprocessor(documents, vocabulary, kind):
+  examples = _examples(documents, vocabulary, kind)
+  assert len(examples) > 300
+  mask_id = vocab.single_piece_id(vocabulary, vocab.MASK_TOKEN)
+  selected = candidates = masked = 0
+  for ex in examples:
+    assert set(ex) == {"inputs", "targets", "weights", "pair_label"}
+    inputs, targets, weights = ex["inputs"], ex["targets"], ex["weights"]
+    assert all(v.dtype == np.int32 for v in ex.values())
+    assert inputs.shape == targets.shape == weights.shape and len(targets) <= 128
+    separators = np.flatnonzero(targets == vocabulary.eos_id)
+    assert len(separators) == 2 and separators[1] == len(targets) - 1 and 0 < separators[0] < len(targets) - 2
+    assert (weights[separators] == 0).all() and (inputs[separators] == vocabulary.eos_id).all()
+    assert (inputs[weights == 0] == targets[weights == 0]).all()
+    assert ex["pair_label"].shape == (1,) and ex["pair_label"][0] in (0, 1)
+    selected += weights.sum()
+    masked += (inputs[weights == 1] == mask_id).sum()
+    candidates += len(targets) - 2
+  assert abs(selected / candidates - 0.15) < 0.01 and 0.75 < masked / selected < 0.85
+  again = _examples(documents, vocabulary, kind)
+  assert len(again) == len(examples)
+  for ex, other in zip(examples, again):
+    for name in ex:
+      np.testing.assert_array_equal(ex[name], other[name])
+
+
+def test_check_documents(documents, vocabulary, is_terminal):
+  single = [np.array(vocabulary.encode(text), np.int32) for text in ("One sentence only.", "No end at all", "")]
+  with pytest.raises(UserError, match="data.objective=nsp builds sentence pairs, but none of the first 3 documents"):
+    sentence_pairs.check_documents(single, is_terminal, "nsp")
+  sentence_pairs.check_documents(documents[:200], is_terminal, "sop")
+
+
+def test_mask_tokens_candidates():
+  tokens = tf.constant(np.random.default_rng(0).integers(20, 4000, 300), tf.int32)
+  seed = tf.constant([5, 7], tf.int64)
+  spec = dict(rate=0.15, mask_id=9, random_ids=(10, 4000))
+  plain = mlm.mask_tokens(tokens, seed, **spec)
+  every = mlm.mask_tokens(tokens, seed, **spec, candidates=tf.ones([300], tf.bool))
+  for name in plain:
+    np.testing.assert_array_equal(plain[name], every[name])
+  # The selection as it was before `candidates`.
+  order = tf.argsort(tf.random.stateless_uniform([300], tf.random.experimental.stateless_split(seed, 3)[0]))
+  np.testing.assert_array_equal(np.flatnonzero(plain["weights"]), np.sort(order[:45].numpy()))
+  candidates = np.random.default_rng(1).random(300) < 0.3
+  some = mlm.mask_tokens(tokens, seed, **spec, candidates=tf.constant(candidates))
+  weights = some["weights"].numpy()
+  assert weights.sum() == round(candidates.sum() * 0.15) and not weights[~candidates].any()
+  np.testing.assert_array_equal(some["inputs"].numpy()[weights == 0], tokens.numpy()[weights == 0])
+
+
+def test_a_source_of_one_sentence_documents_is_refused(tmp_path, corpus_source, cache_dir, vocabulary):
+  """Through the run's setup (pretrain.run), before any example is built: one line naming the problem."""
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+  from tests.conftest import tiny_config  # pylint: disable=g-import-not-at-top
+  del vocabulary  # Cached: tokenizer.path below names it.
+  model = vocab.cached_model(corpus_source.texts("train", max_chars=20_000_000), 4096, "unigram", cache_dir)
+  (tmp_path / "docs.txt").write_text("\n".join(f"a line of words number {i} without an end" for i in range(300)))
+  cfg = tiny_config("--config.data.objective=nsp", "--config.data.source=files",
+                    f"--config.data.train_files={tmp_path}/docs.txt", f"--config.tokenizer.path={model}",
+                    f"--config.data.cache_dir={cache_dir}")
+  with pytest.raises(UserError, match="none of the first 200 documents of the source holds two sentences"):
+    run_lib.Run.build_with_data(cfg)
