@@ -396,6 +396,11 @@ class Electra(EncoderOnly):
       raise UserError(f"model.electra_generator_size={size} makes the generator larger than the discriminator; "
                       "ELECTRA's generator is a fraction of it (the paper finds 1/4 to 1/2 best): use a value in "
                       "(0, 1]")
+    heads = models.electra.generator_heads(cfg.model.num_heads, size)
+    if heads % cfg.mesh.tensor:
+      raise UserError(f"the ELECTRA generator's {heads} attention heads (model.electra_generator_size={size} of "
+                      f"{cfg.model.num_heads}) do not split over mesh.tensor={cfg.mesh.tensor}; raise "
+                      "model.electra_generator_size or lower mesh.tensor")
 
   def build(self, model_cfg, vocabulary_size):
     return models.Electra(models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size)),

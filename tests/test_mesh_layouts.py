@@ -34,8 +34,9 @@ KERNEL_LENGTH = ("--config.data.seq_len=128",)  # The attention kernels tile len
 # The encoder objectives of other families, each under one layout of 8 devices: contrastive's negatives come
 # from the whole global batch (gathered across data shards), ELECTRA and NSP shard their extra modules too.
 OTHER_FAMILIES = {"contrastive": (("--config.data.objective=contrastive", "--config.data.seq_len=16",
-                                   "--config.model.dropout=0.1"), "data8"),
-                  "electra": (("--config.data.objective=electra", "--config.data.seq_len=16"), "data2_fsdp2_tensor2"),
+                                   "--config.model.dropout=0.1", "--config.loss.contrastive_temperature=1"), "data8"),
+                  "electra": (("--config.data.objective=electra", "--config.data.seq_len=16",
+                               "--config.model.electra_generator_size=0.5"), "data2_fsdp2_tensor2"),
                   "nsp": (("--config.data.objective=nsp", "--config.data.seq_len=16"), "data2_fsdp2_tensor2")}
 
 

@@ -99,7 +99,8 @@ def measure(run, workdir: str, wall: float) -> dict:
       "tokens_per_second": tokens_per_step / statistics.median(step_seconds), "wall": wall,
       "curve": curve, "yardstick_curve": yardstick_curve,
       # The family's validation metrics at the end (pretrain/family.py), e.g. {'loss', 'accuracy', ...}.
-      "final_eval": {k.split("/", 1)[1]: v for k, v in final_eval.items() if k.count("/") == 1},
+      "final_eval": {k.split("/", 1)[1]: v for k, v in final_eval.items()
+                     if k.startswith("eval/") and k.count("/") == 1},
   }
 
 

@@ -25,10 +25,14 @@ def replaced(corrupted_BL, targets_BL, weights_BL):
   return (corrupted_BL != targets_BL) & (weights_BL > 0)
 
 
+def generator_heads(num_heads: int, size: float) -> int:
+  return max(1, round(num_heads * size))
+
+
 def generator_config(c: DecoderOnlyConfig, size: float) -> DecoderOnlyConfig:
   """The generator's config: `size` of the discriminator's heads, width and feed-forward width, the same depth
   and head width."""
-  heads = max(1, round(c.num_heads * size))
+  heads = generator_heads(c.num_heads, size)
   return dataclasses.replace(c, d_model=heads * c.head_dim, num_heads=heads, num_kv_heads=heads,
                              mlp_dim=max(1, round(c.mlp_dim * size)))
 
