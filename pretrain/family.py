@@ -406,6 +406,16 @@ class Electra(EncoderOnly):
     return models.Electra(models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size)),
                           generator_size=model_cfg.electra_generator_size)
 
+  def flops_per_example(self, params, model_cfg, task_lengths):
+    """Every parameter's (the generator's too) and the discriminator's attention, plus what the rule leaves out:
+    the generator's output through the tied embedding matrix and its attention."""
+    length = self.row_lengths(task_lengths)["targets"]
+    vocab, width = params["embed"]["embedding"].shape
+    heads = models.electra.generator_heads(model_cfg.num_heads, model_cfg.electra_generator_size)
+    tied_output = 0 if model_cfg.tie_embeddings else 6 * vocab * width * length
+    return (super().flops_per_example(params, model_cfg, task_lengths) + tied_output
+            + 12 * heads * model_cfg.head_dim * model_cfg.num_layers * length ** 2)
+
   def forward(self, model, params, batch, dropout_rng=None):
     """The model's outputs; the generator samples with a key of the step (a fixed one in evaluation)."""
     sample_rng = None
@@ -483,6 +493,9 @@ class Contrastive(EncoderOnly):
 
   def representations(self, model, params, tokens_BL):
     return model.apply({"params": params}, tokens_BL)
+
+  def flops_per_example(self, params, model_cfg, task_lengths):
+    return 2 * super().flops_per_example(params, model_cfg, task_lengths)  # Two views, each forward and back.
 
   def loss_sums(self, model, params, batch, loss_cfg, rng=None):
     """InfoNCE sums, and Wang & Isola's alignment (squared distance of the two views) and uniformity (over the

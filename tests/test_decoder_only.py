@@ -150,7 +150,17 @@ _ENCODER_DECODER = (6 * (_ENCODER_SIDE * 48 + _DECODER_SIDE * 16)
                     + 12 * 2 * 16 * (48 * 48 + 16 * 16 + 16 * 48))  # Encoder, decoder and cross attention.
 
 
+# ELECTRA: the discriminator as the encoder without its output layer, a 1-unit head, the generator (1 head of 16,
+# MLP 16) between its two projections, the generator's output through the tied embedding, both attentions.
+_GENERATOR = 4 * 16 * 16 + 3 * 16 * 16 + 3 * 16
+_ELECTRA = (6 * (_ATTENTION + _MLP + 3 * _NORM + 32 + 2 * 32 * 16 + _GENERATOR + _HEAD) * 64
+            + 12 * (2 + 1) * 16 * 64 * 64)
+_CONTRASTIVE = 2 * (_DECODER_ONLY - 6 * _HEAD * 64)  # Two views; no output layer.
+
+
 @pytest.mark.parametrize("objective, expected, flops", [
+    ("electra", {"targets": 64}, _ELECTRA),
+    ("contrastive", {"targets": 64}, _CONTRASTIVE),
     ("clm", {"targets": 64}, _DECODER_ONLY),
     ("prefix_lm_decoder", {"targets": 48 + 16}, _DECODER_ONLY),
     ("mlm", {"targets": 64}, _DECODER_ONLY),  # The task's lengths name the row three times (inputs, targets, weights).
@@ -159,7 +169,7 @@ _ENCODER_DECODER = (6 * (_ENCODER_SIDE * 48 + _DECODER_SIDE * 16)
 def test_row_tokens_and_flops_by_hand(objective, expected, flops):
   from tests.conftest import tiny_run  # pylint: disable=g-import-not-at-top
   run = tiny_run(f"--config.data.objective={objective}", "--config.data.seq_len=64",
-                 "--config.data.inputs_length=48", "--config.data.targets_length=16")
+                 "--config.data.inputs_length=48", "--config.data.targets_length=16", "--config.model.dropout=0.1")
   assert run.family.row_lengths(run.task_lengths) == expected
   shapes = nn.meta.unbox(jax.eval_shape(lambda: run.model.init(jax.random.key(0), *run.example_args))["params"])
   assert run.flops_per_example(shapes) == flops
