@@ -22,8 +22,10 @@ $(VENV)/.installed-test: setup.py | $(BIN)/python
 train: $(VENV)/.installed
 	$(BIN)/python -m pretrain train --config=$(CONFIG) --workdir=$(WORKDIR) $(ARGS)
 
+# Two test files at a time (each file's tests in one worker, so a module's shared fixture runs once): most tests
+# wait on a subprocess, an import or a compile, which leaves the other core idle.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
 clean:
 	rm -rf $(VENV) runs

@@ -33,5 +33,5 @@ setup(
     # code needs protobuf 7). torch 2.13.0 is the CPU build on these machines; transformers 5 compares against
     # PyTorch models.
     extras_require={"beam": BEAM,
-                    "test": ["pytest", "hypothesis", "torch==2.13.0", "transformers>=5,<6", *BEAM]},
+                    "test": ["pytest", "pytest-xdist", "hypothesis", "torch==2.13.0", "transformers>=5,<6", *BEAM]},
 )
