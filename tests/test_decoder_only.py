@@ -173,3 +173,23 @@ def test_row_tokens_and_flops_by_hand(objective, expected, flops):
   assert run.family.row_lengths(run.task_lengths) == expected
   shapes = nn.meta.unbox(jax.eval_shape(lambda: run.model.init(jax.random.key(0), *run.example_args))["params"])
   assert run.flops_per_example(shapes) == flops
+
+
+@pytest.mark.parametrize("contract", [1, 2])
+def test_project_is_the_einsum_and_its_kernel_gradient_copies_no_activations(contract):
+  """layers.project: the einsum's values and gradients, and (on the CPU) a kernel gradient that never
+  copies the [B, L, ...] activations transposed, which the einsum's did (tools/bench_train.md)."""
+  from pretrain.models import layers  # pylint: disable=g-import-not-at-top
+  # Shapes at which the einsum's gradient did copy: 2 transposed copies of x each.
+  x = jax.random.normal(jax.random.key(0), (4, 64, 8, 16) if contract == 2 else (8, 128, 64))
+  kernel = jax.random.normal(jax.random.key(1), (8, 16, 96) if contract == 2 else (64, 12, 16))
+  spec = "BLNH,NHD->BLD" if contract == 2 else "BLD,DNH->BLNH"
+  loss = lambda f: (lambda x, w: jnp.sum(jnp.sin(f(x, w))))
+  ours = jax.grad(loss(lambda x, w: layers.project(x, w, contract)), argnums=(0, 1))
+  einsum = jax.grad(loss(lambda x, w: jnp.einsum(spec, x, w)), argnums=(0, 1))
+  for a, b in zip(ours(x, kernel), einsum(x, kernel)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+  compiled = jax.jit(ours).lower(x, kernel).compile().as_text()
+  copies = [line for line in compiled.splitlines() if " transpose(" in line or " copy(" in line]
+  assert not [line for line in copies if "f32[" in line and np.prod(
+      [int(d) for d in line.split("f32[")[1].split("]")[0].split(",")]) >= x.size], copies

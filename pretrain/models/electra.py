@@ -49,7 +49,7 @@ class Encoder(nn.Module):
 
 def _dense(features: int, dtype):
   return nn.Dense(features, use_bias=False, dtype=dtype, param_dtype=jnp.float32,
-                  kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", None)))
+                  dot_general=layers.dense_dot_general, kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", None)))
 
 
 class Electra(nn.Module):
@@ -83,7 +83,7 @@ class Electra(nn.Module):
     if positions_BL is None:
       positions_BL = jnp.broadcast_to(jnp.arange(inputs_BL.shape[-1]), inputs_BL.shape)
     h_BLG = self.generator(self.generator_in(self.embed(inputs_BL)), segment_ids_BL, positions_BL, deterministic)
-    generator_logits_BLV = self.embed.attend(self.generator_out(h_BLG)).astype(jnp.float32)
+    generator_logits_BLV = layers.tied_logits(self.embed, self.generator_out(h_BLG)).astype(jnp.float32)
     sample_rng = jax.random.key(0) if sample_rng is None else sample_rng
     sampled_BL = jax.random.categorical(sample_rng, jax.lax.stop_gradient(generator_logits_BLV))
     corrupted_BL = jnp.where(weights_BL > 0, sampled_BL, targets_BL).astype(inputs_BL.dtype)

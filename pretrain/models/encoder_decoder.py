@@ -82,7 +82,8 @@ class GatedGelu(nn.Module):
   @nn.compact
   def __call__(self, x_BLD):
     dense = lambda features, axes, name: nn.Dense(features, use_bias=False, dtype=self.dtype,
-                                                  kernel_init=layers.kernel_init(*axes), name=name)
+                                                  kernel_init=layers.kernel_init(*axes), name=name,
+                                                  dot_general=layers.dense_dot_general)
     h_BLF = nn.gelu(dense(self.mlp_dim, ("embed", "mlp"), "wi_0")(x_BLD), approximate=True)
     h_BLF = h_BLF * dense(self.mlp_dim, ("embed", "mlp"), "wi_1")(x_BLD)
     h_BLF = nn.with_logical_constraint(h_BLF, ("activation_batch", "activation_length", "activation_mlp"))
@@ -110,8 +111,8 @@ class T5Attention(nn.Module):
     wq_DNH = kernel("query", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2))
     wk_DNH = kernel("key", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2))
     wv_DNH = kernel("value", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2))
-    q_BLNH = jnp.einsum("BLD,DNH->BLNH", x_BLD, wq_DNH)
-    project = lambda: (jnp.einsum("BSD,DNH->BSNH", memory_BSD, wk_DNH), jnp.einsum("BSD,DNH->BSNH", memory_BSD, wv_DNH))
+    q_BLNH = layers.project(x_BLD, wq_DNH)
+    project = lambda: (layers.project(memory_BSD, wk_DNH), layers.project(memory_BSD, wv_DNH))
     if decode and self.cross:
       k_BSNH, v_BSNH = self._projected_once(project)
     else:
@@ -119,7 +120,7 @@ class T5Attention(nn.Module):
       if decode:
         k_BSNH, v_BSNH = layers.append_to_cache(self, k_BSNH, v_BSNH)
     out_BLNH = attention.attend(q_BLNH, k_BSNH, v_BSNH, mask, bias_1NLS, scale=1.0)
-    return jnp.einsum("BLNH,NHD->BLD", out_BLNH, kernel("out", (n, h, d), ("heads", "kv", "embed"), (0, 1), 2))
+    return layers.project(out_BLNH, kernel("out", (n, h, d), ("heads", "kv", "embed"), (0, 1), 2), contract=2)
 
   def _projected_once(self, project):
     initialised = self.has_variable("cache", "memory_key")
@@ -231,7 +232,7 @@ class EncoderDecoder(nn.Module):
     self.encoder = Encoder(c)
     self.decoder = Decoder(c)
     self.lm_head = nn.Dense(c.vocab_size, use_bias=False, dtype=dtype, param_dtype=jnp.float32,
-                            kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", "vocab")))
+                            dot_general=layers.dense_dot_general, kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", "vocab")))
 
   def encode(self, tokens_BS, segment_ids_BS=None, deterministic=True):
     if segment_ids_BS is None:

@@ -28,6 +28,7 @@ float32).
 
 import dataclasses
 import functools
+import math
 
 import flax.linen as nn
 import jax
@@ -49,6 +50,32 @@ def kernel_init(*axes, in_axis=-2, out_axis=-1):
   """Fan-in scaled truncated normal, with the kernel's logical axis names."""
   init = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal", in_axis=in_axis, out_axis=out_axis)
   return partitioned(init, axes)
+
+
+def project(x, kernel, contract: int = 1, precision=None, preferred_element_type=None):
+  """x's last `contract` axes times `kernel`'s first `contract` axes, as one [rows, inputs] x [inputs, outputs]
+  matmul (x [B, L, D] times [D, N, H] gives [B, L, N, H]; [B, L, N, H] times [N, H, D] gives [B, L, D]).
+
+  The same product as the einsum, but the kernel's gradient is then a matmul over one axis of rows. Over
+  B and L as two axes, XLA:CPU computed it by first copying the activations transposed, in a strided loop:
+  a sixth of the Llama benchmark's step (tools/bench_train.md). On accelerators the reshapes are free.
+  """
+  inner, outer = x.shape[-contract:], kernel.shape[contract:]
+  y = jax.lax.dot(x.reshape(-1, math.prod(inner)), kernel.reshape(math.prod(inner), math.prod(outer)),
+                  precision=precision, preferred_element_type=preferred_element_type)
+  return y.reshape(*x.shape[:-contract], *outer)
+
+
+def dense_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+  """nn.Dense's product (lhs's last axis with the kernel's first) as `project`: pass it as `dot_general=`."""
+  assert dimension_numbers == (((lhs.ndim - 1,), (0,)), ((), ())), dimension_numbers
+  return project(lhs, rhs, 1, precision, preferred_element_type)
+
+
+def tied_logits(embed: nn.Embed, x_BLD):
+  """nn.Embed.attend (x times the embedding matrix's transpose) as `project`."""
+  x_BLD, embedding_VD = embed.promote_dtype(x_BLD, embed.embedding, dtype=embed.dtype)
+  return project(x_BLD, embedding_VD.T)
 
 
 REMAT_POLICIES = {
@@ -148,14 +175,14 @@ class Attention(nn.Module):
     wv_DKH = self._kernel("value", (d, k, h), ("embed", "kv_heads", "kv"), 0, (1, 2))
     wo_NHD = self._kernel("out", (n, h, d), ("heads", "kv", "embed"), (0, 1), 2)
     x_BLD = x_BLD.astype(self.dtype)
-    q_BLNH = apply_rotary(jnp.einsum("BLD,DNH->BLNH", x_BLD, wq_DNH), positions_BL, self.rope_theta)
-    k_BLKH = apply_rotary(jnp.einsum("BLD,DKH->BLKH", x_BLD, wk_DKH), positions_BL, self.rope_theta)
-    v_BLKH = jnp.einsum("BLD,DKH->BLKH", x_BLD, wv_DKH)
+    q_BLNH = apply_rotary(project(x_BLD, wq_DNH), positions_BL, self.rope_theta)
+    k_BLKH = apply_rotary(project(x_BLD, wk_DKH), positions_BL, self.rope_theta)
+    v_BLKH = project(x_BLD, wv_DKH)
     q_BLNH = nn.with_logical_constraint(q_BLNH, ("activation_batch", "activation_length", "activation_heads", None))
     if decode:
       k_BLKH, v_BLKH = append_to_cache(self, k_BLKH, v_BLKH)
     out_BLNH = attention.attend(q_BLNH, k_BLKH, v_BLKH, mask)
-    return jnp.einsum("BLNH,NHD->BLD", out_BLNH, wo_NHD)
+    return project(out_BLNH, wo_NHD, contract=2)
 
 
 def append_to_cache(module: nn.Module, k_BLKH, v_BLKH):
@@ -184,7 +211,8 @@ class SwiGLU(nn.Module):
 
   @nn.compact
   def __call__(self, x_BLD):
-    dense = functools.partial(nn.Dense, use_bias=False, dtype=self.dtype, param_dtype=jnp.float32)
+    dense = functools.partial(nn.Dense, use_bias=False, dtype=self.dtype, param_dtype=jnp.float32,
+                              dot_general=dense_dot_general)
     gate_BLF = dense(self.mlp_dim, kernel_init=kernel_init("embed", "mlp"), name="wi_0")(x_BLD)
     up_BLF = dense(self.mlp_dim, kernel_init=kernel_init("embed", "mlp"), name="wi_1")(x_BLD)
     h_BLF = nn.with_logical_constraint(nn.silu(gate_BLF) * up_BLF, ("activation_batch", "activation_length", "activation_mlp"))
