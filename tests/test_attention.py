@@ -35,9 +35,10 @@ def _inputs(num_heads=4, num_kv_heads=2, with_bias=False, key_length=LENGTH):
 
 
 def _value_and_grads(attend, qkv):
+  """attend(*qkv) under a fixed random probe, and its gradients for every argument (q, k, v, any more)."""
   probe = jnp.asarray(np.random.default_rng(1).normal(size=qkv[0].shape), jnp.float32)
-  loss = lambda q, k, v: jnp.sum(attend(q, k, v) * probe)
-  return jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))(*qkv)
+  loss = lambda *args: jnp.sum(attend(*args) * probe)
+  return jax.jit(jax.value_and_grad(loss, argnums=tuple(range(len(qkv)))))(*qkv)
 
 
 def _assert_close(ours, reference):
@@ -46,15 +47,18 @@ def _assert_close(ours, reference):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=5e-5)
 
 
+@pytest.mark.parametrize("num_kv_heads", [2, 4])  # grouped query heads ([B, K, G, L, S] logits), or not
 @pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
-def test_xla_path_equals_jax_attention_with_packed_segments_and_grouped_heads(causal, with_bias):
-  qkv, bias = _inputs(with_bias=with_bias)
+def test_xla_path_equals_jax_attention_with_packed_segments(causal, with_bias, num_kv_heads):
+  """Values and the gradients of q, k, v and the bias (whose batch sum is a matmul: add_batch_shared)."""
+  qkv, bias = _inputs(num_kv_heads=num_kv_heads, with_bias=with_bias)
   mask = attention.Mask.build("xla", _segments(), causal)
   scale = 1.0 if with_bias else None  # T5's attention is unscaled and biased.
-  ours = _value_and_grads(lambda q, k, v: attention.attend(q, k, v, mask, bias, scale), qkv)
-  reference = _value_and_grads(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, bias=bias,
-                                                                             mask=mask.dense_B1LS, scale=scale), qkv)
+  args = (*qkv, bias) if with_bias else qkv
+  ours = _value_and_grads(lambda q, k, v, *b: attention.attend(q, k, v, mask, *b, scale=scale), args)
+  reference = _value_and_grads(lambda q, k, v, *b: jax.nn.dot_product_attention(
+      q, k, v, bias=b[0] if b else None, mask=mask.dense_B1LS, scale=scale), args)
   _assert_close(ours, reference)
 
 

@@ -112,8 +112,8 @@ def attend(q_BLNH, k_BSKH, v_BSKH, mask: Mask, bias_1NLS=None, scale=None):
 
 def xla_attention(q_BLNH, k_BSKH, v_BSKH, mask_B1LS, bias_1NLS=None, scale=None, causal=False):
   """The XLA path, computed as jax.nn.dot_product_attention's (logits and softmax in float32), written as
-  einsums on [B, K, G, L, S] logits: its per-group vmap left broadcasts and layout copies of the logits that
-  took most of the attention's time on a CPU.
+  einsums on [B, K, G, L, S] logits (or [B, N, L, S]): its per-group vmap left broadcasts and layout copies
+  of the logits that took most of the attention's time on a CPU.
 
   `causal` says the mask hides every key after its query (keys and queries the same positions): the
   queries are then taken in CAUSAL_BLOCKS blocks, each reading the keys up to its own end, which skips
@@ -131,14 +131,39 @@ def xla_attention(q_BLNH, k_BSKH, v_BSKH, mask_B1LS, bias_1NLS=None, scale=None,
     return jnp.concatenate(pieces, axis=1)
   b, l, n, h = q_BLNH.shape
   k = k_BSKH.shape[2]
-  q_BLKGH = q_BLNH.reshape(b, l, k, n // k, h)
-  logits_BKGLS = jnp.einsum("BLKGH,BSKH->BKGLS", q_BLKGH, k_BSKH, preferred_element_type=jnp.float32)
-  logits_BKGLS *= jnp.float32(h ** -0.5 if scale is None else scale)
+  # Logits [B, K, G, L, S] (G query heads per key head), or [B, N, L, S] where G is 1: a size-1 group axis
+  # made XLA:CPU compute the logits transposed and copy them back, in both directions (a quarter of the
+  # attention's time).
+  heads, (to_logits, to_output) = ((n,), ("BLNH,BSNH->BNLS", "BNLS,BSNH->BLNH")) if k == n else (
+      (k, n // k), ("BLKGH,BSKH->BKGLS", "BKGLS,BSKH->BLKGH"))
+  logits = jnp.einsum(to_logits, q_BLNH.reshape(b, l, *heads, h), k_BSKH, preferred_element_type=jnp.float32)
+  logits *= jnp.float32(h ** -0.5 if scale is None else scale)
   if bias_1NLS is not None:
-    logits_BKGLS += bias_1NLS.reshape(bias_1NLS.shape[0], k, n // k, *bias_1NLS.shape[2:])
-  logits_BKGLS = jnp.where(mask_B1LS[:, :, None], logits_BKGLS, jnp.finfo(jnp.float32).min)
-  probs_BKGLS = jax.nn.softmax(logits_BKGLS, axis=-1).astype(v_BSKH.dtype)
-  return jnp.einsum("BKGLS,BSKH->BLKGH", probs_BKGLS, v_BSKH).reshape(b, l, n, h)
+    logits = add_batch_shared(logits, bias_1NLS.astype(jnp.float32).reshape(1, *heads, *bias_1NLS.shape[2:]))
+  mask = mask_B1LS.reshape(mask_B1LS.shape[0], *(1 for _ in heads), *mask_B1LS.shape[2:])
+  probs = jax.nn.softmax(jnp.where(mask, logits, jnp.finfo(jnp.float32).min), axis=-1).astype(v_BSKH.dtype)
+  return jnp.einsum(to_output, probs, v_BSKH).reshape(b, l, n, h)
+
+
+@jax.custom_vjp
+def add_batch_shared(x, shared):
+  """x + `shared`, which has a batch axis of 1: the same for every row of x. Its gradient sums x's over the
+  batch as a [1, B] x [B, rest] matmul: XLA:CPU's YNNPACK reduction over a leading axis ran 40x slower than
+  that (T5's relative-position bias, shared by every layer's logits: 0.5 s of the 6 s benchmark step)."""
+  return x + shared
+
+
+def _add_batch_shared_fwd(x, shared):
+  return x + shared, None
+
+
+def _add_batch_shared_bwd(_, dx):
+  rows = dx.shape[0]
+  dshared = jax.lax.dot(jnp.ones((1, rows), dx.dtype), dx.reshape(rows, -1)).reshape(1, *dx.shape[1:])
+  return dx, dshared
+
+
+add_batch_shared.defvjp(_add_batch_shared_fwd, _add_batch_shared_bwd)
 
 
 def _sharded(kernel, q_BLNH, k_BSKH, v_BSKH, query_segments_BL, key_segments_BS):
