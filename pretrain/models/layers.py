@@ -58,7 +58,7 @@ def project(x, kernel, contract: int = 1, precision=None, preferred_element_type
 
   The same product as the einsum, but the kernel's gradient is then a matmul over one axis of rows. Over
   B and L as two axes, XLA:CPU computed it by first copying the activations transposed, in a strided loop:
-  a sixth of the Llama benchmark's step (tools/bench_train.md). On accelerators the reshapes are free.
+  an eighth of the Llama benchmark step's op time (tools/bench_train.md). On accelerators the reshapes are free.
   """
   inner, outer = x.shape[-contract:], kernel.shape[contract:]
   y = jax.lax.dot(x.reshape(-1, math.prod(inner)), kernel.reshape(math.prod(inner), math.prod(outer)),
