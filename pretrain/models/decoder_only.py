@@ -83,9 +83,9 @@ class DecoderOnly(nn.Module):
     if c.tie_embeddings:
       logits_BLV = layers.tied_logits(embed, x_BLD)
     else:
-      logits_BLV = nn.Dense(c.vocab_size, use_bias=False, dtype=dtype, param_dtype=jnp.float32,
-                            dot_general=layers.dense_dot_general, kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", "vocab")),
-                            name="lm_head")(x_BLD)
+      logits_BLV = layers.Dense(c.vocab_size, dtype=dtype,
+                                kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", "vocab")),
+                                name="lm_head")(x_BLD)
     logits_BLV = nn.with_logical_constraint(logits_BLV, ("activation_batch", "activation_length", "activation_vocab"))
     logits_BLV = logits_BLV.astype(jnp.float32)
     return (logits_BLV, x_BLD) if self.outputs == "both" else logits_BLV

@@ -48,8 +48,7 @@ class Encoder(nn.Module):
 
 
 def _dense(features: int, dtype):
-  return nn.Dense(features, use_bias=False, dtype=dtype, param_dtype=jnp.float32,
-                  dot_general=layers.dense_dot_general, kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", None)))
+  return layers.Dense(features, dtype=dtype, kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", None)))
 
 
 class Electra(nn.Module):

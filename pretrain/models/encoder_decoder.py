@@ -81,9 +81,8 @@ class GatedGelu(nn.Module):
 
   @nn.compact
   def __call__(self, x_BLD):
-    dense = lambda features, axes, name: nn.Dense(features, use_bias=False, dtype=self.dtype,
-                                                  kernel_init=layers.kernel_init(*axes), name=name,
-                                                  dot_general=layers.dense_dot_general)
+    dense = lambda features, axes, name: layers.Dense(features, dtype=self.dtype,
+                                                      kernel_init=layers.kernel_init(*axes), name=name)
     h_BLF = nn.gelu(dense(self.mlp_dim, ("embed", "mlp"), "wi_0")(x_BLD), approximate=True)
     h_BLF = h_BLF * dense(self.mlp_dim, ("embed", "mlp"), "wi_1")(x_BLD)
     h_BLF = nn.with_logical_constraint(h_BLF, ("activation_batch", "activation_length", "activation_mlp"))
@@ -231,8 +230,8 @@ class EncoderDecoder(nn.Module):
                           embedding_init=layers.partitioned(nn.initializers.normal(1.0), ("vocab", "embed")))
     self.encoder = Encoder(c)
     self.decoder = Decoder(c)
-    self.lm_head = nn.Dense(c.vocab_size, use_bias=False, dtype=dtype, param_dtype=jnp.float32,
-                            dot_general=layers.dense_dot_general, kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", "vocab")))
+    self.lm_head = layers.Dense(c.vocab_size, dtype=dtype,
+                                kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", "vocab")))
 
   def encode(self, tokens_BS, segment_ids_BS=None, deterministic=True):
     if segment_ids_BS is None:

@@ -72,6 +72,10 @@ def dense_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_ele
   return project(lhs, rhs, 1, precision, preferred_element_type)
 
 
+# The models' projections of [B, L, D] activations: no bias, float32 parameters, computed as `project`.
+Dense = functools.partial(nn.Dense, use_bias=False, param_dtype=jnp.float32, dot_general=dense_dot_general)
+
+
 def tied_logits(embed: nn.Embed, x_BLD):
   """nn.Embed.attend (x times the embedding matrix's transpose) as `project`."""
   x_BLD, embedding_VD = embed.promote_dtype(x_BLD, embed.embedding, dtype=embed.dtype)
@@ -211,8 +215,7 @@ class SwiGLU(nn.Module):
 
   @nn.compact
   def __call__(self, x_BLD):
-    dense = functools.partial(nn.Dense, use_bias=False, dtype=self.dtype, param_dtype=jnp.float32,
-                              dot_general=dense_dot_general)
+    dense = functools.partial(Dense, dtype=self.dtype)
     gate_BLF = dense(self.mlp_dim, kernel_init=kernel_init("embed", "mlp"), name="wi_0")(x_BLD)
     up_BLF = dense(self.mlp_dim, kernel_init=kernel_init("embed", "mlp"), name="wi_1")(x_BLD)
     h_BLF = nn.with_logical_constraint(nn.silu(gate_BLF) * up_BLF, ("activation_batch", "activation_length", "activation_mlp"))
