@@ -12,7 +12,10 @@ data.objective. `--compare=hf` times the same architecture, batch and AdamW
 step in transformers, taking the two sides in turn (A B A B ...) so that the
 machine's load reaches both, and prints the ratio of tokens/s; by default on
 two fixed shapes (T5 v1.1 and Llama, PEERS below), with `--only=config` on
-the config itself. Figures and machines are recorded in tools/bench_train.md.
+the config itself. `--matmuls` also times the step's matrix products alone,
+each compiled by itself (and through torch): what the step would take if
+every other op were free. Figures and machines are recorded in
+tools/bench_train.md.
 """
 
 import os
@@ -28,7 +31,7 @@ from pretrain import config as config_lib
 from pretrain import run as run_lib
 from pretrain.commands import parser_for
 from pretrain.errors import UserError, exit_on_user_error
-from pretrain.train import checkpoint, flops, step_profile
+from pretrain.train import checkpoint, flops, matmul_floor, step_profile
 
 # The configurations of the transformers comparison, as config overrides.
 PEERS = {
@@ -107,6 +110,25 @@ def _checkpoint_cost(state) -> tuple[int, float]:
   return size, blocked
 
 
+def _matmuls_alone(run, state, name: str, with_torch: bool, top: int = 12) -> dict:
+  """Times the train step's matrix products one by one (pretrain.train.matmul_floor), prints the costliest,
+  and returns their total seconds as table rows."""
+  with run.activated():
+    dots = matmul_floor.dots_of(jax.make_jaxpr(run.train_step)(state, run.random_batch()))
+  rows = matmul_floor.floor(dots, with_torch=with_torch)
+  print(f"The matrix products of one step of {name}, each compiled alone (s for all of its count):")
+  print(f"  {'count':>5} {'GFLOP':>8} {'XLA s':>7}" + (f" {'torch s':>7}" if with_torch else "") + "  product")
+  for row in rows[:top]:
+    print(f"  {row['count']:5d} {row['GFLOP']:8.1f} {row['jax s']:7.3f}" +
+          (f" {row['torch s']:7.3f}" if with_torch else "") + f"  {row['dot']}")
+  if len(rows) > top:
+    print(f"  ... and {len(rows) - top} more")
+  info = {"matmul GFLOP/step": sum(r["GFLOP"] for r in rows), "matmuls alone s (XLA)": sum(r["jax s"] for r in rows)}
+  if with_torch:
+    info["matmuls alone s (torch)"] = sum(r["torch s"] for r in rows)
+  return info
+
+
 def print_table(rows: dict[str, dict]) -> None:
   names = list(rows)
   keys = list(dict.fromkeys(k for row in rows.values() for k in row))
@@ -132,6 +154,9 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
   parser.add_argument("--only", choices=[*PEERS, "config"],
                       help="with --compare: one of the fixed shapes, or the --config itself")
   parser.add_argument("--profile", action="store_true", help="print where one step's time goes, by XLA op")
+  parser.add_argument("--matmuls", action="store_true",
+                      help="also time the step's matrix products alone, each compiled by itself (with --compare=hf, "
+                           "also through torch): a floor for the step with this machine's matmul kernels")
   args, cfg = command_line.parse_command_line(parser, argv)
   if args.steps < 1 or args.warmup < 0:
     raise UserError("--steps must be at least 1 and --warmup at least 0")
@@ -164,11 +189,16 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
       print(f"Profile of one step of {name} (ms, summed over threads):")
       for op, ms in step_profile.profile(ours):
         print(f"  {ms:10.1f}  {op}")
+    if args.matmuls:
+      ours_info |= _matmuls_alone(run, final_state(), name, with_torch=bool(args.compare))
     if not args.compare:
       table[name] = ours_info
       continue
     theirs_info |= timing_rows(times["transformers"], tokens, step_flops, max(peaks))
     ours_info["tokens/s vs transformers"] = ours_info["tokens/s"] / theirs_info["tokens/s"]
+    if args.matmuls:
+      fastest = min(ours_info["matmuls alone s (XLA)"], ours_info["matmuls alone s (torch)"])
+      ours_info["vs transformers, if only matmuls"] = theirs_info["step s (median)"] / fastest
     table[f"{name} (pretrain)"], table[f"{name} (transformers)"] = ours_info, theirs_info
   print(f"matmul peak: {max(peaks) / 1e9:,.0f} GFLOP/s (best of {len(peaks)} measurements in this run); "
         f"{args.steps} timed steps per side after {args.warmup} warm-up" + (", sides in turn" if args.compare else ""))
