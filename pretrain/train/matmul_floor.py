@@ -1,9 +1,10 @@
 """The step's matrix products alone: every dot_general of a function's jaxpr
 (its gradient, rematerialised and scanned layers included), each compiled by
-itself and timed here. Their sum is a floor for the step with this machine's
-matmul kernels: what would be left if every other op took no time. The same
-products through torch (torch.einsum) show whether the two libraries'
-kernels differ on these shapes.
+itself and timed here, as the step writes it and as a plain [batch, rows,
+contracted] x [batch, contracted, columns] matmul in XLA and in torch. The sum
+of each product's fastest time is a floor for the step with this machine's
+matmul kernels: what would be left if every other op, layout copies included,
+took no time.
 """
 
 import collections
@@ -25,14 +26,17 @@ class Dot(NamedTuple):
   dimension_numbers: tuple
   output_dtype: str
 
+  def sizes(self) -> tuple[int, int, int, int]:
+    """(batch, rows, contracted, columns): the product as [batch, rows, contracted] x [batch, contracted, columns]."""
+    (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = self.dimension_numbers
+    size = lambda shape, axes: math.prod(shape[i] for i in axes)
+    rows = size(self.lhs_shape, [i for i in range(len(self.lhs_shape)) if i not in lhs_contract + lhs_batch])
+    columns = size(self.rhs_shape, [i for i in range(len(self.rhs_shape)) if i not in rhs_contract + rhs_batch])
+    return size(self.lhs_shape, lhs_batch), rows, size(self.lhs_shape, lhs_contract), columns
+
   @property
   def flops(self) -> int:
-    (lhs_contract, _), (lhs_batch, _) = self.dimension_numbers
-    kept = [d for i, d in enumerate(self.lhs_shape) if i not in lhs_contract]
-    (_, rhs_contract), (_, rhs_batch) = self.dimension_numbers
-    rhs_free = [d for i, d in enumerate(self.rhs_shape) if i not in rhs_contract and i not in rhs_batch]
-    contracted = [self.lhs_shape[i] for i in lhs_contract]
-    return 2 * math.prod(kept) * math.prod(rhs_free) * math.prod(contracted)
+    return 2 * math.prod(self.sizes())
 
   def describe(self) -> str:
     (lc, rc), (lb, rb) = self.dimension_numbers
@@ -79,44 +83,43 @@ def _best_seconds(call, repeats: int) -> float:
   return best
 
 
-def time_with_jax(dot: Dot, repeats: int) -> float:
-  """Seconds of `dot` compiled alone by XLA, on random operands (the best of `repeats`)."""
+def _plain_shapes(dot: Dot) -> tuple[tuple, tuple]:
+  batch, rows, contracted, columns = dot.sizes()
+  lead = (batch,) if batch > 1 else ()
+  return (*lead, rows, contracted), (*lead, contracted, columns)
+
+
+def time_with_jax(dot: Dot, repeats: int, as_written: bool = True) -> float:
+  """Seconds of `dot` compiled alone by XLA on random operands, as written or as a plain matmul (the best of
+  `repeats`)."""
   rng = np.random.default_rng(0)
-  lhs, rhs = (jnp.asarray(rng.standard_normal(s, np.float32), dot.dtype) for s in (dot.lhs_shape, dot.rhs_shape))
-  product = jax.jit(lambda a, b: jax.lax.dot_general(a, b, dot.dimension_numbers,
-                                                     preferred_element_type=np.dtype(dot.output_dtype)))
+  shapes = (dot.lhs_shape, dot.rhs_shape) if as_written else _plain_shapes(dot)
+  lhs, rhs = (jnp.asarray(rng.standard_normal(s, np.float32), dot.dtype) for s in shapes)
+  output = np.dtype(dot.output_dtype)
+  if as_written:
+    product = jax.jit(lambda a, b: jax.lax.dot_general(a, b, dot.dimension_numbers, preferred_element_type=output))
+  else:
+    product = jax.jit(lambda a, b: jnp.matmul(a, b, preferred_element_type=output))
   return _best_seconds(lambda: product(lhs, rhs).block_until_ready(), repeats)
 
 
-def einsum_spec(dot: Dot) -> str:
-  """The dot as an einsum string (output: batch, lhs free, rhs free axes, dot_general's order)."""
-  (lc, rc), (lb, rb) = dot.dimension_numbers
-  letters = iter("abcdefghijklmnopqrstuvwxyz")
-  lhs = [next(letters) for _ in dot.lhs_shape]
-  rhs = [None] * len(dot.rhs_shape)
-  for i, j in zip(lc + lb, rc + rb):
-    rhs[j] = lhs[i]
-  rhs = [r or next(letters) for r in rhs]
-  out = [lhs[i] for i in lb] + [lhs[i] for i in range(len(lhs)) if i not in lc + lb]
-  out += [rhs[j] for j in range(len(rhs)) if j not in rc + rb]
-  return f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"
-
-
 def time_with_torch(dot: Dot, repeats: int) -> float:
-  """Seconds of `dot` as torch.einsum on random float32 operands (the best of `repeats`)."""
+  """Seconds of `dot` as a plain float32 torch.matmul on random operands (the best of `repeats`)."""
   import torch  # pylint: disable=g-import-not-at-top  (only for the comparison)
-  lhs, rhs = torch.randn(dot.lhs_shape), torch.randn(dot.rhs_shape)
-  spec = einsum_spec(dot)
-  return _best_seconds(lambda: torch.einsum(spec, lhs, rhs), repeats)
+  lhs, rhs = (torch.randn(s) for s in _plain_shapes(dot))
+  return _best_seconds(lambda: torch.matmul(lhs, rhs), repeats)
 
 
 def floor(dots: collections.Counter, repeats: int = 3, with_torch: bool = False) -> list[dict]:
-  """A row per Dot, costliest first: its count, GFLOP and total seconds in XLA (and torch)."""
+  """A row per Dot, costliest first: its count, GFLOP, and seconds for all of its count in XLA as written,
+  in XLA as a plain matmul (and in torch as a plain matmul), and the best of them."""
   rows = []
   for dot, count in dots.items():
     row = {"dot": dot.describe(), "count": count, "GFLOP": dot.flops * count / 1e9,
-           "jax s": time_with_jax(dot, repeats) * count}
+           "XLA s": time_with_jax(dot, repeats) * count,
+           "XLA plain s": time_with_jax(dot, repeats, as_written=False) * count}
     if with_torch:
-      row["torch s"] = time_with_torch(dot, repeats) * count
+      row["torch plain s"] = time_with_torch(dot, repeats) * count
+    row["best s"] = min(v for k, v in row.items() if k.endswith(" s"))
     rows.append(row)
-  return sorted(rows, key=lambda r: -r["jax s"])
+  return sorted(rows, key=lambda r: -r["best s"])
