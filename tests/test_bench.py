@@ -35,10 +35,6 @@ def test_model_features_are_the_pipelines(objective, cache_dir, vocabulary):
   assert ("decoder_causal_attention" in shapes) == (objective == "prefix_lm_decoder")
 
 
-def _table(capsys) -> dict[str, list[str]]:
-  return {line.split("  ")[0].strip(): line.split() for line in capsys.readouterr().out.splitlines()}
-
-
 @pytest.mark.parametrize("objective", ["clm", "prefix_lm_decoder", "span_corruption"])
 def test_bench_times_the_training_step(objective, capsys):
   bench.main.__wrapped__([*TINY, *FAMILY_ARGS[objective], "--config.train.microbatches=2", "--steps=1",
@@ -110,3 +106,27 @@ def test_bench_runs_without_the_data_stack():
   result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.count("checkpoint MB") == 1
+
+
+def test_bench_profile_shares_the_wall_clock_among_the_ops(capsys):
+  bench.main.__wrapped__([*TINY, "--steps=1", "--warmup=0", "--profile"])
+  out = capsys.readouterr().out
+  block = out.split("shared among the ops running at once):\n")[1].split("matmul peak")[0]
+  rows = [line.split(None, 1) for line in block.splitlines()]
+  totals = {label: float(ms) for ms, label in rows[:3]}
+  top = {label: float(ms) for ms, label in rows[3:]}
+  assert list(totals) == ["matrix multiplications", "all other ops", "no op running"]
+  assert totals["matrix multiplications"] > 0 and totals["all other ops"] > 0 and totals["no op running"] >= 0
+  assert top and sum(top.values()) <= totals["all other ops"] + 0.1 * len(top)  # The costliest of the rest.
+
+
+def test_ops_running_at_once_share_the_wall_clock():
+  from pretrain.train import step_profile  # pylint: disable=g-import-not-at-top
+  # Microseconds: a runs 0-40, b 20-40 beside it, then nothing until c at 50-60.
+  events = [{"name": "a", "ts": 0, "dur": 40}, {"name": "b", "ts": 20, "dur": 20}, {"name": "c", "ts": 50, "dur": 10}]
+  shares, span, busy = step_profile.wall_shares(events)
+  assert shares == {"a": 0.03, "b": 0.01, "c": 0.01} and span == 0.06 and busy == 0.05
+
+
+def _table(capsys) -> dict[str, list[str]]:
+  return {line.split("  ")[0].strip(): line.split() for line in capsys.readouterr().out.splitlines()}

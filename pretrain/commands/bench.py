@@ -188,8 +188,10 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
     ours_info["checkpoint MB"] = checkpoint_bytes / 1e6
     ours_info["save blocks / step"] = ours_info["save blocks s"] / ours_info["step s (median)"]
     if args.profile:
-      print(f"Profile of one step of {name} (ms, summed over threads):")
-      for op, ms in step_profile.profile(ours):
+      with run.activated():
+        hlo_text = run.train_step.lower(final_state(), run.random_batch()).compile().as_text()
+      print(f"Profile of one step of {name} (ms of its wall clock, shared among the ops running at once):")
+      for op, ms in step_profile.profile(ours, hlo_text):
         print(f"  {ms:10.1f}  {op}")
     if args.matmuls:
       ours_info |= _matmuls_alone(run, final_state(), name, with_torch=bool(args.compare))
