@@ -58,7 +58,7 @@ def test_bench_beside_transformers_prints_both_sides_and_the_ratio(capsys):
   assert rows[""] == ["config", "(pretrain)", "config", "(transformers)"]
   assert rows["params"][-2] == rows["params"][-1]  # The same architecture on both sides.
   assert len(rows["step s (median)"]) == 5 and len(rows["tokens/s vs transformers"]) == 4  # Ours only.
-  assert float(rows["tokens/s vs transformers"][-1]) > 0
+  assert float(rows["tokens/s vs transformers"][-1]) > 0 and float(rows["fastest steps vs transformers"][-1]) > 0
   alone = {c: float(rows[f"matmuls alone s ({c})"][-1]) for c in ("XLA", "XLA plain", "torch plain", "best")}
   assert 0 < alone["best"] <= min(alone["XLA"], alone["XLA plain"], alone["torch plain"])
   assert float(rows["vs transformers, if only matmuls"][-1]) > 0
