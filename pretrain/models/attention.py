@@ -141,37 +141,8 @@ def xla_attention(q_BLNH, k_BSKH, v_BSKH, mask_B1LS, bias_1NLS=None, scale=None,
   if bias_1NLS is not None:
     logits = add_batch_shared(logits, bias_1NLS.astype(jnp.float32).reshape(1, *heads, *bias_1NLS.shape[2:]))
   mask = mask_B1LS.reshape(mask_B1LS.shape[0], *(1 for _ in heads), *mask_B1LS.shape[2:])
-  return softmax_times_values(logits, mask, v_BSKH, to_output).reshape(b, l, n, h)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
-def softmax_times_values(logits, mask, v, to_output: str):
-  """einsum(to_output, softmax(logits where `mask`, else the float32 minimum), v), with the gradient that
-  attention kernels use: it keeps the probabilities, and takes the softmax's row sums of probs * dprobs as
-  dout . out, a pass over [.., L, H] rather than the logits. Left to autodiff, XLA:CPU rebuilt the
-  probabilities from the exponentials and a materialised broadcast of 1 / sum, and summed over the logits
-  again (T5 and Llama benchmark steps 10-14% slower)."""
-  return _softmax_times_values_fwd(logits, mask, v, to_output)[0]
-
-
-def _softmax_times_values_fwd(logits, mask, v, to_output):
-  probs = jax.nn.softmax(jnp.where(mask, logits, jnp.finfo(jnp.float32).min), axis=-1).astype(v.dtype)
-  out = jnp.einsum(to_output, probs, v)
-  return out, (probs, mask, v, out)
-
-
-def _softmax_times_values_bwd(to_output, residuals, dout):
-  probs, mask, v, out = residuals
-  probs_spec, values_spec, out_spec = to_output.replace("->", ",").split(",")
-  dprobs = jnp.einsum(f"{out_spec},{values_spec}->{probs_spec}", dout, v, preferred_element_type=jnp.float32)
-  dv = jnp.einsum(f"{probs_spec},{out_spec}->{values_spec}", probs, dout)
-  row_sums = jnp.einsum(f"{out_spec},{out_spec}->{probs_spec[:-1]}", dout, out, preferred_element_type=jnp.float32)
-  # A row the mask hides entirely has uniform probabilities; its logits still get no gradient, as with jnp.where.
-  dlogits = jnp.where(mask, probs.astype(jnp.float32) * (dprobs - row_sums[..., None]), 0.0)
-  return dlogits, None, dv
-
-
-softmax_times_values.defvjp(_softmax_times_values_fwd, _softmax_times_values_bwd)
+  probs = jax.nn.softmax(jnp.where(mask, logits, jnp.finfo(jnp.float32).min), axis=-1).astype(v_BSKH.dtype)
+  return jnp.einsum(to_output, probs, v_BSKH).reshape(b, l, n, h)
 
 
 @jax.custom_vjp
