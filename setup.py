@@ -28,6 +28,7 @@ setup(
         "tqdm",
         "matplotlib",
         "datasketch>=1.6",  # MinHash LSH for near-duplicate documents (data.dedup=near)
+        "filelock>=3.12",  # One process builds a cache entry when several start together.
     ],
     # beam: `pretrain prepare-data --beam` (Apache Beam needs protobuf < 7, and sentencepiece 0.2.3's generated
     # code needs protobuf 7). torch 2.13.0 is the CPU build on these machines; transformers 5 compares against

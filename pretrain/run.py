@@ -111,8 +111,11 @@ class Run:
       run = cls._build(cfg, vocabulary.vocab_size, family)
       run.vocabulary, run.task = vocabulary, name
       return run
+    # A given vocabulary is checked before the sources are made: preparing one can take minutes.
+    given = vocab.load(cfg.tokenizer.path, cfg.tokenizer.extra_ids) if cfg.tokenizer.path else None
     members = sources.mixture_sources(cfg.data)
-    vocabulary = vocab.get_vocabulary(cfg, members[0][0])  # The first source trains it (unless tokenizer.path).
+    # The first source trains it (unless tokenizer.path).
+    vocabulary = given if given is not None else vocab.get_vocabulary(cfg, members[0][0])
     run = cls._build(cfg, vocabulary.vocab_size, family)
     run.vocabulary, run.members = vocabulary, members
     for source, _ in members if objective_.check_source else ():

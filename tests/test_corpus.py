@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import tensorflow_datasets as tfds
 
 from pretrain.data import corpus
@@ -27,10 +31,17 @@ def test_prepared_once_and_reused(cache_dir, corpus_source):
       corpus.documents())
 
 
-def test_first_preparation_keeps_stdout_for_results(tmp_path, capsys):
-  corpus.prepare(str(tmp_path / "tfds"))
-  captured = capsys.readouterr()
-  assert captured.out == "" and "Preparing the bundled corpus" in captured.err
+def test_processes_that_start_together_prepare_it_once(tmp_path):
+  """Two processes on a fresh cache (one per device, parallel workers): one prepares, the other waits and reuses
+  it; both keep stdout for results."""
+  script = "import sys; from pretrain.data import corpus; corpus.prepare(sys.argv[1])"
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  processes = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "tfds")], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+  results = [(p.wait(timeout=300), *p.communicate()) for p in processes]
+  assert [(rc, out) for rc, out, _ in results] == [(0, ""), (0, "")], results
+  assert sum("Preparing the bundled corpus" in err for _, _, err in results) == 1
+  assert tfds.builder("pretrain_corpus", data_dir=str(tmp_path / "tfds")).is_prepared()
 
 
 def test_empty_cache_variable_means_the_default(monkeypatch):

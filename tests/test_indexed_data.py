@@ -7,12 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
 
 from pretrain import run as run_lib
-from pretrain.data import indexed, token_store, vocab
+from pretrain.data import cache_lock, indexed, token_store, vocab
 from pretrain.errors import UserError
 from tests.conftest import REPO, tiny_config
 
@@ -163,6 +164,24 @@ def test_two_shards_make_the_store(cache_dir, vocabulary, zebra_files):
   tokens, sizes = store.read([0, store.starts[1]])  # Shard 0 holds documents 0, 2, ...; shard 1 holds 1, 3, ...
   np.testing.assert_array_equal(tokens, np.concatenate([whole[0]["targets"], whole[1]["targets"]]))
   assert sizes.tolist() == [len(whole[0]["targets"]), len(whole[1]["targets"])]
+
+
+def test_a_shard_that_another_process_builds_is_waited_for(cache_dir, vocabulary, zebra_files):
+  """Processes that start together on a fresh cache: the one that comes second touches nothing until the first
+  has finished the shard (it once deleted the first's temporary file as an interrupted build's leftover)."""
+  run = _run(cache_dir, "--config.data.source=files", f"--config.data.train_files={zebra_files}",
+             f"--config.tokenizer.path={vocabulary.sentencepiece_model_file}")
+  task, source, _ = run.member_tasks()[0]
+  store_dir = os.path.join(cache_dir, "contended")
+  shard = os.path.join(store_dir, "documents-00000-of-00001.array_record")
+  second = threading.Thread(target=token_store.build_shard, args=(task, source, "train", vocabulary, store_dir))
+  with cache_lock.held(shard):  # As the first builder holds it.
+    second.start()
+    second.join(timeout=3)
+    assert second.is_alive() and os.listdir(store_dir) == [os.path.basename(shard) + ".lock"]
+  second.join(timeout=300)
+  whole = task.preprocess_precache(source.data_source.get_dataset("train", shuffle=False))
+  assert len(token_store.TokenStore(store_dir, vocabulary)) == len(list(whole.as_numpy_iterator()))
 
 
 def test_beam_builds_the_store_that_the_shards_build(tmp_path, vocabulary, zebra_files, capsys):

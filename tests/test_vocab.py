@@ -54,3 +54,13 @@ def test_missing_or_invalid_file(tmp_path):
   bad.write_text("not a model")
   with pytest.raises(UserError, match="not a SentencePiece model"):
     vocab.load(str(bad))
+
+
+def test_a_missing_vocabulary_is_named_before_any_data_is_prepared(tmp_path):
+  """A typo in tokenizer.path fails at once, not after the bundled corpus is prepared (a minute, once)."""
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+  from tests.conftest import tiny_config  # pylint: disable=g-import-not-at-top
+  cfg = tiny_config(f"--config.data.cache_dir={tmp_path}", "--config.tokenizer.path=/nonexistent/spm.model")
+  with pytest.raises(UserError, match="'/nonexistent/spm.model' does not exist"):
+    run_lib.Run.build_with_data(cfg)
+  assert not os.listdir(tmp_path)

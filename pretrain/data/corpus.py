@@ -18,6 +18,8 @@ import sysconfig
 
 import tensorflow_datasets as tfds
 
+from pretrain.data import cache_lock
+
 VALIDATION_PERCENT = 5
 MIN_DOC_CHARS = 200
 # Folders of the standard library that are test suites or demos, not documentation.
@@ -83,9 +85,13 @@ def prepare(data_dir: str) -> tfds.core.DatasetBuilder:
   """Builds the corpus into `data_dir` once; later calls reuse it."""
   os.makedirs(data_dir, exist_ok=True)
   builder = PretrainCorpus(data_dir=data_dir)
-  if not builder.is_prepared():
-    print(f"Preparing the bundled corpus in {data_dir} (once)...", file=sys.stderr, flush=True)
-    tfds.display_progress_bar(False)
-    with contextlib.redirect_stdout(sys.stderr):  # TFDS prints its progress; stdout is for results.
-      builder.download_and_prepare(file_format="tfrecord")
+  if builder.is_prepared():
+    return builder
+  with cache_lock.held(os.path.join(data_dir, "pretrain_corpus")):
+    builder = PretrainCorpus(data_dir=data_dir)  # Another process may have prepared it while this one waited.
+    if not builder.is_prepared():
+      print(f"Preparing the bundled corpus in {data_dir} (once)...", file=sys.stderr, flush=True)
+      tfds.display_progress_bar(False)
+      with contextlib.redirect_stdout(sys.stderr):  # TFDS prints its progress; stdout is for results.
+        builder.download_and_prepare(file_format="tfrecord")
   return builder

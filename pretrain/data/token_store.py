@@ -28,6 +28,7 @@ from array_record.python import array_record_module
 
 from pretrain import files
 from pretrain.console import log
+from pretrain.data import cache_lock
 from pretrain.errors import UserError
 
 FORMAT = 1             # Bump when the stored records change meaning.
@@ -60,29 +61,30 @@ def build_shard(task, source, split: str, vocabulary, store_dir: str, index: int
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (the data stack)
   files.makedirs(store_dir)
   path = os.path.join(store_dir, _shard_name(index, count))
-  if not os.path.exists(path + ".json"):
-    for stale in glob.glob(path + ".tmp-*"):  # An interrupted build's leftovers.
-      os.remove(stale)
-    dataset = source.data_source.get_dataset(source.splits[split], shuffle=False)
-    if count > 1:
-      dataset = dataset.shard(count, index)
-    dataset = task.preprocess_precache(dataset).map(lambda ex: ex["targets"])
-    dtype, documents, tokens = _dtype(vocabulary), 0, 0
-    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
-    writer = array_record_module.ArrayRecordWriter(temporary, WRITER_OPTIONS)
-    with tqdm.tqdm(desc=f"Tokenizing {source.name} {split} (shard {index + 1} of {count})", unit=" documents",
-                   dynamic_ncols=True) as bar:
-      for document in dataset.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
-        writer.write(document.astype(dtype).tobytes())
-        documents, tokens = documents + 1, tokens + len(document)
-        bar.update(1)
-    writer.close()
-    if not documents:
-      os.remove(temporary)
-      raise UserError(f"the {split} split of {source.name} holds no documents for shard {index + 1} of {count}; "
-                      "add data or build fewer shards")
-    os.replace(temporary, path)
-    files.write_atomically(path + ".json", json.dumps({"documents": documents, "tokens": tokens}).encode())
+  with cache_lock.held(path):  # Processes that start together build it once.
+    if not os.path.exists(path + ".json"):
+      for stale in glob.glob(path + ".tmp-*"):  # An interrupted build's leftovers.
+        os.remove(stale)
+      dataset = source.data_source.get_dataset(source.splits[split], shuffle=False)
+      if count > 1:
+        dataset = dataset.shard(count, index)
+      dataset = task.preprocess_precache(dataset).map(lambda ex: ex["targets"])
+      dtype, documents, tokens = _dtype(vocabulary), 0, 0
+      temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+      writer = array_record_module.ArrayRecordWriter(temporary, WRITER_OPTIONS)
+      with tqdm.tqdm(desc=f"Tokenizing {source.name} {split} (shard {index + 1} of {count})", unit=" documents",
+                     dynamic_ncols=True) as bar:
+        for document in dataset.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
+          writer.write(document.astype(dtype).tobytes())
+          documents, tokens = documents + 1, tokens + len(document)
+          bar.update(1)
+      writer.close()
+      if not documents:
+        os.remove(temporary)
+        raise UserError(f"the {split} split of {source.name} holds no documents for shard {index + 1} of {count}; "
+                        "add data or build fewer shards")
+      os.replace(temporary, path)
+      files.write_atomically(path + ".json", json.dumps({"documents": documents, "tokens": tokens}).encode())
   _finish(store_dir, source, split, vocabulary, count)
 
 

@@ -1,0 +1,23 @@
+"""One builder at a time for an entry of the data cache.
+
+Processes that start together on one machine (one per device, a launcher's workers, parallel test workers)
+would otherwise build the same entry at once: the last TFDS build to finish fails renaming its folder onto the
+first's, and a token-store build deletes the other's temporary shard as an interrupted build's leftover. The
+lock is an OS file lock, so a builder that dies releases it.
+"""
+
+import contextlib
+import os
+
+import filelock
+
+from pretrain import files
+
+
+def held(path: str):
+  """A context that holds `path`.lock: check for the entry at `path` inside it, and build it if missing (another
+  process may have built it while this one waited). Object-store caches are not locked."""
+  if not files.local(path):
+    return contextlib.nullcontext()
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  return filelock.FileLock(path + ".lock")
