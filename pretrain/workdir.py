@@ -6,6 +6,7 @@ config) and spm.model (the vocabulary): what eval, generate and export read.
 
 import json
 import os
+import uuid
 
 import jax
 
@@ -20,7 +21,9 @@ CURATION_FILE = "data_curation.json"
 
 
 def check_writable(workdir: str) -> None:
-  probe = os.path.join(workdir, ".writable")
+  # A name of its own: every process of a multi-process run checks the shared workdir at once, and a shared
+  # probe was removed under another process's check, which then failed.
+  probe = os.path.join(workdir, f".writable-{uuid.uuid4().hex}")
   try:
     files.makedirs(workdir)
     with files.open_file(probe, "wb") as f:

@@ -106,3 +106,17 @@ def test_cluster_detection(monkeypatch):
   monkeypatch.setenv("SLURM_NTASKS", "4")
   monkeypatch.setenv("SLURM_PROCID", "2")
   assert distributed._on_cluster()  # pylint: disable=protected-access
+
+
+def test_processes_that_check_one_workdir_at_once_do_not_fail_each_other(tmp_path):
+  """Every process of a multi-process run checks the shared workdir at start. A shared probe file was removed
+  under another process's check, which then failed as 'cannot be written' (and the others waited for it)."""
+  import concurrent.futures  # pylint: disable=g-import-not-at-top
+  from pretrain import workdir  # pylint: disable=g-import-not-at-top
+
+  def check_many(_):
+    for _ in range(300):
+      workdir.check_writable(str(tmp_path))
+  with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    list(pool.map(check_many, range(4)))
+  assert not list(tmp_path.iterdir())
