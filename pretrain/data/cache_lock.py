@@ -15,9 +15,18 @@ from pretrain import files
 
 
 def held(path: str):
-  """A context that holds `path`.lock: check for the entry at `path` inside it, and build it if missing (another
-  process may have built it while this one waited). Object-store caches are not locked."""
+  """A context that holds `path`.lock. Object-store caches are not locked."""
   if not files.local(path):
     return contextlib.nullcontext()
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   return filelock.FileLock(path + ".lock")
+
+
+def build_once(path: str, is_built, build) -> None:
+  """Calls `build()` unless `is_built()`, holding `path`.lock; a process that waited for the lock checks
+  again, and finds the entry another process built meanwhile."""
+  if is_built():
+    return
+  with held(path):
+    if not is_built():
+      build()

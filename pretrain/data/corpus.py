@@ -84,14 +84,14 @@ class PretrainCorpus(tfds.core.GeneratorBasedBuilder):
 def prepare(data_dir: str) -> tfds.core.DatasetBuilder:
   """Builds the corpus into `data_dir` once; later calls reuse it."""
   os.makedirs(data_dir, exist_ok=True)
-  builder = PretrainCorpus(data_dir=data_dir)
-  if builder.is_prepared():
-    return builder
-  with cache_lock.held(os.path.join(data_dir, "pretrain_corpus")):
-    builder = PretrainCorpus(data_dir=data_dir)  # Another process may have prepared it while this one waited.
-    if not builder.is_prepared():
-      print(f"Preparing the bundled corpus in {data_dir} (once)...", file=sys.stderr, flush=True)
-      tfds.display_progress_bar(False)
-      with contextlib.redirect_stdout(sys.stderr):  # TFDS prints its progress; stdout is for results.
-        builder.download_and_prepare(file_format="tfrecord")
-  return builder
+
+  def build():
+    print(f"Preparing the bundled corpus in {data_dir} (once)...", file=sys.stderr, flush=True)
+    tfds.display_progress_bar(False)
+    with contextlib.redirect_stdout(sys.stderr):  # TFDS prints its progress; stdout is for results.
+      PretrainCorpus(data_dir=data_dir).download_and_prepare(file_format="tfrecord")
+
+  # A new builder for each look: one made before another process prepared the corpus does not see it.
+  cache_lock.build_once(os.path.join(data_dir, "pretrain_corpus"),
+                        lambda: PretrainCorpus(data_dir=data_dir).is_prepared(), build)
+  return PretrainCorpus(data_dir=data_dir)

@@ -58,34 +58,37 @@ def _dtype(vocabulary) -> np.dtype:
 
 def build_shard(task, source, split: str, vocabulary, store_dir: str, index: int = 0, count: int = 1) -> None:
   """Writes shard `index` of `count` of the store (unless it is there), and store.json once every shard is."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (the data stack)
   files.makedirs(store_dir)
   path = os.path.join(store_dir, _shard_name(index, count))
-  with cache_lock.held(path):  # Processes that start together build it once.
-    if not os.path.exists(path + ".json"):
-      for stale in glob.glob(path + ".tmp-*"):  # An interrupted build's leftovers.
-        os.remove(stale)
-      dataset = source.data_source.get_dataset(source.splits[split], shuffle=False)
-      if count > 1:
-        dataset = dataset.shard(count, index)
-      dataset = task.preprocess_precache(dataset).map(lambda ex: ex["targets"])
-      dtype, documents, tokens = _dtype(vocabulary), 0, 0
-      temporary = f"{path}.tmp-{uuid.uuid4().hex}"
-      writer = array_record_module.ArrayRecordWriter(temporary, WRITER_OPTIONS)
-      with tqdm.tqdm(desc=f"Tokenizing {source.name} {split} (shard {index + 1} of {count})", unit=" documents",
-                     dynamic_ncols=True) as bar:
-        for document in dataset.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
-          writer.write(document.astype(dtype).tobytes())
-          documents, tokens = documents + 1, tokens + len(document)
-          bar.update(1)
-      writer.close()
-      if not documents:
-        os.remove(temporary)
-        raise UserError(f"the {split} split of {source.name} holds no documents for shard {index + 1} of {count}; "
-                        "add data or build fewer shards")
-      os.replace(temporary, path)
-      files.write_atomically(path + ".json", json.dumps({"documents": documents, "tokens": tokens}).encode())
+  cache_lock.build_once(path, lambda: os.path.exists(path + ".json"),  # Once, when processes start together.
+                        lambda: _write_shard(task, source, split, vocabulary, path, index, count))
   _finish(store_dir, source, split, vocabulary, count)
+
+
+def _write_shard(task, source, split: str, vocabulary, path: str, index: int, count: int) -> None:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (the data stack)
+  for stale in glob.glob(path + ".tmp-*"):  # An interrupted build's leftovers.
+    os.remove(stale)
+  dataset = source.data_source.get_dataset(source.splits[split], shuffle=False)
+  if count > 1:
+    dataset = dataset.shard(count, index)
+  dataset = task.preprocess_precache(dataset).map(lambda ex: ex["targets"])
+  dtype, documents, tokens = _dtype(vocabulary), 0, 0
+  temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+  writer = array_record_module.ArrayRecordWriter(temporary, WRITER_OPTIONS)
+  with tqdm.tqdm(desc=f"Tokenizing {source.name} {split} (shard {index + 1} of {count})", unit=" documents",
+                 dynamic_ncols=True) as bar:
+    for document in dataset.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
+      writer.write(document.astype(dtype).tobytes())
+      documents, tokens = documents + 1, tokens + len(document)
+      bar.update(1)
+  writer.close()
+  if not documents:
+    os.remove(temporary)
+    raise UserError(f"the {split} split of {source.name} holds no documents for shard {index + 1} of {count}; "
+                    "add data or build fewer shards")
+  os.replace(temporary, path)
+  files.write_atomically(path + ".json", json.dumps({"documents": documents, "tokens": tokens}).encode())
 
 
 def _finish(store_dir: str, source, split: str, vocabulary, count: int) -> None:

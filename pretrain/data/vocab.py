@@ -84,12 +84,12 @@ def cached_model(texts, vocab_size: int, model_type: str, cache: str, extra_ids:
   for text in texts:
     digest.update(hashlib.sha256(text.encode("utf-8")).digest())
   path = os.path.join(cache, "tokenizers", f"spm_{vocab_size}_{digest.hexdigest()[:16]}.model")
-  if os.path.exists(path):
-    return path
-  with cache_lock.held(path):
-    if not os.path.exists(path):  # Not trained by another process while this one waited.
-      print(f"Training a {vocab_size}-token SentencePiece vocabulary (once) -> {path}", file=sys.stderr, flush=True)
-      files.write_atomically(path, train_sentencepiece(texts, vocab_size, model_type, extra_ids))
+
+  def build():
+    print(f"Training a {vocab_size}-token SentencePiece vocabulary (once) -> {path}", file=sys.stderr, flush=True)
+    files.write_atomically(path, train_sentencepiece(texts, vocab_size, model_type, extra_ids))
+
+  cache_lock.build_once(path, lambda: os.path.exists(path), build)
   return path
 
 
