@@ -18,6 +18,20 @@ def _files_cfg(**kwargs):
   return ml_collections.ConfigDict({**base, **kwargs})
 
 
+def test_a_data_cache_on_an_object_store_is_refused_before_any_work(monkeypatch, tmp_path):
+  # Its entries are built under OS file locks and read by local readers, so no source is prepared there.
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.delenv("PRETRAIN_CACHE", raising=False)
+  with pytest.raises(UserError, match=r"data cache must be a directory of a mounted file system, not gs://bucket/cache \(data.cache_dir"):
+    sources.make_source(ml_collections.ConfigDict({"source": "corpus", "cache_dir": "gs://bucket/cache"}))
+  monkeypatch.setenv("PRETRAIN_CACHE", "gs://bucket/env")
+  with pytest.raises(UserError, match="not gs://bucket/env"):
+    sources.make_source(ml_collections.ConfigDict({"source": "corpus", "cache_dir": ""}))
+  assert not list(tmp_path.iterdir())  # Nothing made here either (a local folder named "gs:").
+  monkeypatch.setenv("PRETRAIN_CACHE", str(tmp_path / "cache"))
+  assert sources.cache_dir(ml_collections.ConfigDict({"cache_dir": ""})) == str(tmp_path / "cache")
+
+
 @pytest.fixture
 def doc_files(tmp_path, corpus_source):
   # Real text, one line per document so that it also fits a .txt file.

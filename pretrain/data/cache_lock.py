@@ -6,18 +6,13 @@ first's, and a token-store build deletes the other's temporary shard as an inter
 lock is an OS file lock, so a builder that dies releases it.
 """
 
-import contextlib
 import os
 
 import filelock
 
-from pretrain import files
-
 
 def held(path: str):
-  """A context that holds `path`.lock. Object-store caches are not locked."""
-  if not files.local(path):
-    return contextlib.nullcontext()
+  """A context that holds `path`.lock (the data cache is a mounted file system: sources.cache_dir)."""
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   return filelock.FileLock(path + ".lock")
 

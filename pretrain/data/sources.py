@@ -53,7 +53,15 @@ class Source:
 
 
 def cache_dir(data_cfg) -> str:
-  return os.path.expanduser(data_cfg.cache_dir or (os.environ.get("PRETRAIN_CACHE") or "~/.cache/pretrain"))
+  """The data cache: data.cache_dir, else $PRETRAIN_CACHE, else ~/.cache/pretrain. It must be a mounted file
+  system (hosts that build one store together share it as NFS or a gcsfuse mount): its entries are built
+  under OS file locks and read through the os module and ArrayRecord's local reader."""
+  path = data_cfg.cache_dir or os.environ.get("PRETRAIN_CACHE") or "~/.cache/pretrain"
+  if "://" in path:
+    raise UserError(f"the data cache must be a directory of a mounted file system, not {path} (data.cache_dir, "
+                    "else $PRETRAIN_CACHE): use a local disk, or for hosts that share it an NFS or gcsfuse mount; "
+                    "a run's workdir can still be on an object store")
+  return os.path.expanduser(path)
 
 
 def make_source(data_cfg) -> Source:
