@@ -22,7 +22,8 @@ def test_a_data_cache_on_an_object_store_is_refused_before_any_work(monkeypatch,
   # Its entries are built under OS file locks and read by local readers, so no source is prepared there.
   monkeypatch.chdir(tmp_path)
   monkeypatch.delenv("PRETRAIN_CACHE", raising=False)
-  with pytest.raises(UserError, match=r"data cache must be a directory of a mounted file system, not gs://bucket/cache \(data.cache_dir"):
+  refused = r"data cache must be a directory of a mounted file system, not gs://bucket/cache \(data.cache_dir"
+  with pytest.raises(UserError, match=refused):
     sources.make_source(ml_collections.ConfigDict({"source": "corpus", "cache_dir": "gs://bucket/cache"}))
   monkeypatch.setenv("PRETRAIN_CACHE", "gs://bucket/env")
   with pytest.raises(UserError, match="not gs://bucket/env"):

@@ -13,6 +13,7 @@ import seqio
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from pretrain import files
 from pretrain.data import corpus, curation, records
 from pretrain.errors import UserError
 
@@ -57,7 +58,7 @@ def cache_dir(data_cfg) -> str:
   system (hosts that build one store together share it as NFS or a gcsfuse mount): its entries are built
   under OS file locks and read through the os module and ArrayRecord's local reader."""
   path = data_cfg.cache_dir or os.environ.get("PRETRAIN_CACHE") or "~/.cache/pretrain"
-  if "://" in path:
+  if not files.local(path):
     raise UserError(f"the data cache must be a directory of a mounted file system, not {path} (data.cache_dir, "
                     "else $PRETRAIN_CACHE): use a local disk, or for hosts that share it an NFS or gcsfuse mount; "
                     "a run's workdir can still be on an object store")
