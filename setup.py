@@ -6,7 +6,10 @@ setup(
     name="pretrain",
     version="0.1.0",
     description="Pre-training language models with JAX, Flax, Optax, Orbax and SeqIO.",
-    packages=find_packages(include=["pretrain", "pretrain.*"]),
+    # configs/ is the package's pretrain.configs: the default run config and the zoo, found by name after install.
+    packages=[*find_packages(include=["pretrain", "pretrain.*"]), "pretrain.configs"],
+    package_dir={"pretrain.configs": "configs"},
+    package_data={"pretrain.configs": ["gin/*.gin"]},
     python_requires=">=3.11",
     entry_points={"console_scripts": ["pretrain = pretrain.cli:main"]},
     install_requires=[

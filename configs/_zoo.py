@@ -1,14 +1,13 @@
 """Helpers for the config zoo: every zoo config is the quickstart with overrides."""
 
-import os
-
 from pretrain import config as config_lib
+from pretrain import configs
 
 C4 = "c4/en:3.1.0"
 
 
 def base():
-  return config_lib.load_config_file(os.path.join(os.path.dirname(os.path.abspath(__file__)), "quickstart.py"))
+  return configs.load("quickstart")
 
 
 def apply(cfg, overrides: dict):

@@ -6,9 +6,7 @@ on accelerators: about 64 GiB per device (pretrain estimate-memory --devices=8
 --config=configs/lm_1b.py --config.model.dtype=bfloat16 --config.model.attention=splash).
 """
 
-from pretrain import config
-
-_zoo = config.sibling(__file__, "_zoo")
+from pretrain.configs import _zoo
 
 
 def get_config():

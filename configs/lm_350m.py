@@ -4,9 +4,7 @@ Sized for 8 x A100 40GB or a v4-8: batch 256 x 2048 tokens, AdamW with warmup
 and cosine decay, bfloat16 activations on accelerators.
 """
 
-from pretrain import config
-
-_zoo = config.sibling(__file__, "_zoo")
+from pretrain.configs import _zoo
 
 
 def get_config():

@@ -6,9 +6,7 @@ accelerators: about 39 GiB per device (pretrain estimate-memory --devices=64
 --config=configs/lm_7b.py --config.model.dtype=bfloat16 --config.model.attention=splash).
 """
 
-from pretrain import config
-
-_zoo = config.sibling(__file__, "_zoo")
+from pretrain.configs import _zoo
 
 
 def get_config():

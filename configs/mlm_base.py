@@ -3,9 +3,7 @@
 Sized for 8 x A100 40GB or a v4-8: batch 256 x 512 tokens, 15% masking (80/10/10).
 """
 
-from pretrain import config
-
-_zoo = config.sibling(__file__, "_zoo")
+from pretrain.configs import _zoo
 
 
 def get_config():

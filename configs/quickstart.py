@@ -15,7 +15,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.data.source = "corpus"        # corpus | files | tfds
   # Decoder-only: clm | fim | prefix_lm_decoder | ul2_decoder. Encoder-decoder: span_corruption | prefix_lm |
   # ul2 | bart. Encoder-only: mlm | nsp | sop (MLM plus next-sentence / sentence-order prediction) | electra |
-  # contrastive (SimCSE; needs model.dropout > 0).
+  # contrastive (SimCSE; needs model.dropout > 0). Or one of your own: MODULE:CLASS or FILE.py:CLASS. Each
+  # objective's settings (data.noise_density, data.mlm_rate, ...) are declared, with their defaults, in its
+  # module (pretrain/objectives/); `pretrain inspect-task --list` shows them.
   c.data.objective = "clm"
   c.data.train_files = ""         # source=files: glob of .txt (a document per line) or .jsonl files
   c.data.validation_files = ""    # source=files: glob; empty holds out 5% of the train documents
@@ -34,25 +36,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.data.seq_len = 128            # clm, fim, mlm: tokens per row
   c.data.inputs_length = 128      # other objectives: inputs tokens (a decoder-only row holds inputs + targets)
   c.data.targets_length = 128
-  c.data.noise_density = 0.15     # span_corruption
-  c.data.mean_noise_span_length = 3.0
-  # ul2 and ul2_decoder: (kind, mean_noise_span_length, noise_density, rate); kind R, X or S (prefix LM).
-  c.data.ul2_denoisers = (
-      ("R", 3, 0.15, 1.0), ("R", 8, 0.15, 1.0),
-      ("X", 3, 0.5, 1.0), ("X", 8, 0.5, 1.0), ("X", 64, 0.15, 1.0), ("X", 64, 0.5, 1.0),
-      ("S", 0, 0, 1.0),
-  )
   # More objectives evaluated (on the validation split, every train.eval_every steps) beside data.objective,
   # of the same model family, e.g. ("prefix_lm_decoder", "fim") for clm; metrics eval/TASK/loss, ...
   c.data.eval_objectives = ()
-  c.data.mlm_rate = 0.15          # mlm: share of tokens selected (80% [MASK], 10% random, 10% kept)
-  c.data.fim_rate = 0.5           # fim: share of documents rearranged
-  c.data.fim_spm_rate = 0.5       # fim: share of those in SPM rather than PSM order
-  c.data.bart_permute_sentences = True
-  c.data.bart_rotate = False
-  c.data.bart_mask_rate = 0.0
-  c.data.bart_delete_rate = 0.0
-  c.data.bart_infilling_rate = 0.3
   # Several sources mixed at rates: rows of (corpus | files | tfds, files glob or TFDS NAME:VERSION, rate),
   # e.g. (("corpus", "", 1.0), ("files", "data/*.jsonl", 3.0)). Empty: data.source alone.
   c.data.mixture = ()
@@ -100,8 +86,6 @@ def get_config() -> ml_collections.ConfigDict:
   c.model.num_decoder_layers = 0  # 0: as many as num_layers
   c.model.relative_attention_num_buckets = 32
   c.model.relative_attention_max_distance = 128
-  # ELECTRA only: the generator's share of the discriminator's heads, width and feed-forward width (same depth).
-  c.model.electra_generator_size = 0.25
 
   c.optimizer = ml_collections.ConfigDict()
   c.optimizer.name = "adamw"      # adamw | adafactor (T5's: factored, decay 0.8, update clipping 1, no momentum)
@@ -118,8 +102,6 @@ def get_config() -> ml_collections.ConfigDict:
   c.loss.z_loss = 1e-4            # z_loss * logsumexp(logits)^2 per token, as T5X
   c.loss.label_smoothing = 0.0
   c.loss.normalizing_factor = 0.0  # 0: mean over target tokens; else divide the summed loss by this (T5X)
-  c.loss.electra_discriminator_weight = 50.0  # electra: the replaced-token detection loss's weight (the paper's)
-  c.loss.contrastive_temperature = 0.05       # contrastive: cosine similarities are divided by this (SimCSE's)
 
   c.train = ml_collections.ConfigDict()
   c.train.steps = 300

@@ -5,9 +5,7 @@ Sized for v4-8 or 4 x A100 40GB: batch 128 x (512 inputs, 114 targets) in 2 micr
 T5's inverse-square-root schedule, 524,288 (2^19) steps as T5.
 """
 
-from pretrain import config
-
-_zoo = config.sibling(__file__, "_zoo")
+from pretrain.configs import _zoo
 
 
 def get_config():

@@ -4,9 +4,7 @@ Sized for v4-256 or 64 x H100 (FSDP x tensor 8): batch 128 x (512 inputs, 114 ta
 T5's inverse-square-root schedule, 524,288 (2^19) steps as T5.
 """
 
-from pretrain import config
-
-_zoo = config.sibling(__file__, "_zoo")
+from pretrain.configs import _zoo
 
 
 def get_config():

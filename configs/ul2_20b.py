@@ -5,9 +5,7 @@ Sized for a v4-512 or 256 x H100: batch 1024 x (512 inputs, 512 targets),
 FSDP 32 x tensor 8, Adafactor with the rsqrt schedule.
 """
 
-from pretrain import config
-
-_zoo = config.sibling(__file__, "_zoo")
+from pretrain.configs import _zoo
 
 
 def get_config():

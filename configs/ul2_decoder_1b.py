@@ -6,9 +6,7 @@ Its attention takes the XLA path (no kernel sees a per-example prefix): about 43
 (pretrain estimate-memory --devices=8 --config=configs/ul2_decoder_1b.py --config.model.dtype=bfloat16).
 """
 
-from pretrain import config
-
-_zoo = config.sibling(__file__, "_zoo")
+from pretrain.configs import _zoo
 
 
 def get_config():

@@ -4,9 +4,7 @@ Sized for one A100 40GB or a v4-8: batch 128 x (512 inputs, 512 targets) in 4 mi
 29 GiB on one device, by pretrain estimate-memory --config.model.dtype=bfloat16).
 """
 
-from pretrain import config
-
-_zoo = config.sibling(__file__, "_zoo")
+from pretrain.configs import _zoo
 
 
 def get_config():

@@ -1,4 +1,5 @@
-"""The `pretrain` command: one entry point, a subcommand per workflow.
+"""The `pretrain` command: one entry point, a subcommand per workflow, and the run-config flags every command
+takes.
 
   pretrain SUBCOMMAND --help       (or python -m pretrain SUBCOMMAND ...)
 
@@ -6,12 +7,15 @@ Each subcommand lives in its own module with a `main(argv, prog)`; it is
 imported only when chosen, so `pretrain --help` does not start JAX.
 """
 
+import argparse
 import difflib
 import importlib
 import os
 import sys
 
-from pretrain import host_memory, tf_loader
+from pretrain import config as config_lib
+from pretrain import gin_config, host_memory, tf_loader
+from pretrain.errors import UserError
 
 # name: (module, one line for the overview)
 SUBCOMMANDS = {
@@ -29,6 +33,12 @@ SUBCOMMANDS = {
     "bench": ("pretrain.commands.bench", "time training steps (optionally beside transformers)"),
     "launch": ("pretrain.commands.launch", "commands for TPU VM slices (tpu-vm) and SLURM clusters (slurm)"),
 }
+
+
+def parser_for(prog: str, doc: str, **kwargs) -> argparse.ArgumentParser:
+  """A subcommand's flag parser, its module docstring as the help text."""
+  return argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 **kwargs)
 
 
 def usage() -> str:
@@ -54,3 +64,40 @@ def main(argv: list[str] | None = None) -> int:
   host_memory.keep_freed_memory()  # Before JAX starts its threads.
   module = importlib.import_module(SUBCOMMANDS[name][0])
   return module.main(rest, prog=f"pretrain {name}") or 0
+
+
+def parse_command_line(parser, argv: list[str]):
+  """Parses a command's flags plus the run config: --config=NAME or FILE, then gin files (--gin_file),
+  --gin.KEY=VALUE bindings and --config.KEY=VALUE overrides, in that order. The fields that name objectives
+  (data.objective, data.eval_objectives) are set before the other overrides, so that an objective of the user's
+  brings its settings before they are set.
+
+  Returns (args, config), the config checked (pretrain.objectives.validate); anything left over is an error.
+  """
+  from pretrain import configs, objectives  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+  parser.add_argument("--config", default=configs.DEFAULT,
+                      help=f"a built-in config ({', '.join(configs.names())}) or an ml_collections config file")
+  parser.add_argument("--gin_file", action="append", default=[],
+                      help="gin file (or built-in gin twin, by name) of SECTION.FIELD = value bindings over --config "
+                           "(repeatable)")
+  parser.add_argument("--verbose", action="store_true", help="show the traceback of a config file that raises")
+  parser.epilog = ("Any config field can be set with --config.SECTION.FIELD=VALUE, e.g. --config.train.steps=100, "
+                   "or --gin.SECTION.FIELD=VALUE.")
+  args, rest = parser.parse_known_args(argv)
+  cfg = configs.load(args.config, args.verbose)
+  for path in args.gin_file:
+    gin_config.apply_file(cfg, configs.path(path, kind="gin"))
+  for arg in [a for a in rest if a.startswith("--gin.")]:
+    gin_config.apply_binding(cfg, arg[len("--gin."):])
+  overrides, rest = config_lib.parse_overrides([a for a in rest if not a.startswith("--gin.")])
+  if rest:
+    raise UserError(f"unknown arguments {rest}; see --help for the flags, and set config fields "
+                    "with --config.KEY=VALUE")
+  naming = [(key, text) for key, text in overrides if key in objectives.NAMING_KEYS]
+  for key, text in naming + [(key, text) for key, text in overrides if key not in objectives.NAMING_KEYS]:
+    config_lib.override(cfg, key, text)
+    if key in objectives.NAMING_KEYS:
+      objectives.with_settings(cfg)
+  objectives.with_settings(cfg)  # The objective of a gin binding.
+  objectives.validate(cfg)
+  return args, cfg

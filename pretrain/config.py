@@ -1,11 +1,12 @@
 """Run configuration: ml_collections config files, dotted-key overrides, checks.
 
 A run is described by a Python file whose `get_config()` returns a ConfigDict
-(see configs/quickstart.py). Any field can be overridden on the command line
+(see configs/quickstart.py; pretrain.configs.load finds a built-in one by
+name). Any field can be overridden on the command line
 with `--config.SECTION.FIELD=VALUE`; the value is parsed to the field's type.
 Every front-end (command line, gin files, the config zoo) sets a field through
-`set_value`; they import this module, never the reverse (pretrain.command_line
-joins them for the commands).
+`set_value`; they import this module, never the reverse (pretrain.cli joins
+them for the commands).
 """
 
 import ast
@@ -23,41 +24,35 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
-def _run_config_code(path: str, code, verbose: bool = False):
-  """Runs code of the config file `path`: an exception in it becomes one line naming the file and the error
-  (with `verbose`, after the file's own traceback)."""
+def _run_config_code(path: str, code, verbose: bool = False, what: str = "config file"):
+  """Runs code of the user's file `path` (a config file, or `what` it is): an exception in it becomes one line
+  naming the file and the error (with `verbose`, after the file's own traceback)."""
   try:
     return code()
   except SyntaxError as e:
-    raise UserError(f"config file {path!r} has a syntax error at line {e.lineno}: {e.msg}") from None
+    raise UserError(f"{what} {path!r} has a syntax error at line {e.lineno}: {e.msg}") from None
   except UserError:
     raise
   except Exception as e:  # pylint: disable=broad-except  (any error of the user's code)
     if verbose:
       traceback.print_exc()
-    raise UserError(f"config file {path!r} raised {type(e).__name__}: {e}"
+    raise UserError(f"{what} {path!r} raised {type(e).__name__}: {e}"
                     + ("" if verbose else " (--verbose shows where)")) from None
 
 
-def load_module(path: str, name: str = "_pretrain_run_config", verbose: bool = False):
-  """Imports the Python file `path` (a config file, or a helper beside it) as a module of its own."""
+def load_module(path: str, name: str = "_pretrain_run_config", verbose: bool = False, what: str = "config file"):
+  """Imports the user's Python file `path` (a config file, or `what` it is) as a module of its own."""
   spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
-  _run_config_code(path, lambda: spec.loader.exec_module(module), verbose)
+  _run_config_code(path, lambda: spec.loader.exec_module(module), verbose, what)
   return module
 
 
-def sibling(path: str, name: str):
-  """The module `name`.py beside the file `path`: how a config file imports a neighbour,
-  e.g. `_zoo = config.sibling(__file__, "_zoo")`."""
-  return load_module(os.path.join(os.path.dirname(os.path.abspath(path)), f"{name}.py"), name)
-
-
 def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigDict:
-  """Imports `path` and returns its `get_config()`."""
+  """Imports `path` and returns its `get_config()` (pretrain.configs.load adds the objectives' settings)."""
   if not os.path.isfile(path):
-    raise UserError(f"config file {path!r} does not exist; pass --config=configs/quickstart.py "
-                    "or the path of another config file")
+    raise UserError(f"config file {path!r} does not exist; pass --config=quickstart (or another built-in config) "
+                    "or the path of a config file")
   module = load_module(path, verbose=verbose)
   if not hasattr(module, "get_config"):
     raise UserError(f"config file {path!r} defines no get_config(); add one that returns a ConfigDict")
@@ -66,9 +61,8 @@ def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigD
 
 # Fields added after runs and config files were first written, with the value that keeps their behaviour:
 # a config.json or a config file from before a field existed reads as if it held this value.
-NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "", "data.dedup_threshold": 0.8,
-                "model.electra_generator_size": 0.25, "loss.electra_discriminator_weight": 50.0,
-                "loss.contrastive_temperature": 0.05}
+# (The objectives' own settings come with their defaults from pretrain/objectives/.)
+NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "", "data.dedup_threshold": 0.8}
 
 
 def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -131,6 +125,12 @@ def _locate(cfg: ml_collections.ConfigDict, key: str, what: str = "", prefix: st
   return node, leaf
 
 
+def get(cfg: ml_collections.ConfigDict, key: str):
+  """The value of the dotted `key`."""
+  node, leaf = _locate(cfg, key)
+  return node[leaf]
+
+
 def set_value(cfg: ml_collections.ConfigDict, key: str, value, what: str) -> None:
   """Sets the dotted `key` of `cfg` to a parsed value of the field's type."""
   node, leaf = _locate(cfg, key, what, prefix="")
@@ -153,9 +153,9 @@ def override(cfg: ml_collections.ConfigDict, key: str, text: str) -> None:
   set_value(cfg, key, _parse_value(text, node[leaf], key), f"--config.{key}")
 
 
-def apply_overrides(cfg: ml_collections.ConfigDict, args: list[str]) -> list[str]:
-  """Applies every `--config.KEY=VALUE` (or `--config.KEY VALUE`) in args; returns the rest."""
-  rest = []
+def parse_overrides(args: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+  """The (KEY, VALUE text) of every `--config.KEY=VALUE` (or `--config.KEY VALUE`) in args, and the other args."""
+  overrides, rest = [], []
   i = 0
   while i < len(args):
     arg = args[i]
@@ -168,10 +168,18 @@ def apply_overrides(cfg: ml_collections.ConfigDict, args: list[str]) -> list[str
         i += 1
       else:
         raise UserError(f"{arg} has no value; write {arg}=VALUE")
-      override(cfg, key, text)
+      overrides.append((key, text))
     else:
       rest.append(arg)
     i += 1
+  return overrides, rest
+
+
+def apply_overrides(cfg: ml_collections.ConfigDict, args: list[str]) -> list[str]:
+  """Applies every `--config.KEY=VALUE` (or `--config.KEY VALUE`) in args; returns the rest."""
+  overrides, rest = parse_overrides(args)
+  for key, text in overrides:
+    override(cfg, key, text)
   return rest
 
 
@@ -200,8 +208,9 @@ def one_of(*names: str) -> Valid:
 
 # The valid values of every checked field, declared once (the defaults are in the config files, which users
 # copy and edit; the ranges stay here, so that no copy can loosen them). validate() checks them all.
-# Fields that only some objectives or families use are checked here too when their range never depends on
-# the family (a family's own constraints between fields are in pretrain/family.py).
+# Fields that only some families use are checked here too when their range never depends on the family (a
+# family's own constraints between fields are in pretrain/family.py); an objective's own settings are declared,
+# with their defaults and ranges, in its module (pretrain/objectives/).
 RANGES = {
     "data.source": one_of("corpus", "files", "tfds"),
     "data.bad_records": one_of("error", "skip"),
@@ -213,14 +222,6 @@ RANGES = {
     "data.seq_len": Valid(lambda v: v >= 2, "at least 2"),
     "data.inputs_length": POSITIVE,
     "data.targets_length": POSITIVE,
-    "data.noise_density": OPEN_FRACTION,
-    "data.mean_noise_span_length": Valid(lambda v: v >= 1, "at least 1"),
-    "data.mlm_rate": OPEN_FRACTION,
-    "data.fim_rate": FRACTION,
-    "data.fim_spm_rate": FRACTION,
-    "data.bart_mask_rate": BELOW_ONE,
-    "data.bart_delete_rate": BELOW_ONE,
-    "data.bart_infilling_rate": BELOW_ONE,
     "tokenizer.vocab_size": POSITIVE,
     "tokenizer.extra_ids": NOT_NEGATIVE,
     "tokenizer.model_type": one_of("unigram", "bpe", "char", "word"),
@@ -241,7 +242,6 @@ RANGES = {
     "model.num_decoder_layers": Valid(lambda v: v >= 0, "at least 0 (0: as many as model.num_layers)"),
     "model.relative_attention_num_buckets": POSITIVE,
     "model.relative_attention_max_distance": POSITIVE,
-    "model.electra_generator_size": POSITIVE,  # above 1: a family check says why (pretrain/family.py)
     "optimizer.name": one_of("adamw", "adafactor"),
     "optimizer.schedule": one_of("cosine", "rsqrt"),
     "optimizer.learning_rate": POSITIVE,
@@ -254,8 +254,6 @@ RANGES = {
     "loss.z_loss": NOT_NEGATIVE,
     "loss.label_smoothing": BELOW_ONE,
     "loss.normalizing_factor": Valid(lambda v: v >= 0, "at least 0 (0: the mean over target tokens)"),
-    "loss.electra_discriminator_weight": POSITIVE,
-    "loss.contrastive_temperature": POSITIVE,
     "train.steps": POSITIVE,
     "train.batch_size": POSITIVE,
     "train.microbatches": POSITIVE,
@@ -279,9 +277,10 @@ RANGES = {
 }
 
 
-def validate(cfg: ml_collections.ConfigDict) -> None:
-  """Checks every field of RANGES, and what spans fields, before anything is built."""
-  for key, valid in RANGES.items():
+def validate(cfg: ml_collections.ConfigDict, more: dict[str, Valid] | None = None) -> None:
+  """Checks every field of RANGES (and of `more`: the objectives' settings, pretrain.objectives.validate), and
+  what spans fields, before anything is built."""
+  for key, valid in {**RANGES, **(more or {})}.items():
     section, name = key.split(".")
     value = cfg[section][name]
     _require(valid.test(value), f"{key} must be {valid.what}, got {value!r}; set --config.{key} to such a value")

@@ -5,10 +5,11 @@ the seqio feature converter that packs the task's features, the model's input
 features (the converter's), building the Flax module from the config, the
 example inputs that fix its shapes, the forward pass, the loss and its
 metrics, the tokens and FLOPs of a row, generation, and the Hugging Face
-architecture it exports to. An objective names its family (`pretrain.data.objectives`); no
+architecture it exports to. An objective names its family (pretrain/objectives/); no
 other module switches on families or model classes.
 
-A new family is a subclass here (plus its module in pretrain/models/).
+The four kinds of model are here; an objective that brings its own model or
+loss terms (ELECTRA, NSP/SOP, contrastive) subclasses one in its own module.
 """
 
 import math
@@ -19,7 +20,7 @@ import numpy as np
 
 from pretrain import models
 from pretrain.errors import UserError
-from pretrain.models import decoding, layers
+from pretrain.models import decoding
 from pretrain.train import flops, losses
 
 EOS_ID = 1  # seqio's, and the vocabularies' (pretrain.data.vocab)
@@ -314,234 +315,14 @@ class EncoderOnly(Family):
     return batch["encoder_target_tokens"], batch["encoder_loss_weights"]
 
 
-def _ratio(a, b):
+def ratio(a, b):
   """a / b of traced sums (0 where b is 0)."""
   return a / jnp.maximum(b, 1.0)
 
 
-def _totals_ratio(a: float, b: float) -> float:
+def totals_ratio(a: float, b: float) -> float:
+  """a / b of evaluation totals (0 where b is 0)."""
   return a / max(b, 1.0)
 
 
-class SentencePairs(EncoderOnly):
-  """The encoder with a sentence-pair head (models.PairEncoder), trained on MLM and, jointly, on whether the
-  second segment of a pair continues the first: next-sentence (NSP) or sentence-order (SOP) prediction. A pair
-  is one padded row, its label the feature `pair_label` (pretrain/data/objectives/sentence_pairs.py)."""
-  architecture = "encoder-only with a pair head"
-  task_features = ("inputs", "targets", "weights", "pair_label")
-
-  def __init__(self, name: str):
-    self.name = name
-
-  def task_lengths(self, data_cfg):
-    return {**dict.fromkeys(("inputs", "targets", "weights"), data_cfg.seq_len), "pair_label": 1}
-
-  def converter(self):
-    from pretrain.data.encoder_converter import PairFeatureConverter  # pylint: disable=g-import-not-at-top
-    return PairFeatureConverter()
-
-  def model_lengths(self, task_lengths):
-    return {**dict.fromkeys(ENCODER_FEATURES, task_lengths["inputs"]), "encoder_pair_labels": 1}
-
-  def random_batch(self, rows, task_lengths, vocab_size):
-    batch = super().random_batch(rows, task_lengths, vocab_size)
-    batch["encoder_pair_labels"] = np.random.default_rng(0).integers(0, 2, (rows, 1)).astype(np.int32)
-    return batch
-
-  def build(self, model_cfg, vocabulary_size):
-    return models.PairEncoder(models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size)))
-
-  def representations(self, model, params, tokens_BL):
-    _, state = model.apply({"params": params}, tokens_BL,
-                           capture_intermediates=lambda module, method: module.name == "final_norm")
-    return state["intermediates"]["encoder"]["final_norm"]["__call__"][0]
-
-  def loss_sums(self, model, params, batch, loss_cfg, rng=None):
-    """MLM's token sums plus the pair head's: its cross-entropy's mean over the pairs enters the loss times the
-    masked tokens (the weight), so the step optimises MLM's mean plus the pair loss's mean, as BERT."""
-    logits_BLV, pair_logits_B2 = self.forward(model, params, batch, rng)
-    sums = losses.loss_sums(logits_BLV, batch["encoder_target_tokens"], batch["encoder_loss_weights"],
-                            loss_cfg.z_loss, loss_cfg.label_smoothing)
-    labels_B = batch["encoder_pair_labels"][:, 0]
-    rows_B = jnp.any(batch["encoder_segment_ids"] > 0, axis=-1).astype(jnp.float32)  # not padding rows
-    log_p_B2 = jax.nn.log_softmax(pair_logits_B2)
-    pair_loss_B = -jnp.take_along_axis(log_p_B2, labels_B[:, None], axis=-1)[:, 0]
-    sums.update(pair_loss=jnp.sum(pair_loss_B * rows_B), pairs=jnp.sum(rows_B),
-                pair_correct=jnp.sum((jnp.argmax(pair_logits_B2, -1) == labels_B) * rows_B))
-    sums["loss"] += _ratio(sums["pair_loss"], sums["pairs"]) * sums["weight"]
-    return sums
-
-  def train_metrics(self, sums):
-    return {"loss": _ratio(sums["loss"], sums["weight"]), "mlm_loss": _ratio(sums["cross_entropy"], sums["weight"]),
-            "mlm_accuracy": _ratio(sums["correct"], sums["weight"]), "z_loss": _ratio(sums["z_loss"], sums["weight"]),
-            "pair_loss": _ratio(sums["pair_loss"], sums["pairs"]),
-            "pair_accuracy": _ratio(sums["pair_correct"], sums["pairs"])}
-
-  def eval_metrics(self, totals):
-    mlm, pair = (_totals_ratio(totals["cross_entropy"], totals["weight"]),
-                 _totals_ratio(totals["pair_loss"], totals["pairs"]))
-    return {"loss": mlm + pair, "mlm_loss": mlm, "mlm_accuracy": _totals_ratio(totals["correct"], totals["weight"]),
-            "pair_loss": pair, "pair_accuracy": _totals_ratio(totals["pair_correct"], totals["pairs"])}
-
-
-class Electra(EncoderOnly):
-  """ELECTRA's generator and discriminator (models.Electra) on MLM examples: the generator learns MLM, the
-  discriminator replaced-token detection at every position; the discriminator is the model that is kept."""
-  name, architecture, hf = "ELECTRA", "electra", "electra"
-
-  def check(self, cfg):
-    super().check(cfg)
-    size = cfg.model.electra_generator_size
-    if size > 1:
-      raise UserError(f"model.electra_generator_size={size} makes the generator larger than the discriminator; "
-                      "ELECTRA's generator is a fraction of it (the paper finds 1/4 to 1/2 best): use a value in "
-                      "(0, 1]")
-    heads = models.electra.generator_heads(cfg.model.num_heads, size)
-    if heads % cfg.mesh.tensor:
-      raise UserError(f"the ELECTRA generator's {heads} attention heads (model.electra_generator_size={size} of "
-                      f"{cfg.model.num_heads}) do not split over mesh.tensor={cfg.mesh.tensor}; raise "
-                      "model.electra_generator_size or lower mesh.tensor")
-
-  def build(self, model_cfg, vocabulary_size):
-    return models.Electra(models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size)),
-                          generator_size=model_cfg.electra_generator_size)
-
-  def flops_per_example(self, params, model_cfg, task_lengths):
-    """Every parameter's (the generator's too) and the discriminator's attention, plus what the rule leaves out:
-    the generator's output through the tied embedding matrix and its attention."""
-    length = self.row_lengths(task_lengths)["targets"]
-    vocab, width = params["embed"]["embedding"].shape
-    heads = models.electra.generator_heads(model_cfg.num_heads, model_cfg.electra_generator_size)
-    tied_output = 0 if model_cfg.tie_embeddings else 6 * vocab * width * length
-    return (super().flops_per_example(params, model_cfg, task_lengths) + tied_output
-            + 12 * heads * model_cfg.head_dim * model_cfg.num_layers * length ** 2)
-
-  def forward(self, model, params, batch, dropout_rng=None):
-    """The model's outputs; the generator samples with a key of the step (a fixed one in evaluation)."""
-    sample_rng = None
-    if dropout_rng is not None:
-      sample_rng, dropout_rng = jax.random.split(dropout_rng)
-    return model.apply({"params": params}, batch["encoder_input_tokens"], batch["encoder_target_tokens"],
-                       batch["encoder_loss_weights"], batch["encoder_segment_ids"], batch["encoder_positions"],
-                       sample_rng, **models.mode(dropout_rng))
-
-  def representations(self, model, params, tokens_BL):
-    segments_BL = jnp.ones_like(tokens_BL)
-    positions_BL = jnp.broadcast_to(jnp.arange(tokens_BL.shape[-1]), tokens_BL.shape)
-    return model.apply({"params": params}, tokens_BL, segments_BL, positions_BL, method="discriminate")[1]
-
-  def loss_sums(self, model, params, batch, loss_cfg, rng=None):
-    """The generator's MLM sums plus the discriminator's over every token: ELECTRA's loss, the generator's mean
-    cross-entropy plus loss.electra_discriminator_weight times the discriminator's mean binary cross-entropy
-    (which enters times the masked tokens, the weight)."""
-    out = self.forward(model, params, batch, rng)
-    targets_BL, weights_BL = batch["encoder_target_tokens"], batch["encoder_loss_weights"]
-    sums = losses.loss_sums(out["generator_logits"], targets_BL, weights_BL, loss_cfg.z_loss,
-                            loss_cfg.label_smoothing)
-    tokens_BL = (batch["encoder_segment_ids"] > 0).astype(jnp.float32)
-    replaced_BL = models.electra.replaced(out["corrupted"], targets_BL, weights_BL)
-    logits_BL = out["discriminator_logits"]
-    bce_BL = jnp.logaddexp(0.0, logits_BL) - logits_BL * replaced_BL  # -log sigmoid(+-logit)
-    said_BL = logits_BL > 0
-    count = lambda x_BL: jnp.sum(x_BL * tokens_BL)
-    sums.update(discriminator_loss=count(bce_BL), tokens=jnp.sum(tokens_BL), replaced=count(replaced_BL),
-                said_replaced=count(said_BL), true_replaced=count(said_BL & replaced_BL),
-                discriminator_correct=count(said_BL == replaced_BL))
-    discriminator = loss_cfg.electra_discriminator_weight * _ratio(sums["discriminator_loss"], sums["tokens"])
-    sums["loss"] += discriminator * sums["weight"]
-    sums["joint"] = sums["cross_entropy"] + discriminator * sums["weight"]  # what eval/loss reports
-    return sums
-
-  def train_metrics(self, sums):
-    metrics = {"loss": _ratio(sums["loss"], sums["weight"]), "z_loss": _ratio(sums["z_loss"], sums["weight"])}
-    return {**metrics, **self._metrics(sums, _ratio)}
-
-  def eval_metrics(self, totals):
-    return {"loss": _totals_ratio(totals["joint"], totals["weight"]), **self._metrics(totals, _totals_ratio)}
-
-  @staticmethod
-  def _metrics(sums, ratio) -> dict:
-    return {"generator_loss": ratio(sums["cross_entropy"], sums["weight"]),
-            "generator_accuracy": ratio(sums["correct"], sums["weight"]),
-            "discriminator_loss": ratio(sums["discriminator_loss"], sums["tokens"]),
-            "discriminator_accuracy": ratio(sums["discriminator_correct"], sums["tokens"]),
-            "discriminator_precision": ratio(sums["true_replaced"], sums["said_replaced"]),
-            "discriminator_recall": ratio(sums["true_replaced"], sums["replaced"])}
-
-
-class Contrastive(EncoderOnly):
-  """Unsupervised SimCSE (Gao et al. 2021): two dropout views of each row, their mean final states
-  (layers.mean_pool) compared by cosine / loss.contrastive_temperature, each row's other view the positive among
-  every row of the global batch (in-batch negatives, gathered across data shards by the sharded matmul)."""
-  name, architecture = "encoder-only contrastive", "sentence encoder"
-
-  def check(self, cfg):
-    super().check(cfg)
-    if cfg.model.dropout <= 0:
-      raise UserError("data.objective=contrastive learns from two dropout views of each row; set "
-                      "model.dropout above 0 (SimCSE uses 0.1)")
-    if cfg.train.batch_size < 2:
-      raise UserError(f"data.objective=contrastive takes its negatives from the other rows of the batch; "
-                      f"train.batch_size={cfg.train.batch_size} has none: use at least 2 (SimCSE uses 64)")
-    if cfg.train.microbatches > 1:
-      raise UserError("data.objective=contrastive takes its negatives from the whole batch; set "
-                      "train.microbatches=1 (microbatches would see only their own rows)")
-
-  def build(self, model_cfg, vocabulary_size):
-    config = models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size))
-    return models.EncoderOnly(config, outputs="hidden")
-
-  def representations(self, model, params, tokens_BL):
-    return model.apply({"params": params}, tokens_BL)
-
-  def flops_per_example(self, params, model_cfg, task_lengths):
-    return 2 * super().flops_per_example(params, model_cfg, task_lengths)  # Two views, each forward and back.
-
-  def loss_sums(self, model, params, batch, loss_cfg, rng=None):
-    """InfoNCE sums, and Wang & Isola's alignment (squared distance of the two views) and uniformity (over the
-    pairs of rows of the first view). Evaluation draws its two views with a fixed key."""
-    rng = jax.random.key(0) if rng is None else rng
-    segments_BL = batch["encoder_segment_ids"]
-    views = [layers.mean_pool(self.forward(model, params, batch, key), segments_BL)
-             for key in jax.random.split(rng)]
-    z1_BD, z2_BD = (v / jnp.maximum(jnp.linalg.norm(v, axis=-1, keepdims=True), 1e-12) for v in views)
-    rows_B = jnp.any(segments_BL > 0, axis=-1)
-    similarity_BB = z1_BD @ z2_BD.T / loss_cfg.contrastive_temperature
-    similarity_BB = jnp.where(rows_B[None, :], similarity_BB, -1e9)  # padding rows are no candidates (finite: no NaN)
-    positive_B = jnp.diagonal(similarity_BB)
-    loss_B = jax.nn.logsumexp(similarity_BB, axis=-1) - positive_B
-    valid_B = rows_B.astype(jnp.float32)
-    others_BB = valid_B[:, None] * valid_B[None, :] * (1.0 - jnp.eye(len(valid_B)))
-    distance_BB = jnp.maximum(2.0 - 2.0 * z1_BD @ z1_BD.T, 0.0)  # squared distance of unit vectors
-    return {"loss": jnp.sum(jnp.where(rows_B, loss_B, 0.0)), "weight": jnp.sum(valid_B),
-            "correct": jnp.sum((positive_B >= jnp.max(similarity_BB, axis=-1)) * valid_B),
-            "alignment": jnp.sum(jnp.sum(jnp.square(z1_BD - z2_BD), -1) * valid_B),
-            "uniformity": jnp.sum(jnp.exp(-2.0 * distance_BB) * others_BB), "pairs": jnp.sum(others_BB)}
-
-  def train_metrics(self, sums):
-    return {"loss": _ratio(sums["loss"], sums["weight"]), **self._metrics(sums, _ratio, jnp.log)}
-
-  def eval_metrics(self, totals):
-    return {"loss": _totals_ratio(totals["loss"], totals["weight"]),
-            **self._metrics(totals, _totals_ratio, lambda x: math.log(max(x, 1e-30)))}
-
-  @staticmethod
-  def _metrics(sums, ratio, log) -> dict:
-    return {"accuracy": ratio(sums["correct"], sums["weight"]), "alignment": ratio(sums["alignment"], sums["weight"]),
-            "uniformity": log(ratio(sums["uniformity"], sums["pairs"]))}
-
-
 CAUSAL_LM, PREFIX_LM, ENCODER_DECODER, ENCODER_ONLY = CausalLM(), PrefixLM(), EncoderDecoder(), EncoderOnly()
-NSP, SOP, ELECTRA, CONTRASTIVE = (SentencePairs("encoder-only NSP"), SentencePairs("encoder-only SOP"), Electra(),
-                                  Contrastive())
-# The model family each objective (pretrain/data/objectives) trains; known without the data stack (TensorFlow).
-OF_OBJECTIVE = {"clm": CAUSAL_LM, "span_corruption": ENCODER_DECODER, "prefix_lm": ENCODER_DECODER,
-                "prefix_lm_decoder": PREFIX_LM, "ul2": ENCODER_DECODER, "ul2_decoder": PREFIX_LM, "mlm": ENCODER_ONLY,
-                "fim": CAUSAL_LM, "bart": ENCODER_DECODER, "nsp": NSP, "sop": SOP, "electra": ELECTRA,
-                "contrastive": CONTRASTIVE}
-
-
-def of_objective(name: str) -> Family:
-  if name not in OF_OBJECTIVE:
-    raise UserError(f"unknown objective {name!r}; choose one of {', '.join(OF_OBJECTIVE)}")
-  return OF_OBJECTIVE[name]

@@ -23,10 +23,9 @@ import jax
 import ml_collections
 
 from pretrain import config as config_lib
-from pretrain import files, models
+from pretrain import files, models, objectives
 from pretrain.console import log
 from pretrain.errors import UserError
-from pretrain import family as family_lib
 from pretrain.family import Family
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import checkpoint, optimizer, state as state_lib, steps
@@ -34,16 +33,16 @@ from pretrain.train import checkpoint, optimizer, state as state_lib, steps
 VOCAB_FILE = "spm.model"  # The run's vocabulary, copied into its workdir beside config.json.
 
 
-def objective(cfg, name: str | None = None):
-  """The objective `name` (default data.objective) with its parameters from the config."""
-  from pretrain.data import objectives  # pylint: disable=g-import-not-at-top  (the data stack: TensorFlow)
+def objective(cfg, name: str | None = None) -> objectives.Objective:
+  """The objective `name` (default data.objective) with the config's data settings and seed."""
   return objectives.make(name or cfg.data.objective, cfg.data, cfg.train.seed)
 
 
 def _checked_family(cfg) -> Family:
-  """The model family of a config whose values and model fields (those its family uses) are checked."""
-  config_lib.validate(cfg)
-  family = family_lib.of_objective(cfg.data.objective)
+  """The model family of a config whose values, objectives and model fields (those its family uses) are
+  checked."""
+  objectives.validate(cfg)
+  family = objectives.get(cfg.data.objective).family
   family.check(cfg)
   return family
 
@@ -62,17 +61,17 @@ class Run:
   members: list = dataclasses.field(default_factory=list)  # [(Source, rate)]
   task: str = ""
   eval_tasks: dict = dataclasses.field(default_factory=dict)  # {task name: objective}, from data.eval_objectives
-  workdir: str = ""          # where a training run writes (pretrain.workdir)
 
   @classmethod
-  def build(cls, cfg, vocab_size: int = 0) -> "Run":
+  def build(cls, cfg, vocab_size: int = 0, vocabulary=None) -> "Run":
     """The model side of a run for a vocabulary of `vocab_size` ids (0: as many as the embedding has rows,
-    model.vocab_size, or else tokenizer.vocab_size); checks the config first."""
-    vocab_size = vocab_size or cfg.model.vocab_size or cfg.tokenizer.vocab_size
-    return cls._build(cfg, vocab_size, _checked_family(cfg))
+    model.vocab_size, or else tokenizer.vocab_size; or `vocabulary`'s); checks the config first."""
+    vocab_size = vocab_size or (vocabulary.vocab_size if vocabulary else 0) or cfg.model.vocab_size \
+        or cfg.tokenizer.vocab_size
+    return cls._build(cfg, vocab_size, _checked_family(cfg), vocabulary=vocabulary)
 
   @classmethod
-  def _build(cls, cfg, vocab_size: int, family: Family) -> "Run":
+  def _build(cls, cfg, vocab_size: int, family: Family, **data) -> "Run":
     mesh, rules = mesh_lib.make_mesh(cfg.mesh), mesh_lib.rules(cfg.mesh)
     data_shards = mesh_lib.data_parallel_size(mesh, rules)
     t = cfg.train
@@ -84,12 +83,11 @@ class Run:
                       f"microbatches across {data_shards} data shards; use a multiple of "
                       f"{t.microbatches * data_shards}")
     return cls(cfg, family, vocab_size, family.build(cfg.model, vocab_size), mesh, rules,
-               optimizer.make(cfg.optimizer, t.steps))
+               optimizer.make(cfg.optimizer, t.steps), **data)
 
   @functools.cached_property
-  def objective(self):
-    """data.objective (pretrain.data.objectives.Objective); the model side of a run does without it (and
-    without TensorFlow)."""
+  def objective(self) -> objectives.Objective:
+    """data.objective with the run's data settings and seed."""
     return objective(self.cfg)
 
   @classmethod
@@ -108,21 +106,17 @@ class Run:
       if extra:
         raise UserError("data.eval_objectives evaluates tasks of data.source; with data.task, leave it empty")
       name, vocabulary = tasks.user_task(cfg.data, cfg.tokenizer, family)
-      run = cls._build(cfg, vocabulary.vocab_size, family)
-      run.vocabulary, run.task = vocabulary, name
-      return run
+      return cls._build(cfg, vocabulary.vocab_size, family, vocabulary=vocabulary, task=name)
     # A given vocabulary is checked before the sources are made: preparing one can take minutes.
     given = vocab.load(cfg.tokenizer.path, cfg.tokenizer.extra_ids) if cfg.tokenizer.path else None
     members = sources.mixture_sources(cfg.data)
     # The first source trains it (unless tokenizer.path).
-    vocabulary = given if given is not None else vocab.get_vocabulary(cfg, members[0][0])
-    run = cls._build(cfg, vocabulary.vocab_size, family)
-    run.vocabulary, run.members = vocabulary, members
-    for source, _ in members if objective_.check_source else ():
+    vocabulary = given if given is not None else vocab.get_vocabulary(cfg, members[0][0], objectives.pieces(cfg))
+    for source, _ in members:
       objective_.check_source(source, vocabulary)
-    run.task = tasks.register_mixture(members, vocabulary, objective_)
-    run.eval_tasks = {tasks.register_mixture(members, vocabulary, o): o for o in extra.values()}
-    return run
+    return cls._build(cfg, vocabulary.vocab_size, family, vocabulary=vocabulary, members=members,
+                      task=tasks.register_mixture(members, vocabulary, objective_),
+                      eval_tasks={tasks.register_mixture(members, vocabulary, o): o for o in extra.values()})
 
   @property
   def data_shards(self) -> int:
@@ -189,11 +183,11 @@ class Run:
                    in_shardings=(self.state_shardings.params, self.batch_sharding))
 
   def batches(self, split: str, task: str = "", objective_=None, **kwargs):
-    """This host's batches of `task` (default: the run's) as numpy arrays; see pipeline.batches."""
-    from pretrain.data import pipeline  # pylint: disable=g-import-not-at-top
+    """This host's batches of `task` (default: the run's) as numpy arrays; see replay.batches."""
+    from pretrain.data import replay  # pylint: disable=g-import-not-at-top
     c, objective_ = self.cfg, objective_ or self.objective
-    return pipeline.batches(task or self.task, split, objective_.family.task_lengths(c.data), c.train.batch_size,
-                            objective_.family, seed=c.train.seed, host_sharding=c.data.host_sharding, **kwargs)
+    return replay.batches(task or self.task, split, objective_.family.task_lengths(c.data), c.train.batch_size,
+                          objective_.family, seed=c.train.seed, host_sharding=c.data.host_sharding, **kwargs)
 
   def restore(self, saver: checkpoint.Checkpointer, step: int, what: str):
     """The state saved at `step`, after checking its parameters' shapes against the model's."""
@@ -212,14 +206,19 @@ class Run:
   def train_batches(self, position: dict | None = None):
     """This host's training batches from a checkpoint's data `position` (None: the start), an iterator whose
     position() is what the next checkpoint records (see data.pipeline)."""
-    if self.cfg.data.task and self.cfg.data.pipeline == "indexed":
+    c = self.cfg
+    if c.data.task and c.data.pipeline == "indexed":
       log(f"data.task={self.task} is read with data.pipeline=replay: its preprocessors are its own, so the indexed "
           "pipeline cannot address its examples; resuming passes over the examples read before.")
-    if self.cfg.data.pipeline == "replay" or self.cfg.data.task:
-      from pretrain.data.pipeline import ReplayBatches  # pylint: disable=g-import-not-at-top
-      return ReplayBatches(self, position)
+    if c.data.pipeline == "replay" or c.data.task:
+      from pretrain.data.replay import ReplayBatches  # pylint: disable=g-import-not-at-top
+      return ReplayBatches(self.task, self.task_lengths, self.family, batch_size=c.train.batch_size,
+                           seed=c.train.seed, host_sharding=c.data.host_sharding, position=position)
+    from pretrain.data import sources  # pylint: disable=g-import-not-at-top
     from pretrain.data.indexed import IndexedBatches  # pylint: disable=g-import-not-at-top
-    return IndexedBatches(self, position)
+    return IndexedBatches(self.member_tasks(), self.vocabulary, self.family, self.task_lengths, task=self.task,
+                          batch_size=c.train.batch_size, streams=c.data.streams, seed=c.train.seed,
+                          cache=sources.cache_dir(c.data), saved_position=position)
 
   def flops_per_example(self, params) -> float:
     return self.family.flops_per_example(params, self.cfg.model, self.task_lengths)
@@ -229,7 +228,8 @@ def saved_config(workdir: str) -> ml_collections.ConfigDict:
   path = os.path.join(workdir, "config.json")
   if not files.exists(path):
     raise UserError(f"{workdir!r} holds no run (no config.json); give the --workdir of a training run")
-  return config_lib.with_newer_fields(ml_collections.ConfigDict(json.loads(files.read_text(path))))
+  return objectives.with_settings(config_lib.with_newer_fields(ml_collections.ConfigDict(json.loads(
+      files.read_text(path)))))
 
 
 def load(workdir: str) -> tuple[Run, object, int]:
@@ -237,8 +237,7 @@ def load(workdir: str) -> tuple[Run, object, int]:
   from pretrain.data import vocab  # pylint: disable=g-import-not-at-top
   cfg = saved_config(workdir)
   vocabulary = vocab.load(os.path.join(workdir, VOCAB_FILE), cfg.tokenizer.extra_ids)
-  run = Run.build(cfg, vocabulary.vocab_size)
-  run.vocabulary = vocabulary
+  run = Run.build(cfg, vocabulary=vocabulary)
   saver = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints, move_aside=False)
   try:
     step = saver.latest_step()

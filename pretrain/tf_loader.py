@@ -9,6 +9,7 @@ reach) would precede every message; `pretrain` (cli.py) sets `quiet`, and the
 import then runs with the process's stderr closed.
 """
 
+import importlib
 import os
 import sys
 
@@ -34,3 +35,18 @@ def tensorflow():
       os.dup2(saved, 2)
       os.close(saved)
   return tf
+
+
+class Lazy:
+  """A module of the data stack (TensorFlow, seqio, pretrain.data), imported on first use, TensorFlow first.
+
+  The objectives (pretrain/objectives/) declare their TensorFlow code at module level beside what the model side
+  reads of them (their family, settings and checks), and the model side imports them where TensorFlow is not
+  installed (an accelerator image, tests/test_bench.py)."""
+
+  def __init__(self, name: str):
+    self._name = name
+
+  def __getattr__(self, attribute: str):
+    tensorflow()
+    return getattr(importlib.import_module(self._name), attribute)

@@ -14,7 +14,7 @@ from pretrain import host_memory  # pylint: disable=g-import-not-at-top
 
 host_memory.keep_freed_memory()  # As the command line does: the tests' steps run faster.
 
-from pretrain import command_line, run as run_lib  # pylint: disable=g-import-not-at-top
+from pretrain import cli, objectives, run as run_lib  # pylint: disable=g-import-not-at-top
 from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +30,7 @@ TINY = [
 
 def tiny_config(*args: str):
   """The quickstart config with the TINY model, then `--config.KEY=VALUE` args."""
-  return command_line.parse_command_line(argparse.ArgumentParser(),
+  return cli.parse_command_line(argparse.ArgumentParser(),
                                          ["--config=configs/quickstart.py", *TINY, *args])[1]
 
 
@@ -52,7 +52,8 @@ def corpus_source(cache_dir):
 @pytest.fixture(scope="session")
 def vocabulary(corpus_source, cache_dir):
   """The quickstart's vocabulary (4096 ids), so CLI runs in tests find it cached."""
-  path = vocab.cached_model(corpus_source.texts("train", max_chars=20_000_000), 4096, "unigram", cache_dir)
+  path = vocab.cached_model(corpus_source.texts("train", max_chars=20_000_000), 4096, "unigram", cache_dir,
+                            objectives.pieces())
   return vocab.load(path)
 
 

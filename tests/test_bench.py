@@ -121,7 +121,7 @@ def test_bench_profile_shares_the_wall_clock_among_the_ops(capsys):
 
 
 def test_ops_running_at_once_share_the_wall_clock():
-  from pretrain.train import step_profile  # pylint: disable=g-import-not-at-top
+  from pretrain.bench import step_profile  # pylint: disable=g-import-not-at-top
   # Microseconds: a runs 0-40, b 20-40 beside it, then nothing until c at 50-60.
   events = [{"name": "a", "ts": 0, "dur": 40}, {"name": "b", "ts": 20, "dur": 20}, {"name": "c", "ts": 50, "dur": 10}]
   shares, span, busy = step_profile.wall_shares(events)

@@ -2,9 +2,9 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from pretrain import family
-from pretrain.data import objectives, pipeline, tasks, vocab
-from pretrain.data.objectives import common
+from pretrain import family, objectives
+from pretrain.data import replay, tasks, vocab
+from pretrain.objectives import common
 
 CLM = objectives.make("clm", None, seed=0)
 
@@ -37,7 +37,7 @@ def test_task_targets_are_documents_with_eos(corpus_source, vocabulary):
 def test_packed_batches(corpus_source, vocabulary):
   name = tasks.register(corpus_source, vocabulary, CLM)
   rows, length = 4, 512  # Longer than most documents, so rows hold several.
-  batch = next(pipeline.batches(name, "train", {"targets": length}, rows, family.CAUSAL_LM, shuffle=True, seed=3, repeat=True))
+  batch = next(replay.batches(name, "train", {"targets": length}, rows, family.CAUSAL_LM, shuffle=True, seed=3, repeat=True))
   targets, inputs = batch["decoder_target_tokens"], batch["decoder_input_tokens"]
   segments, positions = batch["decoder_segment_ids"], batch["decoder_positions"]
   weights = batch["decoder_loss_weights"]
@@ -59,9 +59,9 @@ def test_packed_batches(corpus_source, vocabulary):
 
 def test_same_seed_same_batches(corpus_source, vocabulary):
   name = tasks.register(corpus_source, vocabulary, CLM)
-  first = [next(pipeline.batches(name, "train", {"targets": 32}, 4, family.CAUSAL_LM, shuffle=True, seed=7, repeat=True)) for _ in range(2)]
+  first = [next(replay.batches(name, "train", {"targets": 32}, 4, family.CAUSAL_LM, shuffle=True, seed=7, repeat=True)) for _ in range(2)]
   np.testing.assert_array_equal(first[0]["decoder_target_tokens"], first[1]["decoder_target_tokens"])
-  batches = lambda size, skip=0: pipeline.batches(name, "train", {"targets": 32}, size, family.CAUSAL_LM, shuffle=True, seed=7,
+  batches = lambda size, skip=0: replay.batches(name, "train", {"targets": 32}, size, family.CAUSAL_LM, shuffle=True, seed=7,
                                                   repeat=True, skip_examples=skip)
   uninterrupted = batches(4)
   seen = [next(uninterrupted)["decoder_target_tokens"] for _ in range(4)]

@@ -8,10 +8,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from pretrain import command_line
-from pretrain import config as config_lib
-from pretrain import models
-from pretrain.data import objectives
+from pretrain import cli, configs, models, objectives
 from pretrain.parallel import mesh as mesh_lib
 
 # Config -> (devices it was sized for, published parameter count or None).
@@ -26,9 +23,9 @@ ZOO = {
 @pytest.mark.parametrize("name", ZOO)
 def test_zoo_config_builds_without_allocating(name):
   devices, published = ZOO[name]
-  cfg = config_lib.load_config_file(f"configs/{name}.py")
-  config_lib.validate(cfg)
-  family = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed).family
+  cfg = configs.load(name)
+  objectives.validate(cfg)
+  family = objectives.get(cfg.data.objective).family
   family.check(cfg)
   model = family.build(cfg.model, cfg.tokenizer.vocab_size)
   args = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in family.example_args(family.task_lengths(cfg.data))]
@@ -46,7 +43,7 @@ def test_zoo_config_builds_without_allocating(name):
 
 def _parse(argv):
   import argparse  # pylint: disable=g-import-not-at-top
-  return command_line.parse_command_line(argparse.ArgumentParser(), argv)[1]
+  return cli.parse_command_line(argparse.ArgumentParser(), argv)[1]
 
 
 @pytest.mark.parametrize("name", ZOO)

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from pretrain import config as config_lib
+from pretrain import configs
 from pretrain.errors import UserError
 from pretrain.data import dedup
 from pretrain.experiments import compare_objectives, data_quality, scaling, web_defects
@@ -40,7 +40,7 @@ def test_fit_power_law_refuses_too_few_points_and_rising_losses():
 
 
 def test_split_row_fits_each_objective():
-  data = config_lib.load_config_file(os.path.join(REPO, "configs/quickstart.py")).data
+  data = configs.load("quickstart").data
   assert compare_objectives.split_row("span_corruption", data, 100, 128) == (104, 24)  # T5's 512:114, scaled.
   assert compare_objectives.split_row("ul2", data, 100, 128) == (64, 64)
   assert compare_objectives.split_row("prefix_lm_decoder", data, 100, 128) == (64, 64)
@@ -50,7 +50,7 @@ def test_split_row_fits_each_objective():
 
 def test_contrastive_runs_with_its_dropout_and_the_others_without():
   import argparse  # pylint: disable=g-import-not-at-top
-  base = config_lib.load_config_file(os.path.join(REPO, "configs/quickstart.py"))
+  base = configs.load("quickstart")
   args = argparse.Namespace(seq_len=128, steps=10, batch_size=16, evals=2, d_model=128, num_layers=2, head_dim=64,
                             num_heads=0, mlp_dim=0, enc_dec_layers=0)
   dropouts = {name: compare_objectives.run_config(base, name, args).model.dropout

@@ -8,6 +8,7 @@ import sys
 
 import tensorflow as tf
 
+from pretrain import objectives
 from pretrain.data import long_documents, vocab
 from tests.conftest import REPO, TINY
 
@@ -44,7 +45,7 @@ def test_long_documents_become_pieces_in_order_and_short_ones_pass():
 
 def test_a_tokenizer_learns_from_one_document_without_paragraph_breaks():
   """Its lines were once all over SentencePiece's length limit and left out: no sentences to train on."""
-  model = vocab.train_sentencepiece([_words(300_000)], vocab_size=500)
+  model = vocab.train_sentencepiece([_words(300_000)], 500, "unigram", 100, objectives.pieces())
   assert len(model) > 1000
 
 

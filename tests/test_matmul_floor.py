@@ -1,4 +1,4 @@
-"""pretrain.train.matmul_floor finds every matrix product a step runs, counts it as often as it runs, and times
+"""pretrain.bench.matmul_floor finds every matrix product a step runs, counts it as often as it runs, and times
 the same product in XLA and torch."""
 
 import collections
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import pytest
 
 from pretrain.commands import bench
-from pretrain.train import matmul_floor
+from pretrain.bench import matmul_floor
 from tests.conftest import tiny_run
 
 

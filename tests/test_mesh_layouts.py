@@ -104,19 +104,19 @@ def test_fsdp_keeps_an_eighth_of_the_state_on_each_device(eight_device_runs, fam
   assert fsdp["bytes_device0"] == pytest.approx(fsdp["bytes_total"] / 8, rel=0.10)
   for replicated in (eight_device_runs[family]["data8"], eight_device_runs[family]["data_parallel_4x2"]):
     assert replicated["bytes_device0"] == replicated["bytes_total"]
-  for layout in ("fsdp8", "data8", "fsdp2_tensor4"):  # tools/estimate_memory.py's figures, before allocating.
+  for layout in ("fsdp8", "data8", "fsdp2_tensor4"):  # pretrain estimate-memory's figures, before allocating.
     run = eight_device_runs[family][layout]
     assert abs(run["bytes_estimated"] - run["bytes_device0"]) <= 64  # Scalars (step counts) aside.
 
 
 def test_estimate_memory_tool():
-  result = subprocess.run([sys.executable, "tools/estimate_memory.py", "--devices=8", "--config.mesh.data=1",
+  result = subprocess.run([sys.executable, "-m", "pretrain", "estimate-memory", "--devices=8", "--config.mesh.data=1",
                            "--config.mesh.fsdp=8", *MODEL], cwd=REPO, capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr
   assert "mesh {'data': 1, 'fsdp': 8, 'tensor': 1}" in result.stdout
   lines = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith("  ")}
   assert {"params", "optimizer_state", "activations_and_temporaries", "total"} <= set(lines)
-  bad = subprocess.run([sys.executable, "tools/estimate_memory.py", "--devices=8", "--config.mesh.data=3"],
+  bad = subprocess.run([sys.executable, "-m", "pretrain", "estimate-memory", "--devices=8", "--config.mesh.data=3"],
                        cwd=REPO, capture_output=True, text=True, timeout=600)
   assert bad.returncode == 2 and "has 3 devices but 8 are available" in bad.stderr
 

@@ -5,13 +5,13 @@ import itertools
 import numpy as np
 import seqio
 
-from pretrain import config
-from pretrain.data import objectives, sources, tasks
+from pretrain import configs, objectives
+from pretrain.data import sources, tasks
 
 
 def test_mixture_follows_the_rates(tmp_path, cache_dir, vocabulary):
   (tmp_path / "zebra.txt").write_text("\n".join(f"zebra {i} " * 40 for i in range(2000)))
-  data_cfg = config.load_config_file("configs/quickstart.py").data
+  data_cfg = configs.load("quickstart").data
   data_cfg.cache_dir = cache_dir
   data_cfg.mixture = (("corpus", "", 1.0), ("files", f"{tmp_path}/*.txt", 3.0))
   members = sources.mixture_sources(data_cfg)

@@ -6,13 +6,13 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from pretrain import config, family
-from pretrain.data import objectives, tasks, vocab
-from pretrain.data.objectives import bart
+from pretrain import configs, family, objectives
+from pretrain.data import tasks, vocab
+from pretrain.objectives import bart, fim, mlm
 
 
 def _examples(source, vocabulary, name, lengths, num, split="train", **overrides):
-  data_cfg = config.load_config_file("configs/quickstart.py").data
+  data_cfg = configs.load("quickstart").data
   data_cfg.update(overrides)
   task = tasks.register(source, vocabulary, objectives.make(name, data_cfg, seed=0))
   dataset = seqio.get_mixture_or_task(task).get_dataset(lengths, split=split, shuffle=False, seed=0)
@@ -25,7 +25,7 @@ def test_mlm_proportions(corpus_source, vocabulary):
   assert len(targets) > 100_000
   selected = weights == 1
   assert abs(selected.mean() - 0.15) < 0.005
-  mask_id = vocab.single_piece_id(vocabulary, vocab.MASK_TOKEN)
+  mask_id = vocab.single_piece_id(vocabulary, mlm.MASK_TOKEN)
   masked = (inputs == mask_id) & selected
   kept = (inputs == targets) & selected
   replaced = selected & ~masked & ~kept
@@ -33,11 +33,11 @@ def test_mlm_proportions(corpus_source, vocabulary):
   for share, expected in ((masked.sum() / n, 0.8), (replaced.sum() / n, 0.1), (kept.sum() / n, 0.1)):
     assert abs(share - expected) < 4 * np.sqrt(expected * (1 - expected) / n)
   assert (inputs[~selected] == targets[~selected]).all()
-  assert (inputs[replaced] >= 3 + len(vocab.SPECIAL_TOKENS)).all()
+  assert (inputs[replaced] >= 3 + len(objectives.pieces())).all()
 
 
 def test_fim_rearranges_and_reconstructs(corpus_source, vocabulary):
-  pre, suf, mid = (vocab.single_piece_id(vocabulary, t) for t in vocab.FIM_TOKENS)
+  pre, suf, mid = (vocab.single_piece_id(vocabulary, t) for t in fim.FIM_TOKENS)
   # Long enough that no document is cut: each example is one whole document.
   examples = _examples(corpus_source, vocabulary, "fim", {"targets": 100_000}, 400)
   documents = list(itertools.islice(corpus_source.texts("train"), 400))
@@ -109,15 +109,15 @@ def test_bart_examples_target_the_original(corpus_source, vocabulary):
   examples = _examples(corpus_source, vocabulary, "bart", {"inputs": 64, "targets": 64}, 30)
   text = vocabulary.decode(sum((ex["targets"][:-1].tolist() for ex in examples), []))
   assert text in " ".join(corpus_source.texts("train"))
-  mask_id = vocab.single_piece_id(vocabulary, vocab.MASK_TOKEN)
+  mask_id = vocab.single_piece_id(vocabulary, mlm.MASK_TOKEN)
   assert all(len(ex["inputs"]) <= 64 and mask_id in ex["inputs"] for ex in examples)
 
 
 def test_mlm_batches_for_the_encoder(corpus_source, vocabulary):
-  from pretrain.data import pipeline  # pylint: disable=g-import-not-at-top
-  data_cfg = config.load_config_file("configs/quickstart.py").data
+  from pretrain.data import replay  # pylint: disable=g-import-not-at-top
+  data_cfg = configs.load("quickstart").data
   name = tasks.register(corpus_source, vocabulary, objectives.make("mlm", data_cfg, seed=0))
-  batch = next(pipeline.batches(name, "validation", {"inputs": 128, "targets": 128, "weights": 128}, 8,
+  batch = next(replay.batches(name, "validation", {"inputs": 128, "targets": 128, "weights": 128}, 8,
                                 family.ENCODER_ONLY, shuffle=False, seed=0, repeat=False))
   assert set(batch) == {"encoder_input_tokens", "encoder_target_tokens", "encoder_loss_weights",
                         "encoder_segment_ids", "encoder_positions"}

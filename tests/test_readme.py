@@ -15,7 +15,6 @@ import sys
 import pytest
 
 from pretrain import cli
-from pretrain import command_line
 from pretrain.errors import UserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,7 +63,7 @@ def test_the_readme_has_commands_of_every_kind():
 def test_pretrain_command_parses(words, monkeypatch):
   name, argv = words[1], words[2:]
   assert name in cli.SUBCOMMANDS
-  original_parse_args, original_command_line = argparse.ArgumentParser.parse_args, command_line.parse_command_line
+  original_parse_args, original_command_line = argparse.ArgumentParser.parse_args, cli.parse_command_line
 
   def parse_args(self, args=None, namespace=None):
     original_parse_args(self, args, namespace)
@@ -75,7 +74,7 @@ def test_pretrain_command_parses(words, monkeypatch):
     raise Parsed()
 
   monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_args)
-  monkeypatch.setattr(command_line, "parse_command_line", parse_command_line)
+  monkeypatch.setattr(cli, "parse_command_line", parse_command_line)
   monkeypatch.chdir(REPO)
   module = importlib.import_module(cli.SUBCOMMANDS[name][0])
   try:

@@ -7,9 +7,10 @@ import pytest
 import seqio
 import tensorflow as tf
 
+from pretrain import objectives
 from pretrain.data import vocab
-from pretrain.data.objectives import mlm, sentence_pairs
 from pretrain.errors import UserError
+from pretrain.objectives import mlm, sentence_pairs
 
 LENGTH = 64
 
@@ -98,7 +99,7 @@ def _examples(documents, vocabulary, kind, length=128):
 def test_preprocessor(documents, vocabulary, kind):
   examples = _examples(documents, vocabulary, kind)
   assert len(examples) > 300
-  mask_id = vocab.single_piece_id(vocabulary, vocab.MASK_TOKEN)
+  mask_id = vocab.single_piece_id(vocabulary, mlm.MASK_TOKEN)
   selected = candidates = masked = 0
   for ex in examples:
     assert set(ex) == {"inputs", "targets", "weights", "pair_label"}
@@ -151,7 +152,8 @@ def test_a_source_of_one_sentence_documents_is_refused(tmp_path, corpus_source, 
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   from tests.conftest import tiny_config  # pylint: disable=g-import-not-at-top
   del vocabulary  # Cached: tokenizer.path below names it.
-  model = vocab.cached_model(corpus_source.texts("train", max_chars=20_000_000), 4096, "unigram", cache_dir)
+  model = vocab.cached_model(corpus_source.texts("train", max_chars=20_000_000), 4096, "unigram", cache_dir,
+                              objectives.pieces())
   (tmp_path / "docs.txt").write_text("\n".join(f"a line of words number {i} without an end" for i in range(300)))
   cfg = tiny_config("--config.data.objective=nsp", "--config.data.source=files",
                     f"--config.data.train_files={tmp_path}/docs.txt", f"--config.tokenizer.path={model}",

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
-from pretrain.data.objectives.span_corruption import (SpanCorruption, check_lengths, corrupt, lengths_of,
+from pretrain.objectives.span_corruption import (SpanCorruption, check_lengths, corrupt, lengths_of,
                                                       random_spans_helper, random_spans_noise_mask)
 from pretrain.errors import UserError
 
@@ -107,10 +107,10 @@ def test_bad_parameters_are_named(spec, inputs, targets, message):
 def test_task_examples_fit_their_lengths_exactly(corpus_source, vocabulary, inputs_length):
   """Segments are sized so that nothing is ever trimmed by packing, and the inputs are filled."""
   import seqio  # pylint: disable=g-import-not-at-top
-  from pretrain import config  # pylint: disable=g-import-not-at-top
-  from pretrain.data import objectives, tasks  # pylint: disable=g-import-not-at-top
+  from pretrain import configs, objectives  # pylint: disable=g-import-not-at-top
+  from pretrain.data import tasks  # pylint: disable=g-import-not-at-top
 
-  data_cfg = config.load_config_file("configs/quickstart.py").data
+  data_cfg = configs.load("quickstart").data
   name = tasks.register(corpus_source, vocabulary, objectives.make("span_corruption", data_cfg, seed=0))
   segment_length, targets_length = random_spans_helper(inputs_length, SpanCorruption())
   filled = lengths_of(segment_length, SpanCorruption())[0]

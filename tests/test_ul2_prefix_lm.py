@@ -13,15 +13,15 @@ import pytest
 import seqio
 import sentencepiece as spm
 
-from pretrain import config, family
-from pretrain.data import objectives, pipeline, tasks, vocab
-from pretrain.data.objectives import ul2
+from pretrain import configs, family, objectives
+from pretrain.data import replay, tasks, vocab
 from pretrain.errors import UserError
+from pretrain.objectives import ul2
 from tests.conftest import REPO, TINY
 
 
 def _data_cfg(**overrides):
-  cfg = config.load_config_file("configs/quickstart.py").data
+  cfg = configs.load("quickstart").data
   cfg.update(overrides)
   return cfg
 
@@ -56,7 +56,7 @@ def test_ul2_decoder_form_is_a_prefix_lm_example(corpus_source, vocabulary):
   for ex in examples:
     assert vocab.EOS_ID not in ex["inputs"] and ex["targets"][-1] == vocab.EOS_ID
   name = tasks.task_name(corpus_source, objectives.make("ul2_decoder", _data_cfg(), 0))
-  batch = next(pipeline.batches(name, "validation", {"inputs": 64, "targets": 64}, 4, family.PREFIX_LM, shuffle=False,
+  batch = next(replay.batches(name, "validation", {"inputs": 64, "targets": 64}, 4, family.PREFIX_LM, shuffle=False,
                                 seed=0, repeat=False))
   assert batch["decoder_target_tokens"].shape == (4, 128)
   dca, weights, segments = (batch[k] for k in ("decoder_causal_attention", "decoder_loss_weights",
@@ -170,7 +170,7 @@ def test_objectives_train_end_to_end(end_to_end_runs, objective):
   assert code == 0, stderr
   assert "Trained 2 steps" in stdout
   # The end-of-run sample: each generating family's decoding (causal, prefix-LM, encoder-decoder); encoders have none.
-  assert ("\n>>> " in stdout) == family.of_objective(objective).generates, stdout
+  assert ("\n>>> " in stdout) == objectives.get(objective).family.generates, stdout
 
 
 def test_electra_checkpoints_hold_both_and_export_the_discriminator(end_to_end_runs, tmp_path):
@@ -220,7 +220,7 @@ def test_no_example_outgrows_its_lengths_before_trimming(corpus_source, vocabula
   token, the EOS. Checked on the untrimmed features; EOS ends every example whose objective ends it so."""
   import seqio  # pylint: disable=g-import-not-at-top
   from pretrain import config  # pylint: disable=g-import-not-at-top
-  data_cfg = config.load_config_file("configs/quickstart.py").data
+  data_cfg = configs.load("quickstart").data
   objective = objectives.make(name, data_cfg, seed=0)
   task = tasks.register(corpus_source, vocabulary, objective)
   lengths = dict.fromkeys(objective.family.task_features, length)

@@ -3,6 +3,7 @@ import os
 
 import pytest
 
+from pretrain import objectives
 from pretrain.data import vocab
 from pretrain.errors import UserError
 
@@ -22,7 +23,7 @@ def test_sentinels_count_down_from_the_top(vocabulary):
   assert vocabulary.encode("<extra_id_0>") [-1] == 4095
 
 
-@pytest.mark.parametrize("token", vocab.SPECIAL_TOKENS)
+@pytest.mark.parametrize("token", objectives.pieces())
 def test_special_tokens_are_single_pieces(vocabulary, token):
   token_id = vocab.single_piece_id(vocabulary, token)
   assert 3 <= token_id < 4096 - vocab.EXTRA_IDS
@@ -39,11 +40,11 @@ def test_round_trip_without_unknowns(vocabulary, text):
 
 def test_cached_by_content(tmp_path, corpus_source):
   texts = list(itertools.islice(corpus_source.texts("train"), 300))
-  first = vocab.cached_model(texts, 700, "unigram", str(tmp_path))
+  first = vocab.cached_model(texts, 700, "unigram", str(tmp_path), objectives.pieces())
   modified = os.path.getmtime(first)
-  assert vocab.cached_model(list(texts), 700, "unigram", str(tmp_path)) == first
+  assert vocab.cached_model(list(texts), 700, "unigram", str(tmp_path), objectives.pieces()) == first
   assert os.path.getmtime(first) == modified, "not trained again"
-  assert vocab.cached_model(texts[1:], 700, "unigram", str(tmp_path)) != first
+  assert vocab.cached_model(texts[1:], 700, "unigram", str(tmp_path), objectives.pieces()) != first
   assert vocab.load(first).vocab_size == 700
 
 

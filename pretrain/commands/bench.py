@@ -1,7 +1,7 @@
 """Benchmarks the compiled train step: step time, tokens/s and MFU, and
 optionally the same step in transformers (PyTorch) side by side.
 
-  pretrain bench [--config=configs/quickstart.py] [--steps=10] [--config.KEY=VALUE ...]
+  pretrain bench [--config=quickstart] [--steps=10] [--config.KEY=VALUE ...]
   pretrain bench --compare=hf [--only=t5|llama|config] [--steps=5]
 
 Times `--steps` steps after `--warmup` on a fixed batch of random tokens (the
@@ -26,12 +26,12 @@ import time
 
 import jax
 
-from pretrain import command_line
+from pretrain import cli
 from pretrain import config as config_lib
 from pretrain import run as run_lib
-from pretrain.commands import parser_for
 from pretrain.errors import UserError, exit_on_user_error
-from pretrain.train import checkpoint, flops, matmul_floor, step_profile
+from pretrain.bench import matmul_floor, step_profile
+from pretrain.train import checkpoint, flops
 
 # The configurations of the transformers comparison, as config overrides.
 PEERS = {
@@ -111,7 +111,7 @@ def _checkpoint_cost(state) -> tuple[int, float]:
 
 
 def _matmuls_alone(run, state, name: str, with_torch: bool, top: int = 12) -> dict:
-  """Times the train step's matrix products one by one (pretrain.train.matmul_floor), prints the costliest,
+  """Times the train step's matrix products one by one (pretrain.bench.matmul_floor), prints the costliest,
   and returns their total seconds as table rows."""
   with run.activated():
     dots = matmul_floor.dots_of(jax.make_jaxpr(run.train_step)(state, run.random_batch()))
@@ -147,7 +147,7 @@ def print_table(rows: dict[str, dict]) -> None:
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain bench") -> None:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--steps", type=int, default=10, help="timed steps per side")
   parser.add_argument("--warmup", type=int, default=2, help="untimed steps first, after the one that compiles")
   parser.add_argument("--vocab_size", type=int, default=0,
@@ -159,7 +159,7 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
   parser.add_argument("--matmuls", action="store_true",
                       help="also time the step's matrix products alone, each compiled by itself (with --compare=hf, "
                            "also through torch): a floor for the step with this machine's matmul kernels")
-  args, cfg = command_line.parse_command_line(parser, argv)
+  args, cfg = cli.parse_command_line(parser, argv)
   if args.steps < 1 or args.warmup < 0:
     raise UserError("--steps must be at least 1 and --warmup at least 0")
   if not args.compare:
@@ -171,15 +171,15 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
             for name, overrides in PEERS.items() if not args.only or name == args.only}
   peaks = [flops.matmul_peak()]
   if args.compare:
-    from pretrain.hf import bench_peer  # pylint: disable=g-import-not-at-top  (torch is only needed here)
+    from pretrain.bench import hf_peer  # pylint: disable=g-import-not-at-top  (torch is only needed here)
   cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-  print(versions(cores, bench_peer if args.compare else None))
+  print(versions(cores, hf_peer if args.compare else None))
   table = {}
   for name, run in runs.items():
     ours, ours_info, final_state = prepare(run)
     steps = {"pretrain": ours}
     if args.compare:
-      steps["transformers"], theirs_info = bench_peer.prepare(run, threads=cores)
+      steps["transformers"], theirs_info = hf_peer.prepare(run, threads=cores)
     times = time_alternately(steps, args.steps, args.warmup)
     peaks.append(flops.matmul_peak())  # Measured again after the steps: the best of both is the peak.
     tokens, step_flops = tokens_and_flops(run, final_state().params)

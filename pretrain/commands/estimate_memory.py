@@ -1,6 +1,6 @@
 """Per-device memory of a config and mesh, before anything is allocated.
 
-  pretrain estimate-memory [--config=configs/quickstart.py] [--devices=8] [--config.mesh.fsdp=8 ...]
+  pretrain estimate-memory [--config=quickstart] [--devices=8] [--config.mesh.fsdp=8 ...]
 
 Prints the bytes each device holds for parameters and optimizer state (their
 shards under the config's mesh and rules) and, unless --no_compile, the
@@ -13,8 +13,7 @@ have; XLA's temporaries are then the CPU compiler's, an estimate for others.
 import os
 import sys
 
-from pretrain import command_line
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import exit_on_user_error
 
 
@@ -24,12 +23,12 @@ def _gib(n: int) -> str:
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain estimate-memory") -> None:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--devices", type=int, help="fake this many CPU devices (set before JAX starts)")
   parser.add_argument("--vocab_size", type=int, default=0,
                       help="vocabulary size (default: model.vocab_size, else tokenizer.vocab_size)")
   parser.add_argument("--no_compile", action="store_true", help="skip XLA's estimate of the step's temporaries")
-  args, cfg = command_line.parse_command_line(parser, argv)
+  args, cfg = cli.parse_command_line(parser, argv)
   if args.devices:
     os.environ["JAX_PLATFORMS"] = "cpu"
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")

@@ -13,15 +13,15 @@ import json
 import os
 import sys
 
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import UserError, exit_on_user_error
 
 
 def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None) -> dict:
   """`max_batches`: at most this many batches (None: the whole split)."""
   import jax  # pylint: disable=g-import-not-at-top
-  from pretrain import files, run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.data import objectives, sources, tasks  # pylint: disable=g-import-not-at-top
+  from pretrain import files, objectives, run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top
   from pretrain.train import evaluation  # pylint: disable=g-import-not-at-top
 
   run, params, step = run_lib.load(workdir)
@@ -29,8 +29,8 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
   available = {}
   if run.cfg.data.task:  # A task of the user's code: importing it registers it.
     available[tasks.user_task(run.cfg.data, run.cfg.tokenizer, run.family)[0]] = run.objective
-  for name in objectives.NAMES:
-    objective = run_lib.objective(run.cfg, name)
+  for spec in objectives.known(run.cfg):
+    objective = spec(run.cfg.data, run.cfg.train.seed)
     if objective.family.trains_same_model(run.family):
       available[tasks.register_mixture(members, run.vocabulary, objective)] = objective
   if task not in available:
@@ -49,7 +49,7 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain eval") -> None:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, help="a run of pretrain train")
   parser.add_argument("--task", required=True, help="e.g. corpus_clm; an unknown name lists the valid ones")
   parser.add_argument("--split", default="validation", help="train or validation")

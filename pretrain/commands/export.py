@@ -15,13 +15,13 @@ trained: its inputs are the targets shifted right after id 0.
 import os
 import sys
 
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import exit_on_user_error
 
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain export") -> None:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, help="a run of pretrain train")
   parser.add_argument("--out", required=True, help="a new (or empty) directory to write")
   args = parser.parse_args(argv)

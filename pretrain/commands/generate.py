@@ -10,13 +10,13 @@ reads the prompt followed by <extra_id_0> and writes what fills that span.
 
 import sys
 
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import UserError, exit_on_user_error
 
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain generate") -> None:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, help="a run of pretrain train (its latest checkpoint)")
   parser.add_argument("--prompt", required=True, help="text to continue (encoder-decoder: to fill a span after)")
   parser.add_argument("--max_new_tokens", type=int, default=40, help="tokens to generate")

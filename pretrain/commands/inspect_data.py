@@ -13,8 +13,7 @@ the same ones.
 import itertools
 import sys
 
-from pretrain import command_line
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import UserError, exit_on_user_error
 
 
@@ -32,12 +31,12 @@ def table(report: dict, split: str) -> list[str]:
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain inspect-data") -> None:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--split", default="train", choices=("train", "validation"), help="whose examples to print")
   parser.add_argument("--num", type=int, default=2, help="examples of removed documents per rule (0: none)")
   parser.add_argument("--rule", default="", help="print examples of this rule only")
   parser.add_argument("--chars", type=int, default=300, help="characters of each example to print")
-  args, cfg = command_line.parse_command_line(parser, argv)
+  args, cfg = cli.parse_command_line(parser, argv)
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top  (imports TF)
   from pretrain.data import curation  # pylint: disable=g-import-not-at-top
   if not curation.enabled(cfg.data):

@@ -5,8 +5,10 @@
   pretrain inspect-task --list
 
 Tasks are registered for the source of the config (the bundled corpus unless
---config.data.source says otherwise), one per objective: {source}_{objective},
-and --config.data.task names a task of your own (see data.task_module).
+--config.data.source says otherwise), one per objective: {source}_{objective}
+(the built-in ones and one of your own that --config.data.objective names);
+--config.data.task names a seqio task of your own (see data.task_module).
+--list prints each task with its model family and its objective's settings.
 Sentinels (<extra_id_N>) and mode tokens ([NLU], [NLG], [S2S]) show in the text.
 With --json: a first line {"vocab_size", "eos_id", "pad_id"}, then one object
 per example mapping each feature to its token ids.
@@ -16,14 +18,13 @@ import itertools
 import json
 import sys
 
-from pretrain import command_line
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import UserError, exit_on_user_error
 
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--task", help="task name, e.g. corpus_ul2")
   parser.add_argument("--list", action="store_true", help="print the registered task names")
   parser.add_argument("--split", default="validation", choices=("train", "validation"), help="which split")
@@ -31,31 +32,37 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
   parser.add_argument("--inputs_length", type=int, help="default: data.inputs_length (data.seq_len for mlm)")
   parser.add_argument("--targets_length", type=int, help="default: data.targets_length (data.seq_len for clm, fim)")
   parser.add_argument("--json", action="store_true", help="token ids as JSON lines")
-  args, cfg = command_line.parse_command_line(parser, argv)
+  args, cfg = cli.parse_command_line(parser, argv)
   if not args.list and not args.task:
     raise UserError("give --task=NAME (see --list for the names)")
   if args.num < 1:
     raise UserError(f"--num={args.num}: give the number of examples to print, at least 1")
 
   import seqio  # pylint: disable=g-import-not-at-top  (imports TF)
-  from pretrain.data import objectives, sources, tasks, vocab  # pylint: disable=g-import-not-at-top
+  from pretrain import config as config_lib, objectives  # pylint: disable=g-import-not-at-top
+  from pretrain.data import sources, tasks, vocab  # pylint: disable=g-import-not-at-top
 
   source = sources.make_source(cfg.data)
-  vocabulary = vocab.get_vocabulary(cfg, source)
-  names = tasks.register_all(source, vocabulary, cfg.data, cfg.train.seed)
+  vocabulary = vocab.get_vocabulary(cfg, source, objectives.pieces(cfg))
+  families, described = {}, {}  # task name -> its family, and how --list shows it
+  for spec in objectives.known(cfg):
+    name = tasks.register(source, vocabulary, spec(cfg.data, cfg.train.seed))
+    families[name] = spec.family
+    settings = " ".join(f"{key}={config_lib.get(cfg, key)!r}" for key in spec.settings)
+    described[name] = f"{spec.family.name:<26}{settings}"
   if cfg.data.task:  # The user's own task, of data.objective's family.
-    user_family = objectives.make(cfg.data.objective, cfg.data, cfg.train.seed).family
+    user_family = objectives.get(cfg.data.objective).family
     user_name, user_vocabulary = tasks.user_task(cfg.data, cfg.tokenizer, user_family)
-    names.append(user_name)
+    families[user_name], described[user_name] = user_family, f"{user_family.name:<26}(data.task)"
   if args.list:
-    print("\n".join(names))
+    width = max(map(len, described)) + 2
+    print("\n".join(f"{name:<{width}}{text}".rstrip() for name, text in described.items()))
     return
-  if args.task not in names:
-    raise UserError(f"unknown task {args.task!r}; the registered tasks are {', '.join(names)}")
+  if args.task not in families:
+    raise UserError(f"unknown task {args.task!r}; the registered tasks are {', '.join(families)}")
+  family = families[args.task]
   if args.task == cfg.data.task:
-    family, vocabulary = user_family, user_vocabulary
-  else:
-    family = objectives.make(args.task[len(source.name) + 1:], cfg.data, cfg.train.seed).family
+    vocabulary = user_vocabulary
   cfg.data.inputs_length = args.inputs_length or cfg.data.inputs_length
   cfg.data.targets_length = args.targets_length or cfg.data.targets_length
   # A row of one length (clm and fim: targets, mlm: inputs) is data.seq_len long: its first feature's flag sets it.

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import UserError, exit_on_user_error
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -108,18 +108,24 @@ def _in_repo(path: str, flag: str, inside: bool) -> str:
   return os.path.realpath(candidate)
 
 
+def _config_file(path: str, flag: str, inside: bool, kind: str = "py") -> str:
+  """A built-in config's name as it is (the hosts' package has it), else the file as the hosts see it."""
+  from pretrain import configs  # pylint: disable=g-import-not-at-top
+  return path if configs.path(path, kind) != path else _in_repo(path, flag, inside)
+
+
 def _check_config(config: str, gin_files: list[str], overrides: list[str]) -> None:
   """Resolves the config as the trainer will, so a mistyped key fails here and not on every host."""
-  from pretrain import command_line, config as config_lib  # pylint: disable=g-import-not-at-top
-  argv = [f"--config={os.path.join(REPO, config)}", *(f"--gin_file={os.path.join(REPO, g)}" for g in gin_files)]
-  _, cfg = command_line.parse_command_line(argparse.ArgumentParser(), argv + overrides)
-  config_lib.validate(cfg)
+  from pretrain import cli, configs  # pylint: disable=g-import-not-at-top
+  local = lambda path, kind: path if configs.path(path, kind) != path else os.path.join(REPO, path)
+  argv = [f"--config={local(config, 'py')}", *(f"--gin_file={local(g, 'gin')}" for g in gin_files)]
+  cli.parse_command_line(argparse.ArgumentParser(), argv + overrides)
 
 
 def _train_args(args, overrides: list[str], inside: bool) -> list[str]:
   """The trainer's flags, the same on every host: config, gin files, workdir, overrides."""
-  config = _in_repo(args.config, "--config", inside)
-  gin_files = [_in_repo(g, "--gin_file", inside) for g in args.gin_file]
+  config = _config_file(args.config, "--config", inside)
+  gin_files = [_config_file(g, "--gin_file", inside, "gin") for g in args.gin_file]
   _check_config(config, gin_files, overrides)
   return [f"--config={config}", *(f"--gin_file={g}" for g in gin_files), f"--workdir={args.workdir}", *overrides]
 
@@ -128,8 +134,9 @@ def _add_train_flags(parser, run_help: str, config_help: str) -> None:
   group = parser.add_argument_group("the run (passed to `python -m pretrain train` on every host)")
   group.add_argument("--workdir", required=True, help="where checkpoints, metrics and plots go; every host writes "
                      "to it, so it must be one place they all reach")
-  group.add_argument("--config", default="configs/quickstart.py",
-                     help=f"ml_collections config file{config_help} (default: %(default)s)")
+  group.add_argument("--config", default="quickstart",
+                     help=f"a built-in config's name or an ml_collections config file{config_help} (default: "
+                          "%(default)s)")
   group.add_argument("--gin_file", action="append", default=[],
                      help="gin file of SECTION.FIELD = value bindings over --config (repeatable)")
   group.add_argument("--run", action="store_true", help=run_help)
@@ -265,7 +272,7 @@ def _slurm(args, overrides: list[str], argv: list[str]) -> int:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = parser_for(prog, __doc__, allow_abbrev=False)
+  parser = cli.parser_for(prog, __doc__, allow_abbrev=False)
   sub = parser.add_subparsers(dest="command", required=True, metavar="{tpu-vm,slurm}")
   overrides = ("Any config field can be set with --config.SECTION.FIELD=VALUE (or --gin.SECTION.FIELD=VALUE); "
                "they are checked here and passed to every host verbatim.")

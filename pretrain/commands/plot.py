@@ -11,13 +11,13 @@ gs:// workdir.
 
 import sys
 
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import exit_on_user_error
 
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain plot") -> None:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, help="a run of pretrain train (it reads its metrics.jsonl)")
   parser.add_argument("--out", help="the PNG file to write (default: WORKDIR/curves.png)")
   args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """Tokenizes a config's training data once into token stores, before training (data.pipeline=indexed).
 
-  pretrain prepare-data [--config=configs/quickstart.py] [--config.KEY=VALUE ...] [--shard=I --num_shards=N]
+  pretrain prepare-data [--config=quickstart] [--config.KEY=VALUE ...] [--shard=I --num_shards=N]
   pretrain prepare-data --num_shards=N --beam="--runner=DataflowRunner --project=... ..."
 
 Training builds a missing store itself, in one shard; run this first for a
@@ -16,8 +16,7 @@ import json
 import os
 import sys
 
-from pretrain import command_line
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import UserError, exit_on_user_error
 
 
@@ -73,12 +72,12 @@ def prepare_with_beam(cfg, num_shards: int, options: str) -> list[dict]:
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain prepare-data") -> None:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--shard", type=int, default=0, help="which shard this process writes (0-based)")
   parser.add_argument("--num_shards", type=int, default=1, help="how many shards the store has")
   parser.add_argument("--beam", metavar="PIPELINE_OPTIONS", default=None,
                       help="build all the shards with Apache Beam, e.g. '--runner=DirectRunner'")
-  args, cfg = command_line.parse_command_line(parser, argv)
+  args, cfg = cli.parse_command_line(parser, argv)
   if args.num_shards < 1 or not 0 <= args.shard < args.num_shards:
     raise UserError(f"--shard={args.shard} --num_shards={args.num_shards}: give 0 <= shard < num_shards")
   if args.beam is not None and args.shard:

@@ -18,13 +18,13 @@ import json
 import os
 import sys
 
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import UserError, exit_on_user_error
 
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain probe") -> None:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, help="a run of pretrain train")
   parser.add_argument("--split", default="train", choices=("train", "validation"), help="whose documents")
   parser.add_argument("--documents", type=int, default=2000, help="at most this many documents")

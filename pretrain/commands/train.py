@@ -1,6 +1,6 @@
 """Pre-trains a model from a config, or resumes the workdir's run from its latest checkpoint.
 
-  pretrain train --workdir=DIR [--config=configs/quickstart.py] [--gin_file=FILE] [--config.KEY=VALUE ...]
+  pretrain train --workdir=DIR [--config=quickstart] [--gin_file=FILE] [--config.KEY=VALUE ...]
 
 SIGTERM or Ctrl-C saves a checkpoint at the current step and stops (exit
 128 + the signal); rerunning the same command resumes.
@@ -9,8 +9,7 @@ SIGTERM or Ctrl-C saves a checkpoint at the current step and stops (exit
 import os
 import sys
 
-from pretrain import command_line
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import UserError, exit_on_user_error
 from pretrain.parallel import distributed
 
@@ -26,7 +25,6 @@ def train(cfg, workdir: str) -> dict:
   with WorkdirLock(workdir):
     workdir_lib.check_same_model(cfg, workdir)
     run = run_lib.Run.build_with_data(cfg)
-    run.workdir = workdir
     memory.check_fits(run)
     ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints)
     start = ckpt.latest_step()
@@ -40,15 +38,15 @@ def train(cfg, workdir: str) -> dict:
                         "version); start a new workdir")
     train_batches = run.train_batches(position)
     workdir_lib.write_run_files(run, workdir)
-    return loop.train(run, ckpt, state, start, train_batches)
+    return loop.train(run, workdir, ckpt, state, start, train_batches)
 
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain train") -> int:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, help="where checkpoints, metrics and plots go")
   distributed.add_flags(parser)
-  args, cfg = command_line.parse_command_line(parser, argv)
+  args, cfg = cli.parse_command_line(parser, argv)
   distributed.initialize(args)
   summary = train(cfg, args.workdir)
   return 128 + summary["stopped_by"] if summary.get("stopped_by") else 0

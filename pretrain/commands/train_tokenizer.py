@@ -1,6 +1,6 @@
 """Trains a SentencePiece vocabulary on a run's data source.
 
-  pretrain train-tokenizer --out=my.model [--config=configs/quickstart.py] \
+  pretrain train-tokenizer --out=my.model [--config=quickstart] \
       [--config.data.source=files --config.data.train_files='docs/*.jsonl'] [--config.tokenizer.vocab_size=32000]
 
 The model has pad=0, eos=1, unk=2, the special tokens (UL2 modes, FIM markers,
@@ -10,27 +10,26 @@ default): `tokenizer.vocab_size` counts them. Use it with --config.tokenizer.pat
 
 import sys
 
-from pretrain import command_line
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import exit_on_user_error
 
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain train-tokenizer") -> None:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--out", required=True, help="path of the .model file to write")
-  args, cfg = command_line.parse_command_line(parser, argv)
-  from pretrain import files  # pylint: disable=g-import-not-at-top
+  args, cfg = cli.parse_command_line(parser, argv)
+  from pretrain import files, objectives  # pylint: disable=g-import-not-at-top
   from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top  (imports TF)
   source = sources.make_source(cfg.data)
   texts = source.texts("train", max_chars=cfg.tokenizer.max_chars)
-  t = cfg.tokenizer
-  files.write_atomically(args.out, vocab.train_sentencepiece(texts, t.vocab_size, t.model_type, t.extra_ids))
+  t, special = cfg.tokenizer, objectives.pieces(cfg)
+  files.write_atomically(args.out, vocab.train_sentencepiece(texts, t.vocab_size, t.model_type, t.extra_ids, special))
   vocabulary = vocab.load(args.out, t.extra_ids)
   print(f"Wrote {args.out}: {vocabulary.vocab_size} ids with the sentinels "
         f"(<extra_id_0> = {vocab.sentinel_id(vocabulary, 0)}), pad {vocab.PAD_ID}, eos {vocab.EOS_ID}, "
         f"unk {vocab.UNK_ID}; special tokens "
-        + ", ".join(f"{t}={vocab.single_piece_id(vocabulary, t)}" for t in vocab.SPECIAL_TOKENS))
+        + ", ".join(f"{piece}={vocab.single_piece_id(vocabulary, piece)}" for piece in special))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ from pretrain.data import dedup, filters as filters_lib
 FORMAT = 1   # Bump when a rule or the order of decisions changes meaning.
 KEEP = ""
 DUPLICATE_REASONS = ("duplicate", "near_duplicate", "validation_duplicate")
+# The splits, in the order their documents are decided: a training document that repeats a validation one goes.
+VALIDATION, TRAIN = SPLITS = ("validation", "train")  # seqio's names, as pretrain.data.sources'
 
 
 def enabled(data_cfg) -> bool:
@@ -69,11 +71,10 @@ class Curation:
     return self._decisions
 
   def _decide(self) -> dict[str, np.ndarray]:
-    from pretrain.data.sources import TRAIN, VALIDATION  # pylint: disable=g-import-not-at-top
     code = {reason: i for i, reason in enumerate(self.reasons)}
     seen = dedup.Deduplicator(self.dedup, self.threshold) if self.dedup else None
     decided = {}
-    for split in (VALIDATION, TRAIN):  # Validation first: training documents that repeat it go.
+    for split in SPLITS:
       codes = []
       for i, text in enumerate(tqdm.tqdm(self.source.texts(split), desc=f"Curating {self.source.name} {split}",
                                          unit=" documents", dynamic_ncols=True, mininterval=5)):
@@ -130,21 +131,3 @@ def _user_rule_digests(filters: list) -> list:
   """The text of each user rule's file: a changed rule decides again."""
   return [hashlib.sha256(open(f.name.split(":")[0], "rb").read()).hexdigest()[:16]
           for f in filters if f.name.split(":")[0].endswith(".py")]
-
-
-def curate(source, data_cfg, cache: str):
-  """`source` less the documents that the stage of data.filters and data.dedup removes."""
-  import seqio  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from pretrain.data.sources import TRAIN, VALIDATION  # pylint: disable=g-import-not-at-top
-  curation = Curation(source, data_cfg, cache)
-
-  def dataset_fn(split, shuffle_files, seed=None):
-    del shuffle_files, seed  # The decisions follow the source's order; examples are shuffled by the task.
-    keep = tf.constant(curation.keep(split))
-    dataset = source.data_source.get_dataset(source.splits[split], shuffle=False)
-    return dataset.enumerate().filter(lambda i, _: keep[i]).map(lambda _, example: example)
-
-  data_source = seqio.FunctionDataSource(dataset_fn, splits=[TRAIN, VALIDATION])
-  return dataclasses.replace(source, data_source=data_source, splits={TRAIN: TRAIN, VALIDATION: VALIDATION},
-                             content=(source.content, curation.identity), curation=curation)

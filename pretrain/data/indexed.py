@@ -146,29 +146,29 @@ class IndexedBatches:
   """This host's part of each global batch, as numpy arrays; position() is where the stream stands after the
   batches taken so far (call it on every process: it gathers the streams each knows)."""
 
-  def __init__(self, run, saved_position: dict | None = None):
-    from pretrain.data import sources  # pylint: disable=g-import-not-at-top
-    cfg, family = run.cfg, run.family
-    batch, streams, seed = cfg.train.batch_size, cfg.data.streams, cfg.train.seed
-    if batch % streams:
-      raise UserError(f"train.batch_size={batch} does not split into data.streams={streams} streams; "
+  def __init__(self, members: list, vocabulary, family, lengths: dict[str, int], *, task: str, batch_size: int,
+               streams: int, seed: int, cache: str, saved_position: dict | None = None):
+    """members: (seqio task, source, rate) of each member of the mixture; task: the mixture's name; cache: the
+    data cache holding the token stores."""
+    if batch_size % streams:
+      raise UserError(f"train.batch_size={batch_size} does not split into data.streams={streams} streams; "
                       f"use a multiple of {streams}")
     stores, row_fns, rates = [], [], []
-    lengths, converter = run.task_lengths, packing.numpy_packing(family.converter())
-    for member, (task, source, rate) in enumerate(run.member_tasks()):
-      store = token_store.open_or_build(task, source, "train", run.vocabulary, sources.cache_dir(cfg.data))
+    converter = packing.numpy_packing(family.converter())
+    for member, (member_task, source, rate) in enumerate(members):
+      store = token_store.open_or_build(member_task, source, "train", vocabulary, cache)
       stores.append(store)
-      row_fns.append(window_rows(task, store, converter, lengths, seed, member))
+      row_fns.append(window_rows(member_task, store, converter, lengths, seed, member))
       rates.append(rate)
-    fresh = start_position(run.task, seed, streams, [s.directory.rsplit("/", 1)[-1] for s in stores],
+    fresh = start_position(task, seed, streams, [s.directory.rsplit("/", 1)[-1] for s in stores],
                            [window_size(s, lengths) for s in stores])
     self._position = copy.deepcopy(resume_position(saved_position, fresh) if saved_position else fresh)
-    self._per_stream = batch // streams
+    self._per_stream = batch_size // streams
     # Rows [lo, hi) of the global batch are this host's; stream s fills [s * per_stream, (s + 1) * per_stream).
     hosts, host = jax.process_count(), jax.process_index()
-    if batch % hosts:
-      raise UserError(f"train.batch_size={batch} does not divide across {hosts} hosts")
-    lo, hi = host * batch // hosts, (host + 1) * batch // hosts
+    if batch_size % hosts:
+      raise UserError(f"train.batch_size={batch_size} does not divide across {hosts} hosts")
+    lo, hi = host * batch_size // hosts, (host + 1) * batch_size // hosts
     self._parts = []  # (stream, rows of its batch this host keeps, iterator)
     for s in range(streams):
       first, last = max(lo, s * self._per_stream), min(hi, (s + 1) * self._per_stream)

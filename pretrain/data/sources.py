@@ -14,7 +14,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from pretrain import files
-from pretrain.data import corpus, curation, records
+from pretrain.data import corpus, curation as curation_lib, records
 from pretrain.errors import UserError
 
 # TFDS caches a small dataset in memory, and discards the cache with a warning whenever a read stops early (an
@@ -69,7 +69,22 @@ def make_source(data_cfg) -> Source:
   """The Source described by the `data` section of a run config, through the curation stage of data.filters
   and data.dedup (pretrain/data/curation.py; each source of a mixture on its own)."""
   source = _source(data_cfg)
-  return curation.curate(source, data_cfg, cache_dir(data_cfg)) if curation.enabled(data_cfg) else source
+  return _curated(source, data_cfg) if curation_lib.enabled(data_cfg) else source
+
+
+def _curated(source: Source, data_cfg) -> Source:
+  """`source` less the documents that the stage of data.filters and data.dedup removes."""
+  curation = curation_lib.Curation(source, data_cfg, cache_dir(data_cfg))
+
+  def dataset_fn(split, shuffle_files, seed=None):
+    del shuffle_files, seed  # The decisions follow the source's order; examples are shuffled by the task.
+    keep = tf.constant(curation.keep(split))
+    dataset = source.data_source.get_dataset(source.splits[split], shuffle=False)
+    return dataset.enumerate().filter(lambda i, _: keep[i]).map(lambda _, example: example)
+
+  data_source = seqio.FunctionDataSource(dataset_fn, splits=[TRAIN, VALIDATION])
+  return dataclasses.replace(source, data_source=data_source, splits={TRAIN: TRAIN, VALIDATION: VALIDATION},
+                             content=(source.content, curation.identity), curation=curation)
 
 
 def _source(data_cfg) -> Source:

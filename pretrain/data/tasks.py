@@ -10,17 +10,18 @@ import os
 
 import seqio
 
-from pretrain.data import long_documents, objectives
+from pretrain.data import long_documents
 from pretrain.data.sources import Source
 from pretrain.errors import UserError
 
 
-def task_name(source: Source, objective: objectives.Objective) -> str:
+def task_name(source: Source, objective) -> str:
   return f"{source.name}_{objective.name}"
 
 
-def register(source: Source, vocabulary: seqio.Vocabulary, objective: objectives.Objective) -> str:
-  """Registers (or re-registers) the task and returns its name."""
+def register(source: Source, vocabulary: seqio.Vocabulary, objective) -> str:
+  """Registers (or re-registers) the task of an objective (pretrain.objectives.Objective: its name, its family's
+  task features and its preprocessor) and returns its name."""
   name = task_name(source, objective)
   features = {"targets": seqio.Feature(vocabulary, add_eos=True)}
   if "inputs" in objective.family.task_features:  # Decoder-only models read the inputs as a prefix, without EOS.
@@ -41,8 +42,7 @@ def register(source: Source, vocabulary: seqio.Vocabulary, objective: objectives
   return name
 
 
-def register_mixture(members: list[tuple[Source, float]], vocabulary: seqio.Vocabulary,
-                     objective: objectives.Objective) -> str:
+def register_mixture(members: list[tuple[Source, float]], vocabulary: seqio.Vocabulary, objective) -> str:
   """One task per source and a seqio Mixture of them at the given rates; returns its name.
 
   A single source at rate 1 is just its task.
@@ -53,10 +53,6 @@ def register_mixture(members: list[tuple[Source, float]], vocabulary: seqio.Voca
   seqio.MixtureRegistry.remove(name)
   seqio.MixtureRegistry.add(name, [(register(source, vocabulary, objective), rate) for source, rate in members])
   return name
-
-
-def register_all(source: Source, vocabulary: seqio.Vocabulary, data_cfg, seed: int) -> list[str]:
-  return [register(source, vocabulary, objectives.make(n, data_cfg, seed)) for n in objectives.NAMES]
 
 
 def user_task(data_cfg, tokenizer_cfg, family) -> tuple[str, seqio.SentencePieceVocabulary]:

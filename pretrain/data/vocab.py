@@ -2,8 +2,9 @@
 
 Ids follow T5 and seqio: pad 0, eos 1, unk 2, no bos; sentinels (100 unless
 tokenizer.extra_ids says otherwise) appended by seqio at load time,
-`<extra_id_0>` the highest id. The objectives' special
-tokens (UL2 mode tokens, FIM markers, the MLM mask) are single pieces.
+`<extra_id_0>` the highest id. The objectives' special tokens (UL2 mode tokens,
+FIM markers, the MLM mask: pretrain.objectives.pieces) are single pieces, ids 3
+and up.
 """
 
 import hashlib
@@ -23,20 +24,18 @@ from pretrain.errors import UserError
 
 PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
 EXTRA_IDS = 100  # Sentinels by default, as T5; tokenizer.extra_ids sets another count.
-MODE_TOKENS = ("[NLU]", "[NLG]", "[S2S]")
-FIM_TOKENS = ("<PRE>", "<SUF>", "<MID>")
-MASK_TOKEN = "[MASK]"
-SPECIAL_TOKENS = MODE_TOKENS + FIM_TOKENS + (MASK_TOKEN,)
 # SentencePiece skips longer sentences (its max_sentence_length); documents are fed paragraph by paragraph,
 # a longer paragraph in pieces.
 _MAX_LINE_BYTES = 4192
-# Trainer options besides the size and type; part of the cache key. The tokenizer
-# is lossless, decode(encode(text)) == text: no normalisation, white space kept,
-# rare characters spelled as bytes.
-TRAINER_OPTIONS = dict(pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
-                       user_defined_symbols=list(SPECIAL_TOKENS), character_coverage=0.9995,
-                       split_digits=True, byte_fallback=True, normalization_rule_name="identity",
-                       remove_extra_whitespaces=False, allow_whitespace_only_pieces=True)
+
+
+def trainer_options(pieces) -> dict:
+  """Trainer options besides the size and type; part of the cache key. The tokenizer is lossless,
+  decode(encode(text)) == text: no normalisation, white space kept, rare characters spelled as bytes. `pieces`:
+  the special tokens, each made one piece."""
+  return dict(pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1, user_defined_symbols=list(pieces),
+              character_coverage=0.9995, split_digits=True, byte_fallback=True, normalization_rule_name="identity",
+              remove_extra_whitespaces=False, allow_whitespace_only_pieces=True)
 
 
 def _training_lines(texts):
@@ -48,10 +47,11 @@ def _training_lines(texts):
           yield piece.decode("utf-8")
 
 
-def train_sentencepiece(texts, vocab_size: int, model_type: str = "unigram", extra_ids: int = EXTRA_IDS) -> bytes:
-  """Trains a model on an iterable of documents; `vocab_size` counts the `extra_ids` sentinels too."""
+def train_sentencepiece(texts, vocab_size: int, model_type: str, extra_ids: int, special: tuple[str, ...]) -> bytes:
+  """Trains a model on an iterable of documents; `vocab_size` counts the `extra_ids` sentinels too, `special` are
+  the tokens made single pieces."""
   pieces = vocab_size - extra_ids
-  if pieces < 3 + len(SPECIAL_TOKENS) + 256 + 30:
+  if pieces < 3 + len(special) + 256 + 30:
     raise UserError(f"tokenizer.vocab_size={vocab_size} is too small: it must exceed {extra_ids} sentinels, "
                     "3 control ids, the special tokens and 256 byte pieces by a few dozen pieces")
   model = io.BytesIO()
@@ -67,19 +67,20 @@ def train_sentencepiece(texts, vocab_size: int, model_type: str = "unigram", ext
     spm.SentencePieceTrainer.train(
         sentence_iterator=counted(_training_lines(texts)), model_writer=model, vocab_size=pieces,
         model_type=model_type, num_threads=os.cpu_count() or 1, minloglevel=2,
-        logstream=open(os.devnull, "w"), **TRAINER_OPTIONS)
+        logstream=open(os.devnull, "w"), **trainer_options(special))
   except RuntimeError as e:
     raise UserError(f"SentencePiece could not train a {pieces}-piece model on {fed['chars']:,} characters in "
                     f"{fed['lines']:,} lines of text ({e}); lower tokenizer.vocab_size or give more text") from None
   return model.getvalue()
 
 
-def cached_model(texts, vocab_size: int, model_type: str, cache: str, extra_ids: int = EXTRA_IDS) -> str:
+def cached_model(texts, vocab_size: int, model_type: str, cache: str, special: tuple[str, ...],
+                 extra_ids: int = EXTRA_IDS) -> str:
   """Path of a model trained on `texts`, trained once per distinct text and options."""
   texts = list(texts)
   # How the text becomes training lines is part of the key: long paragraphs were once left out, now cut.
   lines = {"max_line_bytes": _MAX_LINE_BYTES, "long_paragraphs": "cut"}
-  digest = hashlib.sha256(json.dumps([vocab_size, model_type, extra_ids, TRAINER_OPTIONS, lines],
+  digest = hashlib.sha256(json.dumps([vocab_size, model_type, extra_ids, trainer_options(special), lines],
                                      sort_keys=True).encode())
   for text in texts:
     digest.update(hashlib.sha256(text.encode("utf-8")).digest())
@@ -87,7 +88,7 @@ def cached_model(texts, vocab_size: int, model_type: str, cache: str, extra_ids:
 
   def build():
     print(f"Training a {vocab_size}-token SentencePiece vocabulary (once) -> {path}", file=sys.stderr, flush=True)
-    files.write_atomically(path, train_sentencepiece(texts, vocab_size, model_type, extra_ids))
+    files.write_atomically(path, train_sentencepiece(texts, vocab_size, model_type, extra_ids, special))
 
   cache_lock.build_once(path, lambda: os.path.exists(path), build)
   return path
@@ -125,10 +126,12 @@ def sentinel_id(vocabulary: seqio.SentencePieceVocabulary, index: int) -> int:
   return vocabulary.vocab_size - 1 - index
 
 
-def get_vocabulary(cfg, source) -> seqio.SentencePieceVocabulary:
-  """The run's vocabulary: `tokenizer.path`, or one trained on the source and cached."""
+def get_vocabulary(cfg, source, special: tuple[str, ...]) -> seqio.SentencePieceVocabulary:
+  """The run's vocabulary: `tokenizer.path`, or one trained on the source (its `special` tokens single pieces)
+  and cached."""
   t = cfg.tokenizer
   if t.path:
     return load(t.path, t.extra_ids)
   texts = source.texts("train", max_chars=t.max_chars)
-  return load(cached_model(texts, t.vocab_size, t.model_type, cache_dir(cfg.data), t.extra_ids), t.extra_ids)
+  return load(cached_model(texts, t.vocab_size, t.model_type, cache_dir(cfg.data), special, t.extra_ids),
+              t.extra_ids)

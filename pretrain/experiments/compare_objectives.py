@@ -31,12 +31,9 @@ Each run's own console output goes to OUT_DIR/OBJECTIVE/train.log.
 
 import os
 
-from pretrain import command_line
-from pretrain import config as config_lib
-from pretrain import run as run_lib
-from pretrain.commands import parser_for
-from pretrain.data import objectives
-from pretrain.data.objectives import prefix_lm, span_corruption, ul2
+import ml_collections
+
+from pretrain import cli, objectives, run as run_lib
 from pretrain.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs
 
@@ -46,31 +43,21 @@ _OWN_COLUMN = ("loss", "perplexity")
 
 
 def _fits(name: str, data_cfg, extra_ids: int, inputs: int, targets: int) -> bool:
-  """Whether an objective's examples fit feature lengths (inputs, targets), by the objectives' own checks."""
-  lengths = {"inputs": inputs, "targets": targets}
+  """Whether an objective's examples fit feature lengths (inputs, targets), by the objective's own check."""
+  data = data_cfg.copy_and_resolve_references()
+  data.inputs_length, data.targets_length = inputs, targets
   try:
-    if name.startswith("ul2"):
-      for d in ul2.parse_denoisers(data_cfg.ul2_denoisers):
-        if d.kind == "S":
-          prefix_lm.segment_length(lengths, ul2.MODE_TOKENS["S"], name.endswith("_decoder"))
-        else:
-          span_corruption.check_lengths(span_corruption.SpanCorruption(d.noise_density, d.mean_noise_span_length),
-                                        inputs, targets, extra_ids, reserved=1)
-    elif name == "span_corruption":
-      span_corruption.check_lengths(span_corruption.SpanCorruption(data_cfg.noise_density,
-                                                                   data_cfg.mean_noise_span_length),
-                                    inputs, targets, extra_ids)
-    else:
-      prefix_lm.segment_length(lengths, None, name.endswith("_decoder"))
+    objectives.get(name).check(ml_collections.ConfigDict({"data": data, "tokenizer": {"extra_ids": extra_ids}}))
   except UserError:
     return False
   return True
 
 
 def split_row(name: str, data_cfg, extra_ids: int, row: int) -> tuple[int, int]:
-  """(inputs_length, targets_length) summing to `row` for an objective with inputs: span corruption and UL2
-  take the largest inputs length whose targets fit (least padding, most text); others half and half."""
-  if not (name == "span_corruption" or name.startswith("ul2")):
+  """(inputs_length, targets_length) summing to `row` for an objective with inputs, as the objective splits a row
+  (its row_split): the largest inputs length whose targets fit (span corruption, UL2: least padding, most text),
+  or half and half."""
+  if objectives.get(name).row_split == "half":
     half = row // 2
     if not _fits(name, data_cfg, extra_ids, half, row - half):
       raise UserError(f"--seq_len={row} is too short for {name}; raise it")
@@ -199,7 +186,7 @@ def report(results: list[dict], args, argv: list[str], load: str) -> str:
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--objectives", default=DEFAULT_OBJECTIVES,
                       help=f"comma-separated, of {', '.join(objectives.NAMES)}")
   runs.add_flags(parser, "compare_objectives", "token positions per row, inputs + targets", "OBJECTIVE")
@@ -212,15 +199,15 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
   parser.add_argument("--mlp_dim", type=int, default=0, help="0: 3 x d_model")
   parser.add_argument("--probe_documents", type=int, default=2000,
                       help="documents of the same-document probe of each run (pretrain probe; 0: no probe)")
-  args, base = command_line.parse_command_line(parser, argv)
+  args, base = cli.parse_command_line(parser, argv)
   names = [n.strip() for n in args.objectives.split(",") if n.strip()]
   for name in names:
-    objectives.make(name, base.data, 0)  # An unknown name fails now, not after the first runs.
+    objectives.get(name)  # An unknown name fails now, not after the first runs.
   if len(set(names)) != len(names):
     raise UserError(f"--objectives names one twice: {args.objectives}")
   configs = [run_config(base, name, args) for name in names]  # Length errors before any training.
   for cfg in configs:
-    config_lib.validate(cfg)
+    objectives.validate(cfg)
   load = runs.machine()
   print(f"{len(names)} runs of {args.steps} steps x {args.batch_size} x {args.seq_len} tokens; {load}", flush=True)
   results = []

@@ -29,8 +29,7 @@ import json
 import math
 import os
 
-from pretrain import command_line
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs, web_defects
 
@@ -142,7 +141,7 @@ def plot(results: list[dict], shares: dict, path: str) -> None:
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   runs.add_flags(parser, "data_quality", "tokens per row", "RUNG")
   parser.add_argument("--d_model", type=int, default=128, help="model width")
   parser.add_argument("--num_layers", type=int, default=2, help="layers")
@@ -153,8 +152,8 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
   parser.add_argument("--seed", type=int, default=0, help="where the defects go")
   parser.add_argument("--documents", type=int, default=0, help="build the ladder from the first N training "
                       "documents (0: all)")
-  args, base = command_line.parse_command_line(parser, argv)
-  from pretrain import config as config_lib, run as run_lib  # pylint: disable=g-import-not-at-top
+  args, base = cli.parse_command_line(parser, argv)
+  from pretrain import config as config_lib, objectives, run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.data import filters, sources, token_store, vocab  # pylint: disable=g-import-not-at-top
   filters.parse(args.filters)  # A bad spec fails now, not after the first runs.
   if args.dedup not in ("", "exact", "near"):
@@ -164,7 +163,8 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
   documents = list(itertools.islice(source.texts("train"), args.documents or None))
   if len(documents) < 20:
     raise UserError(f"the source holds {len(documents)} training documents; the ladder needs at least 20")
-  vocabulary = vocab.get_vocabulary(base, source)  # Of the clean documents, shared by every rung.
+  # Of the clean documents, shared by every rung.
+  vocabulary = vocab.get_vocabulary(base, source, objectives.pieces(base))
   mix = web_defects.inject(documents, args.seed)
   texts, labels = [t for t, _ in mix], [label for _, label in mix]
   data_dir = os.path.join(args.out_dir, "data")

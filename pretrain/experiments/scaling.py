@@ -27,9 +27,8 @@ import warnings
 import numpy as np
 from scipy import optimize
 
-from pretrain import command_line
+from pretrain import cli
 from pretrain import config as config_lib
-from pretrain.commands import parser_for
 from pretrain.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs
 
@@ -221,11 +220,11 @@ def report(results: list[dict], fit, args, argv: list[str], load: str) -> str:
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "tools/scaling.py") -> int:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--ladder", default=DEFAULT_LADDER, help="comma-separated D_MODELxLAYERS sizes")
   runs.add_flags(parser, "scaling", "token positions per row", "DxL")
   parser.add_argument("--head_dim", type=int, default=32, help="dimension of each attention head")
-  args, base = command_line.parse_command_line(parser, argv)
+  args, base = cli.parse_command_line(parser, argv)
   rungs = parse_ladder(args.ladder)
   configs = [run_config(base, d, layers, args) for d, layers in rungs]
   for cfg in configs:

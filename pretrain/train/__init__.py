@@ -1,4 +1,4 @@
 """The trainer: optimizer, state, compiled steps, checkpoints, metrics and the loop.
 
-Run it with `python -m pretrain train --config=configs/quickstart.py --workdir=DIR`.
+Run it with `pretrain train --workdir=DIR` (the quickstart config by default).
 """

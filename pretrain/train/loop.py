@@ -19,10 +19,10 @@ from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import evaluation, flops, metrics, report, sampling, signals
 
 
-def train(run, ckpt, state, start: int, train_batches) -> dict:
+def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
   """Trains `state` (at step `start`; 0 for a new run) on `train_batches` (Run.train_batches) to `train.steps`,
-  saving with `ckpt`, and returns a summary."""
-  cfg, c, workdir = run.cfg, run.cfg.train, run.workdir
+  saving with `ckpt` and writing metrics and plots to `workdir`, and returns a summary."""
+  cfg, c = run.cfg, run.cfg.train
   if start:
     log(f"Resuming from the checkpoint at step {start} in {workdir}/checkpoints")
   writer = metrics.MetricsWriter(workdir, enabled=jax.process_index() == 0)

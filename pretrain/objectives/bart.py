@@ -10,11 +10,15 @@ replaced by one [MASK], a zero-length span inserting one).
 import dataclasses
 
 import numpy as np
-import tensorflow as tf
 
-from pretrain.data import vocab
-from pretrain.data.objectives import common
+from pretrain import config, family as families, tf_loader
 from pretrain.errors import UserError
+from pretrain.objectives import common
+from pretrain.objectives.mlm import MASK_TOKEN
+from pretrain.objectives.spec import Objective, Setting
+
+tf = tf_loader.Lazy("tensorflow")
+vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 SENTENCE_ENDS = (".", "!", "?")
 
@@ -96,21 +100,27 @@ def noise(tokens, seed, spec: BartNoise, is_end_table, mask_id: int):
   return tokens
 
 
-def sentence_end_table(vocabulary) -> tf.Tensor:
+def sentence_end_table(vocabulary):
   pieces = [vocabulary.tokenizer.id_to_piece(i) for i in range(vocabulary.tokenizer.vocab_size())]
   table = np.array([p.endswith(SENTENCE_ENDS) for p in pieces] + [False] * vocabulary.extra_ids)
   return tf.constant(table)
+
+
+def segment_length(sequence_length) -> int:
+  """The original segment's length: both features hold it and an EOS."""
+  length = min(sequence_length["inputs"], sequence_length["targets"]) - 1
+  if length < 2:
+    raise UserError("inputs_length and targets_length must be at least 3 for BART noising")
+  return length
 
 
 def bart(dataset, sequence_length, output_features, *, spec: BartNoise, seed: int):
   """seqio preprocessor: documents of 'targets' tokens -> {'inputs': noised, 'targets': original}."""
   spec.check()
   vocabulary = output_features["targets"].vocabulary
-  mask_id = vocab.single_piece_id(vocabulary, vocab.MASK_TOKEN)
+  mask_id = vocab.single_piece_id(vocabulary, MASK_TOKEN)
   table = sentence_end_table(vocabulary)
-  length = min(sequence_length["inputs"], sequence_length["targets"]) - 1  # Room for EOS.
-  if length < 2:
-    raise UserError("inputs_length and targets_length must be at least 3 for BART noising")
+  length = segment_length(sequence_length)
   eos = vocabulary.eos_id
 
   def make(example):
@@ -122,3 +132,24 @@ def bart(dataset, sequence_length, output_features, *, spec: BartNoise, seed: in
 
   dataset = common.split_to_length(common.concatenate(dataset), length)
   return dataset.map(make, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+class Bart(Objective):
+  """BART's noising for the encoder-decoder: sentence permutation and text infilling by default."""
+  name, family, pieces = "bart", families.ENCODER_DECODER, (MASK_TOKEN,)
+  settings = {"data.bart_permute_sentences": Setting(True, help="shuffle the sentences"),
+              "data.bart_rotate": Setting(False, help="start at a random token"),
+              "data.bart_mask_rate": Setting(0.0, config.BELOW_ONE, "share of tokens replaced by [MASK]"),
+              "data.bart_delete_rate": Setting(0.0, config.BELOW_ONE, "share of tokens deleted"),
+              "data.bart_infilling_rate": Setting(0.3, config.BELOW_ONE, "share of tokens in Poisson(3) spans, each "
+                                                                         "replaced by one [MASK]")}
+
+  @classmethod
+  def check(cls, cfg):
+    segment_length(cls.family.task_lengths(cfg.data))
+
+  def preprocess(self, dataset, sequence_length, output_features):
+    d = self.data
+    spec = BartNoise(d.bart_permute_sentences, d.bart_rotate, d.bart_mask_rate, d.bart_delete_rate,
+                     d.bart_infilling_rate)
+    return bart(dataset, sequence_length, output_features, spec=spec, seed=self.seed)

@@ -13,12 +13,15 @@ import bisect
 import dataclasses
 
 import numpy as np
-import seqio
-import tensorflow as tf
 
-from pretrain.data import vocab
-from pretrain.data.objectives import common
+from pretrain import config, family as families, tf_loader
 from pretrain.errors import UserError
+from pretrain.objectives import common
+from pretrain.objectives.spec import Objective, Setting
+
+seqio = tf_loader.Lazy("seqio")
+tf = tf_loader.Lazy("tensorflow")
+vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,3 +147,23 @@ def span_corruption(dataset, sequence_length, output_features, *, spec: SpanCorr
   dataset = dataset.map(lambda ex: corrupt(ex["targets"], spec, common.example_seed(ex["targets"], seed, salt),
                                            first_sentinel), num_parallel_calls=tf.data.AUTOTUNE)
   return common.finish(dataset, vocabulary, mode_token, decoder)
+
+
+class T5SpanCorruption(Objective):
+  """T5's objective for the encoder-decoder."""
+  name, family = "span_corruption", families.ENCODER_DECODER
+  row_split = "longest_inputs"
+  settings = {"data.noise_density": Setting(0.15, config.OPEN_FRACTION, "share of the tokens corrupted"),
+              "data.mean_noise_span_length": Setting(3.0, config.Valid(lambda v: v >= 1, "at least 1"),
+                                                     "mean tokens per corrupted span")}
+
+  @classmethod
+  def check(cls, cfg):
+    check_lengths(cls._noise(cfg.data), cfg.data.inputs_length, cfg.data.targets_length, cfg.tokenizer.extra_ids)
+
+  @staticmethod
+  def _noise(data_cfg) -> SpanCorruption:
+    return SpanCorruption(data_cfg.noise_density, data_cfg.mean_noise_span_length)
+
+  def preprocess(self, dataset, sequence_length, output_features):
+    return span_corruption(dataset, sequence_length, output_features, spec=self._noise(self.data), seed=self.seed)

@@ -18,8 +18,7 @@ import os
 import statistics
 import time
 
-from pretrain import command_line
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import exit_on_user_error
 
 
@@ -52,31 +51,34 @@ def measure(batches, seconds: float) -> float:
 
 
 def seqio_batches(task: str, lengths, family, batch_size: int):
-  from pretrain.data import pipeline  # pylint: disable=g-import-not-at-top
-  return pipeline.batches(task, "train", lengths, batch_size, family, shuffle=True, seed=0, repeat=True)
+  from pretrain.data import replay  # pylint: disable=g-import-not-at-top
+  return replay.batches(task, "train", lengths, batch_size, family, shuffle=True, seed=0, repeat=True)
 
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "tools/bench_data.py") -> None:
-  parser = parser_for(prog, __doc__)
-  parser.add_argument("--objectives", default="clm,span_corruption,prefix_lm,ul2,ul2_decoder,mlm,fim,bart")
+  parser = cli.parser_for(prog, __doc__)
+  parser.add_argument("--objectives", default="", help="comma-separated (default: every registered objective)")
   parser.add_argument("--seconds", type=float, default=10.0, help="measuring time per pipeline")
   parser.add_argument("--rounds", type=int, default=3, help="turns of each pipeline; the median counts")
   parser.add_argument("--batch_size", type=int, default=64)
-  args, cfg = command_line.parse_command_line(parser, argv)
+  args, cfg = cli.parse_command_line(parser, argv)
   cfg.data.seq_len, cfg.data.inputs_length, cfg.data.targets_length = 512, 512, 512
   cfg.tokenizer.extra_ids = 200  # UL2's X-denoiser (mean 3, density 0.5) makes 127 spans at inputs 512.
-  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.data import objectives, sources, tasks, vocab  # pylint: disable=g-import-not-at-top
+  from pretrain import objectives, run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.data import sources, tasks, vocab  # pylint: disable=g-import-not-at-top
 
+  names = args.objectives.split(",") if args.objectives else objectives.NAMES
+  for name in names:
+    objectives.get(name)  # An unknown name fails now, not after the first measurements.
   source = sources.make_source(cfg.data)
-  vocabulary = vocab.get_vocabulary(cfg, source)
+  vocabulary = vocab.get_vocabulary(cfg, source, objectives.pieces(cfg))
   tokens = [vocabulary.encode(text) for text in source.texts("train")]
   print(f"{os.cpu_count()} CPU cores; bundled corpus, {sum(map(len, tokens)):,} tokens; batch {args.batch_size}; "
         f"lengths {cfg.data.seq_len} (clm, fim, mlm) and {cfg.data.inputs_length}/{cfg.data.targets_length}")
   print(f"{'objective':<18}{'raw text tok/s':>16}{'pre-tokenized tok/s':>21}{'indexed tok/s':>15}"
         f"{'indexed/raw':>13}{'indexed/pre':>13}")
-  for name in args.objectives.split(","):
+  for name in names:
     objective = objectives.make(name, cfg.data, cfg.train.seed)
     task = tasks.register(source, vocabulary, objective)
     lengths = objective.family.task_lengths(cfg.data)

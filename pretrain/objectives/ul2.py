@@ -13,14 +13,20 @@ once.
 
 import dataclasses
 
-import tensorflow as tf
-
-from pretrain.data import vocab
-from pretrain.data.objectives import common, prefix_lm
-from pretrain.data.objectives.span_corruption import SpanCorruption, check_lengths, corrupt
+from pretrain import family as families, tf_loader
 from pretrain.errors import UserError
+from pretrain.objectives import common, prefix_lm
+from pretrain.objectives.spec import Objective, Setting
+from pretrain.objectives.span_corruption import SpanCorruption, check_lengths, corrupt
+
+tf = tf_loader.Lazy("tensorflow")
+vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 MODE_TOKENS = {"R": "[NLU]", "X": "[NLG]", "S": "[S2S]"}
+# The paper's seven denoisers at equal rates: (kind, mean_noise_span_length, noise_density, rate).
+DENOISERS = (("R", 3, 0.15, 1.0), ("R", 8, 0.15, 1.0),
+             ("X", 3, 0.5, 1.0), ("X", 8, 0.5, 1.0), ("X", 64, 0.15, 1.0), ("X", 64, 0.5, 1.0),
+             ("S", 0, 0, 1.0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,16 +56,25 @@ def parse_denoisers(rows) -> tuple[Denoiser, ...]:
   return tuple(denoisers)
 
 
+def segment_length(denoiser: Denoiser, sequence_length, num_sentinels: int, decoder: bool) -> int:
+  """The raw segment length of one denoiser, after checking that the feature lengths and sentinels suffice."""
+  try:
+    if denoiser.kind == "S":
+      return prefix_lm.segment_length(sequence_length, MODE_TOKENS["S"], decoder)
+    return check_lengths(SpanCorruption(denoiser.noise_density, denoiser.mean_noise_span_length),
+                         sequence_length["inputs"], sequence_length["targets"], num_sentinels, reserved=1)
+  except UserError as e:
+    raise UserError(f"UL2 {denoiser.describe()}: {e}") from None
+
+
 def _branch(denoiser: Denoiser, sequence_length, vocabulary, decoder: bool):
   """(raw segment length, fn(tokens, seed) -> finished example) of one denoiser."""
   mode_id = vocab.single_piece_id(vocabulary, MODE_TOKENS[denoiser.kind])
+  length = segment_length(denoiser, sequence_length, vocabulary.extra_ids, decoder)
   if denoiser.kind == "S":
-    length = prefix_lm.segment_length(sequence_length, MODE_TOKENS["S"], decoder)
     make = prefix_lm.split_at_random_point
   else:
     spec = SpanCorruption(denoiser.noise_density, denoiser.mean_noise_span_length)
-    length = check_lengths(spec, sequence_length["inputs"], sequence_length["targets"], vocabulary.extra_ids,
-                           reserved=1)
     first_sentinel = vocab.sentinel_id(vocabulary, 0)
     make = lambda tokens, seed: corrupt(tokens, spec, seed, first_sentinel)
   return length, lambda tokens, seed: common.finish_example(make(tokens, seed), mode_id, vocabulary.eos_id, decoder)
@@ -71,10 +86,7 @@ def ul2(dataset, sequence_length, output_features, *, denoisers: tuple[Denoiser,
   vocabulary = output_features["targets"].vocabulary
   lengths, makers = [], []
   for d in denoisers:
-    try:
-      length, make = _branch(d, sequence_length, vocabulary, decoder)
-    except UserError as e:
-      raise UserError(f"UL2 {d.describe()}: {e}") from None
+    length, make = _branch(d, sequence_length, vocabulary, decoder)
     lengths.append(length)
     makers.append(make)
   total = sum(d.rate for d in denoisers)
@@ -101,3 +113,25 @@ def ul2(dataset, sequence_length, output_features, *, denoisers: tuple[Denoiser,
 
   dataset = common.concatenate(dataset).flat_map(carve)
   return dataset.map(denoise, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+class UL2(Objective):
+  """The mixture of denoisers for the encoder-decoder."""
+  name, family, pieces = "ul2", families.ENCODER_DECODER, tuple(MODE_TOKENS.values())
+  row_split = "longest_inputs"
+  settings = {"data.ul2_denoisers": Setting(DENOISERS, help="rows (kind, mean_noise_span_length, noise_density, "
+                                                           "rate); kind R, X or S (prefix LM)")}
+
+  @classmethod
+  def check(cls, cfg):
+    for d in parse_denoisers(cfg.data.ul2_denoisers):
+      segment_length(d, cls.family.task_lengths(cfg.data), cfg.tokenizer.extra_ids, cls.family.prefix_lm)
+
+  def preprocess(self, dataset, sequence_length, output_features):
+    return ul2(dataset, sequence_length, output_features, denoisers=parse_denoisers(self.data.ul2_denoisers),
+               seed=self.seed, decoder=self.family.prefix_lm)
+
+
+class UL2Decoder(UL2):
+  """The same examples as prefix-LM rows of the decoder-only model."""
+  name, family = "ul2_decoder", families.PREFIX_LM

@@ -7,10 +7,14 @@ Other documents stay as they are. Every document ends with EOS and is cut into
 pieces of the target length, as for causal LM.
 """
 
-import tensorflow as tf
+from pretrain import config, family as families, tf_loader
+from pretrain.objectives import common
+from pretrain.objectives.spec import Objective, Setting
 
-from pretrain.data import vocab
-from pretrain.data.objectives import common
+tf = tf_loader.Lazy("tensorflow")
+vocab = tf_loader.Lazy("pretrain.data.vocab")
+
+FIM_TOKENS = ("<PRE>", "<SUF>", "<MID>")
 
 
 def rearrange(tokens, seed, *, rate: float, spm_rate: float, pre: int, suf: int, mid: int):
@@ -27,7 +31,7 @@ def rearrange(tokens, seed, *, rate: float, spm_rate: float, pre: int, suf: int,
 
 def fim(dataset, sequence_length, output_features, *, seed: int, rate: float = 0.5, spm_rate: float = 0.5):
   vocabulary = output_features["targets"].vocabulary
-  pre, suf, mid = (vocab.single_piece_id(vocabulary, t) for t in vocab.FIM_TOKENS)
+  pre, suf, mid = (vocab.single_piece_id(vocabulary, t) for t in FIM_TOKENS)
   eos = vocabulary.eos_id
 
   def transform(example):
@@ -38,3 +42,13 @@ def fim(dataset, sequence_length, output_features, *, seed: int, rate: float = 0
 
   dataset = dataset.map(transform, num_parallel_calls=tf.data.AUTOTUNE)
   return common.split_to_length(dataset, sequence_length["targets"])
+
+
+class FIM(Objective):
+  name, family, pieces = "fim", families.CAUSAL_LM, FIM_TOKENS
+  settings = {"data.fim_rate": Setting(0.5, config.FRACTION, "share of documents rearranged"),
+              "data.fim_spm_rate": Setting(0.5, config.FRACTION, "share of those in SPM rather than PSM order")}
+
+  def preprocess(self, dataset, sequence_length, output_features):
+    return fim(dataset, sequence_length, output_features, seed=self.seed, rate=self.data.fim_rate,
+               spm_rate=self.data.fim_spm_rate)

@@ -1,8 +1,11 @@
 """Pieces shared by the objectives: per-example seeds, concatenation, splitting."""
 
-import tensorflow as tf
+from __future__ import annotations
 
-from pretrain.data import vocab
+from pretrain import tf_loader
+
+tf = tf_loader.Lazy("tensorflow")
+vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 
 def example_seed(tokens: tf.Tensor, seed: int, salt: int = 0) -> tf.Tensor:

@@ -1,7 +1,9 @@
-"""From a registered task to batches of packed numpy arrays for one host.
+"""The replay pipeline (data.pipeline=replay): from a registered task's seqio stream to batches of packed numpy
+arrays for one host, resumed by passing over the examples read before.
 
 The host reads only its shard of the data (seqio ShardInfo); parallel/mesh.py
-turns the per-host rows into global arrays.
+turns the per-host rows into global arrays. pretrain/data/indexed.py is the
+pipeline that resumes in constant time.
 """
 
 import jax
@@ -10,7 +12,6 @@ import tensorflow as tf
 
 from pretrain.console import log
 from pretrain.errors import UserError
-
 
 
 def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, family, *, shuffle: bool,
@@ -48,33 +49,36 @@ class ReplayBatches:
   """data.pipeline=replay: the task's seqio stream, resumed by passing over the examples a checkpoint counts (in
   time that grows with the step; pretrain/data/indexed.py resumes in constant time)."""
 
-  def __init__(self, run, position: dict | None = None):
-    self._run, self._examples = run, self._examples_to_skip(run, position) if position else 0
-    self._batches = run.batches("train", shuffle=True, repeat=True, skip_examples=self._examples)
+  def __init__(self, task: str, lengths: dict[str, int], family, *, batch_size: int, seed: int, host_sharding: str,
+               position: dict | None = None):
+    self._task, self._batch_size = task, batch_size
+    self._examples = self._examples_to_skip(task, host_sharding, position) if position else 0
+    self._batches = batches(task, "train", lengths, batch_size, family, shuffle=True, seed=seed, repeat=True,
+                            skip_examples=self._examples, host_sharding=host_sharding)
 
   def __iter__(self):
     return self
 
   def __next__(self) -> dict:
     batch = next(self._batches)
-    self._examples += self._run.cfg.train.batch_size
+    self._examples += self._batch_size
     return batch
 
   def position(self) -> dict:
     """What a checkpoint records of the input: the task and how many of its training examples were read."""
-    return {"task": self._run.task, "examples": self._examples, "batch_size": self._run.cfg.train.batch_size,
+    return {"task": self._task, "examples": self._examples, "batch_size": self._batch_size,
             "processes": jax.process_count()}
 
   @staticmethod
-  def _examples_to_skip(run, position: dict) -> int:
+  def _examples_to_skip(task: str, host_sharding: str, position: dict) -> int:
     """Training examples to pass over on resuming: those of the saved position, if its task is this run's."""
     if position.get("pipeline") == "indexed":
       raise UserError("the latest checkpoint's data position is of data.pipeline=indexed; resume it with "
                       "--config.data.pipeline=indexed")
-    if position["task"] != run.task:
-      log(f"The data changed from {position['task']} to {run.task}: reading {run.task} from its start.")
+    if position["task"] != task:
+      log(f"The data changed from {position['task']} to {task}: reading {task} from its start.")
       return 0
-    if position["processes"] != jax.process_count() and run.cfg.data.host_sharding == "source":
+    if position["processes"] != jax.process_count() and host_sharding == "source":
       log(f"The checkpoint was written by {position['processes']} processes and {jax.process_count()} resume it: "
           "with data.host_sharding=source each host's order of examples changes (use 'examples' to keep it).")
     return position["examples"]

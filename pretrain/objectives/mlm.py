@@ -5,15 +5,27 @@ those 80% become [MASK], 10% a random regular token and 10% stay as they are.
 `weights` marks the selected positions: the loss is computed there only.
 """
 
-import tensorflow as tf
+from sentencepiece import sentencepiece_model_pb2
 
-from pretrain.data import vocab
-from pretrain.data.objectives import common
+from pretrain import config, family as families, tf_loader
+from pretrain.objectives import common
+from pretrain.objectives.spec import Objective, Setting
+
+tf = tf_loader.Lazy("tensorflow")
+vocab = tf_loader.Lazy("pretrain.data.vocab")
+
+MASK_TOKEN = "[MASK]"
+SETTINGS = {"data.mlm_rate": Setting(0.15, config.OPEN_FRACTION, "share of tokens selected (80% [MASK], 10% random, "
+                                                                 "10% kept)")}
 
 
-def first_regular_id() -> int:
-  """Ids below this are control and special tokens, never drawn as random replacements."""
-  return 3 + len(vocab.SPECIAL_TOKENS)
+def first_regular_id(vocabulary) -> int:
+  """Ids below this are control ids and special pieces (the objectives' tokens), never drawn as random
+  replacements: the first id of a byte or a learned piece."""
+  pieces = sentencepiece_model_pb2.ModelProto.FromString(vocabulary.sp_model).pieces
+  piece = sentencepiece_model_pb2.ModelProto.SentencePiece
+  special = (piece.CONTROL, piece.UNKNOWN, piece.USER_DEFINED)
+  return next((i for i, p in enumerate(pieces) if p.type not in special), len(pieces))
 
 
 def mask_tokens(tokens, seed, *, rate: float, mask_id: int, random_ids: tuple[int, int], candidates=None):
@@ -42,9 +54,17 @@ def mask_tokens(tokens, seed, *, rate: float, mask_id: int, random_ids: tuple[in
 def mlm(dataset, sequence_length, output_features, *, seed: int, rate: float = 0.15):
   """seqio preprocessor: documents of 'targets' tokens -> masked segments of the inputs length."""
   vocabulary = output_features["targets"].vocabulary
-  mask_id = vocab.single_piece_id(vocabulary, vocab.MASK_TOKEN)
-  random_ids = (first_regular_id(), vocabulary.vocab_size - vocabulary.extra_ids)
+  mask_id = vocab.single_piece_id(vocabulary, MASK_TOKEN)
+  random_ids = (first_regular_id(vocabulary), vocabulary.vocab_size - vocabulary.extra_ids)
   dataset = common.split_to_length(common.concatenate(dataset), sequence_length["inputs"])
   return dataset.map(lambda ex: mask_tokens(ex["targets"], common.example_seed(ex["targets"], seed), rate=rate,
                                             mask_id=mask_id, random_ids=random_ids),
                      num_parallel_calls=tf.data.AUTOTUNE)
+
+
+class MLM(Objective):
+  """BERT's masked language modelling for the encoder."""
+  name, family, pieces, settings = "mlm", families.ENCODER_ONLY, (MASK_TOKEN,), SETTINGS
+
+  def preprocess(self, dataset, sequence_length, output_features):
+    return mlm(dataset, sequence_length, output_features, seed=self.seed, rate=self.data.mlm_rate)

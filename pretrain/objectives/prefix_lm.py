@@ -1,9 +1,11 @@
 """Prefix LM: a segment split at a uniform random point into inputs and targets."""
 
-import tensorflow as tf
-
-from pretrain.data.objectives import common
+from pretrain import family as families, tf_loader
 from pretrain.errors import UserError
+from pretrain.objectives import common
+from pretrain.objectives.spec import Objective
+
+tf = tf_loader.Lazy("tensorflow")
 
 
 def segment_length(sequence_length, mode_token: str | None, decoder: bool) -> int:
@@ -31,3 +33,20 @@ def prefix_lm(dataset, sequence_length, output_features, *, seed: int, mode_toke
   dataset = dataset.map(lambda ex: split_at_random_point(ex["targets"], common.example_seed(ex["targets"], seed, salt)),
                         num_parallel_calls=tf.data.AUTOTUNE)
   return common.finish(dataset, output_features["targets"].vocabulary, mode_token, decoder)
+
+
+class PrefixLM(Objective):
+  """Inputs and targets for the encoder-decoder."""
+  name, family = "prefix_lm", families.ENCODER_DECODER
+
+  @classmethod
+  def check(cls, cfg):
+    segment_length(cls.family.task_lengths(cfg.data), None, cls.family.prefix_lm)
+
+  def preprocess(self, dataset, sequence_length, output_features):
+    return prefix_lm(dataset, sequence_length, output_features, seed=self.seed, decoder=self.family.prefix_lm)
+
+
+class PrefixLMDecoder(PrefixLM):
+  """The same examples as one row of the decoder-only model, its prefix read bidirectionally."""
+  name, family = "prefix_lm_decoder", families.PREFIX_LM

@@ -1,6 +1,6 @@
 """Benchmarks resuming: the time from start to the first training batch at positions deep into the stream.
 
-  python tools/bench_resume.py [--config=configs/quickstart.py] [--positions=0,1e4,1e5,1e6,1e7] \
+  python tools/bench_resume.py [--config=quickstart] [--positions=0,1e4,1e5,1e6,1e7] \
       [--replay_up_to=1e5] [--config.KEY=VALUE ...]
 
 For each position (rows of the training stream already read): the indexed
@@ -17,8 +17,7 @@ import os
 import shutil
 import time
 
-from pretrain import command_line
-from pretrain.commands import parser_for
+from pretrain import cli
 from pretrain.errors import exit_on_user_error
 
 
@@ -30,10 +29,10 @@ def _first_batch_seconds(make) -> float:
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "tools/bench_resume.py") -> None:
-  parser = parser_for(prog, __doc__)
+  parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--positions", default="0,1e4,1e5,1e6,1e7", help="rows already read, comma-separated")
   parser.add_argument("--replay_up_to", type=float, default=1e5, help="longest replay actually run (rows)")
-  args, cfg = command_line.parse_command_line(parser, argv)
+  args, cfg = cli.parse_command_line(parser, argv)
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.data import sources, token_store  # pylint: disable=g-import-not-at-top
 
@@ -72,6 +71,8 @@ def main(argv: list[str], prog: str = "tools/bench_resume.py") -> None:
 
 
 def _replay(run, rows: int):
-  from pretrain.data.pipeline import ReplayBatches  # pylint: disable=g-import-not-at-top
-  return ReplayBatches(run, {"task": run.task, "examples": rows, "batch_size": run.cfg.train.batch_size,
-                             "processes": 1})
+  from pretrain.data.replay import ReplayBatches  # pylint: disable=g-import-not-at-top
+  c = run.cfg
+  return ReplayBatches(run.task, run.task_lengths, run.family, batch_size=c.train.batch_size, seed=c.train.seed,
+                       host_sharding=c.data.host_sharding,
+                       position={"task": run.task, "examples": rows, "batch_size": c.train.batch_size, "processes": 1})

@@ -17,12 +17,19 @@ two separators.
 import hashlib
 import itertools
 
+import jax
+import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 
-from pretrain.data import vocab
-from pretrain.data.objectives import common, mlm
+from pretrain import family as families, models, tf_loader
 from pretrain.errors import UserError
+from pretrain.family import ratio, totals_ratio
+from pretrain.objectives import common, mlm
+from pretrain.objectives.spec import Objective
+from pretrain.train import losses
+
+tf = tf_loader.Lazy("tensorflow")
+vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 KINDS = ("nsp", "sop")
 SENTENCE_ENDS = (".", "!", "?")
@@ -133,18 +140,22 @@ def _group_pairs(group: np.ndarray, seed: int, kind: str, length: int, is_termin
   return flat(a), lengths(a), flat(b), lengths(b), np.array(labels, np.int32)
 
 
+def check_length(length: int) -> int:
+  if length < 4:
+    raise UserError(f"inputs_length={length} is too short for sentence pairs; give at least 4 (two tokens and "
+                    "two separators), a few hundred in practice")
+  return length
+
+
 def sentence_pairs(dataset, sequence_length, output_features, *, seed: int, kind: str, rate: float = 0.15):
   """seqio preprocessor: documents of 'targets' tokens -> {'inputs', 'targets', 'weights', 'pair_label'}, pairs
   of segments of at most the inputs length drawn within groups of 128 documents."""
   _check_kind(kind)
   vocabulary = output_features["targets"].vocabulary
-  length = sequence_length["inputs"]
-  if length < 4:
-    raise UserError(f"inputs_length={length} is too short for sentence pairs; give at least 4 (two tokens and "
-                    "two separators), a few hundred in practice")
+  length = check_length(sequence_length["inputs"])
   is_terminal = terminal_ids(vocabulary)
-  mask_id = vocab.single_piece_id(vocabulary, vocab.MASK_TOKEN)
-  random_ids = (mlm.first_regular_id(), vocabulary.vocab_size - vocabulary.extra_ids)
+  mask_id = vocab.single_piece_id(vocabulary, mlm.MASK_TOKEN)
+  random_ids = (mlm.first_regular_id(vocabulary), vocabulary.vocab_size - vocabulary.extra_ids)
   eos = vocabulary.eos_id
 
   def to_pairs(group):
@@ -187,3 +198,85 @@ def check_source(source, vocabulary, kind: str, documents: int = 200) -> None:
   """check_documents on the first `documents` training documents of a source (pretrain.data.sources.Source)."""
   texts = itertools.islice(source.texts("train"), documents)
   check_documents([np.asarray(vocabulary.encode(t), np.int32) for t in texts], terminal_ids(vocabulary), kind)
+
+
+class SentencePairs(families.EncoderOnly):
+  """The encoder with a sentence-pair head (models.PairEncoder), trained on MLM and, jointly, on whether the
+  second segment of a pair continues the first: next-sentence (NSP) or sentence-order (SOP) prediction. A pair
+  is one padded row, its label the feature `pair_label`."""
+  architecture = "encoder-only with a pair head"
+  task_features = ("inputs", "targets", "weights", "pair_label")
+
+  def __init__(self, name: str):
+    self.name = name
+
+  def task_lengths(self, data_cfg):
+    return {**dict.fromkeys(("inputs", "targets", "weights"), data_cfg.seq_len), "pair_label": 1}
+
+  def converter(self):
+    from pretrain.data.encoder_converter import PairFeatureConverter  # pylint: disable=g-import-not-at-top
+    return PairFeatureConverter()
+
+  def model_lengths(self, task_lengths):
+    return {**dict.fromkeys(families.ENCODER_FEATURES, task_lengths["inputs"]), "encoder_pair_labels": 1}
+
+  def random_batch(self, rows, task_lengths, vocab_size):
+    batch = super().random_batch(rows, task_lengths, vocab_size)
+    batch["encoder_pair_labels"] = np.random.default_rng(0).integers(0, 2, (rows, 1)).astype(np.int32)
+    return batch
+
+  def build(self, model_cfg, vocabulary_size):
+    return models.PairEncoder(models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size)))
+
+  def representations(self, model, params, tokens_BL):
+    _, state = model.apply({"params": params}, tokens_BL,
+                           capture_intermediates=lambda module, method: module.name == "final_norm")
+    return state["intermediates"]["encoder"]["final_norm"]["__call__"][0]
+
+  def loss_sums(self, model, params, batch, loss_cfg, rng=None):
+    """MLM's token sums plus the pair head's: its cross-entropy's mean over the pairs enters the loss times the
+    masked tokens (the weight), so the step optimises MLM's mean plus the pair loss's mean, as BERT."""
+    logits_BLV, pair_logits_B2 = self.forward(model, params, batch, rng)
+    sums = losses.loss_sums(logits_BLV, batch["encoder_target_tokens"], batch["encoder_loss_weights"],
+                            loss_cfg.z_loss, loss_cfg.label_smoothing)
+    labels_B = batch["encoder_pair_labels"][:, 0]
+    rows_B = jnp.any(batch["encoder_segment_ids"] > 0, axis=-1).astype(jnp.float32)  # not padding rows
+    log_p_B2 = jax.nn.log_softmax(pair_logits_B2)
+    pair_loss_B = -jnp.take_along_axis(log_p_B2, labels_B[:, None], axis=-1)[:, 0]
+    sums.update(pair_loss=jnp.sum(pair_loss_B * rows_B), pairs=jnp.sum(rows_B),
+                pair_correct=jnp.sum((jnp.argmax(pair_logits_B2, -1) == labels_B) * rows_B))
+    sums["loss"] += ratio(sums["pair_loss"], sums["pairs"]) * sums["weight"]
+    return sums
+
+  def train_metrics(self, sums):
+    return {"loss": ratio(sums["loss"], sums["weight"]), "mlm_loss": ratio(sums["cross_entropy"], sums["weight"]),
+            "mlm_accuracy": ratio(sums["correct"], sums["weight"]), "z_loss": ratio(sums["z_loss"], sums["weight"]),
+            "pair_loss": ratio(sums["pair_loss"], sums["pairs"]),
+            "pair_accuracy": ratio(sums["pair_correct"], sums["pairs"])}
+
+  def eval_metrics(self, totals):
+    mlm_loss, pair = (totals_ratio(totals["cross_entropy"], totals["weight"]),
+                      totals_ratio(totals["pair_loss"], totals["pairs"]))
+    return {"loss": mlm_loss + pair, "mlm_loss": mlm_loss,
+            "mlm_accuracy": totals_ratio(totals["correct"], totals["weight"]),
+            "pair_loss": pair, "pair_accuracy": totals_ratio(totals["pair_correct"], totals["pairs"])}
+
+class NSP(Objective):
+  """BERT's next-sentence prediction, jointly with MLM."""
+  name, family, pieces, settings = "nsp", SentencePairs("encoder-only NSP"), (mlm.MASK_TOKEN,), mlm.SETTINGS
+
+  @classmethod
+  def check(cls, cfg):
+    check_length(cls.family.task_lengths(cfg.data)["inputs"])
+
+  def preprocess(self, dataset, sequence_length, output_features):
+    return sentence_pairs(dataset, sequence_length, output_features, seed=self.seed, kind=self.name,
+                          rate=self.data.mlm_rate)
+
+  def check_source(self, source, vocabulary):
+    check_source(source, vocabulary, self.name)
+
+
+class SOP(NSP):
+  """ALBERT's sentence-order prediction, jointly with MLM."""
+  name, family = "sop", SentencePairs("encoder-only SOP")

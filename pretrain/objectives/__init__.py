@@ -1,0 +1,140 @@
+"""The pre-training objectives, one module each (see spec.py for what a module declares), and their registry.
+
+BUILT_IN lists the project's objectives. `data.objective=MODULE:CLASS` (or
+`FILE.py:CLASS`) names one of a user's own, a subclass of Objective in a
+module outside the package; it trains, evaluates, inspects, resumes and goes
+into mixtures as a built-in one does. The rest of the project knows the
+objectives only through here: a run's model family, the config settings the
+objectives declare (their defaults and valid values), their checks, the tasks
+that `inspect-task` and `eval` offer, and the vocabulary's special pieces.
+
+Importing this package does not import TensorFlow (the objectives' data code
+loads it on first use), so the model side of a run works without it.
+"""
+
+import difflib
+import functools
+import importlib
+import os
+
+from pretrain import config as config_lib
+from pretrain.errors import UserError
+from pretrain.family import Family
+from pretrain.objectives import (bart, clm, contrastive, electra, fim, mlm, prefix_lm, sentence_pairs,
+                                 span_corruption, ul2)
+from pretrain.objectives.spec import Objective, Setting
+
+# One line per objective. The special pieces of the vocabulary are theirs in this order (a new objective's go
+# after those above it; the vocabulary's cache key includes them).
+BUILT_IN = {spec.name: spec for spec in (
+    clm.CLM,
+    span_corruption.T5SpanCorruption,
+    prefix_lm.PrefixLM,
+    prefix_lm.PrefixLMDecoder,
+    ul2.UL2,
+    ul2.UL2Decoder,
+    fim.FIM,
+    mlm.MLM,
+    bart.Bart,
+    sentence_pairs.NSP,
+    sentence_pairs.SOP,
+    electra.Electra,
+    contrastive.Contrastive,
+)}
+NAMES = tuple(BUILT_IN)
+# The config fields that name objectives: set first, so that a user's objective brings its settings in time.
+NAMING_KEYS = ("data.objective", "data.eval_objectives")
+
+
+def get(name: str) -> type[Objective]:
+  """The objective class of a name: a built-in one, or MODULE:CLASS / FILE.py:CLASS."""
+  if name in BUILT_IN:
+    return BUILT_IN[name]
+  if ":" in name:
+    return _user_objective(name)
+  nearest = difflib.get_close_matches(name, NAMES, n=1, cutoff=0.0)[0]
+  raise UserError(f"unknown objective {name!r}; did you mean {nearest!r}? (the built-in objectives are "
+                  f"{', '.join(NAMES)}; MODULE:CLASS or FILE.py:CLASS names one of your own)")
+
+
+def make(name: str, data_cfg, seed: int) -> Objective:
+  """The objective `name` with the run's data settings (the `data` config) and seed."""
+  return get(name)(data_cfg, seed)
+
+
+@functools.cache
+def _user_objective(reference: str) -> type[Objective]:
+  where, _, attribute = reference.rpartition(":")
+  what = f"the objective {reference!r}"
+  if where.endswith(".py"):
+    if not os.path.isfile(where):
+      raise UserError(f"{what}: the file {where!r} does not exist; give FILE.py:CLASS or MODULE:CLASS")
+    module = config_lib.load_module(where, os.path.splitext(os.path.basename(where))[0], what="objective file")
+  else:
+    try:
+      module = importlib.import_module(where)
+    except ImportError as e:
+      raise UserError(f"{what}: the module {where!r} cannot be imported ({e}); give an importable MODULE:CLASS or "
+                      "FILE.py:CLASS") from None
+  spec = getattr(module, attribute, None)
+  if not (isinstance(spec, type) and issubclass(spec, Objective)):
+    raise UserError(f"{what}: {where} has no subclass of pretrain.objectives.Objective named {attribute!r}")
+  if not spec.name or not isinstance(spec.family, Family) or spec.preprocess is Objective.preprocess:
+    raise UserError(f"{what} must set `name` and `family` (e.g. pretrain.family.CAUSAL_LM) and define "
+                    "preprocess(); see the README's 'Your own objective'")
+  if spec.name in BUILT_IN:
+    raise UserError(f"{what} is named {spec.name!r}, as a built-in objective; give it a name of its own")
+  for key in spec.settings:
+    if key.count(".") != 1 or key.split(".")[0] not in ("data", "model", "loss"):
+      raise UserError(f"{what} declares the setting {key!r}; name settings data.NAME, model.NAME or loss.NAME")
+  return spec
+
+
+def named(cfg) -> list[type[Objective]]:
+  """The objectives a config names: data.objective, then data.eval_objectives."""
+  return [get(name) for name in (cfg.data.objective, *cfg.data.eval_objectives)]
+
+
+def known(cfg=None) -> list[type[Objective]]:
+  """The built-in objectives, then those of a user's that `cfg` names."""
+  return list(dict.fromkeys([*BUILT_IN.values(), *(named(cfg) if cfg is not None else [])]))
+
+
+def settings(specs) -> dict[str, Setting]:
+  """The config settings the objectives declare (one setting may be shared: MLM's rate by NSP, SOP, ELECTRA)."""
+  merged = {}
+  for spec in specs:
+    for key, setting in spec.settings.items():
+      if key in merged and merged[key].default != setting.default:
+        raise UserError(f"the objective {spec.name!r} declares {key} with the default {setting.default!r}, but "
+                        f"another objective declares it with {merged[key].default!r}; give it a name of its own")
+      merged.setdefault(key, setting)
+  return merged
+
+
+def with_settings(cfg):
+  """`cfg` with every setting of the objectives it may use (the built-in ones and those it names) that it lacks,
+  at its default: a config file declares only what it changes, and a config.json written before a setting
+  existed reads as if it held the default. Returns `cfg`."""
+  for key, setting in settings(known(cfg)).items():
+    section, field = key.split(".")
+    if field not in cfg[section]:
+      with cfg.unlocked():
+        cfg[section][field] = setting.default
+  return cfg
+
+
+def validate(cfg) -> None:
+  """Every check of a config before anything is built: its fields' valid values (config.RANGES and the
+  objectives' settings) and the named objectives' own checks (lengths, noise). A user's seqio task (data.task)
+  brings its own preprocessors: then data.objective only chooses the model family."""
+  specs = known(cfg)
+  config_lib.validate(cfg, {key: s.valid for key, s in settings(specs).items() if s.valid is not None})
+  if not cfg.data.task:
+    for spec in named(cfg):
+      spec.check(cfg)
+
+
+def pieces(cfg=None) -> tuple[str, ...]:
+  """The vocabulary's special pieces: the built-in objectives', then those of a user's objective `cfg` names."""
+  return tuple(dict.fromkeys(piece for spec in known(cfg) for piece in spec.pieces))

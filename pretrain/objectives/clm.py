@@ -1,0 +1,22 @@
+"""Causal LM: every document ends with EOS and is cut into pieces of at most
+the target length, so no token is dropped; the feature converter packs them."""
+
+from pretrain import family as families, tf_loader
+from pretrain.objectives import common
+from pretrain.objectives.spec import Objective
+
+tf = tf_loader.Lazy("tensorflow")
+
+
+def clm(dataset, sequence_length, output_features):
+  eos = output_features["targets"].vocabulary.eos_id
+  dataset = dataset.map(lambda ex: {"targets": tf.concat([ex["targets"], [eos]], 0)})
+  return common.split_to_length(dataset, sequence_length["targets"])
+
+
+class CLM(Objective):
+  """Causal language modelling, the decoder-only default."""
+  name, family = "clm", families.CAUSAL_LM
+
+  def preprocess(self, dataset, sequence_length, output_features):
+    return clm(dataset, sequence_length, output_features)

@@ -1,0 +1,112 @@
+"""ELECTRA (Clark et al. 2020): replaced-token detection on MLM's examples.
+
+A generator (a fraction of the discriminator's width, same depth, embeddings
+shared) fills the masked positions by sampling; the discriminator tells each
+token original or replaced. The loss is the generator's MLM loss plus a weight
+times the discriminator's; the discriminator is the model that is kept
+(models.Electra; exported as pretrain/hf/electra.py).
+"""
+
+import jax
+import jax.numpy as jnp
+
+from pretrain import config, family as families, models
+from pretrain.errors import UserError
+from pretrain.family import ratio, totals_ratio
+from pretrain.objectives import mlm
+from pretrain.objectives.spec import Setting
+from pretrain.train import losses
+
+
+class ElectraFamily(families.EncoderOnly):
+  """ELECTRA's generator and discriminator (models.Electra) on MLM examples: the generator learns MLM, the
+  discriminator replaced-token detection at every position; the discriminator is the model that is kept."""
+  name, architecture, hf = "ELECTRA", "electra", "electra"
+
+  def check(self, cfg):
+    super().check(cfg)
+    size = cfg.model.electra_generator_size
+    if size > 1:
+      raise UserError(f"model.electra_generator_size={size} makes the generator larger than the discriminator; "
+                      "ELECTRA's generator is a fraction of it (the paper finds 1/4 to 1/2 best): use a value in "
+                      "(0, 1]")
+    heads = models.electra.generator_heads(cfg.model.num_heads, size)
+    if heads % cfg.mesh.tensor:
+      raise UserError(f"the ELECTRA generator's {heads} attention heads (model.electra_generator_size={size} of "
+                      f"{cfg.model.num_heads}) do not split over mesh.tensor={cfg.mesh.tensor}; raise "
+                      "model.electra_generator_size or lower mesh.tensor")
+
+  def build(self, model_cfg, vocabulary_size):
+    return models.Electra(models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size)),
+                          generator_size=model_cfg.electra_generator_size)
+
+  def flops_per_example(self, params, model_cfg, task_lengths):
+    """Every parameter's (the generator's too) and the discriminator's attention, plus what the rule leaves out:
+    the generator's output through the tied embedding matrix and its attention."""
+    length = self.row_lengths(task_lengths)["targets"]
+    vocab, width = params["embed"]["embedding"].shape
+    heads = models.electra.generator_heads(model_cfg.num_heads, model_cfg.electra_generator_size)
+    tied_output = 0 if model_cfg.tie_embeddings else 6 * vocab * width * length
+    return (super().flops_per_example(params, model_cfg, task_lengths) + tied_output
+            + 12 * heads * model_cfg.head_dim * model_cfg.num_layers * length ** 2)
+
+  def forward(self, model, params, batch, dropout_rng=None):
+    """The model's outputs; the generator samples with a key of the step (a fixed one in evaluation)."""
+    sample_rng = None
+    if dropout_rng is not None:
+      sample_rng, dropout_rng = jax.random.split(dropout_rng)
+    return model.apply({"params": params}, batch["encoder_input_tokens"], batch["encoder_target_tokens"],
+                       batch["encoder_loss_weights"], batch["encoder_segment_ids"], batch["encoder_positions"],
+                       sample_rng, **models.mode(dropout_rng))
+
+  def representations(self, model, params, tokens_BL):
+    segments_BL = jnp.ones_like(tokens_BL)
+    positions_BL = jnp.broadcast_to(jnp.arange(tokens_BL.shape[-1]), tokens_BL.shape)
+    return model.apply({"params": params}, tokens_BL, segments_BL, positions_BL, method="discriminate")[1]
+
+  def loss_sums(self, model, params, batch, loss_cfg, rng=None):
+    """The generator's MLM sums plus the discriminator's over every token: ELECTRA's loss, the generator's mean
+    cross-entropy plus loss.electra_discriminator_weight times the discriminator's mean binary cross-entropy
+    (which enters times the masked tokens, the weight)."""
+    out = self.forward(model, params, batch, rng)
+    targets_BL, weights_BL = batch["encoder_target_tokens"], batch["encoder_loss_weights"]
+    sums = losses.loss_sums(out["generator_logits"], targets_BL, weights_BL, loss_cfg.z_loss,
+                            loss_cfg.label_smoothing)
+    tokens_BL = (batch["encoder_segment_ids"] > 0).astype(jnp.float32)
+    replaced_BL = models.electra.replaced(out["corrupted"], targets_BL, weights_BL)
+    logits_BL = out["discriminator_logits"]
+    bce_BL = jnp.logaddexp(0.0, logits_BL) - logits_BL * replaced_BL  # -log sigmoid(+-logit)
+    said_BL = logits_BL > 0
+    count = lambda x_BL: jnp.sum(x_BL * tokens_BL)
+    sums.update(discriminator_loss=count(bce_BL), tokens=jnp.sum(tokens_BL), replaced=count(replaced_BL),
+                said_replaced=count(said_BL), true_replaced=count(said_BL & replaced_BL),
+                discriminator_correct=count(said_BL == replaced_BL))
+    discriminator = loss_cfg.electra_discriminator_weight * ratio(sums["discriminator_loss"], sums["tokens"])
+    sums["loss"] += discriminator * sums["weight"]
+    sums["joint"] = sums["cross_entropy"] + discriminator * sums["weight"]  # what eval/loss reports
+    return sums
+
+  def train_metrics(self, sums):
+    metrics = {"loss": ratio(sums["loss"], sums["weight"]), "z_loss": ratio(sums["z_loss"], sums["weight"])}
+    return {**metrics, **self._metrics(sums, ratio)}
+
+  def eval_metrics(self, totals):
+    return {"loss": totals_ratio(totals["joint"], totals["weight"]), **self._metrics(totals, totals_ratio)}
+
+  @staticmethod
+  def _metrics(sums, ratio) -> dict:
+    return {"generator_loss": ratio(sums["cross_entropy"], sums["weight"]),
+            "generator_accuracy": ratio(sums["correct"], sums["weight"]),
+            "discriminator_loss": ratio(sums["discriminator_loss"], sums["tokens"]),
+            "discriminator_accuracy": ratio(sums["discriminator_correct"], sums["tokens"]),
+            "discriminator_precision": ratio(sums["true_replaced"], sums["said_replaced"]),
+            "discriminator_recall": ratio(sums["true_replaced"], sums["replaced"])}
+
+
+class Electra(mlm.MLM):
+  name, family = "electra", ElectraFamily()
+  settings = {**mlm.SETTINGS,
+              "model.electra_generator_size": Setting(0.25, config.POSITIVE, "the generator's share of the "
+                                                      "discriminator's heads, width and feed-forward width"),
+              "loss.electra_discriminator_weight": Setting(50.0, config.POSITIVE, "the replaced-token detection "
+                                                           "loss's weight (the paper's)")}

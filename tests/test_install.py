@@ -1,0 +1,36 @@
+"""After a `pip install` of the repository (a wheel, not the editable checkout), the console script runs from any
+directory: the default config and the zoo ship inside the package, and --config takes a built-in config's name."""
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO, TINY
+
+
+def test_the_installed_command_runs_outside_the_checkout(tmp_path, cache_dir, vocabulary):
+  del vocabulary  # Built first, so the run finds it cached.
+  site, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+  subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                  f"--target={site}", REPO], check=True, capture_output=True, timeout=300)
+  elsewhere.mkdir()
+  env = {**os.environ, "PYTHONPATH": str(site), "PRETRAIN_CACHE": cache_dir}
+
+  def pretrain(*args):
+    return subprocess.run([str(site / "bin" / "pretrain"), *args], cwd=elsewhere, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+  where = subprocess.run([sys.executable, "-c", "import pretrain.configs as c; print(c.DIRECTORY)"], cwd=elsewhere,
+                         env=env, capture_output=True, text=True, check=True).stdout.strip()
+  assert where == str(site / "pretrain" / "configs"), where  # The installed copy, not the checkout's.
+  trained = pretrain("train", "--workdir=w", "--config.train.steps=3", *TINY)
+  assert trained.returncode == 0, trained.stderr
+  assert (elsewhere / "w" / "checkpoints" / "3").is_dir()
+  zoo = pretrain("estimate-memory", "--config=lm_125m", "--devices=8", "--no_compile")
+  assert zoo.returncode == 0, zoo.stderr
+  assert "decoder-only" in zoo.stdout and "8 x" in zoo.stdout, zoo.stdout
+  gin = pretrain("estimate-memory", "--gin_file=t5_1_1_small", "--devices=8", "--no_compile")
+  assert gin.returncode == 0 and "encoder-decoder" in gin.stdout, gin.stderr
+  typo = pretrain("train", "--workdir=w2", "--config=lm_125", "--config.train.steps=3")
+  assert typo.returncode == 2 and typo.stderr.startswith("error: --config='lm_125' is not a built-in config; did "
+                                                         "you mean 'lm_125m'?"), typo.stderr

@@ -1,0 +1,88 @@
+"""An objective of the user's own, in a module outside the package (the README's example, written to a temporary
+directory), plugs in by name: its setting is a config field, its examples are what it says, and it trains,
+resumes bit-identically, evaluates and inspects as a built-in objective does."""
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+import seqio
+
+from pretrain import objectives
+from pretrain.commands import eval as eval_command, inspect_task
+from pretrain.data import tasks
+from pretrain.errors import UserError
+from tests.conftest import REPO, tiny_config
+
+SHORT = ["--config.data.inputs_length=32", "--config.data.targets_length=32", "--config.train.checkpoint_every=2"]
+
+
+def readme_objective() -> str:
+  """The code block of the README's 'Your own objective'."""
+  with open(os.path.join(REPO, "README.md")) as f:
+    section = f.read().split("## Your own objective", 1)[1]
+  return re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
+
+
+@pytest.fixture
+def reference(tmp_path):
+  (tmp_path / "reverse_span.py").write_text(readme_objective())
+  return f"{tmp_path / 'reverse_span.py'}:ReverseSpan"
+
+
+def test_its_setting_is_a_config_field_and_its_examples_reverse_one_span(reference, corpus_source, vocabulary):
+  cfg = tiny_config(f"--config.data.objective={reference}", "--config.data.reversed_tokens=5", *SHORT)
+  assert cfg.data.reversed_tokens == 5 and objectives.get(reference).name == "reverse_span"
+  with pytest.raises(UserError, match="data.reversed_tokens must be positive, got 0"):
+    tiny_config(f"--config.data.objective={reference}", "--config.data.reversed_tokens=0")
+  name = tasks.register(corpus_source, vocabulary, objectives.make(reference, cfg.data, seed=0))
+  assert name == "corpus_reverse_span"
+  dataset = seqio.get_mixture_or_task(name).get_dataset({"inputs": 32, "targets": 32}, split="validation",
+                                                        shuffle=False, seed=0)
+  for example in list(dataset.as_numpy_iterator())[:20]:
+    inputs, targets = example["inputs"], example["targets"]
+    assert len(inputs) == len(targets) <= 32 and inputs[-1] == targets[-1] == vocabulary.eos_id
+    changed = np.flatnonzero(inputs != targets)
+    if len(changed):  # A span of at most 5 tokens, reversed in place.
+      start, stop = changed[0], changed[-1] + 1
+      assert stop - start <= 5
+      np.testing.assert_array_equal(inputs[start:stop], targets[start:stop][::-1])
+
+
+def _losses(workdir) -> dict[int, float]:
+  with open(workdir / "metrics.jsonl") as f:
+    return {r["step"]: r["train/loss"] for r in map(json.loads, f) if "train/loss" in r}
+
+
+def test_it_trains_resumes_evaluates_and_inspects(reference, tmp_path, run_train, cache_dir, capsys):
+  flags = (f"--config.data.objective={reference}", *SHORT)
+  whole, halves = tmp_path / "whole", tmp_path / "halves"
+  assert (r := run_train(whole, "--config.train.steps=4", *flags)).returncode == 0, r.stderr
+  assert (r := run_train(halves, "--config.train.steps=2", *flags)).returncode == 0, r.stderr
+  assert (r := run_train(halves, "--config.train.steps=4", *flags)).returncode == 0, r.stderr
+  assert "Resuming from the checkpoint at step 2" in r.stdout
+  assert _losses(halves) == _losses(whole) and len(_losses(whole)) == 4
+  saved = json.loads((whole / "config.json").read_text())
+  assert saved["data"]["objective"] == reference and saved["data"]["reversed_tokens"] == 8
+  assert eval_command.evaluate(str(whole), "corpus_reverse_span", "validation", 2)["loss"] > 0
+  inspect_task.main(["--task=corpus_reverse_span", "--num=1", *flags, f"--config.data.cache_dir={cache_dir}"])
+  assert "--- inputs" in capsys.readouterr().out
+  inspect_task.main(["--list", *flags, f"--config.data.cache_dir={cache_dir}"])
+  listed = capsys.readouterr().out
+  assert re.search(r"corpus_reverse_span +encoder-decoder +data.reversed_tokens=8", listed), listed
+
+
+def test_a_broken_objective_is_named(tmp_path):
+  (tmp_path / "broken.py").write_text("from pretrain.objectives import Objective\nclass NoFamily(Objective):\n"
+                                      "  name = 'no_family'\nNOT_A_CLASS = 3\n")
+  for attribute, message in (("NoFamily", "must set `name` and `family`"),
+                             ("NOT_A_CLASS", "has no subclass of pretrain.objectives.Objective named 'NOT_A_CLASS'"),
+                             ("Missing", "named 'Missing'")):
+    with pytest.raises(UserError, match=re.escape(message)):
+      objectives.get(f"{tmp_path / 'broken.py'}:{attribute}")
+  with pytest.raises(UserError, match="the file 'missing/objective.py' does not exist"):
+    objectives.get("missing/objective.py:Objective")
+  with pytest.raises(UserError, match="the module 'no_such_module_here' cannot be imported"):
+    objectives.get("no_such_module_here:Objective")
