@@ -20,7 +20,7 @@ import os
 from pretrain import config as config_lib
 from pretrain.errors import UserError
 from pretrain.family import Family
-from pretrain.objectives import (bart, clm, contrastive, electra, fim, mlm, prefix_lm, sentence_pairs,
+from pretrain.objectives import (bart, clm, contrastive, electra, fim, mass, mlm, prefix_lm, sentence_pairs,
                                  span_corruption, ul2)
 from pretrain.objectives.spec import Objective, Setting
 
@@ -40,6 +40,7 @@ BUILT_IN = {spec.name: spec for spec in (
     sentence_pairs.SOP,
     electra.Electra,
     contrastive.Contrastive,
+    mass.MASS,
 )}
 NAMES = tuple(BUILT_IN)
 # The config fields that name objectives: set first, so that a user's objective brings its settings in time.
