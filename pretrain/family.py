@@ -113,10 +113,10 @@ class Family:
 
   def eval_metrics(self, totals: dict[str, float]) -> dict[str, float]:
     """Validation metrics from the sums over all batches: loss (what is optimised, without z-loss or smoothing),
-    accuracy and, for a token loss, perplexity."""
+    accuracy and, for a token loss, perplexity and bits per byte."""
     loss = totals["cross_entropy"] / max(totals["weight"], 1.0)
     return {"loss": loss, "accuracy": totals["correct"] / max(totals["weight"], 1.0),
-            "perplexity": math.exp(min(loss, 50.0))}
+            "perplexity": math.exp(min(loss, 50.0)), **bits_per_byte(totals)}
 
   def row_lengths(self, task_lengths: dict[str, int]) -> dict[str, int]:
     """Tokens each row puts through the model: {'targets': the row}, or {'inputs', 'targets'} for an encoder and
@@ -313,6 +313,14 @@ class EncoderOnly(Family):
 
   def targets_and_weights(self, batch):
     return batch["encoder_target_tokens"], batch["encoder_loss_weights"]
+
+
+def bits_per_byte(totals: dict[str, float]) -> dict[str, float]:
+  """{'bits_per_byte': the token loss summed in nats / ln 2 / the UTF-8 bytes of the target tokens' text}, where
+  the evaluation counted bytes (totals['bytes'], pretrain.train.steps.make_eval_step); else {}."""
+  if not totals.get("bytes"):
+    return {}
+  return {"bits_per_byte": totals["cross_entropy"] / math.log(2) / totals["bytes"]}
 
 
 def ratio(a, b):

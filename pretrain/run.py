@@ -178,8 +178,13 @@ class Run:
 
   @functools.cached_property
   def eval_step(self):
-    """(params, global batch) -> the family's loss sums (family.eval_metrics)."""
-    return jax.jit(steps.make_eval_step(self.family, self.model, self.cfg.loss),
+    """(params, global batch) -> the family's loss sums (family.eval_metrics); with the run's vocabulary, also the
+    bytes of the targets' text, for bits per byte."""
+    bytes_per_id = None
+    if self.vocabulary is not None:
+      from pretrain.data import vocab  # pylint: disable=g-import-not-at-top  (the data stack)
+      bytes_per_id = vocab.bytes_per_id(self.vocabulary)
+    return jax.jit(steps.make_eval_step(self.family, self.model, self.cfg.loss, bytes_per_id),
                    in_shardings=(self.state_shardings.params, self.batch_sharding))
 
   def batches(self, split: str, task: str = "", objective_=None, **kwargs):

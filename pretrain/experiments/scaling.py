@@ -149,13 +149,14 @@ def fit_notes(fit, results: list[dict]) -> list[str]:
 
 def table(results: list[dict], fit) -> str:
   lines = ["| d_model x layers | heads x head_dim | N (non-embedding) | parameters | val loss (step 0) | fitted | "
-           "residual | tokens/s | wall s |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "residual | val bits/byte | tokens/s | wall s |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
   for r in results:
     fitted = None if isinstance(fit, str) else float(power_law(r["non_embedding_params"], *fit))
     lines.append(f"| {r['size']} | {r['heads']} | {r['non_embedding_params']:,} | {r['params']:,} | {r['loss']:.3f} "
                  f"({r['initial_loss']:.2f}) | " + ("n/a | n/a" if fitted is None else
                                                      f"{fitted:.3f} | {r['loss'] - fitted:+.3f}")
+                 + f" | {r['final_eval'].get('bits_per_byte', float('nan')):.3f}"
                  + f" | {r['tokens_per_second']:,.0f} | {r['wall']:.0f} |")
   return "\n".join(lines)
 

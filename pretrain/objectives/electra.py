@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from pretrain import config, family as families, models
 from pretrain.errors import UserError
-from pretrain.family import ratio, totals_ratio
+from pretrain.family import bits_per_byte, ratio, totals_ratio
 from pretrain.objectives import mlm
 from pretrain.objectives.spec import Setting
 from pretrain.train import losses
@@ -91,7 +91,8 @@ class ElectraFamily(families.EncoderOnly):
     return {**metrics, **self._metrics(sums, ratio)}
 
   def eval_metrics(self, totals):
-    return {"loss": totals_ratio(totals["joint"], totals["weight"]), **self._metrics(totals, totals_ratio)}
+    return {"loss": totals_ratio(totals["joint"], totals["weight"]), **self._metrics(totals, totals_ratio),
+            **bits_per_byte(totals)}  # The generator's MLM
 
   @staticmethod
   def _metrics(sums, ratio) -> dict:

@@ -23,7 +23,7 @@ import numpy as np
 
 from pretrain import family as families, models, tf_loader
 from pretrain.errors import UserError
-from pretrain.family import ratio, totals_ratio
+from pretrain.family import bits_per_byte, ratio, totals_ratio
 from pretrain.objectives import common, mlm
 from pretrain.objectives.spec import Objective
 from pretrain.train import losses
@@ -259,7 +259,8 @@ class SentencePairs(families.EncoderOnly):
                       totals_ratio(totals["pair_loss"], totals["pairs"]))
     return {"loss": mlm_loss + pair, "mlm_loss": mlm_loss,
             "mlm_accuracy": totals_ratio(totals["correct"], totals["weight"]),
-            "pair_loss": pair, "pair_accuracy": totals_ratio(totals["pair_correct"], totals["pairs"])}
+            "pair_loss": pair, "pair_accuracy": totals_ratio(totals["pair_correct"], totals["pairs"]),
+            **bits_per_byte(totals)}  # MLM's
 
 class NSP(Objective):
   """BERT's next-sentence prediction, jointly with MLM."""

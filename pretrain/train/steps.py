@@ -58,8 +58,14 @@ def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: 
   return train_step
 
 
-def make_eval_step(family, model, loss_cfg):
-  """(params, batch) -> the family's loss sums of the batch (family.eval_metrics turns their totals to metrics)."""
+def make_eval_step(family, model, loss_cfg, bytes_per_id=None):
+  """(params, batch) -> the family's loss sums of the batch (family.eval_metrics turns their totals to metrics).
+  With `bytes_per_id` (pretrain.data.vocab.bytes_per_id), also 'bytes': the UTF-8 bytes of the loss-bearing
+  target tokens, for bits per byte."""
   def eval_step(params, batch):
-    return family.loss_sums(model, params, batch, loss_cfg)
+    sums = family.loss_sums(model, params, batch, loss_cfg)
+    if bytes_per_id is not None:
+      targets_BL, weights_BL = family.targets_and_weights(batch)
+      sums["bytes"] = jnp.sum(jnp.asarray(bytes_per_id)[targets_BL] * weights_BL)
+    return sums
   return eval_step
