@@ -4,6 +4,7 @@ both losses fall on a fixed batch, and the discriminator exports."""
 import json
 import os
 
+import flax
 import jax
 import numpy as np
 import pytest
@@ -76,7 +77,7 @@ def test_generator_size_sets_its_width():
   c = tiny_run("--config.data.objective=electra", "--config.model.num_heads=4", "--config.model.num_kv_heads=4",
                "--config.model.electra_generator_size=0.5", vocab_size=VOCAB).model
   g = electra.generator_config(c.config, c.generator_size)
-  assert (g.num_heads, g.d_model, g.mlp_dim, g.num_layers) == (2, 32, 32, c.config.num_layers)
+  assert (g.num_heads, g.d_model, g.mlp_dim, g.num_layers) == (2, 16, 32, c.config.num_layers)  # Half of 32 wide.
 
 
 def test_the_discriminator_exports_and_reads_back(run, tmp_path):
@@ -107,3 +108,15 @@ def test_generator_heads_that_do_not_split_over_the_tensor_axis_are_refused():
   from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
   with pytest.raises(UserError, match="generator's 1 attention heads .* do not split over mesh.tensor=2"):
     tiny_run("--config.data.objective=electra", "--config.mesh.tensor=2", "--config.mesh.data=1")
+
+
+def test_the_generator_has_the_configured_share_of_the_width(capsys):
+  """ELECTRA scales the generator's hidden size: a quarter of a 2-head, 32-wide discriminator is 8 wide (rounding
+  to whole heads would give it one 16-wide head: half the width)."""
+  run = tiny_run("--config.data.objective=electra", "--config.model.electra_generator_size=0.25", vocab_size=VOCAB)
+  assert "ELECTRA generator (model.electra_generator_size=0.25): width 8 of 32, feed-forward 16 of 64, 1 heads of 2" \
+      in capsys.readouterr().out
+  params = flax.linen.meta.unbox(run.abstract_state().params)
+  assert params["generator_in"]["kernel"].shape == (32, 8)
+  assert params["generator"]["layer_0"]["mlp"]["wi_0"]["kernel"].shape == (8, 16)
+  assert params["generator"]["layer_0"]["attention"]["query"].shape == (8, 1, 16)

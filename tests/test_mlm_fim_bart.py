@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from pretrain import configs, family, objectives
 from pretrain.data import tasks, vocab
-from pretrain.objectives import bart, fim, mlm
+from pretrain.objectives import bart, common, fim, mlm
 
 
 def _examples(source, vocabulary, name, lengths, num, split="train", **overrides):
@@ -34,6 +34,18 @@ def test_mlm_proportions(corpus_source, vocabulary):
     assert abs(share - expected) < 4 * np.sqrt(expected * (1 - expected) / n)
   assert (inputs[~selected] == targets[~selected]).all()
   assert (inputs[replaced] >= 3 + len(objectives.pieces())).all()
+
+
+def test_mlm_rows_separate_documents_by_an_eos_that_is_never_masked(corpus_source, vocabulary):
+  """Rows join the documents with EOS between them (RoBERTa's FULL-SENTENCES separator), so that a row that spans
+  two documents says where one ends; the separator is never selected."""
+  examples = _examples(corpus_source, vocabulary, "mlm", {"inputs": 128, "targets": 128, "weights": 128}, 200)
+  targets, inputs, weights = (np.concatenate([ex[k] for ex in examples]) for k in ("targets", "inputs", "weights"))
+  eos = targets == vocabulary.eos_id
+  assert eos.sum() > 50 and not weights[eos].any() and (inputs[eos] == vocabulary.eos_id).all()
+  between = np.split(targets, np.flatnonzero(eos) + 1)[1:-1]  # Each whole document, with its EOS.
+  texts = set(itertools.islice(corpus_source.texts("train"), 2000))
+  assert sum(vocabulary.decode(d[:-1].tolist()) in texts for d in between) >= 0.9 * len(between)
 
 
 def test_fim_rearranges_and_reconstructs(corpus_source, vocabulary):
@@ -64,8 +76,9 @@ def test_fim_rearranges_and_reconstructs(corpus_source, vocabulary):
 
 
 def _noise(tokens, **spec):
-  table = tf.constant([i % 10 == 9 for i in range(200)])  # Ids 9, 19, ... end sentences.
-  out = bart.noise(tf.constant(tokens, tf.int32), tf.constant([1, 2], tf.int64), bart.BartNoise(**spec), table,
+  terminal = np.array([i % 10 == 9 for i in range(200)])  # Ids 9, 19, ... end sentences, whatever follows.
+  ends = common.SentenceEnds(terminal, terminal, np.zeros(200, bool), np.zeros(200, bool))
+  out = bart.noise(tf.constant(tokens, tf.int32), tf.constant([1, 2], tf.int64), bart.BartNoise(**spec), ends,
                    mask_id=5)
   return out.numpy().tolist()
 
@@ -82,6 +95,14 @@ def _is_subsequence(short, long):
 def test_bart_sentence_permutation_keeps_the_tokens():
   out = _noise(TOKENS, **{**OFF, "permute_sentences": True})
   assert sorted(out) == sorted(TOKENS) and out != TOKENS
+
+
+def test_bart_cuts_sentences_where_sentence_pairs_do(corpus_source, vocabulary):
+  ends = common.sentence_ends(vocabulary)
+  for text in itertools.islice(corpus_source.texts("validation"), 40):
+    tokens = np.array(vocabulary.encode(text), np.int32)
+    in_tf = np.flatnonzero(bart.sentence_end_mask(tf.constant(tokens), ends).numpy()) + 1
+    np.testing.assert_array_equal(in_tf, ends.after(tokens))
 
 
 def test_bart_rotation():

@@ -10,7 +10,7 @@ import tensorflow as tf
 from pretrain import objectives
 from pretrain.data import vocab
 from pretrain.errors import UserError
-from pretrain.objectives import mlm, sentence_pairs
+from pretrain.objectives import common, mlm, sentence_pairs
 
 LENGTH = 64
 
@@ -21,11 +21,12 @@ def documents(corpus_source, vocabulary):
 
 
 @pytest.fixture(scope="module")
-def is_terminal(vocabulary):
-  return sentence_pairs.terminal_ids(vocabulary)
+def ends(vocabulary):
+  return common.sentence_ends(vocabulary)
 
 
-def test_terminal_ids(vocabulary, is_terminal):
+def test_terminal_ids(vocabulary, ends):
+  is_terminal = ends.terminal
   assert is_terminal.shape == (vocabulary.vocab_size,) and is_terminal.dtype == bool
   for text in ("It works.", "Really?", "Stop!", 'He said "yes."', "(See the notes.)"):
     ids = vocabulary.encode(text)
@@ -36,12 +37,14 @@ def test_terminal_ids(vocabulary, is_terminal):
   assert not is_terminal[vocabulary.vocab_size - vocabulary.extra_ids:].any()  # Sentinels.
 
 
-def test_labels_are_balanced(documents, is_terminal):
+def test_labels_are_balanced(documents, ends):
+  """Where a chunk holds two sentences or more (the others are negatives by rule)."""
   for kind in sentence_pairs.KINDS:
     labels = []
     for seed in itertools.count():
-      labels += [label for _, _, label in sentence_pairs.build_pairs(documents, kind, LENGTH, is_terminal,
-                                                                     np.random.default_rng(seed))]
+      labels += [pair.label for pair in sentence_pairs.build_pairs(documents, kind, LENGTH, ends,
+                                                                  np.random.default_rng(seed))
+                 if not pair.random_next]
       if len(labels) >= 10_000:
         break
     assert abs(np.mean(labels) - 0.5) < 4 * np.sqrt(0.25 / len(labels)), kind
@@ -68,17 +71,17 @@ def _follows(first: str, second: str, texts: list[str]) -> bool:
   return False
 
 
-def test_pairs_are_built_as_specified(documents, is_terminal):
+def test_pairs_are_built_as_specified(documents, ends):
   texts = [_text(d) for d in documents[:300]]
   for kind in sentence_pairs.KINDS:
-    pairs = sentence_pairs.build_pairs(documents[:300], kind, LENGTH, is_terminal, np.random.default_rng(1))
-    assert len(pairs) > 1000 and {label for _, _, label in pairs} == {0, 1}
-    for a, b, label in pairs:
+    pairs = sentence_pairs.build_pairs(documents[:300], kind, LENGTH, ends, np.random.default_rng(1))
+    assert len(pairs) > 1000 and {pair.label for pair in pairs} == {0, 1}
+    for a, b, label, random_next in pairs:
       assert len(a) >= 1 and len(b) >= 1 and len(a) + len(b) + 2 <= LENGTH
       a, b = _text(a), _text(b)
       if label == 1:
         assert _follows(a, b, texts)
-      elif kind == "sop":
+      elif kind == "sop" and not random_next:
         assert _follows(b, a, texts)
       else:  # NSP negative: A in one document, B in another.
         in_a, in_b = ({i for i, text in enumerate(texts) if segment in text} for segment in (a, b))
@@ -122,11 +125,11 @@ def test_preprocessor(documents, vocabulary, kind):
       np.testing.assert_array_equal(ex[name], other[name])
 
 
-def test_check_documents(documents, vocabulary, is_terminal):
+def test_check_documents(documents, vocabulary, ends):
   single = [np.array(vocabulary.encode(text), np.int32) for text in ("One sentence only.", "No end at all", "")]
   with pytest.raises(UserError, match="data.objective=nsp builds sentence pairs, but none of the first 3 documents"):
-    sentence_pairs.check_documents(single, is_terminal, "nsp")
-  sentence_pairs.check_documents(documents[:200], is_terminal, "sop")
+    sentence_pairs.check_documents(single, ends, "nsp")
+  sentence_pairs.check_documents(documents[:200], ends, "sop")
 
 
 def test_mask_tokens_candidates():
@@ -160,3 +163,36 @@ def test_a_source_of_one_sentence_documents_is_refused(tmp_path, corpus_source, 
                     f"--config.data.cache_dir={cache_dir}")
   with pytest.raises(UserError, match="none of the first 200 documents of the source holds two sentences"):
     run_lib.Run.build_with_data(cfg)
+
+
+def _sentences(vocabulary, ends, text: str) -> list[str]:
+  tokens = np.array(vocabulary.encode(text), np.int32)
+  return [vocabulary.decode(s.tolist()).strip() for s in sentence_pairs.sentences(tokens, ends, len(tokens))]
+
+
+def test_a_sentence_ends_where_a_word_follows(vocabulary, ends):
+  """Not inside an identifier, a number or an abbreviation that punctuation follows; still before a space, a
+  newline, a closing quote, and at the end of the text."""
+  assert len(_sentences(vocabulary, ends, "Wrap it in io.BytesIO(data) first. Then read version 3.11 (e.g., "
+                                          "the docs) again.")) == 2
+  assert _sentences(vocabulary, ends, 'He said "stop." Then he left!\nNew line? Yes.') == [
+      'He said "stop."', "Then he left!", "New line?", "Yes."]
+
+
+def test_a_one_sentence_chunk_is_a_negative_with_b_from_another_document(vocabulary, ends):
+  """BERT (and ALBERT) make A of a chunk of one sentence and draw B from another document: a negative."""
+  encode = lambda text: np.array(vocabulary.encode(text), np.int32)
+  alone = encode("This document holds one sentence and nothing more.")
+  others = [encode(f"Document {i} starts here. It goes on for a while. Then it ends.") for i in range(6)]
+  for kind in sentence_pairs.KINDS:
+    pairs = sentence_pairs.build_pairs([alone, *others], kind, 64, ends, np.random.default_rng(0))
+    [pair] = [p for p in pairs if np.array_equal(p.a, alone)]
+    assert pair.label == 0 and pair.random_next
+    assert any(_text(pair.b) in _text(o) for o in others)
+
+
+def test_short_seq_prob_makes_that_share_of_documents_aim_shorter(documents, ends):
+  length = lambda prob: np.mean([len(p.a) + len(p.b) for p in sentence_pairs.build_pairs(
+      documents[:400], "nsp", 128, ends, np.random.default_rng(0), short_seq_prob=prob)])
+  full, short, some = length(0.0), length(1.0), length(0.1)
+  assert short < 0.75 * full and short < some < full

@@ -30,10 +30,10 @@ def generator_heads(num_heads: int, size: float) -> int:
 
 
 def generator_config(c: DecoderOnlyConfig, size: float) -> DecoderOnlyConfig:
-  """The generator's config: `size` of the discriminator's heads, width and feed-forward width, the same depth
-  and head width."""
+  """The generator's config: `size` of the discriminator's width and feed-forward width, as ELECTRA scales its
+  hidden size, and of its heads (at least one), at the same depth and head width."""
   heads = generator_heads(c.num_heads, size)
-  return dataclasses.replace(c, d_model=heads * c.head_dim, num_heads=heads, num_kv_heads=heads,
+  return dataclasses.replace(c, d_model=max(1, round(c.d_model * size)), num_heads=heads, num_kv_heads=heads,
                              mlp_dim=max(1, round(c.mlp_dim * size)))
 
 

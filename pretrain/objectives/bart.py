@@ -9,8 +9,6 @@ replaced by one [MASK], a zero-length span inserting one).
 
 import dataclasses
 
-import numpy as np
-
 from pretrain import config, family as families, tf_loader
 from pretrain.errors import UserError
 from pretrain.objectives import common
@@ -20,7 +18,6 @@ from pretrain.objectives.spec import Objective, Setting
 tf = tf_loader.Lazy("tensorflow")
 vocab = tf_loader.Lazy("pretrain.data.vocab")
 
-SENTENCE_ENDS = (".", "!", "?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,9 +35,20 @@ class BartNoise:
         raise UserError(f"bart {name} must be in [0, 1), got {getattr(self, name)}")
 
 
-def permute_sentences(tokens, is_end_table, seed):
-  """Shuffles the sentences (runs of tokens closed by a sentence-end piece)."""
-  is_end = tf.gather(is_end_table, tokens)
+def sentence_end_mask(tokens, ends: common.SentenceEnds):
+  """Whether a sentence ends after each position: common.SentenceEnds.after, in TensorFlow."""
+  terminal, spaced, starts_word, closer = (tf.constant(table) for table in ends)
+  # Each position's last piece that is not a closing quote or bracket: its own, or the punctuation they close.
+  words = tf.logical_not(tf.gather(closer, tokens))
+  word_index = tf.cumsum(tf.cast(words, tf.int32)) - 1  # -1: closers that lead the segment
+  word_tokens = tf.concat([[0], tf.boolean_mask(tokens, words)], 0)
+  closed = tf.gather(terminal, tf.gather(word_tokens, word_index + 1)) & (word_index >= 0)
+  return closed & (tf.concat([tf.gather(starts_word, tokens[1:]), [True]], 0) | tf.gather(spaced, tokens))
+
+
+def permute_sentences(tokens, ends: common.SentenceEnds, seed):
+  """Shuffles the sentences (runs of tokens closed as common.SentenceEnds.after says)."""
+  is_end = sentence_end_mask(tokens, ends)
   sentence = tf.cumsum(tf.cast(is_end, tf.int32), exclusive=True)
   count = sentence[-1] + 1
   sentences = tf.RaggedTensor.from_value_rowids(tokens, sentence, nrows=count)
@@ -85,10 +93,10 @@ def infill(tokens, seed, rate: float, lam: float, mask_id: int):
   return tf.where(is_marker, mask_id, tf.gather(tf.concat([tokens, [0]], 0), tf.minimum(start, n)))
 
 
-def noise(tokens, seed, spec: BartNoise, is_end_table, mask_id: int):
+def noise(tokens, seed, spec: BartNoise, ends: common.SentenceEnds, mask_id: int):
   seeds = tf.random.experimental.stateless_split(seed, 5)
   if spec.permute_sentences:
-    tokens = permute_sentences(tokens, is_end_table, seeds[0])
+    tokens = permute_sentences(tokens, ends, seeds[0])
   if spec.rotate:
     tokens = rotate(tokens, seeds[1])
   if spec.mask_rate:
@@ -98,12 +106,6 @@ def noise(tokens, seed, spec: BartNoise, is_end_table, mask_id: int):
   if spec.infilling_rate:
     tokens = infill(tokens, seeds[4], spec.infilling_rate, spec.poisson_lambda, mask_id)
   return tokens
-
-
-def sentence_end_table(vocabulary):
-  pieces = [vocabulary.tokenizer.id_to_piece(i) for i in range(vocabulary.tokenizer.vocab_size())]
-  table = np.array([p.endswith(SENTENCE_ENDS) for p in pieces] + [False] * vocabulary.extra_ids)
-  return tf.constant(table)
 
 
 def segment_length(sequence_length) -> int:
@@ -119,13 +121,13 @@ def bart(dataset, sequence_length, output_features, *, spec: BartNoise, seed: in
   spec.check()
   vocabulary = output_features["targets"].vocabulary
   mask_id = vocab.single_piece_id(vocabulary, MASK_TOKEN)
-  table = sentence_end_table(vocabulary)
+  ends = common.sentence_ends(vocabulary)
   length = segment_length(sequence_length)
   eos = vocabulary.eos_id
 
   def make(example):
     original = example["targets"]
-    noised = noise(original, common.example_seed(original, seed), spec, table, mask_id)
+    noised = noise(original, common.example_seed(original, seed), spec, ends, mask_id)
     # Zero-length infilling spans add tokens; in the rare segment where they outnumber the
     # tokens removed, the noised copy is cut (the original targets are kept whole).
     return {"inputs": tf.concat([noised[:length], [eos]], 0), "targets": tf.concat([original, [eos]], 0)}

@@ -1,11 +1,17 @@
-"""Pieces shared by the objectives: per-example seeds, concatenation, splitting."""
+"""Pieces shared by the objectives: per-example seeds, concatenation, splitting, sentence ends."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
 
 from pretrain import tf_loader
 
 tf = tf_loader.Lazy("tensorflow")
 vocab = tf_loader.Lazy("pretrain.data.vocab")
+
+SENTENCE_ENDS = (".", "!", "?")
 
 
 def example_seed(tokens: tf.Tensor, seed: int, salt: int = 0) -> tf.Tensor:
@@ -56,3 +62,44 @@ def finish(dataset: tf.data.Dataset, vocabulary, mode_token: str | None, decoder
   mode_id = vocab.single_piece_id(vocabulary, mode_token) if mode_token else None
   return dataset.map(lambda ex: finish_example(ex, mode_id, vocabulary.eos_id, decoder),
                      num_parallel_calls=tf.data.AUTOTUNE)
+
+
+# After a sentence's punctuation, inside its piece or as pieces of their own: '."', '.)' and '.\n' end sentences too.
+_CLOSERS = "\"')]}\u201d\u2019\u00bb"
+
+
+class SentenceEnds(NamedTuple):
+  """Per id of a vocabulary: whether its piece ends in . ! or ? (closing quotes and brackets after it aside),
+  whether whitespace follows that punctuation within the piece, whether the piece starts with whitespace, and
+  whether it is closing quotes and brackets only. Byte pieces count as their character (a rare '?' is the byte
+  <0x3F>); sentinels and special pieces end nothing."""
+  terminal: np.ndarray
+  spaced: np.ndarray
+  starts_word: np.ndarray
+  closer: np.ndarray
+
+  def after(self, tokens: np.ndarray) -> np.ndarray:
+    """The positions after which a sentence ends: after a terminal piece, and the closing pieces right after it,
+    where whitespace follows (within the piece, at the start of the next, or the end of the text): 'io.BytesIO',
+    '3.11' and '(e.g.,' end no sentence, '"Stop." Then' does."""
+    closer = self.closer[tokens]
+    last_word = np.maximum.accumulate(np.where(closer, -1, np.arange(len(tokens))))  # -1: closers lead the text
+    terminal = (last_word >= 0) & self.terminal[tokens[np.maximum(last_word, 0)]]
+    followed = np.append(self.starts_word[tokens[1:]], True) | self.spaced[tokens]
+    return np.flatnonzero(terminal & followed) + 1
+
+
+def sentence_ends(vocabulary) -> SentenceEnds:
+  tokenizer = vocabulary.tokenizer
+  tables = SentenceEnds(*(np.zeros(vocabulary.vocab_size, bool) for _ in range(4)))
+  for i in range(min(tokenizer.get_piece_size(), vocabulary.vocab_size)):
+    if tokenizer.is_control(i) or tokenizer.is_unknown(i):
+      continue
+    text = chr(int(tokenizer.id_to_piece(i)[3:-1], 16)) if tokenizer.is_byte(i) else tokenizer.id_to_piece(i)
+    text = text.replace("\u2581", " ")
+    stripped = text.rstrip(_CLOSERS + " \n\t")
+    tables.terminal[i] = stripped.endswith(SENTENCE_ENDS)
+    tables.spaced[i] = any(c.isspace() for c in text[len(stripped):])
+    tables.starts_word[i] = text[:1].isspace()
+    tables.closer[i] = bool(text) and not text.strip(_CLOSERS)
+  return tables

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from pretrain import config, family as families, models
+from pretrain.console import log
 from pretrain.errors import UserError
 from pretrain.family import bits_per_byte, ratio, totals_ratio
 from pretrain.objectives import mlm
@@ -37,8 +38,14 @@ class ElectraFamily(families.EncoderOnly):
                       "model.electra_generator_size or lower mesh.tensor")
 
   def build(self, model_cfg, vocabulary_size):
-    return models.Electra(models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size)),
-                          generator_size=model_cfg.electra_generator_size)
+    """The generator and discriminator; says what size of generator model.electra_generator_size gave."""
+    discriminator = models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size))
+    size = model_cfg.electra_generator_size
+    g = models.electra.generator_config(discriminator, size)
+    log(f"ELECTRA generator (model.electra_generator_size={size:g}): width {g.d_model} of {discriminator.d_model}, "
+        f"feed-forward {g.mlp_dim} of {discriminator.mlp_dim}, {g.num_heads} heads of {discriminator.num_heads} "
+        f"({g.head_dim} wide), {discriminator.num_layers} layers")
+    return models.Electra(discriminator, generator_size=size)
 
   def flops_per_example(self, params, model_cfg, task_lengths):
     """Every parameter's (the generator's too) and the discriminator's attention, plus what the rule leaves out:

@@ -1,6 +1,6 @@
 """BERT's masked language modelling.
 
-Of each segment's tokens, round(length * rate) are selected at random; of
+Of each row's tokens (the EOS between documents aside), round(count * rate) are selected at random; of
 those 80% become [MASK], 10% a random regular token and 10% stay as they are.
 `weights` marks the selected positions: the loss is computed there only.
 """
@@ -52,13 +52,18 @@ def mask_tokens(tokens, seed, *, rate: float, mask_id: int, random_ids: tuple[in
 
 
 def mlm(dataset, sequence_length, output_features, *, seed: int, rate: float = 0.15):
-  """seqio preprocessor: documents of 'targets' tokens -> masked segments of the inputs length."""
+  """seqio preprocessor: documents of 'targets' tokens -> masked segments of the inputs length.
+
+  Documents are joined into one stream with EOS after each, as RoBERTa's FULL-SENTENCES rows join them with a
+  separator, and cut into rows of the full length (no shorter rows: BERT's short_seq_prob belongs to its sentence
+  pairs, pretrain/objectives/sentence_pairs.py). The separators are never masked."""
   vocabulary = output_features["targets"].vocabulary
-  mask_id = vocab.single_piece_id(vocabulary, MASK_TOKEN)
+  mask_id, eos = vocab.single_piece_id(vocabulary, MASK_TOKEN), vocabulary.eos_id
   random_ids = (first_regular_id(vocabulary), vocabulary.vocab_size - vocabulary.extra_ids)
+  dataset = dataset.map(lambda ex: {"targets": tf.concat([ex["targets"], [eos]], 0)})
   dataset = common.split_to_length(common.concatenate(dataset), sequence_length["inputs"])
   return dataset.map(lambda ex: mask_tokens(ex["targets"], common.example_seed(ex["targets"], seed), rate=rate,
-                                            mask_id=mask_id, random_ids=random_ids),
+                                            mask_id=mask_id, random_ids=random_ids, candidates=ex["targets"] != eos),
                      num_parallel_calls=tf.data.AUTOTUNE)
 
 

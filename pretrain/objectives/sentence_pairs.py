@@ -3,38 +3,39 @@
 continues the first.
 
 Sentences end after a token whose piece ends in '.', '!' or '?' (closing quotes
-and brackets after it aside). As BERT's create_pretraining_data, simplified:
-each document's consecutive sentences are gathered into chunks of about the
-example's length; a chunk of two sentences or more is split at a random
-sentence boundary into A and B. Half the pairs are positives (label 1: B follows
-A in the document); the other half are negatives (label 0): for NSP, B is
-replaced by consecutive sentences from a random place in another document of
-the group; for SOP, A and B swap places. The longer segment is then cut at its
-end until the pair fits. The example is `A EOS B EOS`, MLM-masked except at the
-two separators.
+and brackets after it aside) where whitespace or the end of the text follows
+(common.SentenceEnds: 'io.BytesIO' and '(e.g.' end none). As BERT's
+create_pretraining_data: each document's consecutive sentences are gathered
+into chunks of about the example's length (10% of documents, short_seq_prob,
+aim shorter); a chunk of two sentences or more is split at a random sentence
+boundary into A and B. Half the pairs are positives (label 1: B follows A in
+the document); the other half are negatives (label 0): for NSP, B is replaced
+by consecutive sentences from a random place in another document of the group;
+for SOP, A and B swap places. A chunk of one sentence is a negative with B
+from another document, for both. The longer segment is then cut at its end
+until the pair fits. The example is `A EOS B EOS`, MLM-masked except at the
+two separators. The model is the encoder with a pair head (SentencePairs).
 """
 
 import hashlib
 import itertools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pretrain import family as families, models, tf_loader
+from pretrain import config, family as families, models, tf_loader
 from pretrain.errors import UserError
 from pretrain.family import bits_per_byte, ratio, totals_ratio
 from pretrain.objectives import common, mlm
-from pretrain.objectives.spec import Objective
+from pretrain.objectives.spec import Objective, Setting
 from pretrain.train import losses
 
 tf = tf_loader.Lazy("tensorflow")
 vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 KINDS = ("nsp", "sop")
-SENTENCE_ENDS = (".", "!", "?")
-# Stripped from a piece's end before looking for a sentence end: '."', '.)' and '.\n' end sentences too.
-_CLOSING = "\"')]}\u201d\u2019\u00bb \n\t\u2581"
 
 
 def _check_kind(kind: str) -> None:
@@ -42,24 +43,11 @@ def _check_kind(kind: str) -> None:
     raise UserError(f"sentence pairs are built for data.objective nsp or sop, got {kind!r}; use one of those")
 
 
-def terminal_ids(vocabulary) -> np.ndarray:
-  """Per id, whether its piece ends a sentence. Byte pieces count as their character (the vocabulary spells a
-  rare '?' as the byte <0x3F>); sentinels never end one."""
-  tokenizer = vocabulary.tokenizer
-  table = np.zeros(vocabulary.vocab_size, bool)
-  for i in range(min(tokenizer.get_piece_size(), vocabulary.vocab_size)):
-    piece = tokenizer.id_to_piece(i)
-    if tokenizer.is_byte(i):
-      piece = chr(int(piece[3:-1], 16))
-    table[i] = piece.rstrip(_CLOSING).endswith(SENTENCE_ENDS)
-  return table
-
-
-def sentences(tokens: np.ndarray, is_terminal, max_tokens: int) -> list[np.ndarray]:
+def sentences(tokens: np.ndarray, ends: common.SentenceEnds, max_tokens: int) -> list[np.ndarray]:
   """The consecutive sentences of `tokens`, a longer one than `max_tokens` cut into pieces of at most that many."""
-  ends = np.flatnonzero(is_terminal[tokens]) + 1
+  cuts = ends.after(tokens)
   result = []
-  for sentence in np.split(tokens, ends[ends < len(tokens)]):
+  for sentence in np.split(tokens, cuts[cuts < len(tokens)]):
     result.extend(sentence[i:i + max_tokens] for i in range(0, len(sentence), max_tokens))
   return result
 
@@ -76,7 +64,7 @@ def _truncate(a: np.ndarray, b: np.ndarray, budget: int) -> tuple[np.ndarray, np
 
 
 def _span(document_sentences: list[np.ndarray], tokens: int) -> np.ndarray:
-  """The first sentences, as many as reach `tokens` tokens (or all)."""
+  """The first sentences, as many as reach `tokens` tokens (or all; at least one)."""
   taken, size = [], 0
   for sentence in document_sentences:
     taken.append(sentence)
@@ -86,50 +74,74 @@ def _span(document_sentences: list[np.ndarray], tokens: int) -> np.ndarray:
   return np.concatenate(taken)
 
 
-def build_pairs(documents: list[np.ndarray], kind: str, length: int, is_terminal,
-                rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray, int]]:
-  """(A, B, label) pairs from tokenized documents, len(A) + len(B) + 2 <= `length` (room for two separators).
+class Pair(NamedTuple):
+  a: np.ndarray
+  b: np.ndarray
+  label: int          # 1: B continues A in its document
+  random_next: bool   # A's chunk held one sentence, so B came from another document (BERT's rule)
 
-  Label 1: B continues A in its document. A chunk of one sentence left at a document's end is dropped, as BERT
-  drops it, and a document of one sentence gives no pair (its sentences may still be NSP negatives). With a single
-  document (no other one holding a sentence), NSP has nowhere to draw a negative from: its pairs stay positive.
+
+def build_pairs(documents: list[np.ndarray], kind: str, length: int, ends: common.SentenceEnds,
+                rng: np.random.Generator, short_seq_prob: float = 0.0) -> list[Pair]:
+  """Pairs from tokenized documents, len(A) + len(B) + 2 <= `length` (room for two separators), as BERT's and
+  ALBERT's create_instances_from_document.
+
+  Each document aims at the whole budget, or with probability `short_seq_prob` at a uniform length in [2, budget]
+  (so that short inputs are not out of distribution later). Its consecutive sentences gather into a chunk until
+  they reach that length or the document ends. A chunk of two sentences or more splits at a uniform sentence
+  boundary into A and B; in half the pairs B is replaced by sentences from a random place in another document
+  (NSP) or A and B swap places (SOP), label 0. A chunk of one sentence (a document of one sentence, a document's
+  last sentence left alone, a sentence as long as the budget) is A entire, B from another document, label 0, for
+  both kinds, as BERT and ALBERT do. With no other document holding a sentence there is nothing to draw B from:
+  NSP's pairs then stay positive and a one-sentence chunk gives none.
   """
   _check_kind(kind)
   budget = length - 2
-  split = [sentences(d, is_terminal, budget // 2) for d in documents]
+  split = [sentences(d, ends, budget // 2) for d in documents]
   with_sentences = [j for j, document in enumerate(split) if document]
+
+  def elsewhere(position: int, tokens: int) -> np.ndarray:
+    """Sentences from a random place of a random other document, as many as reach `tokens`."""
+    k = rng.integers(len(with_sentences) - 1)
+    other = split[with_sentences[k + (k >= position)]]
+    return _span(other[rng.integers(len(other)):], tokens)
+
   pairs = []
   for position, index in enumerate(with_sentences):
     document = split[index]
+    target = int(rng.integers(2, budget + 1)) if rng.random() < short_seq_prob else budget
     chunk, size = [], 0
     for i, sentence in enumerate(document):
       chunk.append(sentence)
       size += len(sentence)
-      if size < budget and i < len(document) - 1:
+      if size < target and i < len(document) - 1:
         continue
       if len(chunk) >= 2:
         a_end = rng.integers(1, len(chunk))
-        a, b, label = np.concatenate(chunk[:a_end]), np.concatenate(chunk[a_end:]), 1
+        pair = Pair(np.concatenate(chunk[:a_end]), np.concatenate(chunk[a_end:]), 1, False)
         if rng.random() < 0.5:
           if kind == "sop":
-            a, b, label = b, a, 0
-          elif len(with_sentences) > 1:  # NSP: B from another document.
-            k = rng.integers(len(with_sentences) - 1)
-            other = split[with_sentences[k + (k >= position)]]
-            b, label = _span(other[rng.integers(len(other)):], budget - len(a)), 0
-        pairs.append((*_truncate(a, b, budget), label))
+            pair = Pair(pair.b, pair.a, 0, False)
+          elif len(with_sentences) > 1:
+            pair = Pair(pair.a, elsewhere(position, target - len(pair.a)), 0, False)
+      elif len(with_sentences) > 1:
+        pair = Pair(chunk[0], elsewhere(position, target - len(chunk[0])), 0, True)
+      else:
+        pair = None
+      if pair is not None:
+        pairs.append(Pair(*_truncate(pair.a, pair.b, budget), pair.label, pair.random_next))
       chunk, size = [], 0
   return pairs
 
 
-def _group_pairs(group: np.ndarray, seed: int, kind: str, length: int, is_terminal):
+def _group_pairs(group: np.ndarray, seed: int, kind: str, length: int, ends: common.SentenceEnds,
+                 short_seq_prob: float):
   """build_pairs of a padded batch of documents as flat arrays for tf.numpy_function: A's tokens and lengths,
   B's tokens and lengths, the labels. The draws depend on the seed and the documents only."""
   group = group.astype(np.int32)
   digest = hashlib.sha256(np.int64(seed).tobytes() + np.array(group.shape, np.int64).tobytes() + group.tobytes())
   rng = np.random.default_rng(int.from_bytes(digest.digest()[:16], "little"))
-  pairs = build_pairs([row[row != 0] for row in group], kind, length, is_terminal, rng)
-  a, b, labels = zip(*pairs) if pairs else ((), (), ())
+  pairs = build_pairs([row[row != 0] for row in group], kind, length, ends, rng, short_seq_prob)
 
   def flat(segments):
     return np.concatenate([np.zeros([0], np.int32), *segments]).astype(np.int32)
@@ -137,7 +149,8 @@ def _group_pairs(group: np.ndarray, seed: int, kind: str, length: int, is_termin
   def lengths(segments):
     return np.array([len(s) for s in segments], np.int64)
 
-  return flat(a), lengths(a), flat(b), lengths(b), np.array(labels, np.int32)
+  a, b = [p.a for p in pairs], [p.b for p in pairs]
+  return flat(a), lengths(a), flat(b), lengths(b), np.array([p.label for p in pairs], np.int32)
 
 
 def check_length(length: int) -> int:
@@ -147,19 +160,20 @@ def check_length(length: int) -> int:
   return length
 
 
-def sentence_pairs(dataset, sequence_length, output_features, *, seed: int, kind: str, rate: float = 0.15):
+def sentence_pairs(dataset, sequence_length, output_features, *, seed: int, kind: str, rate: float = 0.15,
+                   short_seq_prob: float = 0.0):
   """seqio preprocessor: documents of 'targets' tokens -> {'inputs', 'targets', 'weights', 'pair_label'}, pairs
   of segments of at most the inputs length drawn within groups of 128 documents."""
   _check_kind(kind)
   vocabulary = output_features["targets"].vocabulary
   length = check_length(sequence_length["inputs"])
-  is_terminal = terminal_ids(vocabulary)
+  ends = common.sentence_ends(vocabulary)
   mask_id = vocab.single_piece_id(vocabulary, mlm.MASK_TOKEN)
   random_ids = (mlm.first_regular_id(vocabulary), vocabulary.vocab_size - vocabulary.extra_ids)
   eos = vocabulary.eos_id
 
   def to_pairs(group):
-    out = tf.numpy_function(lambda g: _group_pairs(g, seed, kind, length, is_terminal), [group["targets"]],
+    out = tf.numpy_function(lambda g: _group_pairs(g, seed, kind, length, ends, short_seq_prob), [group["targets"]],
                             [tf.int32, tf.int64, tf.int32, tf.int64, tf.int32], stateful=False)
     for tensor in out:
       tensor.set_shape([None])
@@ -185,10 +199,10 @@ def sentence_pairs(dataset, sequence_length, output_features, *, seed: int, kind
   return dataset.map(make, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def check_documents(token_documents, is_terminal, kind: str) -> None:
-  """Raises a UserError when no document holds two sentences: such a source gives no pair at all."""
+def check_documents(token_documents, ends: common.SentenceEnds, kind: str) -> None:
+  """Raises a UserError when no document holds two sentences: such a source gives no positive pair at all."""
   token_documents = list(token_documents)
-  if not any(len(sentences(np.asarray(d), is_terminal, max(len(d), 1))) >= 2 for d in token_documents):
+  if not any(len(sentences(np.asarray(d), ends, max(len(d), 1))) >= 2 for d in token_documents):
     raise UserError(f"data.objective={kind} builds sentence pairs, but none of the first {len(token_documents)} "
                     "documents of the source holds two sentences (ending in . ! or ?); use a source of "
                     "multi-sentence documents, or data.objective=mlm")
@@ -197,7 +211,7 @@ def check_documents(token_documents, is_terminal, kind: str) -> None:
 def check_source(source, vocabulary, kind: str, documents: int = 200) -> None:
   """check_documents on the first `documents` training documents of a source (pretrain.data.sources.Source)."""
   texts = itertools.islice(source.texts("train"), documents)
-  check_documents([np.asarray(vocabulary.encode(t), np.int32) for t in texts], terminal_ids(vocabulary), kind)
+  check_documents([np.asarray(vocabulary.encode(t), np.int32) for t in texts], common.sentence_ends(vocabulary), kind)
 
 
 class SentencePairs(families.EncoderOnly):
@@ -264,7 +278,10 @@ class SentencePairs(families.EncoderOnly):
 
 class NSP(Objective):
   """BERT's next-sentence prediction, jointly with MLM."""
-  name, family, pieces, settings = "nsp", SentencePairs("encoder-only NSP"), (mlm.MASK_TOKEN,), mlm.SETTINGS
+  name, family, pieces = "nsp", SentencePairs("encoder-only NSP"), (mlm.MASK_TOKEN,)
+  settings = {**mlm.SETTINGS, "data.short_seq_prob": Setting(0.1, config.FRACTION, "share of documents whose pairs "
+                                                                                 "aim at a uniform shorter length "
+                                                                                 "(BERT's short_seq_prob)")}
 
   @classmethod
   def check(cls, cfg):
@@ -272,7 +289,7 @@ class NSP(Objective):
 
   def preprocess(self, dataset, sequence_length, output_features):
     return sentence_pairs(dataset, sequence_length, output_features, seed=self.seed, kind=self.name,
-                          rate=self.data.mlm_rate)
+                          rate=self.data.mlm_rate, short_seq_prob=self.data.short_seq_prob)
 
   def check_source(self, source, vocabulary):
     check_source(source, vocabulary, self.name)
