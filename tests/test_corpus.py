@@ -8,27 +8,32 @@ from pretrain.data import corpus
 
 
 def test_split_is_deterministic_disjoint_and_complete(corpus_source):
-  train = list(corpus_source.texts("train"))
-  validation = list(corpus_source.texts("validation"))
-  assert len(validation) > 50 and len(train) > 20 * len(validation)
-  assert not set(train) & set(validation)
-  assert sorted(train + validation) == sorted(corpus.documents())
-  assert all(corpus.is_validation(t) for t in validation)
-  assert not any(corpus.is_validation(t) for t in train)
+  texts = {split: list(corpus_source.texts(split)) for split in corpus.SPLITS}
+  assert len(texts["validation"]) > 50 and len(texts["train"]) > 10 * len(texts["validation"])
+  assert 2 * len(texts["validation"]) < len(texts["downstream"]) < 4 * len(texts["validation"])  # 15% and 5%
+  assert sorted(sum(texts.values(), [])) == sorted(corpus.documents())
+  for split, documents in texts.items():
+    assert all(corpus.split_of(t) == split for t in documents)
 
 
 def test_no_empty_or_short_documents(corpus_source):
-  for split in ("train", "validation"):
+  for split in corpus.SPLITS:
     for text in corpus_source.texts(split):
       assert text == text.strip() and len(text) >= corpus.MIN_DOC_CHARS
+
+
+def test_documents_know_their_package():
+  labelled = dict(corpus.labelled())
+  assert labelled[next(t for t in labelled if t.startswith("JSON (JavaScript Object Notation)"))] == "json"
+  assert {"email", "asyncio", "xml", "pydoc"} <= set(labelled.values())
+  assert list(labelled) == list(corpus.documents())
 
 
 def test_prepared_once_and_reused(cache_dir, corpus_source):
   del corpus_source  # Prepared it.
   builder = tfds.builder("pretrain_corpus", data_dir=f"{cache_dir}/tfds")
   assert builder.is_prepared()
-  assert builder.info.splits["train"].num_examples + builder.info.splits["validation"].num_examples == len(
-      corpus.documents())
+  assert sum(builder.info.splits[split].num_examples for split in corpus.SPLITS) == len(corpus.documents())
 
 
 def test_processes_that_start_together_prepare_it_once(tmp_path):

@@ -63,24 +63,29 @@ def _table_rows(path: str) -> list[str]:
     return [line for line in f if line.startswith("| ") and not line.startswith("| ---")][1:]
 
 
-def test_compare_objectives_writes_curves_and_table(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
+def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
   del vocabulary  # Built first, so the runs reuse it.
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   out = str(tmp_path / "docs" / "objectives")
   compare_objectives.main(["--objectives=clm,span_corruption", "--d_model=32", "--num_layers=1", "--head_dim=16",
-                           f"--out={out}", f"--out_dir={tmp_path / 'runs'}", "--probe_documents=100", *TINY])
+                           f"--out={out}", f"--out_dir={tmp_path / 'runs'}", "--probe_documents=100", "--seeds=0,1",
+                           "--probe_seeds=2", "--finetune_seeds=1", "--finetune_steps=2", *TINY])
   assert os.path.getsize(out + ".png") > 0
   rows = _table_rows(out + ".md")
-  assert [row.split("|")[1].strip() for row in rows] == ["clm", "span_corruption"]
-  assert all(re.search(r"\| 0\.\d{3} \(0\.\d{3}\) \|", row) for row in rows)  # The probe, trained and initial.
-  assert all(re.search(r"\| accuracy 0\.\d{3} \|", row) for row in rows)  # The family's other metrics.
+  pretraining, downstream = rows[:2], rows[3:]
+  assert [row.split("|")[1].strip() for row in pretraining + downstream] == ["clm", "span_corruption"] * 2
+  figure = r"\d\.\d{3} \+- \d\.\d{3}"  # A mean and its interval over the seeds.
+  assert all(re.search(rf"\| {figure} \(\d\.\d\d\) \| {figure} \|", row) for row in pretraining)  # Loss, bits/byte.
+  assert all(re.search(r"\| accuracy 0\.\d{3} \|", row) for row in pretraining)  # The family's other metrics.
   assert "4 x 64 = 256" in rows[0] and "4 x (51 + 13) = 256" in rows[1]
+  assert all(len(re.findall(figure, row)) == 6 for row in downstream)  # Three measures, trained and initial.
   text = " ".join(open(out + ".md").read().split())  # Prose is wrapped.
   assert "python tools/compare_objectives.py --objectives=clm,span_corruption" in text
   assert "losses of different objectives are not comparable" in text
+  assert "**same-document probe**: above their random init beyond the noise:" in text
   printed = capsys.readouterr().out
-  assert re.search(r"\[1/2\] clm .* val loss \d", printed) and re.search(r"\[2/2\] span_corruption", printed)
-  assert os.path.exists(tmp_path / "runs" / "clm" / "train.log")
+  assert re.search(r"\[1/2\] clm +seed 1 .* val loss \d", printed) and re.search(r"\[2/2\] span_corruption", printed)
+  assert os.path.exists(tmp_path / "runs" / "clm" / "seed1" / "train.log")
 
 
 def test_scaling_writes_plot_and_table(tmp_path, cache_dir, vocabulary, monkeypatch):

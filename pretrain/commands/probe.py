@@ -1,17 +1,24 @@
-"""Measures how useful a run's representations are downstream: a linear probe on frozen features that tells
-whether two passages come from the same document (pretrain/train/probe.py).
+"""Measures how useful a run's representations are downstream, beside the same model at its initial parameters
+(the baseline that pre-training must beat), each as a mean with its 95% interval over seeds
+(pretrain/downstream/).
 
-  pretrain probe --workdir=runs/quickstart [--split=train] [--documents=2000] [--seed=0] [--random_init]
+  pretrain probe --workdir=runs/quickstart [--task=same_document] [--seeds=5] [--split=downstream]
+  pretrain probe --workdir=runs/quickstart --task=packages [--finetune] [--seeds=3]
 
-Passages come from the run's training split by default: the bundled corpus
-holds about 110 validation documents, too few for a stable figure (the test
-accuracy moves by +-5 points between seeds there, against under 1 point on
-the 1,700 usable training documents). The probe's own train and test pairs
-come from different documents either way; --split=validation reads documents
-the model never trained on. Prints the test accuracy (chance 0.5) and writes
-it with the train accuracy, the chosen L2 weight and the counts to
-WORKDIR/eval/probe-stepN.json. --random_init probes the same architecture at
-its initial parameters instead: the baseline that pre-training should beat.
+same_document: a linear classifier on frozen features tells whether two
+passages come from the same document (chance 0.5), fitted and tested on
+documents the model never trained on: the bundled corpus's downstream split
+(15% of its documents, held out of pre-training), else the validation split;
+a seed chooses which documents fit the probe and which pairs.
+
+packages: which standard-library package a docstring comes from (24 ways),
+a labelled task that no objective trains on; train on the corpus's train
+documents, choose on its validation documents, test on its downstream
+documents. A linear probe of the frozen features (it draws nothing: one
+value), and with --finetune the whole model and a linear head fine-tuned for
+a fixed budget (a seed draws the head and the order).
+
+Writes both rows, every value, to WORKDIR/eval/probe-TASK-stepN.json.
 """
 
 import json
@@ -26,26 +33,41 @@ from pretrain.errors import UserError, exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain probe") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, help="a run of pretrain train")
-  parser.add_argument("--split", default="train", choices=("train", "validation"), help="whose documents")
-  parser.add_argument("--documents", type=int, default=2000, help="at most this many documents")
-  parser.add_argument("--seed", type=int, default=0, help="which pairs, and which documents test the probe")
-  parser.add_argument("--random_init", action="store_true", help="probe the initial parameters (the baseline)")
+  parser.add_argument("--task", default="same_document", choices=("same_document", "packages"))
+  parser.add_argument("--seeds", type=int, default=5, help="probe seeds (same_document) or fine-tuning seeds")
+  parser.add_argument("--finetune", action="store_true", help="packages: also fine-tune the whole model")
+  parser.add_argument("--finetune_steps", type=int, default=300, help="packages: fine-tuning steps of 32 passages")
+  parser.add_argument("--split", default=None, help="same_document: whose documents (default: held out)")
+  parser.add_argument("--documents", type=int, default=2000, help="same_document: at most this many documents")
   args = parser.parse_args(argv)
   if args.documents < 6:
     raise UserError(f"--documents={args.documents}: the probe needs at least 6")
+  if args.seeds < 1:
+    raise UserError(f"--seeds={args.seeds}: give at least 1 (2 or more for an interval)")
+  if args.finetune_steps < 1:
+    raise UserError(f"--finetune_steps={args.finetune_steps}: give at least 1")
+  if args.task != "packages" and args.finetune:
+    raise UserError("--finetune fine-tunes on the labelled task; add --task=packages")
   import jax  # pylint: disable=g-import-not-at-top
   from pretrain import files, run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.train import probe  # pylint: disable=g-import-not-at-top
+  from pretrain.downstream import evaluation, stats  # pylint: disable=g-import-not-at-top
   run, params, step = run_lib.load(args.workdir)
-  if args.random_init:
-    params, step = run.create_state().params, 0
-  result = {"step": step, "split": args.split, **probe.probe_run(run, params, args.split, args.documents, args.seed)}
+  rows = {}
+  for name, row_params in ((f"model (step {step})", params), ("random init", run.create_state().params)):
+    rows[name] = evaluation.measure(run, row_params, args.task, args.seeds, args.finetune and args.finetune_steps,
+                                    args.split, args.documents)
+  about = next(iter(rows.values())).pop("about")
+  for row in rows.values():
+    row.pop("about", None)
   if jax.process_index() == 0:
-    name = "probe-random-init.json" if args.random_init else f"probe-step{step}.json"
-    files.write_atomically(os.path.join(args.workdir, "eval", name), json.dumps(result, indent=2).encode())
-  print(f"Same-document probe at step {step}: test accuracy {result['accuracy']:.3f} (chance 0.5) on "
-        f"{result['test_pairs']} pairs; train accuracy {result['train_accuracy']:.3f}; "
-        f"{result['documents']} documents")
+    files.write_atomically(os.path.join(args.workdir, "eval", f"probe-{args.task}-step{step}.json"),
+                           json.dumps({"step": step, "task": args.task, **about, "rows": rows}, indent=2).encode())
+  measures = list(next(iter(rows.values())))
+  print(f"{args.task} ({', '.join(f'{k} {v}' for k, v in about.items())}); test accuracy, mean +- 95% interval "
+        "over seeds:")
+  print(f"  {'':<18}" + "".join(f"{m:>24}" for m in measures))
+  for name, row in rows.items():
+    print(f"  {name:<18}" + "".join(f"{stats.text(row[m]):>24}" for m in measures))
 
 
 if __name__ == "__main__":

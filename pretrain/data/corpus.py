@@ -3,8 +3,11 @@
 Documents are the pydoc topic pages (`pydoc_data.topics`) and the docstrings of
 the standard library's modules, classes and functions (read with `ast`, nothing
 is imported). The corpus is a TFDS dataset, `pretrain_corpus`, prepared into a
-local data dir on first use; documents go to train or validation by a hash of
-their text, so the split is the same on every machine with the same Python.
+local data dir on first use. Documents go to a split by a hash of their text, so
+the splits are the same on every machine with the same Python: 5% validation,
+15% downstream (held out from pre-training for the downstream evaluation,
+pretrain/downstream/), the rest train. Each docstring also knows its standard
+library package (`labelled`), the label of the downstream topic task.
 """
 
 import ast
@@ -21,17 +24,22 @@ import tensorflow_datasets as tfds
 from pretrain.data import cache_lock
 
 VALIDATION_PERCENT = 5
+DOWNSTREAM_PERCENT = 15
+SPLITS = ("train", "validation", "downstream")
 MIN_DOC_CHARS = 200
 # Folders of the standard library that are test suites or demos, not documentation.
 _SKIP_DIRS = {"site-packages", "test", "tests", "idlelib", "lib2to3", "turtledemo", "__pycache__"}
 
 
-def is_validation(text: str) -> bool:
-  digest = hashlib.sha256(text.encode("utf-8")).digest()
-  return int.from_bytes(digest[:8], "little") % 100 < VALIDATION_PERCENT
+def split_of(text: str) -> str:
+  """The split a document goes to, by a hash of its text."""
+  bucket = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little") % 100
+  return ("validation" if bucket < VALIDATION_PERCENT else
+          "downstream" if bucket < VALIDATION_PERCENT + DOWNSTREAM_PERCENT else "train")
 
 
 def _stdlib_docstrings():
+  """(docstring, the top-level package or module it belongs to) of the standard library, in a fixed order."""
   root = pathlib.Path(sysconfig.get_paths()["stdlib"])
   for path in sorted(root.rglob("*.py")):
     rel = path.relative_to(root)
@@ -45,24 +53,35 @@ def _stdlib_docstrings():
       if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
         doc = ast.get_docstring(node)
         if doc:
-          yield doc
+          yield doc, rel.parts[0].removesuffix(".py")
 
 
 @functools.cache
-def documents() -> tuple[str, ...]:
-  """Every document of the corpus, stripped, deduplicated, in a fixed order."""
+def labelled() -> tuple[tuple[str, str], ...]:
+  """(document, its source) of every document of the corpus, stripped, deduplicated (the first source kept), in a
+  fixed order: the source is 'pydoc' for a topic page, else the standard library package or module."""
   import pydoc_data.topics  # pylint: disable=g-import-not-at-top
 
-  texts = [pydoc_data.topics.topics[k] for k in sorted(pydoc_data.topics.topics)]
-  stripped = (text.strip() for text in [*texts, *_stdlib_docstrings()])
-  return tuple(dict.fromkeys(t for t in stripped if len(t) >= MIN_DOC_CHARS))
+  pages = [(pydoc_data.topics.topics[k], "pydoc") for k in sorted(pydoc_data.topics.topics)]
+  kept = {}
+  for text, source in [*pages, *_stdlib_docstrings()]:
+    text = text.strip()
+    if len(text) >= MIN_DOC_CHARS:
+      kept.setdefault(text, source)
+  return tuple(kept.items())
+
+
+def documents() -> tuple[str, ...]:
+  """Every document of the corpus, in a fixed order."""
+  return tuple(text for text, _ in labelled())
 
 
 class PretrainCorpus(tfds.core.GeneratorBasedBuilder):
   """English documentation text bundled with CPython."""
 
-  VERSION = tfds.core.Version("1.0.0")
-  RELEASE_NOTES = {"1.0.0": "pydoc topics and standard library docstrings."}
+  VERSION = tfds.core.Version("1.1.0")
+  RELEASE_NOTES = {"1.0.0": "pydoc topics and standard library docstrings.",
+                   "1.1.0": "15% of the documents held out of train as the downstream split."}
 
   def _info(self):
     return tfds.core.DatasetInfo(
@@ -73,11 +92,11 @@ class PretrainCorpus(tfds.core.GeneratorBasedBuilder):
 
   def _split_generators(self, dl_manager):
     del dl_manager  # Nothing to download.
-    return {"train": self._generate_examples(False), "validation": self._generate_examples(True)}
+    return {split: self._generate_examples(split) for split in SPLITS}
 
-  def _generate_examples(self, validation: bool):
+  def _generate_examples(self, split: str):
     for text in documents():
-      if is_validation(text) == validation:
+      if split_of(text) == split:
         yield hashlib.sha256(text.encode("utf-8")).hexdigest(), {"text": text}
 
 

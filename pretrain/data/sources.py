@@ -24,6 +24,7 @@ seqio.utils.set_tfds_read_config_override(tfds.ReadConfig(try_autocache=False))
 # Files without a validation glob hold out this share of their documents, by hash.
 HELD_OUT_PERCENT = 5
 TRAIN, VALIDATION = "train", "validation"
+DOWNSTREAM = "downstream"  # Held out of pre-training for the downstream evaluation (the bundled corpus has it).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,8 +92,9 @@ def _source(data_cfg) -> Source:
   if data_cfg.source == "corpus":
     data_dir = os.path.join(cache_dir(data_cfg), "tfds")
     builder = corpus.prepare(data_dir)
-    return Source("corpus", seqio.TfdsDataSource("pretrain_corpus:1.0.0", tfds_data_dir=data_dir),
-                  "text", {TRAIN: "train", VALIDATION: "validation"}, _tfds_content(builder))
+    return Source("corpus", seqio.TfdsDataSource("pretrain_corpus:1.1.0", tfds_data_dir=data_dir),
+                  "text", {TRAIN: "train", VALIDATION: "validation", DOWNSTREAM: "downstream"},
+                  _tfds_content(builder))
   if data_cfg.source == "files":
     return _files_source(data_cfg)
   if data_cfg.source == "tfds":

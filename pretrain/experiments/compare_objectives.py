@@ -1,15 +1,22 @@
-"""Which objective? Trains one small model per pre-training objective on the same token budget and compares them.
+"""Which objective? Trains small models per pre-training objective on the same token budget, with several
+seeds, and compares them: their own validation losses, and downstream, beside their initial parameters.
 
-  python tools/compare_objectives.py [--objectives=clm,prefix_lm_decoder,span_corruption,ul2,mlm,nsp,sop,electra,
-      contrastive] [--steps=300]
+  python tools/compare_objectives.py [--objectives=clm,prefix_lm_decoder,span_corruption,ul2,mass,mlm,nsp,sop,electra,
+      contrastive] [--seeds=0,1] [--probe_seeds=5] [--finetune_seeds=2] [--finetune_steps=300] [--steps=300]
       [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2] [--enc_dec_layers=N] [--probe_documents=N]
       [--out=docs/compare_objectives] [--out_dir=runs/compare_objectives] [--config.KEY=VALUE ...]
 
 Every objective trains from scratch on the bundled corpus (configs/quickstart.py, or --config, plus
---config.KEY=VALUE overrides) with the same seed, optimizer and schedule (contrastive adds SimCSE's dropout
-of 0.1, which its two views need), in its own workdir
-OUT_DIR/OBJECTIVE (an earlier run there is deleted first), in this process: runs do not share state
+--config.KEY=VALUE overrides) with each of --seeds (train.seed: initialisation, data order, noise), the same
+optimizer and schedule (contrastive adds SimCSE's dropout of 0.1, which its two views need), in its own workdir
+OUT_DIR/OBJECTIVE/seedS (an earlier run there is deleted first), in this process: runs do not share state
 (two runs of one objective with another in between log identical losses).
+
+Downstream (pretrain/downstream/, `pretrain probe`), each run and its initial parameters: the same-document
+probe on the corpus's held-out documents (--probe_seeds seeds each), the package task's linear probe, and the
+package task fine-tuned (--finetune_seeds seeds of --finetune_steps steps). Every figure is a mean with its 95%
+interval over the runs' seeds (and the probe's or fine-tuning's), and a difference counts as real only where
+the two intervals are apart.
 
 Same token budget: every step processes batch_size rows of seq_len token positions, for --steps steps.
 A CLM (decoder-only) or encoder-only row (MLM, NSP, SOP, ELECTRA, contrastive) is seq_len tokens; a decoder-only prefix-LM row is
@@ -30,16 +37,19 @@ Each run's own console output goes to OUT_DIR/OBJECTIVE/train.log.
 """
 
 import os
+import statistics
 
 import ml_collections
+import numpy as np
 
 from pretrain import cli, objectives, run as run_lib
+from pretrain.downstream import stats
 from pretrain.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs
 
-DEFAULT_OBJECTIVES = "clm,prefix_lm_decoder,span_corruption,ul2,mlm,nsp,sop,electra,contrastive"
+DEFAULT_OBJECTIVES = "clm,prefix_lm_decoder,span_corruption,ul2,mass,mlm,nsp,sop,electra,contrastive"
 # Validation metrics not shown in a column of their own (the loss is; perplexity follows from it).
-_OWN_COLUMN = ("loss", "perplexity")
+_OWN_COLUMN = ("loss", "perplexity", "bits_per_byte")
 
 
 def _fits(name: str, data_cfg, extra_ids: int, inputs: int, targets: int) -> bool:
@@ -98,12 +108,27 @@ def _row_text(r: dict, batch: int) -> str:
   return f"{batch} x {row['targets']} = {r['tokens_per_step']:,}"
 
 
-def probe(workdir: str, documents: int) -> dict:
-  """The same-document probe's test accuracy of a finished run and of its initial parameters (pretrain probe)."""
-  from pretrain.train import probe as probe_lib  # pylint: disable=g-import-not-at-top
+# Downstream measures: (key of pretrain.downstream.evaluation.measure, column title).
+MEASURES = (("same_document_probe", "same-document probe"), ("package_probe", "package probe"),
+            ("package_finetune", "package fine-tuned"))
+INIT = "random init"
+
+
+def downstream(workdir: str, args) -> dict:
+  """{'model': {measure: [values]}, 'random init': ...} of a finished run and of its initial parameters."""
+  from pretrain.downstream import evaluation  # pylint: disable=g-import-not-at-top
   run, params, _ = run_lib.load(workdir)
-  return {"probe": probe_lib.probe_run(run, params, max_documents=documents)["accuracy"],
-          "probe_init": probe_lib.probe_run(run, run.create_state().params, max_documents=documents)["accuracy"]}
+  values = {}
+  for name, row_params in (("model", params), (INIT, run.create_state().params)):
+    same = evaluation.measure(run, row_params, "same_document", args.probe_seeds, max_documents=args.probe_documents)
+    packages = evaluation.measure(run, row_params, "packages", args.finetune_seeds, args.finetune_steps)
+    values[name] = {k: v for k, v in {**same, **packages}.items() if k != "about"}
+  return values
+
+
+def _pooled(seeds: list[dict], row: str, measure: str) -> list[float]:
+  """A measure's values over every seed of an objective (and the probe's or fine-tuning's seeds)."""
+  return [v for r in seeds if "downstream" in r for v in r["downstream"][row].get(measure, [])]
 
 
 def _metrics_text(final: dict) -> str:
@@ -111,54 +136,110 @@ def _metrics_text(final: dict) -> str:
   return ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in final.items() if k not in _OWN_COLUMN)
 
 
-def table(results: list[dict], batch: int) -> str:
+def table(results: dict[str, list[dict]], batch: int) -> str:
+  """Pre-training, per objective: the shapes, and the validation figures with their intervals over the seeds."""
   lines = ["| objective | model family | parameters | tokens/step (rows x (inputs + targets)) | target tokens/step "
-           "| GFLOP/step | val loss (step 0) | other validation metrics | CLM val loss (yardstick) "
-           "| probe accuracy (step 0) | tokens/s | wall s |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
-  for r in results:
-    yardstick = f"{r['yardstick']:.3f}" if r["yardstick"] is not None else "n/a"
-    probed = f"{r['probe']:.3f} ({r['probe_init']:.3f})" if "probe" in r else "n/a"
-    lines.append(f"| {r['objective']} | {r['family']} | {r['params']:,} | {_row_text(r, batch)} | "
-                 f"{r['target_tokens_per_step']:,.0f} | {r['gflop_per_step']:.1f} | {r['loss']:.3f} "
-                 f"({r['initial_loss']:.2f}) | {_metrics_text(r['final_eval'])} | {yardstick} | {probed} | "
-                 f"{r['tokens_per_second']:,.0f} | "
-                 f"{r['wall']:.0f} |")
+           "| GFLOP/step | val loss (step 0) | val bits/byte | other validation metrics (first seed) "
+           "| CLM val loss (yardstick) | tokens/s | wall s |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
+  for name, seeds in results.items():
+    r = seeds[0]
+    yardstick = [s["yardstick"] for s in seeds if s["yardstick"] is not None]
+    bits = [s["final_eval"]["bits_per_byte"] for s in seeds if "bits_per_byte" in s["final_eval"]]
+    lines.append(f"| {name} | {r['family']} | {r['params']:,} | {_row_text(r, batch)} | "
+                 f"{r['target_tokens_per_step']:,.0f} | {r['gflop_per_step']:.1f} | "
+                 f"{stats.text([s['loss'] for s in seeds])} ({r['initial_loss']:.2f}) | "
+                 f"{stats.text(bits) if bits else 'n/a'} | {_metrics_text(r['final_eval'])} | "
+                 f"{stats.text(yardstick) if yardstick else 'n/a'} | "
+                 f"{statistics.median(s['tokens_per_second'] for s in seeds):,.0f} | "
+                 f"{statistics.median(s['wall'] for s in seeds):.0f} |")
   return "\n".join(lines)
 
 
-def plot(results: list[dict], path: str) -> None:
+def downstream_table(results: dict[str, list[dict]]) -> str:
+  """Downstream, per objective: each measure of the trained models and of their initial parameters."""
+  lines = ["| objective | " + " | ".join(f"{title} | {title}, {INIT}" for _, title in MEASURES) + " |",
+           "| --- |" + " ---: | ---: |" * len(MEASURES)]
+  for name, seeds in results.items():
+    cells = [stats.text(_pooled(seeds, row, key)) if _pooled(seeds, row, key) else "n/a"
+             for key, _ in MEASURES for row in ("model", INIT)]
+    lines.append(f"| {name} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def verdicts(results: dict[str, list[dict]]) -> list[str]:
+  """Which differences exceed the noise (95% intervals apart): each objective against its initial parameters,
+  and the objectives against each other, per measure."""
+  lines = []
+  for key, title in MEASURES:
+    values = {name: (_pooled(seeds, "model", key), _pooled(seeds, INIT, key)) for name, seeds in results.items()}
+    values = {name: v for name, v in values.items() if v[0] and v[1]}
+    if not values:
+      continue
+    above = [n for n, (m, i) in values.items() if stats.differ(m, i) and np.mean(m) > np.mean(i)]
+    below = [n for n, (m, i) in values.items() if stats.differ(m, i) and np.mean(m) < np.mean(i)]
+    ranked = sorted(values, key=lambda n: -np.mean(values[n][0]))
+    apart = [f"{a} > {b}" for i, a in enumerate(ranked) for b in ranked[i + 1:]
+             if stats.differ(values[a][0], values[b][0])]
+    lines.append(f"- **{title}**: above their random init beyond the noise: {', '.join(above) or 'none'}; below: "
+                 f"{', '.join(below) or 'none'}. Objectives apart from each other: {', '.join(apart) or 'none'}.")
+  return lines
+
+
+def plot(results: dict[str, list[dict]], path: str) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
-  fig, (own, common) = plt.subplots(1, 2, figsize=(13, 4.8))
-  for r in results:
-    line, = own.plot(*zip(*r["curve"]), "o-", markersize=3, label=f"{r['objective']} ({r['family']})")
+  fig, (own, common, down) = plt.subplots(1, 3, figsize=(19, 4.8))
+  for name, seeds in results.items():
+    r = seeds[0]
+    line, = own.plot(*zip(*r["curve"]), "o-", markersize=3, label=f"{name} ({r['family']})")
     if r["yardstick_curve"]:
-      common.plot(*zip(*r["yardstick_curve"]), "o-", markersize=3, color=line.get_color(), label=r["objective"])
-  own.set_title("validation loss of each objective's own task (not comparable across objectives)", fontsize=9)
+      common.plot(*zip(*r["yardstick_curve"]), "o-", markersize=3, color=line.get_color(), label=name)
+  own.set_title("validation loss of each objective's own task, first seed (not comparable across objectives)",
+                fontsize=9)
   own.set_ylabel("validation loss (nats; log scale)")
   own.set_yscale("log")
-  common.set_title("common yardstick: CLM validation loss, decoder-only models", fontsize=9)
+  common.set_title("common yardstick: CLM validation loss, decoder-only models, first seed", fontsize=9)
   common.set_ylabel("CLM cross-entropy per token (nats)")
   for ax in (own, common):
     ax.set_xlabel("tokens processed (batch x row length x steps)")
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
       ax.legend(fontsize=8)
+  names = list(results)
+  width = 0.8 / (2 * len(MEASURES))
+  for m, (key, title) in enumerate(MEASURES):
+    for k, row in enumerate(("model", INIT)):
+      found = [stats.interval(_pooled(results[n], row, key)) if _pooled(results[n], row, key) else (np.nan, 0)
+               for n in names]
+      x = np.arange(len(names)) + (2 * m + k - len(MEASURES) + 0.5) * width
+      down.bar(x, [f[0] for f in found], width, yerr=[0 if np.isnan(f[1]) else f[1] for f in found],
+               color=f"C{m}", alpha=1.0 if row == "model" else 0.35, label=f"{title}" + ("" if row == "model"
+                                                                                        else f", {INIT}"))
+  down.set_xticks(np.arange(len(names)), names, rotation=45, ha="right", fontsize=8)
+  down.set_ylabel("test accuracy (95% interval over seeds)")
+  down.set_title("downstream, held-out documents: trained (solid) and initial parameters (pale)", fontsize=9)
+  down.grid(alpha=0.3, axis="y")
+  down.legend(fontsize=7)
   fig.savefig(path, dpi=100, bbox_inches="tight")
   plt.close(fig)
 
 
-def report(results: list[dict], args, argv: list[str], load: str) -> str:
-  budget = results[0]["tokens_per_step"] if results else 0
+def report(results: dict[str, list[dict]], args, argv: list[str], load: str) -> str:
+  first = next(iter(results.values()))[0] if results else {"tokens_per_step": 0}
+  budget = first["tokens_per_step"]
+  seeds = ", ".join(map(str, _seeds(args)))
   return runs.report("tools/compare_objectives.py", argv, load, [
       "# Which objective? Small models on the same token budget",
       f"Token budget, the same for every objective: {args.steps} steps x {args.batch_size} rows x {args.seq_len} "
       f"token positions = {args.steps * budget:,} tokens processed ({budget:,} per step). An encoder-decoder row "
       "is inputs + targets (split per objective to fit its examples), a decoder-only prefix-LM row inputs + "
-      "targets, a CLM or MLM row seq_len tokens. Same data (the bundled corpus), seed, optimizer and schedule.",
+      "targets, a CLM or MLM row seq_len tokens. Same data (the bundled corpus's train split), optimizer and "
+      f"schedule; each objective with the seeds {seeds} (train.seed: initialisation, data order, noise). A "
+      "figure 'a +- b' is the mean and the half-width of its 95% interval (Student's t) over the seeds.",
+      "## Pre-training",
       table(results, args.batch_size),
       "**The validation losses of different objectives are not comparable**: each is that objective's own "
       "loss. For the generative objectives and MLM it is the cross-entropy per target token: CLM predicts "
@@ -170,18 +251,36 @@ def report(results: list[dict], args, argv: list[str], load: str) -> str:
       "generator, which is not kept. Contrastive's is InfoNCE over the batch's 16 rows (chance: log 16 = "
       "2.77); its other metrics are Wang & Isola's alignment (lower: the two dropout views agree) and "
       "uniformity (lower: representations spread over the sphere), and accuracy is how often a row's other "
-      "view is its nearest of the batch. Compare each curve's fall, and the yardstick: the CLM validation "
-      "loss on the same validation rows (`data.eval_objectives`), which every decoder-only model has and the "
-      "encoder-decoder and encoder-only models do not (n/a).",
-      "Probe accuracy is the downstream probe (`pretrain probe`): a linear classifier on each model's frozen "
-      "representations (the mean final hidden state of a 32-token passage; the encoder's for an encoder-decoder) "
-      "that tells whether two passages come from the same document, tested on documents it was not fitted on; "
-      "chance is 0.5, and the figure in brackets is the same architecture at its initial parameters. It is one "
-      "small task on one corpus, and largely lexical (two passages of a document share words): read it as "
-      "whether pre-training improved on the random features, not as a general ranking for understanding tasks.",
+      "view is its nearest of the batch. Bits per byte divide each loss (in bits) by the bytes of the text its "
+      "targets hold: the same text scale for every objective, still not the same task. Compare each curve's "
+      "fall, and the yardstick: the CLM validation loss on the same validation rows (`data.eval_objectives`), "
+      "which every decoder-only model has and the encoder-decoder and encoder-only models do not (n/a).",
+      "## Downstream",
+      downstream_table(results),
+      f"Test accuracy on documents no run pre-trained on (the corpus's downstream split, 15% of its documents), "
+      f"beside the same architecture at its initial parameters (the baseline pre-training must beat; chance is "
+      f"not the baseline: random features already carry the words). Same-document probe: a linear classifier "
+      f"on the frozen mean hidden state of 32-token passages tells whether two come from one document (chance "
+      f"0.5), {args.probe_seeds} probe seeds per run. Package probe: which standard-library package a docstring "
+      f"comes from (24 ways; trained on the corpus's train documents, chosen on its validation documents, tested "
+      f"on its downstream ones), a linear classifier on frozen features (it draws nothing: one value per run). "
+      f"Package fine-tuned: the whole model and a linear head, {args.finetune_steps} steps of 32 passages, "
+      f"{args.finetune_seeds} fine-tuning seeds per run. An encoder-decoder is read through its encoder.",
+      "Beyond the noise (the two 95% intervals apart):",
+      "\n".join(verdicts(results)),
       "Target tokens/step counts the loss-bearing tokens of the validation batches. GFLOP/step is model FLOPs "
       "(pretrain/train/flops.py). " + runs.TIMING_NOTE,
-      f"![validation curves]({os.path.basename(args.out)}.png)"])
+      f"![validation curves and downstream accuracies]({os.path.basename(args.out)}.png)"])
+
+
+def _seeds(args) -> list[int]:
+  try:
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+  except ValueError:
+    raise UserError(f"--seeds={args.seeds!r}: give comma-separated integers, e.g. 0,1") from None
+  if not seeds or len(set(seeds)) != len(seeds):
+    raise UserError(f"--seeds={args.seeds!r}: give one or more distinct seeds (2 or more for an interval)")
+  return seeds
 
 
 @exit_on_user_error
@@ -189,7 +288,8 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--objectives", default=DEFAULT_OBJECTIVES,
                       help=f"comma-separated, of {', '.join(objectives.NAMES)}")
-  runs.add_flags(parser, "compare_objectives", "token positions per row, inputs + targets", "OBJECTIVE")
+  runs.add_flags(parser, "compare_objectives", "token positions per row, inputs + targets", "OBJECTIVE/seedS")
+  parser.add_argument("--seeds", default="0,1", help="pre-training seeds of every objective, comma-separated")
   parser.add_argument("--d_model", type=int, default=128, help="model width")
   parser.add_argument("--num_layers", type=int, default=2, help="decoder-only and encoder-only layers")
   parser.add_argument("--enc_dec_layers", type=int, default=0,
@@ -198,28 +298,41 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
   parser.add_argument("--num_heads", type=int, default=0, help="0: d_model / head_dim")
   parser.add_argument("--mlp_dim", type=int, default=0, help="0: 3 x d_model")
   parser.add_argument("--probe_documents", type=int, default=2000,
-                      help="documents of the same-document probe of each run (pretrain probe; 0: no probe)")
+                      help="held-out documents of the same-document probe (0: no downstream evaluation)")
+  parser.add_argument("--probe_seeds", type=int, default=5, help="same-document probe seeds per run")
+  parser.add_argument("--finetune_seeds", type=int, default=2, help="fine-tuning seeds per run (0: no fine-tuning)")
+  parser.add_argument("--finetune_steps", type=int, default=300, help="fine-tuning steps of 32 passages")
   args, base = cli.parse_command_line(parser, argv)
   names = [n.strip() for n in args.objectives.split(",") if n.strip()]
   for name in names:
     objectives.get(name)  # An unknown name fails now, not after the first runs.
   if len(set(names)) != len(names):
     raise UserError(f"--objectives names one twice: {args.objectives}")
-  configs = [run_config(base, name, args) for name in names]  # Length errors before any training.
-  for cfg in configs:
+  seeds = _seeds(args)
+  if args.probe_documents and (args.probe_seeds < 1 or args.finetune_seeds < 0 or args.finetune_steps < 1):
+    raise UserError("--probe_seeds and --finetune_steps must be at least 1, --finetune_seeds at least 0")
+  configs = {name: run_config(base, name, args) for name in names}  # Length errors before any training.
+  for cfg in configs.values():
     objectives.validate(cfg)
   load = runs.machine()
-  print(f"{len(names)} runs of {args.steps} steps x {args.batch_size} x {args.seq_len} tokens; {load}", flush=True)
-  results = []
-  for i, (name, cfg) in enumerate(zip(names, configs), 1):
-    r = runs.train_one(cfg, os.path.join(args.out_dir, name))
-    if args.probe_documents:
-      r.update(probe(os.path.join(args.out_dir, name), args.probe_documents))
-    results.append(r)
-    print(f"[{i}/{len(names)}] {name:<18} {r['family']:<25} {r['params']:>10,} params  val loss {r['loss']:.3f} "
-          f"(step 0: {r['initial_loss']:.2f})  probe {r.get('probe', float('nan')):.3f}  "
-          f"{r['tokens_per_second']:>6,.0f} tokens/s  {r['wall']:.0f} s",
-          flush=True)
+  print(f"{len(names)} objectives x {len(seeds)} seeds, runs of {args.steps} steps x {args.batch_size} x "
+        f"{args.seq_len} tokens; {load}", flush=True)
+  results = {}
+  for i, (name, cfg) in enumerate(configs.items(), 1):
+    results[name] = []
+    for seed in seeds:
+      seeded = cfg.copy_and_resolve_references()
+      seeded.train.seed = seed
+      workdir = os.path.join(args.out_dir, name, f"seed{seed}")
+      r = runs.train_one(seeded, workdir)
+      if args.probe_documents:
+        r["downstream"] = downstream(workdir, args)
+      results[name].append(r)
+      probed = ", ".join(f"{title} {stats.text(r['downstream']['model'][key])}" for key, title in MEASURES
+                         if key in r.get("downstream", {}).get("model", {}))
+      print(f"[{i}/{len(names)}] {name:<18} seed {seed} {r['family']:<25} {r['params']:>10,} params  val loss "
+            f"{r['loss']:.3f} (step 0: {r['initial_loss']:.2f})  {probed}  {r['tokens_per_second']:>6,.0f} "
+            f"tokens/s  {r['wall']:.0f} s", flush=True)
   runs.write_report(args.out, lambda path: plot(results, path), report(results, args, argv, load),
-                    table(results, args.batch_size))
+                    table(results, args.batch_size) + "\n\n" + downstream_table(results))
   return 0

@@ -156,7 +156,7 @@ def table(results: list[dict], fit) -> str:
     lines.append(f"| {r['size']} | {r['heads']} | {r['non_embedding_params']:,} | {r['params']:,} | {r['loss']:.3f} "
                  f"({r['initial_loss']:.2f}) | " + ("n/a | n/a" if fitted is None else
                                                      f"{fitted:.3f} | {r['loss'] - fitted:+.3f}")
-                 + f" | {r['final_eval'].get('bits_per_byte', float('nan')):.3f}"
+                 + f" | {r.get('final_eval', {}).get('bits_per_byte', float('nan')):.3f}"
                  + f" | {r['tokens_per_second']:,.0f} | {r['wall']:.0f} |")
   return "\n".join(lines)
 

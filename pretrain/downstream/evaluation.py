@@ -1,0 +1,28 @@
+"""The downstream measures of a run's parameters, each over seeds: what `pretrain probe` and the objective
+comparison report, beside the same measures of the initial parameters."""
+
+from pretrain.downstream import finetune as finetune_lib, probe, topics
+
+TASKS = ("same_document", "packages")
+
+
+def measure(run, params, task: str, seeds: int, finetune: int = 0, split: str | None = None,
+            max_documents: int = 2000) -> dict:
+  """{measure: [its value per seed], ..., 'about': what was read}: for 'same_document', the probe's test accuracy
+  per probe seed (which documents fit it, which pairs); for 'packages', the linear probe's test accuracy (one:
+  it draws nothing) and, with `finetune` steps, the fine-tuned model's per fine-tuning seed."""
+  with run.activated():
+    if task == "same_document":
+      split, documents = probe.run_documents(run, split, max_documents)
+      results = probe.same_document_probe(run.family, run.model, params, documents, range(seeds))
+      return {"same_document_probe": [r["accuracy"] for r in results],
+              "about": {"split": split, "documents": results[0]["documents"], "test_pairs": results[0]["test_pairs"]}}
+    names, splits = topics.task(run.vocabulary)
+    linear = topics.linear_probe(run.family, run.model, params, names, splits)
+    values = {"package_probe": [linear["accuracy"]],
+              "about": {"classes": len(names), "documents": linear["documents"]}}
+    if finetune:
+      values["package_finetune"] = [finetune_lib.finetune(run.family, run.model, params, names, splits,
+                                                          steps=finetune, seed=seed)["accuracy"]
+                                    for seed in range(seeds)]
+    return values

@@ -1,0 +1,28 @@
+"""Means over repeated measurements (seeds) with their 95% intervals, and whether two differ beyond them."""
+
+import math
+
+import numpy as np
+from scipy import stats
+
+
+def interval(values) -> tuple[float, float]:
+  """(mean, half-width of its 95% confidence interval by Student's t) of repeated measurements; the half-width is
+  nan for a single one."""
+  v = np.asarray(values, np.float64)
+  if len(v) < 2:
+    return float(v.mean()), float("nan")
+  return float(v.mean()), float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
+
+
+def text(values, digits: int = 3) -> str:
+  """'0.654 +- 0.012' (the mean and its 95% interval's half-width), or the value alone for one."""
+  mean, half = interval(values)
+  return f"{mean:.{digits}f}" if math.isnan(half) else f"{mean:.{digits}f} +- {half:.{digits}f}"
+
+
+def differ(a, b) -> bool:
+  """Whether two sets of measurements differ beyond their noise: their 95% intervals do not overlap (stricter
+  than a two-sample test at 5%)."""
+  (mean_a, half_a), (mean_b, half_b) = interval(a), interval(b)
+  return abs(mean_a - mean_b) > half_a + half_b
