@@ -150,10 +150,10 @@ _ENCODER_DECODER = (6 * (_ENCODER_SIDE * 48 + _DECODER_SIDE * 16)
                     + 12 * 2 * 16 * (48 * 48 + 16 * 16 + 16 * 48))  # Encoder, decoder and cross attention.
 
 
-# ELECTRA: the discriminator as the encoder without its output layer, a 1-unit head, the generator (1 head of 16,
-# MLP 16) between its two projections, the generator's output through the tied embedding, both attentions.
-_GENERATOR = 4 * 16 * 16 + 3 * 16 * 16 + 3 * 16
-_ELECTRA = (6 * (_ATTENTION + _MLP + 3 * _NORM + 32 + 2 * 32 * 16 + _GENERATOR + _HEAD) * 64
+# ELECTRA: the discriminator as the encoder without its output layer, a 1-unit head, the generator (width 8 = 32 x
+# 0.25, 1 head of 16, MLP 16) between its two projections, the generator's output through the tied embedding, both attentions.
+_GENERATOR = 4 * 8 * 16 + 3 * 8 * 16 + 3 * 8
+_ELECTRA = (6 * (_ATTENTION + _MLP + 3 * _NORM + 32 + 2 * 32 * 8 + _GENERATOR + _HEAD) * 64
             + 12 * (2 + 1) * 16 * 64 * 64)
 _CONTRASTIVE = 2 * (_DECODER_ONLY - 6 * _HEAD * 64)  # Two views; no output layer.
 

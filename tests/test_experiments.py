@@ -157,5 +157,5 @@ def test_data_quality_writes_tables_and_plot(tmp_path, cache_dir, vocabulary, mo
   # The curated rung's files, read by the run through the stage, and its record in the workdir.
   report = json.loads(open(tmp_path / "runs" / "curated" / "data_curation.json").read())
   mix = round(300 * (1 + sum(web_defects.ADDED.values())))
-  assert report["files"]["train"]["documents"] == mix and report["files"]["train"]["kept"] < mix / 2
+  assert report["files"]["train"]["documents"] == mix and report["files"]["train"]["kept"] <= mix / 2
   assert report["files"]["train"]["removed"]["stop_words"]["tokens"] > 0

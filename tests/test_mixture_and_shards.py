@@ -35,5 +35,6 @@ def test_host_shards_are_disjoint_and_cover_the_split(corpus_source, vocabulary)
   whole = pieces()
   shards = [pieces(seqio.ShardInfo(i, 2)) for i in range(2)]
   assert shards[0] and shards[1]
-  assert not set(shards[0]) & set(shards[1])
+  # Documents' lone final EOS rows repeat across shards; every longer row belongs to one document, so one shard.
+  assert not {row for row in shards[0] if len(row) > 1} & set(shards[1])
   assert sorted(shards[0] + shards[1]) == sorted(whole)

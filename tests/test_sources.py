@@ -7,7 +7,7 @@ import sys
 import ml_collections
 import pytest
 
-from pretrain.data import sources
+from pretrain.data import corpus, sources
 from pretrain.errors import UserError
 from tests.conftest import REPO
 
@@ -93,7 +93,7 @@ def test_bad_records_name_their_file_and_line_or_are_skipped_and_counted(tmp_pat
 
 def test_tfds_dataset_by_name_and_version(cache_dir, corpus_source):
   del corpus_source  # Prepared the dataset in cache_dir/tfds.
-  cfg = ml_collections.ConfigDict({"source": "tfds", "tfds_name": "pretrain_corpus:1.0.0",
+  cfg = ml_collections.ConfigDict({"source": "tfds", "tfds_name": f"pretrain_corpus:{corpus.PretrainCorpus.VERSION}",
                                    "tfds_data_dir": f"{cache_dir}/tfds", "train_split": "train",
                                    "validation_split": "validation", "text_key": "text"})
   source = sources.make_source(cfg)

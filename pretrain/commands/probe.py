@@ -33,7 +33,9 @@ from pretrain.errors import UserError, exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain probe") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, help="a run of pretrain train")
-  parser.add_argument("--task", default="same_document", choices=("same_document", "packages"))
+  parser.add_argument("--task", default="same_document", choices=("same_document", "packages"),
+                      help="same_document: do two passages share a document (linear probe); packages: which "
+                           "package a passage comes from (24 classes; probe, and with --finetune fine-tuned)")
   parser.add_argument("--seeds", type=int, default=5, help="probe seeds (same_document) or fine-tuning seeds")
   parser.add_argument("--finetune", action="store_true", help="packages: also fine-tune the whole model")
   parser.add_argument("--finetune_steps", type=int, default=300, help="packages: fine-tuning steps of 32 passages")

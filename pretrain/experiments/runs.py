@@ -154,8 +154,17 @@ def report(tool: str, argv: list[str], load: str, blocks: list[str]) -> str:
 
 
 def markdown(blocks: list[str]) -> str:
-  """Blocks separated by blank lines; prose wrapped at 100 columns, tables, code and images as they are."""
-  return "\n\n".join(b if b.startswith(("|", "    ", "![", "#")) else textwrap.fill(b, 100) for b in blocks) + "\n"
+  """Blocks separated by blank lines; prose wrapped at 100 columns, each item of a list ('- ' lines) on its own,
+  tables, code and images as they are."""
+  def wrapped(block: str) -> str:
+    if block.startswith(("|", "    ", "![", "#")):
+      return block
+    if block.startswith("- "):
+      # A line may not start with '>' (a quote in markdown): 'a > b' stays on one line.
+      return "\n".join(textwrap.fill(item.replace(" > ", "\0>\0"), 100, subsequent_indent="  ").replace("\0", " ")
+                       for item in block.split("\n"))
+    return textwrap.fill(block, 100)
+  return "\n\n".join(map(wrapped, blocks)) + "\n"
 
 
 def write_report(out: str, plot, text: str, printed: str) -> None:
