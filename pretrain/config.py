@@ -62,7 +62,8 @@ def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigD
 # Fields added after runs and config files were first written, with the value that keeps their behaviour:
 # a config.json or a config file from before a field existed reads as if it held this value.
 # (The objectives' own settings come with their defaults from pretrain/objectives/.)
-NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "", "data.dedup_threshold": 0.8}
+NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "", "data.dedup_threshold": 0.8,
+                "data.schedule": ()}
 
 
 def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:

@@ -41,6 +41,9 @@ class Family:
   inputs_end_with_eos: bool = False
   generates: bool = True   # whether its model writes text (generate, samples)
   prefix_lm: bool = False  # a decoder-only model reading a bidirectional prefix
+  # Whether rows of several objectives can share its batches (data.schedule): its loss is the token loss here,
+  # which reports each member's part; a family whose loss has terms of its own sets it False.
+  mixes: bool = True
 
   def __repr__(self) -> str:
     return f"<family {self.name}>"
@@ -97,19 +100,28 @@ class Family:
     return batch["decoder_target_tokens"], batch["decoder_loss_weights"]
 
   # The loss and its metrics.
-  def loss_sums(self, model, params, batch, loss_cfg, rng=None) -> dict:
+  def loss_sums(self, model, params, batch, loss_cfg, rng=None, members: int = 0) -> dict:
     """Sums over a batch: 'loss', the loss optimised, whose gradient the train step divides by the batch's
     'weight' (here the target tokens; an objective with terms of another kind adds each term's mean times the
-    weight), and what the metrics need. `rng`: training (dropout); None: evaluation, deterministic."""
+    weight), and what the metrics need. `rng`: training (dropout); None: evaluation, deterministic. `members`:
+    how many members a schedule has, whose parts are summed too (batch['member'] names each row's)."""
     logits_BLV = self.forward(model, params, batch, rng)
     targets_BL, weights_BL = self.targets_and_weights(batch)
-    return losses.loss_sums(logits_BLV, targets_BL, weights_BL, loss_cfg.z_loss, loss_cfg.label_smoothing)
+    return losses.loss_sums(logits_BLV, targets_BL, weights_BL, loss_cfg.z_loss, loss_cfg.label_smoothing,
+                            batch["member"] if members else None, members)
 
   def train_metrics(self, sums) -> dict:
-    """The train step's metrics from its sums (traced arrays)."""
+    """The train step's metrics from its sums (traced arrays); with a schedule's members, each member's loss
+    (cross-entropy), accuracy and weight as arrays."""
     weight = jnp.maximum(sums["weight"], 1.0)
-    return {"loss": sums["loss"] / weight, "cross_entropy": sums["cross_entropy"] / weight,
-            "z_loss": sums["z_loss"] / weight, "accuracy": sums["correct"] / weight}
+    metrics = {"loss": sums["loss"] / weight, "cross_entropy": sums["cross_entropy"] / weight,
+               "z_loss": sums["z_loss"] / weight, "accuracy": sums["correct"] / weight}
+    if "member_weight" in sums:
+      member_weight = jnp.maximum(sums["member_weight"], 1.0)
+      metrics.update({"member_loss": sums["member_cross_entropy"] / member_weight,
+                      "member_accuracy": sums["member_correct"] / member_weight,
+                      "member_weight": sums["member_weight"]})
+    return metrics
 
   def eval_metrics(self, totals: dict[str, float]) -> dict[str, float]:
     """Validation metrics from the sums over all batches: loss (what is optimised, without z-loss or smoothing),

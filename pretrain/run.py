@@ -21,6 +21,7 @@ import os
 import flax.linen as nn
 import jax
 import ml_collections
+import numpy as np
 
 from pretrain import config as config_lib
 from pretrain import files, models, objectives
@@ -58,7 +59,7 @@ class Run:
   tx: object                 # optax.GradientTransformation
   # With data (build_with_data, load): the vocabulary, the sources and the registered tasks.
   vocabulary: object = None  # seqio.SentencePieceVocabulary
-  members: list = dataclasses.field(default_factory=list)  # [(Source, rate)]
+  sources: list = dataclasses.field(default_factory=list)  # the Source of each member of the schedule
   task: str = ""
   eval_tasks: dict = dataclasses.field(default_factory=dict)  # {task name: objective}, from data.eval_objectives
 
@@ -90,6 +91,18 @@ class Run:
     """data.objective with the run's data settings and seed."""
     return objective(self.cfg)
 
+  @functools.cached_property
+  def schedule(self):
+    """The members (an objective over a source) of the run's rows and their rates by step (data.schedule; one
+    stage of data.objective by default)."""
+    return objectives.check_schedule(self.cfg)
+
+  @property
+  def members_reported(self) -> int:
+    """How many members the train step reports one by one (0: none; a family with loss terms of its own reports
+    no parts)."""
+    return len(self.schedule.members) if len(self.schedule.members) > 1 and self.family.mixes else 0
+
   @classmethod
   def build_with_data(cls, cfg) -> "Run":
     """A run that reads its data: the vocabulary (trained on first use), the task and the evaluation tasks."""
@@ -109,14 +122,20 @@ class Run:
       return cls._build(cfg, vocabulary.vocab_size, family, vocabulary=vocabulary, task=name)
     # A given vocabulary is checked before the sources are made: preparing one can take minutes.
     given = vocab.load(cfg.tokenizer.path, cfg.tokenizer.extra_ids) if cfg.tokenizer.path else None
-    members = sources.mixture_sources(cfg.data)
+    plan = objectives.check_schedule(cfg)
+    member_sources = sources.schedule_sources(cfg.data, plan.members)
     # The first source trains it (unless tokenizer.path).
-    vocabulary = given if given is not None else vocab.get_vocabulary(cfg, members[0][0], objectives.pieces(cfg))
-    for source, _ in members:
-      objective_.check_source(source, vocabulary)
-    return cls._build(cfg, vocabulary.vocab_size, family, vocabulary=vocabulary, members=members,
-                      task=tasks.register_mixture(members, vocabulary, objective_),
-                      eval_tasks={tasks.register_mixture(members, vocabulary, o): o for o in extra.values()})
+    vocabulary = given if given is not None else vocab.get_vocabulary(cfg, member_sources[0], objectives.pieces(cfg))
+    for member, source in zip(plan.members, member_sources):
+      objective(cfg, member.objective).check_source(source, vocabulary)
+    if cfg.data.schedule:  # Evaluated on the first member's source: data.objective, and each member's objective.
+      evaluated = [(member_sources[0], 1.0)]
+      extra.update({name: objective(cfg, name) for name in plan.objectives if name != objective_.name})
+    else:
+      evaluated = list(zip(member_sources, plan.rates[0]))  # data.source, or data.mixture at its rates
+    return cls._build(cfg, vocabulary.vocab_size, family, vocabulary=vocabulary, sources=member_sources,
+                      task=tasks.register_mixture(evaluated, vocabulary, objective_),
+                      eval_tasks={tasks.register_mixture(evaluated, vocabulary, o): o for o in extra.values()})
 
   @property
   def data_shards(self) -> int:
@@ -126,7 +145,7 @@ class Run:
   @property
   def source(self):
     """The first data source: it trains the vocabulary and gives sample prompts (None with data.task)."""
-    return self.members[0][0] if self.members else None
+    return self.sources[0] if self.sources else None
 
   @functools.cached_property
   def task_lengths(self) -> dict[str, int]:
@@ -160,11 +179,16 @@ class Run:
       return state_lib.create(self.model, self.tx, self.example_args, self.state_shardings, self.cfg.train.seed)
 
   def abstract_batch(self) -> dict:
-    return self.family.abstract_batch(self.cfg.train.batch_size, self.task_lengths, self.batch_sharding)
+    batch = self.family.abstract_batch(self.cfg.train.batch_size, self.task_lengths, self.batch_sharding)
+    if self.members_reported:
+      batch["member"] = self.family.targets_and_weights(batch)[0]
+    return batch
 
   def random_batch(self) -> dict:
     """A global batch of random tokens, shaped as the data pipeline's."""
     local = self.family.random_batch(self.cfg.train.batch_size, self.task_lengths, self.vocab_size)
+    if self.members_reported:
+      local["member"] = np.zeros_like(self.family.targets_and_weights(local)[0])
     return mesh_lib.global_batch(local, self.batch_sharding)
 
   @functools.cached_property
@@ -172,7 +196,7 @@ class Run:
     """(state, global batch) -> (state, metrics), compiled on first call; the state is donated."""
     c = self.cfg
     step = steps.make_train_step(self.family, self.model, self.tx, optimizer.schedule(c.optimizer, c.train.steps),
-                                 c.loss, c.train.microbatches)
+                                 c.loss, c.train.microbatches, self.members_reported)
     return jax.jit(step, in_shardings=(self.state_shardings, self.batch_sharding),
                    out_shardings=(self.state_shardings, None), donate_argnums=(0,))
 
@@ -202,15 +226,19 @@ class Run:
       return saver.restore(step, target)
 
   def member_tasks(self) -> list:
-    """(seqio task, source, rate) of each member of the training mixture (one for a single source)."""
+    """(seqio task, source, objective) of each member of the schedule (one for a single source), registered."""
     import seqio  # pylint: disable=g-import-not-at-top
     from pretrain.data import tasks  # pylint: disable=g-import-not-at-top
-    return [(seqio.get_mixture_or_task(tasks.task_name(source, self.objective)), source, rate)
-            for source, rate in self.members]
+    members = []
+    for member, source in zip(self.schedule.members, self.sources):
+      objective_ = objective(self.cfg, member.objective)
+      members.append((seqio.get_mixture_or_task(tasks.register(source, self.vocabulary, objective_)), source,
+                      objective_))
+    return members
 
-  def train_batches(self, position: dict | None = None):
-    """This host's training batches from a checkpoint's data `position` (None: the start), an iterator whose
-    position() is what the next checkpoint records (see data.pipeline)."""
+  def train_batches(self, position: dict | None = None, step: int = 0):
+    """This host's training batches from a checkpoint's data `position` (None: the start) at `step`, an iterator
+    whose position() is what the next checkpoint records (see data.pipeline)."""
     c = self.cfg
     if c.data.task and c.data.pipeline == "indexed":
       log(f"data.task={self.task} is read with data.pipeline=replay: its preprocessors are its own, so the indexed "
@@ -221,9 +249,12 @@ class Run:
                            seed=c.train.seed, host_sharding=c.data.host_sharding, position=position)
     from pretrain.data import sources  # pylint: disable=g-import-not-at-top
     from pretrain.data.indexed import IndexedBatches  # pylint: disable=g-import-not-at-top
-    return IndexedBatches(self.member_tasks(), self.vocabulary, self.family, self.task_lengths, task=self.task,
+    members = [(task, source, o.family.converter(), o.family.task_lengths(c.data))
+               for task, source, o in self.member_tasks()]
+    return IndexedBatches(members, self.schedule, self.vocabulary, self.family, self.task_lengths, task=self.task,
                           batch_size=c.train.batch_size, streams=c.data.streams, seed=c.train.seed,
-                          cache=sources.cache_dir(c.data), saved_position=position)
+                          cache=sources.cache_dir(c.data), saved_position=position, step=step,
+                          report_members=bool(self.members_reported))
 
   def flops_per_example(self, params) -> float:
     return self.family.flops_per_example(params, self.cfg.model, self.task_lengths)

@@ -58,6 +58,6 @@ def write_run_files(run, workdir: str) -> None:
     # Atomically: the other processes of a resumed run read it meanwhile.
     files.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(run.cfg).encode())
     files.copy(run.vocabulary.sentencepiece_model_file, os.path.join(workdir, run_lib.VOCAB_FILE))
-    curated = {source.name: source.curation.report(run.vocabulary) for source, _ in run.members if source.curation}
+    curated = {source.name: source.curation.report(run.vocabulary) for source in run.sources if source.curation}
     if curated:
       files.write_atomically(os.path.join(workdir, CURATION_FILE), json.dumps(curated, indent=1).encode())

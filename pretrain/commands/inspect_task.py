@@ -3,6 +3,7 @@
   pretrain inspect-task --task=corpus_span_corruption [--split=validation] [--num=3] \
       [--inputs_length=128 --targets_length=128] [--json]
   pretrain inspect-task --list
+  pretrain inspect-task --step=800 --config.data.schedule=... [--num=3]
 
 Tasks are registered for the source of the config (the bundled corpus unless
 --config.data.source says otherwise), one per objective: {source}_{objective}
@@ -12,6 +13,9 @@ Tasks are registered for the source of the config (the bundled corpus unless
 Sentinels (<extra_id_N>) and mode tokens ([NLU], [NLG], [S2S]) show in the text.
 With --json: a first line {"vocab_size", "eos_id", "pad_id"}, then one object
 per example mapping each feature to its token ids.
+With --step (and a data.schedule): the members' shares of the rows at that
+step, and --num rows of that step's batch, each of the member training draws
+for it (the first stream's rows), shown as an example of that member's task.
 """
 
 import itertools
@@ -32,9 +36,11 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
   parser.add_argument("--inputs_length", type=int, help="default: data.inputs_length (data.seq_len for mlm)")
   parser.add_argument("--targets_length", type=int, help="default: data.targets_length (data.seq_len for clm, fim)")
   parser.add_argument("--json", action="store_true", help="token ids as JSON lines")
+  parser.add_argument("--step", type=int, help="data.schedule: the shares at this training step and examples of "
+                                               "the members drawn for its rows")
   args, cfg = cli.parse_command_line(parser, argv)
-  if not args.list and not args.task:
-    raise UserError("give --task=NAME (see --list for the names)")
+  if not args.list and not args.task and args.step is None:
+    raise UserError("give --task=NAME (see --list for the names), or --step=STEP for data.schedule's rows")
   if args.num < 1:
     raise UserError(f"--num={args.num}: give the number of examples to print, at least 1")
 
@@ -58,6 +64,8 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
     width = max(map(len, described)) + 2
     print("\n".join(f"{name:<{width}}{text}".rstrip() for name, text in described.items()))
     return
+  if args.step is not None:
+    return _scheduled_rows(args, cfg, source)
   if args.task not in families:
     raise UserError(f"unknown task {args.task!r}; the registered tasks are {', '.join(families)}")
   family = families[args.task]
@@ -82,10 +90,43 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
     return
   for i, example in enumerate(examples):
     print(f"=== {args.task} example {i} ({args.split})")
-    for feature, ids in example.items():
-      values = isinstance(task.output_features[feature].vocabulary, seqio.PassThroughVocabulary)  # weights, labels
-      shown = ids.tolist() if values else vocabulary.decode(ids.tolist())
-      print(f"--- {feature} ({len(ids)} tokens)\n{shown}")
+    _print_example(task, vocabulary, example)
+
+
+def _print_example(task, vocabulary, example: dict) -> None:
+  import seqio  # pylint: disable=g-import-not-at-top
+  for feature, ids in example.items():
+    values = isinstance(task.output_features[feature].vocabulary, seqio.PassThroughVocabulary)  # weights, labels
+    shown = ids.tolist() if values else vocabulary.decode(ids.tolist())
+    print(f"--- {feature} ({len(ids)} tokens)\n{shown}")
+
+
+def _scheduled_rows(args, cfg, source) -> None:
+  """The schedule's shares at args.step and args.num of that step's rows: the member drawn for each, shown as an
+  example of its objective over data.source (the validation split by default)."""
+  import seqio  # pylint: disable=g-import-not-at-top
+  from pretrain import objectives  # pylint: disable=g-import-not-at-top
+  from pretrain.data import indexed, tasks  # pylint: disable=g-import-not-at-top
+  if args.step < 0:
+    raise UserError(f"--step={args.step}: give a training step, 0 or more")
+  plan = objectives.check_schedule(cfg)
+  shares = ", ".join(f"{name} {share:.2f}" for name, share in zip(plan.names, plan.rates_at(args.step)) if share)
+  print(f"data.schedule at step {args.step}: {shares}\n{plan.describe()}")
+  per_stream = cfg.train.batch_size // cfg.data.streams
+  drawn = indexed.member_choices(plan, cfg.train.seed, 0, args.step * per_stream, args.step, per_stream)
+  streams = {}
+  for row, member in enumerate(itertools.islice(drawn.as_numpy_iterator(), min(args.num, per_stream))):
+    objective = objectives.make(plan.members[member].objective, cfg.data, cfg.train.seed)
+    name = tasks.task_name(source, objective)
+    if name not in streams:
+      task = seqio.get_mixture_or_task(name)
+      lengths = objective.family.task_lengths(cfg.data)
+      streams[name] = (task, task.get_dataset(lengths, split=args.split, shuffle=False).as_numpy_iterator())
+    task, examples = streams[name]
+    print(f"=== step {args.step}, row {row}: {plan.names[member]} ({name}, {args.split})")
+    example = next(examples)
+    _print_example(task, task.output_features["targets"].vocabulary,
+                   {k: v for k, v in example.items() if k in task.output_features})
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ def train(cfg, workdir: str) -> dict:
       if position is None:
         raise UserError(f"the latest checkpoint in {workdir!r} has no data position (written by an older "
                         "version); start a new workdir")
-    train_batches = run.train_batches(position)
+    train_batches = run.train_batches(position, start)
     workdir_lib.write_run_files(run, workdir)
     return loop.train(run, workdir, ckpt, state, start, train_batches)
 

@@ -17,8 +17,11 @@ A host prepares only the streams its rows come from (every stream when S=1),
 so the global batches are the same for any number of hosts, and each
 stream's rows are the same for any batch size (a multiple of S).
 
-A mixture draws the member of each stream's i-th row at the rates, from
-(seed, stream, i); each member keeps its own position.
+A mixture or a schedule (pretrain/data/schedule.py) draws the member of each
+stream's i-th row from (seed, stream, i) at the rates of the step that row
+belongs to; each member keeps its own position. Members of different objectives
+make rows of the run's model features (a causal-LM row beside prefix-LM rows
+gets an all-causal decoder_causal_attention).
 
 The position (the checkpoint's data item) holds, per stream, the rows taken
 and each member's next (window, row): a few numbers, whatever the step.
@@ -67,9 +70,11 @@ def window_documents(documents: int, size: int, seed: int, member: int, g) -> tf
   return tf.random.experimental.index_shuffle(order, seed=_seed(seed, member, epoch), max_index=documents - 1)
 
 
-def window_rows(task, store: token_store.TokenStore, converter, lengths: dict, seed: int, member: int):
+def window_rows(task, store: token_store.TokenStore, converter, lengths: dict, seed: int, member: int,
+                features: tuple[str, ...] = ()):
   """fn(g) -> a dataset of one element: the packed rows of window g, stacked in a seeded order, each with its
-  window, its index in that order and its member."""
+  window, its index in that order and its member. `features`: the run's model features, of which those the
+  member's converter does not make are zeros (a causal-LM row among prefix-LM rows)."""
 
   size = window_size(store, lengths)
 
@@ -88,8 +93,10 @@ def window_rows(task, store: token_store.TokenStore, converter, lengths: dict, s
     def permute(rows):
       n = tf.shape(next(iter(rows.values())), out_type=tf.int64)[0]  # Features differ by family; rows do not.
       order = tf.random.experimental.index_shuffle(tf.range(n), seed=_seed(seed, member, 1, g), max_index=n - 1)
-      return {**{k: tf.gather(v, order) for k, v in rows.items()}, "window": tf.fill([n], g), "row": tf.range(n),
-              "member": tf.fill([n], tf.constant(member, tf.int64))}
+      shape = tf.shape(next(iter(rows.values())))
+      missing = {k: tf.zeros(shape, tf.int32) for k in features if k not in rows}
+      return {**{k: tf.gather(v, order) for k, v in rows.items()}, **missing, "window": tf.fill([n], g),
+              "row": tf.range(n), "member": tf.fill([n], tf.constant(member, tf.int64))}
 
     return stacked.map(permute)
 
@@ -107,21 +114,48 @@ def member_rows(rows_fn, stream: int, streams: int, start: tuple[int, int]) -> t
   return rows.unbatch().skip(row)
 
 
-def stream_rows(members: list, rates: list[float], stream: int, streams: int, position: dict,
-                seed: int) -> tf.data.Dataset:
-  """One stream's rows: its members' rows, mixed at `rates` by a draw per row index."""
+def member_choices(plan, seed: int, stream: int, first_row: int, first_step: int,
+                   rows_per_step: int) -> tf.data.Dataset:
+  """The member of each of a stream's rows from `first_row` on, drawn from (seed, stream, row index) at the rates
+  of the schedule `plan` at the row's step: first_step + (row - first_row) // rows_per_step."""
+  if plan.fixed:  # Today's mixture: one draw per row at fixed rates.
+    rates = plan.rates[0]
+    log_rates = tf.math.log([[r / sum(rates) for r in rates]])
+    return tf.data.Dataset.range(first_row, FOREVER).map(
+        lambda i: tf.random.stateless_categorical(log_rates, 1, _seed(seed, stream, i))[0, 0])
+  starts = tf.constant(plan.steps, tf.float64)
+  rates = tf.constant(plan.rates, tf.float64)
+  rates = rates / tf.reduce_sum(rates, axis=1, keepdims=True)
+  ramps = tf.constant(plan.ramps)
+  last = len(plan.steps) - 1
+
+  def draw(i):
+    step = tf.cast(first_step + (i - first_row) // rows_per_step, tf.float64)
+    k = tf.searchsorted(starts, step[None], side="right")[0] - 1
+    after = tf.minimum(k + 1, last)
+    t = tf.where(ramps[k], (step - starts[k]) / tf.maximum(starts[after] - starts[k], 1.0), 0.0)
+    at_step = (1 - t) * rates[k] + t * rates[after]
+    return tf.random.stateless_categorical(tf.math.log(at_step)[None], 1, _seed(seed, stream, i))[0, 0]
+
+  return tf.data.Dataset.range(first_row, FOREVER).map(draw)
+
+
+def stream_rows(members: list, plan, stream: int, streams: int, position: dict, seed: int, first_step: int,
+                rows_per_step: int) -> tf.data.Dataset:
+  """One stream's rows: its members' rows, mixed by a draw per row index (member_choices)."""
   datasets = [member_rows(fn, stream, streams, tuple(start)) for fn, start in zip(members, position["members"])]
   if len(datasets) == 1:
     return datasets[0]
-  log_rates = tf.math.log([[r / sum(rates) for r in rates]])
-  choices = tf.data.Dataset.range(position["rows"], FOREVER).map(
-      lambda i: tf.random.stateless_categorical(log_rates, 1, _seed(seed, stream, i))[0, 0])
+  choices = member_choices(plan, seed, stream, position["rows"], first_step, rows_per_step)
   return tf.data.Dataset.choose_from_datasets(datasets, choices)
 
 
-def start_position(task: str, seed: int, streams: int, stores: list[str], windows: list[int]) -> dict:
-  """The start of the stream; stores and windows: each member's token store and documents per window."""
+def start_position(task: str, seed: int, streams: int, stores: list[str], windows: list[int],
+                   schedule: dict | None = None) -> dict:
+  """The start of the stream; stores and windows: each member's token store and documents per window; schedule:
+  a schedule's member tasks and stages ({"members": [...], "stages": text}), where it has more than one stage."""
   return {"pipeline": "indexed", "task": task, "seed": seed, "stores": stores, "windows": windows,
+          **({"schedule": schedule} if schedule else {}),
           "streams": [{"rows": 0, "members": [[s, 0] for _ in stores]} for s in range(streams)]}
 
 
@@ -139,6 +173,16 @@ def resume_position(saved: dict, fresh: dict) -> dict:
       log(f"The {what} changed since the checkpoint ({saved.get(key)} -> {fresh[key]}): reading the data from its "
           "start.")
       return fresh
+  before, now = saved.get("schedule") or {}, fresh.get("schedule") or {}
+  if before.get("members", now.get("members")) != now.get("members", before.get("members")):
+    log(f"data.schedule's members changed since the checkpoint ({before['members']} -> {now['members']}): reading "
+        "the data from its start.")
+    return fresh
+  if before.get("stages") != now.get("stages"):
+    log(f"data.schedule changed since the checkpoint, from\n{before.get('stages', 'one stage')}\nto\n"
+        f"{now.get('stages', 'one stage')}\nThe rows from this step on follow the new schedule; each member "
+        "continues where it stood in its data.")
+    saved = {**{k: v for k, v in saved.items() if k != "schedule"}, **({"schedule": now} if now else {})}
   return saved
 
 
@@ -146,22 +190,28 @@ class IndexedBatches:
   """This host's part of each global batch, as numpy arrays; position() is where the stream stands after the
   batches taken so far (call it on every process: it gathers the streams each knows)."""
 
-  def __init__(self, members: list, vocabulary, family, lengths: dict[str, int], *, task: str, batch_size: int,
-               streams: int, seed: int, cache: str, saved_position: dict | None = None):
-    """members: (seqio task, source, rate) of each member of the mixture; task: the mixture's name; cache: the
-    data cache holding the token stores."""
+  def __init__(self, members: list, plan, vocabulary, family, lengths: dict[str, int], *, task: str,
+               batch_size: int, streams: int, seed: int, cache: str, saved_position: dict | None = None,
+               step: int = 0, report_members: bool = False):
+    """members: (seqio task, source, its family's converter, its task lengths) of each member of the schedule
+    `plan` (pretrain/data/schedule.py); family and lengths: the run's; task: the run's task name; cache: the data
+    cache holding the token stores; step: the run's step at saved_position. report_members: each batch also holds
+    'member', the member of each row, shaped as the targets the loss reads (family.targets_and_weights)."""
     if batch_size % streams:
       raise UserError(f"train.batch_size={batch_size} does not split into data.streams={streams} streams; "
                       f"use a multiple of {streams}")
-    stores, row_fns, rates = [], [], []
-    converter = packing.numpy_packing(family.converter())
-    for member, (member_task, source, rate) in enumerate(members):
+    self._family, self._report_members = family, report_members
+    features = tuple(family.model_lengths(lengths))
+    stores, row_fns = [], []
+    for member, (member_task, source, converter, member_lengths) in enumerate(members):
       store = token_store.open_or_build(member_task, source, "train", vocabulary, cache)
       stores.append(store)
-      row_fns.append(window_rows(member_task, store, converter, lengths, seed, member))
-      rates.append(rate)
+      row_fns.append(window_rows(member_task, store, packing.numpy_packing(converter), member_lengths, seed, member,
+                                 features))
     fresh = start_position(task, seed, streams, [s.directory.rsplit("/", 1)[-1] for s in stores],
-                           [window_size(s, lengths) for s in stores])
+                           [window_size(s, member[3]) for s, member in zip(stores, members)],
+                           None if plan.fixed else {"members": [m[0].name for m in members],
+                                                    "stages": plan.describe()})
     self._position = copy.deepcopy(resume_position(saved_position, fresh) if saved_position else fresh)
     self._per_stream = batch_size // streams
     # Rows [lo, hi) of the global batch are this host's; stream s fills [s * per_stream, (s + 1) * per_stream).
@@ -173,7 +223,7 @@ class IndexedBatches:
     for s in range(streams):
       first, last = max(lo, s * self._per_stream), min(hi, (s + 1) * self._per_stream)
       if first < last:
-        rows = stream_rows(row_fns, rates, s, streams, self._position["streams"][s], seed)
+        rows = stream_rows(row_fns, plan, s, streams, self._position["streams"][s], seed, step, self._per_stream)
         dataset = rows.batch(self._per_stream, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
         self._parts.append((s, slice(first - s * self._per_stream, last - s * self._per_stream),
                             dataset.as_numpy_iterator()))
@@ -191,7 +241,11 @@ class IndexedBatches:
         taken = np.flatnonzero(rows["member"] == m)
         if len(taken):
           stream["members"][m] = [int(rows["window"][taken[-1]]), int(rows["row"][taken[-1]]) + 1]
-      pieces.append({k: v[keep] for k, v in rows.items() if k not in ("window", "row", "member")})
+      piece = {k: v[keep] for k, v in rows.items() if k not in ("window", "row", "member")}
+      if self._report_members:
+        targets = self._family.targets_and_weights(piece)[0]
+        piece["member"] = np.broadcast_to(rows["member"][keep, None].astype(np.int32), targets.shape).copy()
+      pieces.append(piece)
     return {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
 
   def position(self) -> dict:

@@ -116,15 +116,32 @@ def mixture_sources(data_cfg) -> list[tuple[Source, float]]:
       raise UserError(f"data.mixture row {tuple(row)} is invalid; write (source, files glob or TFDS name, rate) "
                       "with source corpus, files or tfds and a non-negative rate")
     kind, where, rate = row
-    member_cfg = data_cfg.copy_and_resolve_references()
-    member_cfg.source = kind
-    if kind == "files":
-      member_cfg.train_files, member_cfg.validation_files = where, ""
-    elif kind == "tfds":
-      member_cfg.tfds_name = where
-    source = make_source(member_cfg)
-    members.append((dataclasses.replace(source, name=f"mix{i}_{source.name}"), float(rate)))
+    members.append((_source_of(data_cfg, kind, where, f"mix{i}_"), float(rate)))
   return members
+
+
+def schedule_sources(data_cfg, members) -> list[Source]:
+  """The source of each member of a schedule (pretrain/data/schedule.py); members over one source share it. Without
+  data.schedule, those of data.mixture_sources."""
+  if not data_cfg.schedule:
+    return [source for source, _ in mixture_sources(data_cfg)]
+  kinds = list(dict.fromkeys((m.source, m.where) for m in members))
+  made = {(kind, where): _source_of(data_cfg, kind, where, f"mix{i}_" if len(kinds) > 1 else "")
+          for i, (kind, where) in enumerate(kinds)}
+  return [made[m.source, m.where] for m in members]
+
+
+def _source_of(data_cfg, kind: str, where: str, prefix: str) -> Source:
+  """data_cfg's source made `kind` (corpus, files or tfds) at `where` (the files glob or TFDS NAME:VERSION), its
+  name prefixed (sources of a mixture are told apart)."""
+  member_cfg = data_cfg.copy_and_resolve_references()
+  member_cfg.source = kind
+  if kind == "files" and where != data_cfg.train_files:
+    member_cfg.train_files, member_cfg.validation_files = where, ""
+  elif kind == "tfds":
+    member_cfg.tfds_name = where
+  source = make_source(member_cfg)
+  return dataclasses.replace(source, name=prefix + source.name) if prefix else source
 
 
 def _matching_files(pattern: str, key: str) -> list[str]:

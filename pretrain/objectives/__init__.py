@@ -18,6 +18,7 @@ import importlib
 import os
 
 from pretrain import config as config_lib
+from pretrain.data import schedule as schedule_lib
 from pretrain.errors import UserError
 from pretrain.family import Family
 from pretrain.objectives import (bart, clm, contrastive, electra, fim, mass, mlm, prefix_lm, sentence_pairs,
@@ -92,8 +93,9 @@ def _user_objective(reference: str) -> type[Objective]:
 
 
 def named(cfg) -> list[type[Objective]]:
-  """The objectives a config names: data.objective, then data.eval_objectives."""
-  return [get(name) for name in (cfg.data.objective, *cfg.data.eval_objectives)]
+  """The objectives a config names: data.objective, data.eval_objectives, then those of data.schedule."""
+  scheduled = schedule_lib.parse(cfg.data).objectives if cfg.data.get("schedule") else ()
+  return list(dict.fromkeys(get(name) for name in (cfg.data.objective, *cfg.data.eval_objectives, *scheduled)))
 
 
 def known(cfg=None) -> list[type[Objective]]:
@@ -134,6 +136,49 @@ def validate(cfg) -> None:
   if not cfg.data.task:
     for spec in named(cfg):
       spec.check(cfg)
+  check_schedule(cfg)
+
+
+def check_schedule(cfg) -> schedule_lib.Schedule:
+  """The run's schedule (pretrain/data/schedule.py), whose members must train the model of data.objective and
+  share its batches: one family's rows, or causal-LM rows beside prefix-LM rows of the same length (a CLM row is
+  a prefix-LM row without a prefix)."""
+  plan = schedule_lib.parse(cfg.data)
+  if not cfg.data.schedule:
+    return plan
+  if cfg.data.task or cfg.data.pipeline != "indexed":
+    raise UserError("data.schedule draws each row's member by its index: it needs data.pipeline=indexed over "
+                    "data.source (not data.task, whose rows seqio draws)")
+  run_name = cfg.data.objective
+  if run_name not in plan.objectives:
+    raise UserError(f"data.objective={run_name!r} is not a member of data.schedule ({', '.join(plan.objectives)}); "
+                    "set --config.data.objective to the member whose model the run trains")
+  if plan.objectives == (run_name,):
+    return plan  # One objective over several sources: a mixture of today's kind, at changing rates.
+  features = {}
+  for name in plan.objectives:
+    family = get(name).family
+    features[name] = family.model_lengths(family.task_lengths(cfg.data))
+  run_family = get(run_name).family
+  for name in plan.objectives:
+    family = get(name).family
+    if not family.trains_same_model(run_family):
+      raise UserError(f"data.schedule's {name} trains an {family.name} model and data.objective={run_name!r} an "
+                      f"{run_family.name} model; a schedule's members train one model")
+    if not (family.mixes and run_family.mixes):
+      raise UserError(f"data.schedule's {name} and {run_name} cannot share batches: "
+                      f"{name if not family.mixes else run_name}'s loss has terms of its own; schedule objectives "
+                      "whose loss is the token loss")
+    if not set(features[name]) <= set(features[run_name]):
+      widest = next((n for n in plan.objectives if all(set(f) <= set(features[n]) for f in features.values())), "")
+      raise UserError(f"data.schedule's {name} makes rows that data.objective={run_name!r}'s model features lack; "
+                      + (f"set --config.data.objective={widest}" if widest else "its members cannot share batches"))
+    length, run_length = max(features[name].values()), max(features[run_name].values())
+    if length != run_length:
+      raise UserError(f"data.schedule's {name} makes rows of {length} tokens and {run_name} rows of {run_length}; "
+                      "make them equal (data.seq_len = data.inputs_length + data.targets_length for causal and "
+                      "prefix LM)")
+  return plan
 
 
 def pieces(cfg=None) -> tuple[str, ...]:

@@ -33,6 +33,7 @@ class ContrastiveFamily(families.EncoderOnly):
   (layers.mean_pool) compared by cosine / loss.contrastive_temperature, each row's other view the positive among
   every row of the global batch (in-batch negatives, gathered across data shards by the sharded matmul)."""
   name, architecture = "encoder-only contrastive", "sentence encoder"
+  mixes = False
 
   def check(self, cfg):
     super().check(cfg)

@@ -23,6 +23,7 @@ class ElectraFamily(families.EncoderOnly):
   """ELECTRA's generator and discriminator (models.Electra) on MLM examples: the generator learns MLM, the
   discriminator replaced-token detection at every position; the discriminator is the model that is kept."""
   name, architecture, hf = "ELECTRA", "electra", "electra"
+  mixes = False
 
   def check(self, cfg):
     super().check(cfg)

@@ -219,6 +219,7 @@ class SentencePairs(families.EncoderOnly):
   second segment of a pair continues the first: next-sentence (NSP) or sentence-order (SOP) prediction. A pair
   is one padded row, its label the feature `pair_label`."""
   architecture = "encoder-only with a pair head"
+  mixes = False
   task_features = ("inputs", "targets", "weights", "pair_label")
 
   def __init__(self, name: str):

@@ -25,6 +25,8 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
   cfg, c = run.cfg, run.cfg.train
   if start:
     log(f"Resuming from the checkpoint at step {start} in {workdir}/checkpoints")
+  if len(run.schedule.members) > 1:
+    log("The data schedule (data.schedule), each member's share of the rows:\n" + run.schedule.describe())
   writer = metrics.MetricsWriter(workdir, enabled=jax.process_index() == 0)
   writer.truncate_after(start if start else -1)  # Records after the checkpoint, or of an attempt that saved none.
   with run.activated(), signals.StopRequest() as stop, contextlib.ExitStack() as stack:
@@ -66,7 +68,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
       eval_now = step % c.eval_every == 0 or step == c.steps
       if eval_now or step % c.log_every == 0:
         unchecked = check_finite(unchecked, bar, ckpt, saved)
-        values = {f"train/{k}": float(v) for k, v in jax.device_get(step_metrics).items() if k != "finite"}
+        values = train_values(run, jax.device_get(step_metrics), step)
         elapsed = time.perf_counter() - interval_start
         values["train/tokens_per_second"] = interval_steps * tokens_per_step / elapsed
         values["train/step_seconds"] = elapsed / interval_steps
@@ -99,6 +101,26 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
     final.pop("step", None)
     pairs = sampling.samples(run, state.params)
   return report.report(workdir, step, final, pairs)
+
+
+def train_values(run, step_metrics: dict, step: int) -> dict[str, float]:
+  """The logged values of a train step's metrics (the step that made `step`): train/NAME, and with a schedule of
+  several members (pretrain/data/schedule.py) each member's train/member/MEMBER/loss and accuracy over its rows
+  of that step (none where it had none) and its scheduled rate, data/rate/MEMBER."""
+  metrics_ = dict(step_metrics)
+  metrics_.pop("finite", None)
+  weights = metrics_.pop("member_weight", None)
+  values = {}
+  for key, value in metrics_.items():
+    if key.startswith("member_"):
+      values.update({f"train/member/{name}/{key.removeprefix('member_')}": float(v)
+                     for name, v, w in zip(run.schedule.names, value, weights) if w > 0})
+    else:
+      values[f"train/{key}"] = float(value)
+  if len(run.schedule.members) > 1:
+    values.update({f"data/rate/{name}": float(rate)
+                   for name, rate in zip(run.schedule.names, run.schedule.rates_at(step - 1))})
+  return values
 
 
 def check_finite(unchecked, bar, ckpt, saved: int) -> None:

@@ -9,9 +9,12 @@ import jax
 import jax.numpy as jnp
 
 
-def loss_sums(logits_BLV, targets_BL, weights_BL, z_loss: float = 0.0, label_smoothing: float = 0.0):
+def loss_sums(logits_BLV, targets_BL, weights_BL, z_loss: float = 0.0, label_smoothing: float = 0.0,
+              members_BL=None, num_members: int = 0):
   """Sums over the weighted positions: the loss optimised, the plain
-  cross-entropy, the z-loss term, the weight and the correct predictions."""
+  cross-entropy, the z-loss term, the weight and the correct predictions.
+  With `members_BL` (the member of a schedule each position's row comes from, pretrain/data/schedule.py), also
+  each member's cross-entropy, weight and correct predictions: [num_members] arrays."""
   logits_BLV = logits_BLV.astype(jnp.float32)
   weights_BL = weights_BL.astype(jnp.float32)
   vocab = logits_BLV.shape[-1]
@@ -29,5 +32,11 @@ def loss_sums(logits_BLV, targets_BL, weights_BL, z_loss: float = 0.0, label_smo
   # cost 5% of a step at vocabulary 32000, this reuses the maximum logsumexp takes.
   correct_BL = (target_logit_BL >= jnp.max(logits_BLV, axis=-1)).astype(jnp.float32)
   weighted = lambda x_BL: jnp.sum(x_BL * weights_BL)
-  return {"loss": weighted(loss_BL + z_loss_BL), "cross_entropy": weighted(cross_entropy_BL),
+  sums = {"loss": weighted(loss_BL + z_loss_BL), "cross_entropy": weighted(cross_entropy_BL),
           "z_loss": weighted(z_loss_BL), "weight": jnp.sum(weights_BL), "correct": weighted(correct_BL)}
+  if members_BL is not None:
+    by_member_BLM = jax.nn.one_hot(members_BL, num_members, dtype=jnp.float32) * weights_BL[..., None]
+    sums.update({"member_cross_entropy": jnp.einsum("bl,blm->m", cross_entropy_BL, by_member_BLM),
+                 "member_weight": jnp.sum(by_member_BLM, axis=(0, 1)),
+                 "member_correct": jnp.einsum("bl,blm->m", correct_BL, by_member_BLM)})
+  return sums

@@ -54,13 +54,15 @@ class MetricsWriter:
 
 
 # The panels of curves.png, in order: (title, metric keys, log scale). The loss panel also draws the validation
-# loss of each extra eval task (eval/TASK/loss, pretrain/train/evaluation.py).
+# loss of each extra eval task (eval/TASK/loss, pretrain/train/evaluation.py) and the training loss of each member
+# of a schedule (train/member/NAME/loss); the schedule panel each member's rate (data/rate/NAME).
 PANELS = (
     ("train and validation loss", ("train/loss", "eval/loss"), False),
     ("validation perplexity", ("eval/perplexity",), True),
     ("gradient norm", ("train/grad_norm",), False),
     ("learning rate", ("train/learning_rate",), False),
     ("tokens per second", ("train/tokens_per_second",), False),
+    ("data schedule: each member's rate", (), False),
 )
 
 
@@ -68,13 +70,19 @@ def curves_figure(records: list[dict], title: str = ""):
   """A matplotlib Figure of the records' metrics against the step, one panel per entry of PANELS."""
   from matplotlib import figure  # pylint: disable=g-import-not-at-top
 
-  extra_losses = sorted({k for r in records for k in r
-                         if k.startswith("eval/") and k.endswith("/loss") and k != "eval/loss"})
-  (loss_title, loss_keys, loss_log), *others = PANELS
-  panels = [(loss_title, (*loss_keys, *extra_losses), loss_log), *others]
+  def keys_like(prefix: str, suffix: str = "") -> list[str]:
+    return sorted({k for r in records for k in r if k.startswith(prefix) and k.endswith(suffix)})
+
+  extra_losses = [k for k in keys_like("eval/", "/loss") if k != "eval/loss"] + keys_like("train/member/", "/loss")
+  (loss_title, loss_keys, loss_log), *others, (rates_title, _, rates_log) = PANELS
+  panels = [(loss_title, (*loss_keys, *extra_losses), loss_log), *others,
+            (rates_title, tuple(keys_like("data/rate/")), rates_log)]
   fig = figure.Figure(figsize=(15, 8), layout="constrained")
   axes = list(fig.subplots(2, 3).flat)
   for ax, (panel, keys, log) in zip(axes, panels):
+    if not keys:  # The schedule's panel of a run without one.
+      ax.remove()
+      continue
     for key in keys:
       points = [(r["step"], r[key]) for r in records if key in r]
       if points:
@@ -92,8 +100,6 @@ def curves_figure(records: list[dict], title: str = ""):
       ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes, color="gray")
       ax.set_xticks([])
       ax.set_yticks([])
-  for ax in axes[len(panels):]:  # The grid's unused cell.
-    ax.remove()
   if title:
     fig.suptitle(title)
   return fig

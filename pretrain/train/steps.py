@@ -13,7 +13,7 @@ def microbatches(batch, count: int):
   return jax.tree.map(lambda x: jnp.swapaxes(x.reshape(x.shape[0] // count, count, *x.shape[1:]), 0, 1), batch)
 
 
-def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: int = 1):
+def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: int = 1, members: int = 0):
   """The step of `model`, fed by its `family` (pretrain.family), which computes the loss. The loss is
   summed over target tokens and divided by their number (the family's weight), or by `loss.normalizing_factor`
   when that is set (T5X's loss_normalizing_factor).
@@ -21,11 +21,13 @@ def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: 
   over microbatches, one at a time, and divided once: the full batch's gradient.
   Dropout masks derive from the state's RNG key, the step and the microbatch, so
   a resumed run draws the same ones. A step whose loss or gradient is not finite changes
-  nothing and reports finite=False."""
+  nothing and reports finite=False. `members` > 0: a schedule's members, whose losses are reported one by one
+  (family.loss_sums)."""
+  per_member = {"members": members} if members else {}  # Families with loss terms of their own take none.
 
   def summed_grads(params, batch, rng):
     def loss_fn(params):
-      sums = family.loss_sums(model, params, batch, loss_cfg, rng)
+      sums = family.loss_sums(model, params, batch, loss_cfg, rng, **per_member)
       return sums["loss"], sums
     return jax.grad(loss_fn, has_aux=True)(params)
 

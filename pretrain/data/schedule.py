@@ -1,0 +1,144 @@
+"""A run's mixture as a function of the training step: which members (an objective over a source) its rows come
+from, at what rates.
+
+  data.schedule = ((0, (("ul2_decoder", 1.0),)),
+                   (700, (("clm", 1.0),)))
+
+A stage is (from_step, members) or (from_step, members, "ramp"); a member is (objective, rate), over the run's
+data.source, or (objective, source, files glob or TFDS NAME:VERSION, rate) over another source (corpus, files or
+tfds, as a row of data.mixture). The first stage starts at step 0, the others in increasing order. A stage's
+rates hold until the next stage starts; with "ramp" they move linearly to the next stage's rates over the steps
+between. A member that a stage does not name has rate 0 there. Rates are relative (each stage's are divided by
+their sum).
+
+Without data.schedule the run has one stage: data.objective over data.source, or over each row of data.mixture
+at its rate (today's fixed mixture, whose batches the one-stage schedule keeps bit-identical).
+
+Nothing here reads data or knows the objectives: the schedule is parsed with the config, before any work;
+pretrain/objectives/ checks that its members train one model.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from pretrain.errors import UserError
+
+SOURCES = ("corpus", "files", "tfds")
+RAMP = "ramp"
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+  objective: str
+  source: str    # corpus | files | tfds
+  where: str     # the files glob or TFDS NAME:VERSION ('' for the corpus)
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+  members: tuple[Member, ...]
+  steps: tuple[int, ...]                     # each stage's first step, increasing, the first 0
+  rates: tuple[tuple[float, ...], ...]       # each stage's rate of each member
+  ramps: tuple[bool, ...]                    # whether a stage's rates move linearly to the next stage's
+
+  @property
+  def fixed(self) -> bool:
+    """One stage: the rates never change."""
+    return len(self.steps) == 1
+
+  @property
+  def objectives(self) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(m.objective for m in self.members))
+
+  @property
+  def names(self) -> tuple[str, ...]:
+    """Each member's name in metrics: its objective, with its source where two members share an objective."""
+    repeated = {o for o in self.objectives if sum(m.objective == o for m in self.members) > 1}
+    return tuple(f"{m.objective}@{i}" if m.objective in repeated else m.objective for i, m in enumerate(self.members))
+
+  def shares(self, k: int) -> np.ndarray:
+    """Stage k's rates, normalised to sum to 1."""
+    rates = np.asarray(self.rates[k], np.float64)
+    return rates / rates.sum()
+
+  def rates_at(self, step: float) -> np.ndarray:
+    """The members' shares of the rows at `step`: the stage's, or along a ramp between two stages' shares."""
+    k = int(np.searchsorted(self.steps, step, side="right")) - 1
+    if not self.ramps[k]:
+      return self.shares(k)
+    t = (step - self.steps[k]) / (self.steps[k + 1] - self.steps[k])
+    return (1 - t) * self.shares(k) + t * self.shares(k + 1)
+
+  def describe(self) -> str:
+    """One line per stage, e.g. 'from step 700: clm 1.00'."""
+    lines = []
+    for k, step in enumerate(self.steps):
+      shares = ", ".join(f"{n} {r:.2f}" for n, r in zip(self.names, self.shares(k)) if r)
+      lines.append(f"from step {step}: {shares}" + (f", moving linearly to step {self.steps[k + 1]}'s"
+                                                      if self.ramps[k] else ""))
+    return "\n".join(lines)
+
+
+def _where(data_cfg, source: str) -> str:
+  return {"files": data_cfg.train_files, "tfds": data_cfg.tfds_name}.get(source, "")
+
+
+def _member(data_cfg, row, step: int) -> tuple[Member, float]:
+  row = tuple(row)
+  if len(row) == 2:
+    row = (row[0], data_cfg.source, _where(data_cfg, data_cfg.source), row[1])
+  if (len(row) != 4 or not isinstance(row[0], str) or row[1] not in SOURCES or not isinstance(row[2], str)
+      or isinstance(row[3], bool) or not isinstance(row[3], (int, float)) or not row[3] >= 0):
+    raise UserError(f"data.schedule member {tuple(row)!r} (of the stage from step {step}) is invalid; write "
+                    "(objective, rate) or (objective, corpus | files | tfds, files glob or TFDS NAME:VERSION, rate), "
+                    "with a rate >= 0")
+  return Member(row[0], row[1], row[2]), float(row[3])
+
+
+def parse(data_cfg) -> Schedule:
+  """The schedule of a `data` config section (see the module's docstring); refuses an invalid one with one line."""
+  if not data_cfg.schedule:
+    if not data_cfg.mixture:
+      member = Member(data_cfg.objective, data_cfg.source, _where(data_cfg, data_cfg.source))
+      return Schedule((member,), (0,), ((1.0,),), (False,))
+    rows = [tuple(row) for row in data_cfg.mixture]
+    for row in rows:
+      if len(row) != 3 or row[0] not in SOURCES or not float(row[2]) >= 0:
+        raise UserError(f"data.mixture row {row} is invalid; write (source, files glob or TFDS name, rate) "
+                        "with source corpus, files or tfds and a non-negative rate")
+    return Schedule(tuple(Member(data_cfg.objective, kind, where) for kind, where, _ in rows), (0,),
+                    (tuple(float(rate) for _, _, rate in rows),), (False,))
+  if data_cfg.mixture:
+    raise UserError("data.schedule and data.mixture are both set; name each source in the schedule's members, "
+                    "(objective, source, files glob or TFDS name, rate), and leave data.mixture empty")
+  stages = [tuple(row) for row in data_cfg.schedule]
+  for row in stages:
+    if (len(row) not in (2, 3) or isinstance(row[0], bool) or not isinstance(row[0], int)
+        or not isinstance(row[1], (tuple, list)) or (len(row) == 3 and row[2] != RAMP)):
+      raise UserError(f"data.schedule stage {row!r} is invalid; write (from_step, members) or (from_step, members, "
+                      "'ramp'), e.g. (700, (('clm', 1.0),))")
+  steps = [row[0] for row in stages]
+  if steps[0] != 0 or any(b <= a for a, b in zip(steps, steps[1:])):
+    raise UserError(f"data.schedule's stages start at steps {steps}; the first must start at 0 and each later one "
+                    "after the one before it")
+  if len(stages[-1]) == 3:
+    raise UserError(f"data.schedule's last stage (from step {steps[-1]}) ramps towards no stage; a ramp moves a "
+                    "stage's rates to the next stage's")
+  members, rates = [], []
+  for step, stage_members, *_ in stages:
+    stage = {}
+    for row in stage_members:
+      member, rate = _member(data_cfg, row, step)
+      if member in stage:
+        raise UserError(f"data.schedule's stage from step {step} names {member.objective} over {member.source} "
+                        "twice; give each member once")
+      stage[member] = rate
+      if member not in members:
+        members.append(member)
+    if not sum(stage.values()) > 0:
+      raise UserError(f"data.schedule's stage from step {step} has rates summing to {sum(stage.values())}; give at "
+                      "least one member a positive rate")
+    rates.append(stage)
+  return Schedule(tuple(members), tuple(steps), tuple(tuple(r.get(m, 0.0) for m in members) for r in rates),
+                  tuple(len(row) == 3 for row in stages))

@@ -1,0 +1,171 @@
+"""Curricula (data.schedule): the members and rates of a run's rows as a function of the step, checked with the
+config, drawn per row index (so resumable at any step, with any batch size), logged per member."""
+
+import json
+import signal
+import time
+
+import ml_collections
+import numpy as np
+import pytest
+
+from pretrain import run as run_lib
+from pretrain.data import indexed, schedule
+from pretrain.errors import UserError
+from pretrain.train import metrics
+from tests.conftest import tiny_config
+
+# CLM and prefix LM train one decoder-only model; a prefix-LM row holds inputs + targets = the CLM row's 32 tokens.
+DECODER = ("--config.data.objective=prefix_lm_decoder", "--config.data.inputs_length=16",
+           "--config.data.targets_length=16")
+CLM_THEN_PREFIX = "((0, (('clm', 1.0),), 'ramp'), (6, (('prefix_lm_decoder', 1.0),)))"
+
+
+def _data(**fields) -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict({"objective": "clm", "source": "corpus", "train_files": "", "tfds_name": "",
+                                    "mixture": (), "schedule": (), **fields})
+
+
+def test_stages_ramps_and_the_one_stage_default():
+  fixed = schedule.parse(_data())
+  assert fixed.fixed and fixed.names == ("clm",) and list(fixed.rates_at(10**6)) == [1.0]
+  mixed = schedule.parse(_data(mixture=(("corpus", "", 1.0), ("files", "a/*.txt", 3.0))))
+  assert mixed.fixed and mixed.names == ("clm@0", "clm@1") and list(mixed.rates_at(5)) == [0.25, 0.75]
+  s = schedule.parse(_data(schedule=((0, (("clm", 3.0), ("fim", 1.0))), (10, (("clm", 1.0),), "ramp"),
+                                     (20, (("fim", 1.0), ("clm", "files", "a/*.txt", 1.0))))))
+  assert s.names == ("clm@0", "fim", "clm@2") and not s.fixed
+  np.testing.assert_allclose(s.rates_at(9), [0.75, 0.25, 0])
+  np.testing.assert_allclose(s.rates_at(10), [1, 0, 0])
+  np.testing.assert_allclose(s.rates_at(15), [0.5, 0.25, 0.25])  # Halfway along the ramp.
+  np.testing.assert_allclose(s.rates_at(25), [0, 0.5, 0.5])
+  assert "from step 10: clm@0 1.00, moving linearly to step 20's" in s.describe()
+
+
+@pytest.mark.parametrize("stages, message", [
+    ("((5, (('clm', 1.0),)),)", "the first must start at 0"),
+    ("((0, (('clm', 1.0),)), (9, (('fim', 1.0),)), (4, (('clm', 1.0),)))", "after the one before it"),
+    ("((0, (('clm', 0.0),)),)", "rates summing to 0.0"),
+    ("((0, (('clm', 1.0),)), (9, (('fim', 1.0),), 'ramp'))", "ramps towards no stage"),
+    ("((0, (('clm', 'web', '', 1.0),)),)", "member ('clm', 'web', '', 1.0)"),
+    ("((0, (('clm', 1.0), ('clm', 2.0))),)", "names clm over corpus twice"),
+    ("((0, (('clm', 1.0),), 'slow'),)", "write (from_step, members)"),
+])
+def test_an_invalid_schedule_is_refused_with_one_line(stages, message):
+  with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    run_lib.Run.build(tiny_config(f"--config.data.schedule={stages}"), 128)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--config.data.objective=clm", "--config.data.schedule=((0, (('clm', 1.0), ('span_corruption', 1.0))),)"],
+     "span_corruption trains an encoder-decoder model"),
+    (["--config.data.objective=clm", f"--config.data.schedule={CLM_THEN_PREFIX}", *DECODER[1:]],
+     "set --config.data.objective=prefix_lm_decoder"),
+    (["--config.data.objective=ul2", "--config.data.schedule=((0, (('clm', 1.0),)),)"], "data.objective='ul2' is"),
+    ([*DECODER[:1], "--config.data.schedule=((0, (('clm', 1.0), ('prefix_lm_decoder', 1.0))),)"],
+     "rows of 32 tokens"),
+    (["--config.data.objective=nsp", "--config.data.schedule=((0, (('nsp', 1.0),)), (5, (('sop', 1.0),)))"],
+     "cannot share"),
+    ([*DECODER, f"--config.data.schedule={CLM_THEN_PREFIX}", "--config.data.pipeline=replay"],
+     "data.pipeline=indexed"),
+])
+def test_a_schedule_whose_members_cannot_train_one_model_is_refused(args, message):
+  with pytest.raises(UserError, match=message):
+    run_lib.Run.build(tiny_config(*args), 128)
+
+
+def test_realised_shares_follow_the_stages_and_the_ramp():
+  s = schedule.parse(_data(schedule=((0, (("clm", 3.0), ("fim", 1.0))), (100, (("clm", 1.0),), "ramp"),
+                                     (300, (("fim", 1.0),)))))
+  rows_per_step = 50
+  drawn = np.fromiter(indexed.member_choices(s, seed=0, stream=0, first_row=0, first_step=0,
+                                             rows_per_step=rows_per_step).take(20_000).as_numpy_iterator(), np.int64)
+  step = np.arange(len(drawn)) // rows_per_step
+
+  def share_of_fim(lo, hi):
+    return np.mean(drawn[(step >= lo) & (step < hi)] == 1)
+
+  def within_sampling_error(observed, expected, n):  # 4 standard errors of a binomial share.
+    assert abs(observed - expected) <= 4 * np.sqrt(max(expected * (1 - expected), 1e-12) / n) + 1e-9, \
+        (observed, expected)
+
+  within_sampling_error(share_of_fim(0, 100), 0.25, 5000)
+  within_sampling_error(share_of_fim(300, 400), 1.0, 5000)
+  # The ramp, by quarters: the mean scheduled share over each quarter's steps.
+  for lo in range(100, 300, 50):
+    expected = np.mean([s.rates_at(t)[1] for t in range(lo, lo + 50)])
+    within_sampling_error(share_of_fim(lo, lo + 50), expected, 2500)
+  assert share_of_fim(100, 101) < 0.1 and share_of_fim(299, 300) > 0.8
+
+
+def _run(cache_dir, *args):
+  return run_lib.Run.build_with_data(tiny_config(f"--config.data.cache_dir={cache_dir}", *args))
+
+
+def _take(batches, n):
+  return [next(batches) for _ in range(n)]
+
+
+def test_the_one_stage_schedule_gives_todays_batches(cache_dir, vocabulary):
+  del vocabulary
+  today = _take(_run(cache_dir).train_batches(), 3)
+  one_stage = _take(_run(cache_dir, "--config.data.schedule=((0, (('clm', 1.0),)),)").train_batches(), 3)
+  for a, b in zip(today, one_stage):
+    assert a.keys() == b.keys()
+    for k in a:
+      np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_another_batch_size_continues_each_members_rows(cache_dir, vocabulary):
+  del vocabulary
+  switch = "--config.data.schedule=((0, (('clm', 1.0),)), (3, (('fim', 1.0),)))"
+  clm_alone = _take(_run(cache_dir).train_batches(), 4)  # Rows of 4: the schedule's first member, alone.
+  run = _run(cache_dir, switch, "--config.data.objective=fim")
+  straight = run.train_batches()
+  first = _take(straight, 2)
+  position = straight.position()
+  later = _take(straight, 4)  # Step 2 (clm), then 3, 4, 5 (fim).
+  for got, want in zip(first + later[:1], clm_alone[:3]):
+    np.testing.assert_array_equal(got["decoder_target_tokens"], want["decoder_target_tokens"])
+  assert set(np.unique(later[1]["member"])) == {1}
+  # Resumed at step 2 with rows of 8: step 2 takes clm's next 8 rows, step 3 fim's first 8.
+  bigger = tiny_config(f"--config.data.cache_dir={cache_dir}", switch, "--config.data.objective=fim",
+                       "--config.train.batch_size=8")
+  resumed = run_lib.Run.build_with_data(bigger).train_batches(position, step=2)
+  step2, step3 = _take(resumed, 2)
+  np.testing.assert_array_equal(step2["decoder_target_tokens"],
+                                np.concatenate([b["decoder_target_tokens"] for b in clm_alone[2:4]]))
+  np.testing.assert_array_equal(step3["decoder_target_tokens"],
+                                np.concatenate([b["decoder_target_tokens"] for b in later[1:3]]))
+
+
+_CURRICULUM = (*DECODER, f"--config.data.schedule={CLM_THEN_PREFIX}", "--config.train.steps=12",
+               "--config.train.checkpoint_every=4", "--config.train.eval_every=6")
+
+
+def test_a_curriculum_killed_inside_its_ramp_resumes_bit_identically(tmp_path, run_train):
+  straight = run_train(tmp_path / "straight", *_CURRICULUM)
+  assert straight.returncode == 0, straight.stderr
+  killed = tmp_path / "killed"
+  process = run_train(killed, *_CURRICULUM, start_new_session=True)
+  deadline = time.time() + 300
+  while not (killed / "checkpoints" / "4").exists():  # Step 4 of the ramp from step 0 to 6.
+    assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
+    time.sleep(0.01)
+  process.send_signal(signal.SIGKILL)
+  process.communicate(timeout=120)
+  resumed = run_train(killed, *_CURRICULUM)
+  assert resumed.returncode == 0, resumed.stderr
+  assert "Resuming from the checkpoint at step 4" in resumed.stdout + resumed.stderr
+
+  def train_records(workdir):
+    return {r["step"]: {k: v for k, v in r.items() if k.startswith(("train/loss", "train/member/", "data/"))}
+            for r in metrics.read(str(workdir)) if "train/loss" in r}
+
+  expected, got = train_records(tmp_path / "straight"), train_records(killed)
+  assert sorted(got) == list(range(1, 13)) and all(got[s] == expected[s] for s in range(5, 13))
+  # Per member: its loss while it has rows, and its scheduled rate.
+  assert "train/member/clm/loss" in expected[1] and expected[1]["data/rate/clm"] > 0.8
+  assert "train/member/clm/loss" not in expected[12] and expected[12]["data/rate/prefix_lm_decoder"] == 1.0
+  last = [r for r in metrics.read(str(tmp_path / "straight")) if "eval/loss" in r][-1]
+  assert {"eval/loss", "eval/corpus_clm/loss", "eval/corpus_clm/bits_per_byte"} <= set(last)
+  assert json.loads((tmp_path / "straight" / "config.json").read_text())["data"]["schedule"]
