@@ -47,6 +47,11 @@ def get_config() -> ml_collections.ConfigDict:
   # (objective, source, files glob or TFDS NAME:VERSION, rate); data.objective names the member whose model
   # trains. E.g. ((0, (("clm", 1.0),)), (800, (("ul2_decoder", 1.0),))). Empty: data.objective alone.
   c.data.schedule = ()
+  # Sequence-length warmup: ((from_step, row length), ...) ending at the config's row, e.g. ((0, 32), (100, 64),
+  # (200, 128)) for data.seq_len=128; each length divides the row. length_warmup: what a shorter row keeps,
+  # "tokens" (more rows: train.batch_size x full / length) or "rows" (train.batch_size rows). Empty: no warmup.
+  c.data.length_schedule = ()
+  c.data.length_warmup = "tokens"
   # How training reads: indexed (documents tokenized once into a token store; a checkpoint records a position
   # of a few numbers, so resuming takes constant time) | replay (the seqio stream; resuming passes over every
   # example read before, in time that grows with the step).

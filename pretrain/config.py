@@ -63,7 +63,7 @@ def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigD
 # a config.json or a config file from before a field existed reads as if it held this value.
 # (The objectives' own settings come with their defaults from pretrain/objectives/.)
 NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "", "data.dedup_threshold": 0.8,
-                "data.schedule": ()}
+                "data.schedule": (), "data.length_schedule": (), "data.length_warmup": "tokens"}
 
 
 def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -217,6 +217,7 @@ RANGES = {
     "data.bad_records": one_of("error", "skip"),
     "data.host_sharding": one_of("source", "examples"),
     "data.pipeline": one_of("indexed", "replay"),
+    "data.length_warmup": one_of("tokens", "rows"),
     "data.dedup": Valid(lambda v: v in ("", "exact", "near"), "'' (none), exact or near"),
     "data.dedup_threshold": Valid(lambda v: 0 < v <= 1, "in (0, 1]"),
     "data.streams": POSITIVE,

@@ -25,6 +25,7 @@ import numpy as np
 
 from pretrain import config as config_lib
 from pretrain import files, models, objectives
+from pretrain.data import schedule as schedule_lib
 from pretrain.console import log
 from pretrain.errors import UserError
 from pretrain.family import Family
@@ -45,6 +46,10 @@ def _checked_family(cfg) -> Family:
   objectives.validate(cfg)
   family = objectives.get(cfg.data.objective).family
   family.check(cfg)
+  if schedule_lib.length_stages(cfg.data, family.task_lengths(cfg.data), cfg.train.batch_size)[1:] and (
+      cfg.data.task or cfg.data.pipeline != "indexed"):
+    raise UserError("data.length_schedule packs rows of each length from the token store: it needs "
+                    "data.pipeline=indexed over data.source (not data.task)")
   return family
 
 
@@ -96,6 +101,11 @@ class Run:
     """The members (an objective over a source) of the run's rows and their rates by step (data.schedule; one
     stage of data.objective by default)."""
     return objectives.check_schedule(self.cfg)
+
+  @functools.cached_property
+  def length_stages(self) -> tuple:
+    """The stages of data.length_schedule (one at the config's lengths without it): rows and their length."""
+    return schedule_lib.length_stages(self.cfg.data, self.task_lengths, self.cfg.train.batch_size)
 
   @property
   def members_reported(self) -> int:
@@ -254,10 +264,11 @@ class Run:
     return IndexedBatches(members, self.schedule, self.vocabulary, self.family, self.task_lengths, task=self.task,
                           batch_size=c.train.batch_size, streams=c.data.streams, seed=c.train.seed,
                           cache=sources.cache_dir(c.data), saved_position=position, step=step,
-                          report_members=bool(self.members_reported))
+                          report_members=bool(self.members_reported), length_stages=self.length_stages)
 
-  def flops_per_example(self, params) -> float:
-    return self.family.flops_per_example(params, self.cfg.model, self.task_lengths)
+  def flops_per_example(self, params, task_lengths: dict[str, int] | None = None) -> float:
+    """Model FLOPs of a row at the config's lengths, or at `task_lengths` (a stage of data.length_schedule)."""
+    return self.family.flops_per_example(params, self.cfg.model, task_lengths or self.task_lengths)
 
 
 def saved_config(workdir: str) -> ml_collections.ConfigDict:

@@ -169,3 +169,66 @@ def test_a_curriculum_killed_inside_its_ramp_resumes_bit_identically(tmp_path, r
   last = [r for r in metrics.read(str(tmp_path / "straight")) if "eval/loss" in r][-1]
   assert {"eval/loss", "eval/corpus_clm/loss", "eval/corpus_clm/bits_per_byte"} <= set(last)
   assert json.loads((tmp_path / "straight" / "config.json").read_text())["data"]["schedule"]
+
+
+@pytest.mark.parametrize("warmup, rows", [("tokens", (16, 8, 4)), ("rows", (4, 4, 4))])
+def test_sequence_length_warmup(cache_dir, vocabulary, warmup, rows):
+  del vocabulary
+  run = _run(cache_dir, "--config.data.length_schedule=((0, 8), (4, 16), (8, 32))",
+             f"--config.data.length_warmup={warmup}")
+  straight = _take(run.train_batches(), 10)
+  shapes = [b["decoder_target_tokens"].shape for b in straight]
+  assert shapes == [(rows[0], 8)] * 4 + [(rows[1], 16)] * 4 + [(rows[2], 32)] * 2
+  # Resumed in the first stage (crossing two stage starts) and inside the second: the same batches.
+  for taken in (3, 6):
+    before = run.train_batches()
+    _take(before, taken)
+    resumed = _take(run.train_batches(before.position(), step=taken), 10 - taken)
+    for got, want in zip(resumed, straight[taken:]):
+      for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+  if warmup == "tokens":  # One compilation per row length.
+    from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+    with run.activated():
+      state = run.create_state()
+      for batch in straight:
+        state, _ = run.train_step(state, mesh_lib.global_batch(batch, run.batch_sharding))
+    assert run.train_step._cache_size() == 3  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--config.data.length_schedule=((0, 8), (4, 16))"], "its last stage must be the config's row of 32"),
+    (["--config.data.length_schedule=((0, 12), (4, 32))"], "must divide the row of 32"),
+    (["--config.data.length_schedule=((0, 16), (0, 32))"], "after the one before it"),
+    (["--config.data.length_schedule=((0, 16), (4, 32))", "--config.data.pipeline=replay"], "data.pipeline=indexed"),
+    (["--config.data.length_warmup=both"], "data.length_warmup"),
+])
+def test_an_invalid_length_schedule_is_refused(args, message):
+  with pytest.raises(UserError, match=message):
+    run_lib.Run.build(tiny_config(*args), 128)
+
+
+def test_a_changed_schedule_on_resume_is_said_and_followed(capsys):
+  old = indexed.start_position("corpus_clm", 0, 1, ["s", "s"], [64, 64],
+                               {"members": ["corpus_clm", "corpus_fim"], "stages": "from step 0: clm 1.00"})
+  old["streams"][0] = {"rows": 40, "members": [[0, 30], [0, 10]]}
+  new = indexed.start_position("corpus_clm", 0, 1, ["s", "s"], [64, 64],
+                               {"members": ["corpus_clm", "corpus_fim"], "stages": "from step 0: fim 1.00"})
+  resumed = indexed.resume_position(old, new)
+  assert resumed["streams"] == old["streams"] and resumed["schedule"]["stages"] == "from step 0: fim 1.00"
+  assert "data.schedule changed since the checkpoint" in capsys.readouterr().out
+  other = indexed.start_position("corpus_clm", 0, 1, ["s", "s"], [64, 64],
+                                 {"members": ["corpus_fim", "corpus_clm"], "stages": "from step 0: fim 1.00"})
+  assert indexed.resume_position(old, other) == other  # Other members: from the start, said.
+  assert "members changed" in capsys.readouterr().out
+
+
+def test_inspect_task_shows_a_steps_members(cache_dir, vocabulary, monkeypatch, capsys):
+  del vocabulary
+  from pretrain.commands import inspect_task  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  inspect_task.main(["--step=3", "--num=4", "--config=configs/quickstart.py", "--config.data.seq_len=32",
+                     *DECODER, f"--config.data.schedule={CLM_THEN_PREFIX}"])
+  shown = capsys.readouterr().out
+  assert shown.startswith("data.schedule at step 3: clm 0.50, prefix_lm_decoder 0.50\n")
+  assert shown.count("=== step 3, row ") == 4 and "--- targets" in shown

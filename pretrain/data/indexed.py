@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from pretrain.console import log
-from pretrain.data import packing, token_store
+from pretrain.data import packing, schedule, token_store
 from pretrain.errors import UserError
 
 # A window's preparation has a fixed cost (its small tf.data pipeline), shared by its rows (tools/bench_data.md):
@@ -71,12 +71,13 @@ def window_documents(documents: int, size: int, seed: int, member: int, g) -> tf
 
 
 def window_rows(task, store: token_store.TokenStore, converter, lengths: dict, seed: int, member: int,
-                features: tuple[str, ...] = ()):
+                features: tuple[str, ...] = (), size: int = 0):
   """fn(g) -> a dataset of one element: the packed rows of window g, stacked in a seeded order, each with its
   window, its index in that order and its member. `features`: the run's model features, of which those the
-  member's converter does not make are zeros (a causal-LM row among prefix-LM rows)."""
+  member's converter does not make are zeros (a causal-LM row among prefix-LM rows). `size`: documents per window
+  (0: window_size of `lengths`)."""
 
-  size = window_size(store, lengths)
+  size = size or window_size(store, lengths)
 
   def rows(g):
     ids = window_documents(len(store), size, seed, member, g)
@@ -192,38 +193,56 @@ class IndexedBatches:
 
   def __init__(self, members: list, plan, vocabulary, family, lengths: dict[str, int], *, task: str,
                batch_size: int, streams: int, seed: int, cache: str, saved_position: dict | None = None,
-               step: int = 0, report_members: bool = False):
+               step: int = 0, report_members: bool = False, length_stages: tuple = ()):
     """members: (seqio task, source, its family's converter, its task lengths) of each member of the schedule
     `plan` (pretrain/data/schedule.py); family and lengths: the run's; task: the run's task name; cache: the data
     cache holding the token stores; step: the run's step at saved_position. report_members: each batch also holds
-    'member', the member of each row, shaped as the targets the loss reads (family.targets_and_weights)."""
-    if batch_size % streams:
+    'member', the member of each row, shaped as the targets the loss reads (family.targets_and_weights).
+    length_stages: data.length_schedule's stages (schedule.length_stages; none: the config's lengths); at a stage's
+    first step every member starts its next window (the rest of a window begun at the old length is not read in
+    this epoch), so the rows of a stage are a function of the position where it starts."""
+    self._stages = length_stages or (schedule.LengthStage(0, 1, 1, batch_size),)
+    if any(stage.rows % streams for stage in self._stages):
       raise UserError(f"train.batch_size={batch_size} does not split into data.streams={streams} streams; "
                       f"use a multiple of {streams}")
-    self._family, self._report_members = family, report_members
-    features = tuple(family.model_lengths(lengths))
-    stores, row_fns = [], []
-    for member, (member_task, source, converter, member_lengths) in enumerate(members):
-      store = token_store.open_or_build(member_task, source, "train", vocabulary, cache)
-      stores.append(store)
-      row_fns.append(window_rows(member_task, store, packing.numpy_packing(converter), member_lengths, seed, member,
-                                 features))
-    fresh = start_position(task, seed, streams, [s.directory.rsplit("/", 1)[-1] for s in stores],
-                           [window_size(s, member[3]) for s, member in zip(stores, members)],
-                           None if plan.fixed else {"members": [m[0].name for m in members],
-                                                    "stages": plan.describe()})
+    self._family, self._report_members, self._plan, self._seed = family, report_members, plan, seed
+    self._members, self._features, self._streams, self._step = members, tuple(family.model_lengths(lengths)), \
+        streams, step
+    self._stores = [token_store.open_or_build(member_task, source, "train", vocabulary, cache)
+                    for member_task, source, _, _ in members]
+    # Documents per window: of the config's lengths at every stage, so that a window is the same documents.
+    self._windows = [window_size(store, member[3]) for store, member in zip(self._stores, members)]
+    fresh = start_position(task, seed, streams, [s.directory.rsplit("/", 1)[-1] for s in self._stores],
+                           self._windows, None if plan.fixed else {"members": [m[0].name for m in members],
+                                                                   "stages": plan.describe()})
+    if len(self._stages) > 1:
+      fresh["length_stage"] = 0
     self._position = copy.deepcopy(resume_position(saved_position, fresh) if saved_position else fresh)
-    self._per_stream = batch_size // streams
+    self._start_stage(schedule.stage_at(self._stages, step))
+
+  def _start_stage(self, k: int) -> None:
+    """Reads on at length stage k: from the next window of each member if the position is of another stage."""
+    if self._position.get("length_stage", 0) != k:
+      for stream in self._position["streams"]:
+        stream["members"] = [[w + self._streams, 0] if r else [w, 0] for w, r in stream["members"]]
+      self._position["length_stage"] = k
+    stage, streams = self._stages[k], self._streams
+    self._stage, self._per_stream = k, stage.rows // streams
+    row_fns = [window_rows(member_task, store, packing.numpy_packing(converter), stage.scaled(member_lengths),
+                           self._seed, member, self._features, size)
+               for member, ((member_task, _, converter, member_lengths), store, size)
+               in enumerate(zip(self._members, self._stores, self._windows))]
     # Rows [lo, hi) of the global batch are this host's; stream s fills [s * per_stream, (s + 1) * per_stream).
     hosts, host = jax.process_count(), jax.process_index()
-    if batch_size % hosts:
-      raise UserError(f"train.batch_size={batch_size} does not divide across {hosts} hosts")
-    lo, hi = host * batch_size // hosts, (host + 1) * batch_size // hosts
+    if stage.rows % hosts:
+      raise UserError(f"train.batch_size={stage.rows} does not divide across {hosts} hosts")
+    lo, hi = host * stage.rows // hosts, (host + 1) * stage.rows // hosts
     self._parts = []  # (stream, rows of its batch this host keeps, iterator)
     for s in range(streams):
       first, last = max(lo, s * self._per_stream), min(hi, (s + 1) * self._per_stream)
       if first < last:
-        rows = stream_rows(row_fns, plan, s, streams, self._position["streams"][s], seed, step, self._per_stream)
+        rows = stream_rows(row_fns, self._plan, s, streams, self._position["streams"][s], self._seed, self._step,
+                           self._per_stream)
         dataset = rows.batch(self._per_stream, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
         self._parts.append((s, slice(first - s * self._per_stream, last - s * self._per_stream),
                             dataset.as_numpy_iterator()))
@@ -232,6 +251,9 @@ class IndexedBatches:
     return self
 
   def __next__(self) -> dict:
+    k = schedule.stage_at(self._stages, self._step)
+    if k != self._stage:
+      self._start_stage(k)
     pieces = []
     for s, keep, iterator in self._parts:
       rows = next(iterator)
@@ -246,6 +268,7 @@ class IndexedBatches:
         targets = self._family.targets_and_weights(piece)[0]
         piece["member"] = np.broadcast_to(rows["member"][keep, None].astype(np.int32), targets.shape).copy()
       pieces.append(piece)
+    self._step += 1
     return {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
 
   def position(self) -> dict:

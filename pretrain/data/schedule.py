@@ -142,3 +142,48 @@ def parse(data_cfg) -> Schedule:
     rates.append(stage)
   return Schedule(tuple(members), tuple(steps), tuple(tuple(r.get(m, 0.0) for m in members) for r in rates),
                   tuple(len(row) == 3 for row in stages))
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthStage:
+  """A stage of data.length_schedule: from `step` on, rows of length/full of the config's lengths, `rows` a step."""
+  step: int
+  length: int   # tokens of a row (all its features)
+  full: int     # tokens of a row at the config's lengths
+  rows: int     # rows per step
+
+  def scaled(self, lengths: dict[str, int]) -> dict[str, int]:
+    """Feature lengths (the config's, of any member) at this stage's row length."""
+    return {k: v * self.length // self.full for k, v in lengths.items()}
+
+
+def length_stages(data_cfg, lengths: dict[str, int], batch_size: int) -> tuple[LengthStage, ...]:
+  """The stages of data.length_schedule, ((from_step, row length), ...), for the run's task `lengths` (one stage at
+  the config's lengths without it). Sequence-length warmup (Li et al. 2022): the row length grows to the config's;
+  data.length_warmup='tokens' keeps a step's tokens (batch_size x full / length rows), 'rows' its rows."""
+  full = sum(lengths.values())
+  rows = tuple(tuple(row) for row in data_cfg.get("length_schedule", ())) or ((0, full),)
+  if any(len(r) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in r) for r in rows):
+    raise UserError(f"data.length_schedule={data_cfg.length_schedule!r} is invalid; write ((from_step, row length), "
+                    f"...), e.g. ((0, {max(full // 4, 1)}), (100, {max(full // 2, 1)}), (200, {full}))")
+  steps = [step for step, _ in rows]
+  if steps[0] != 0 or any(b <= a for a, b in zip(steps, steps[1:])):
+    raise UserError(f"data.length_schedule's stages start at steps {steps}; the first must start at 0 and each "
+                    "later one after the one before it")
+  if rows[-1][1] != full:
+    raise UserError(f"data.length_schedule ends at rows of {rows[-1][1]} tokens; its last stage must be the "
+                    f"config's row of {full} (data.seq_len, or inputs_length + targets_length), which evaluation "
+                    "and the memory check use")
+  stages = []
+  for step, length in rows:
+    if not 0 < length <= full or full % length or any(v * length % full for v in lengths.values()):
+      raise UserError(f"data.length_schedule's row of {length} tokens (from step {step}) must divide the row of "
+                      f"{full} so that every feature ({lengths}) shrinks by a whole factor; e.g. {full // 2}")
+    stages.append(LengthStage(step, length, full, batch_size * full // length
+                              if data_cfg.get("length_warmup", "tokens") == "tokens" else batch_size))
+  return tuple(stages)
+
+
+def stage_at(stages, step: int) -> int:
+  """The index of the stage (a LengthStage, or a step of a Schedule) that holds `step`."""
+  return int(np.searchsorted([s.step for s in stages], step, side="right")) - 1

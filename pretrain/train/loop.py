@@ -14,6 +14,7 @@ import tqdm
 
 from pretrain import models
 from pretrain.console import log
+from pretrain.data import schedule
 from pretrain.errors import UserError
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import evaluation, flops, metrics, report, sampling, signals
@@ -27,6 +28,9 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
     log(f"Resuming from the checkpoint at step {start} in {workdir}/checkpoints")
   if len(run.schedule.members) > 1:
     log("The data schedule (data.schedule), each member's share of the rows:\n" + run.schedule.describe())
+  if len(run.length_stages) > 1:
+    log("Sequence-length warmup (data.length_schedule): " + "; ".join(
+        f"from step {s.step}: {s.rows} rows of {s.length} tokens" for s in run.length_stages))
   writer = metrics.MetricsWriter(workdir, enabled=jax.process_index() == 0)
   writer.truncate_after(start if start else -1)  # Records after the checkpoint, or of an attempt that saved none.
   with run.activated(), signals.StopRequest() as stop, contextlib.ExitStack() as stack:
@@ -34,8 +38,10 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
     if start == 0:
       writer.write(0, evaluation.evaluate_all(run, state.params, eval_sets))
 
-    tokens_per_step = c.batch_size * sum(run.family.row_lengths(run.task_lengths).values())
-    step_flops = run.flops_per_example(state.params) * c.batch_size
+    # Tokens and model FLOPs of a step at each length stage (data.length_schedule; one stage without it).
+    stage_costs = [(s.rows * sum(run.family.row_lengths(s.scaled(run.task_lengths)).values()),
+                    s.rows * run.flops_per_example(state.params, s.scaled(run.task_lengths)))
+                   for s in run.length_stages]
     peak = flops.matmul_peak(dtype=jnp.dtype(models.activation_dtype(cfg.model.dtype))) * jax.device_count()
     profile_start, profile_stop = tuple(c.profile_steps) or (None, None)
     tracing = False
@@ -44,7 +50,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
     # Closed on the way out, also by an error: the bar's last redraw would otherwise follow the error's line.
     bar = stack.enter_context(tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,
                                         disable=jax.process_index() != 0))
-    interval_start, interval_steps, data_wait = time.perf_counter(), 0, 0.0
+    interval_start, interval_steps, interval_tokens, interval_flops, data_wait = time.perf_counter(), 0, 0, 0.0, 0.0
     stopping = False
     while step < c.steps and not stopping:
       waited_from = time.perf_counter()
@@ -64,24 +70,27 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
       step += 1
       unchecked = (step, step_metrics["finite"])
       interval_steps += 1
+      step_tokens, step_flops = stage_costs[schedule.stage_at(run.length_stages, step - 1)]
+      interval_tokens, interval_flops = interval_tokens + step_tokens, interval_flops + step_flops
       bar.update(1)
       eval_now = step % c.eval_every == 0 or step == c.steps
       if eval_now or step % c.log_every == 0:
         unchecked = check_finite(unchecked, bar, ckpt, saved)
         values = train_values(run, jax.device_get(step_metrics), step)
         elapsed = time.perf_counter() - interval_start
-        values["train/tokens_per_second"] = interval_steps * tokens_per_step / elapsed
+        values["train/tokens_per_second"] = interval_tokens / elapsed
         values["train/step_seconds"] = elapsed / interval_steps
         # Share of the time the host waited for its next batch (the steps run meanwhile): 0 when data keeps up.
         values["train/data_wait_fraction"] = data_wait / elapsed
         # Model FLOPs utilisation against a matmul peak measured at startup, over all devices.
-        values["train/mfu"] = step_flops / values["train/step_seconds"] / peak
+        values["train/mfu"] = interval_flops / elapsed / peak
         if eval_now:
           latest_eval = {"step": step, **evaluation.evaluate_all(run, state.params, eval_sets)}
           values.update({k: v for k, v in latest_eval.items() if k != "step"})
         writer.write(step, values)
         bar.set_postfix(loss=f"{values['train/loss']:.3f}", tok_s=f"{values['train/tokens_per_second']:,.0f}")
-        interval_start, interval_steps, data_wait = time.perf_counter(), 0, 0.0
+        interval_start, interval_steps, interval_tokens, interval_flops, data_wait = \
+            time.perf_counter(), 0, 0, 0.0, 0.0
       stopping = stop.signal is not None  # Read once, here: a stop requested at any time is saved at this step.
       if stopping or step % c.checkpoint_every == 0 or step == c.steps:
         unchecked = check_finite(unchecked, bar, ckpt, saved)
