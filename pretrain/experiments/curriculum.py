@@ -1,0 +1,208 @@
+"""Which curriculum? The same decoder-only model on the same token budget, trained with CLM, with UL2's
+denoisers, with one after the other (data.schedule), and with sequence-length warmup (data.length_schedule).
+
+  python tools/curriculum.py [--arms=clm,ul2,ul2_then_clm,clm_then_ul2,clm_length_warmup] [--seeds=0,1]
+      [--switch=0.7] [--ul2r=0.2] [--probe_seeds=5] [--steps=300] [--batch_size=16] [--seq_len=128]
+      [--d_model=128] [--num_layers=2] [--out=docs/curriculum] [--out_dir=runs/curriculum] [--config.KEY=VALUE ...]
+
+Arms (ARMS): CLM only; UL2 only (ul2_decoder: UL2's seven denoisers as prefix-LM examples with mode tokens);
+UL2, then CLM from --switch of the steps; CLM, then UL2 for the last --ul2r of the steps (UL2R-style); CLM with
+sequence-length warmup (rows of seq_len/4 for the first 10% of the steps, seq_len/2 until 20%, the same tokens
+per step). Every arm processes the same token positions: steps x batch_size rows of seq_len (a UL2 row is
+inputs + targets = seq_len / 2 + seq_len / 2), on the bundled corpus (configs/quickstart.py or --config), each
+with --seeds (train.seed: initialisation, data order, noise), in OUT_DIR/ARM/seedS (an earlier run there is
+deleted first).
+
+Measured per run, on the validation split: CLM bits per byte (the causal loss of every arm's model on the same
+rows, over the UTF-8 bytes of their text), the UL2 denoising loss (ul2_decoder's examples), the same-document
+probe (pretrain/downstream/: a linear probe on frozen features, on the corpus's held-out documents, --probe_seeds
+seeds, beside the initial parameters) and wall time. A figure 'a +- b' is the mean and the half-width of its 95%
+interval over the seeds; a difference counts as real only where the two intervals are apart.
+"""
+
+import os
+
+from pretrain import cli, run as run_lib
+from pretrain.downstream import stats
+from pretrain.errors import UserError, exit_on_user_error
+from pretrain.experiments import runs
+from pretrain.train import metrics
+
+ARMS = ("clm", "ul2", "ul2_then_clm", "clm_then_ul2", "clm_length_warmup")
+CLM_BPB, UL2_LOSS, PROBE = "CLM val bits/byte", "UL2 val loss", "same-document probe"
+
+
+def describe(arm: str, args) -> str:
+  """What an arm trains, in words, with its steps."""
+  steps, length = args.steps, args.seq_len
+  return {"clm": "CLM only", "ul2": "UL2 only",
+          "ul2_then_clm": f"UL2, then CLM from step {round(args.switch * steps)}",
+          "clm_then_ul2": f"CLM, then UL2 from step {round((1 - args.ul2r) * steps)} (UL2R)",
+          "clm_length_warmup": f"CLM, rows of {length // 4} then {length // 2} tokens until steps {steps // 10} and "
+                               f"{steps // 5}"}[arm]
+
+
+def arm_config(base, arm: str, args):
+  """The config of one arm: the base config, the shared budget and model, and the arm's objectives."""
+  cfg = base.copy_and_resolve_references()
+  c, steps = cfg.data, args.steps
+  c.seq_len, c.inputs_length, c.targets_length = args.seq_len, args.seq_len // 2, args.seq_len // 2
+  c.objective, c.eval_objectives, c.schedule, c.length_schedule = "ul2_decoder", ("clm",), (), ()
+  if arm in ("clm", "clm_length_warmup"):
+    c.objective, c.eval_objectives = "clm", ("ul2_decoder",)
+  if arm == "clm_length_warmup":
+    c.length_schedule = ((0, args.seq_len // 4), (steps // 10, args.seq_len // 2), (steps // 5, args.seq_len))
+  elif arm == "ul2_then_clm":
+    c.eval_objectives = ()  # A schedule's members are evaluated.
+    c.schedule = ((0, (("ul2_decoder", 1.0),)), (round(args.switch * steps), (("clm", 1.0),)))
+  elif arm == "clm_then_ul2":
+    c.eval_objectives = ()
+    c.schedule = ((0, (("clm", 1.0),)), (round((1 - args.ul2r) * steps), (("ul2_decoder", 1.0),)))
+  runs.set_budget(cfg, steps, args.batch_size, args.evals)
+  m = cfg.model
+  m.d_model, m.num_layers, m.head_dim = args.d_model, args.num_layers, args.head_dim
+  m.num_heads = m.num_kv_heads = max(1, args.d_model // args.head_dim)
+  m.mlp_dim = 3 * args.d_model
+  return cfg
+
+
+def curves(workdir: str, objective: str, tokens_per_step: int) -> dict[str, list[tuple[int, float]]]:
+  """Validation CLM bits per byte and UL2 loss against tokens processed, whichever task the run trained."""
+  keys = {CLM_BPB: ("eval/bits_per_byte" if objective == "clm" else "eval/corpus_clm/bits_per_byte"),
+          UL2_LOSS: ("eval/loss" if objective == "ul2_decoder" else "eval/corpus_ul2_decoder/loss")}
+  records = metrics.read(workdir)
+  return {name: [(r["step"] * tokens_per_step, r[key]) for r in records if key in r] for name, key in keys.items()}
+
+
+def probe(workdir: str, seeds: int, initial: bool) -> dict[str, list[float]]:
+  """The same-document probe's accuracies of a finished run ('model') and, if `initial`, of its initial
+  parameters ('random init': the same for every arm of a seed)."""
+  from pretrain.downstream import evaluation  # pylint: disable=g-import-not-at-top
+  run, params, _ = run_lib.load(workdir)
+  rows = {"model": params, **({"random init": run.create_state().params} if initial else {})}
+  return {name: evaluation.measure(run, p, "same_document", seeds)["same_document_probe"] for name, p in rows.items()}
+
+
+def table(results: dict[str, list[dict]], init: list[float], args) -> str:
+  head = (f"| arm | {CLM_BPB} | {UL2_LOSS} | {PROBE} | wall s |\n| --- | ---: | ---: | ---: | ---: |\n"
+          f"| initial parameters | {stats.text([r['curves'][CLM_BPB][0][1] for rs in results.values() for r in rs])} "
+          f"| {stats.text([r['curves'][UL2_LOSS][0][1] for rs in results.values() for r in rs])} | "
+          f"{stats.text(init) if init else 'n/a'} | |")
+  rows = []
+  for arm, seeds in results.items():
+    final = {name: [r["curves"][name][-1][1] for r in seeds] for name in (CLM_BPB, UL2_LOSS)}
+    accuracies = [v for r in seeds for v in r.get("probe", [])]
+    rows.append(f"| {arm}: {describe(arm, args)} | {stats.text(final[CLM_BPB])} | {stats.text(final[UL2_LOSS])} | "
+                f"{stats.text(accuracies) if accuracies else 'n/a'} | "
+                f"{stats.text([r['wall'] for r in seeds], 0)} |")
+  return "\n".join([head, *rows])
+
+
+def verdicts(results: dict[str, list[dict]], init: list[float]) -> list[str]:
+  """Which arms differ beyond the noise, per measure (lower is better but for the probe)."""
+  lines = []
+  for name, higher_better in ((CLM_BPB, False), (UL2_LOSS, False), (PROBE, True)):
+    values = {arm: ([r["curves"][name][-1][1] for r in seeds] if name != PROBE
+                    else [v for r in seeds for v in r.get("probe", [])]) for arm, seeds in results.items()}
+    values = {arm: v for arm, v in values.items() if v}
+    ranked = sorted(values, key=lambda a: stats.interval(values[a])[0], reverse=higher_better)
+    apart = [f"{a} > {b}" if higher_better else f"{a} < {b}" for i, a in enumerate(ranked) for b in ranked[i + 1:]
+             if stats.differ(values[a], values[b])]
+    above = [a for a in values if name == PROBE and init and stats.differ(values[a], init)
+             and stats.interval(values[a])[0] > stats.interval(init)[0]]
+    lines.append(f"- **{name}** ({'higher' if higher_better else 'lower'} is better): "
+                 f"{', '.join(apart) or 'no two arms apart'}"
+                 + (f"; above the initial parameters: {', '.join(above) or 'none'}" if name == PROBE else "") + ".")
+  return lines
+
+
+def plot(results: dict[str, list[dict]], path: str, schedules: dict[str, str]) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, axes = plt.subplots(1, 2, figsize=(14, 4.8))
+  for arm, seeds in results.items():
+    for ax, name in zip(axes, (CLM_BPB, UL2_LOSS)):
+      line, = ax.plot(*zip(*seeds[0]["curves"][name]), "o-", markersize=3, label=f"{arm} ({schedules[arm]})")
+      for r in seeds[1:]:
+        ax.plot(*zip(*r["curves"][name]), "-", color=line.get_color(), alpha=0.35)
+  for ax, name in zip(axes, (CLM_BPB, UL2_LOSS)):
+    ax.set_title(f"validation {name.split(' val ')[1]} of {name.split(' ')[0]} (each seed; markers: the first)")
+    ax.set_xlabel("tokens processed")
+    ax.grid(alpha=0.3)
+  axes[0].legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def report(results, init, args, argv, load) -> str:
+  return runs.report("tools/curriculum.py", argv, load, [
+      "# Which curriculum? CLM, UL2 and their orders on one decoder-only model",
+      f"Every arm: {args.steps} steps x {args.batch_size} rows x {args.seq_len} token positions (a UL2 row is "
+      f"{args.seq_len // 2} + {args.seq_len // 2}), the same model ({args.d_model} wide, {args.num_layers} layers), "
+      f"optimizer and schedule, the bundled corpus's train split, seeds {args.seeds} (train.seed). UL2 is "
+      "ul2_decoder: UL2's seven denoisers as prefix-LM examples with their mode tokens. A figure 'a +- b' is the "
+      "mean and the half-width of its 95% interval over the seeds (the probe's: over seeds x probe seeds).",
+      table(results, init, args),
+      f"{CLM_BPB}: the causal next-token loss of the model on the validation rows, in bits per UTF-8 byte of "
+      f"their text. {UL2_LOSS}: the cross-entropy per target token of ul2_decoder's validation examples. "
+      f"{PROBE}: a linear probe on the frozen mean hidden state tells whether two 32-token passages of the "
+      f"corpus's held-out documents come from one document (chance 0.5; {args.probe_seeds} probe seeds per run). "
+      "The initial parameters are the same for every arm of a seed.",
+      "Beyond the noise (the two 95% intervals apart):",
+      "\n".join(verdicts(results, init)),
+      "wall s includes compilation (one per row length), evaluation and the checkpoint, and is noisy on this "
+      "shared machine.",
+      f"![validation curves]({os.path.basename(args.out)}.png)"])
+
+
+@exit_on_user_error
+def main(argv: list[str], prog: str = "tools/curriculum.py") -> int:
+  parser = cli.parser_for(prog, __doc__)
+  parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
+  runs.add_flags(parser, "curriculum", "token positions per row", "ARM/seedS")
+  parser.add_argument("--seeds", default="0,1", help="pre-training seeds of every arm, comma-separated")
+  parser.add_argument("--switch", type=float, default=0.7, help="ul2_then_clm: the share of steps before CLM")
+  parser.add_argument("--ul2r", type=float, default=0.2, help="clm_then_ul2: the share of steps of UL2 at the end")
+  parser.add_argument("--d_model", type=int, default=128, help="model width")
+  parser.add_argument("--num_layers", type=int, default=2, help="layers")
+  parser.add_argument("--head_dim", type=int, default=64, help="dimension of each attention head")
+  parser.add_argument("--probe_seeds", type=int, default=5, help="same-document probe seeds per run (0: no probe)")
+  args, base = cli.parse_command_line(parser, argv)
+  arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+  unknown = [a for a in arms if a not in ARMS]
+  if unknown or len(set(arms)) != len(arms) or not arms:
+    raise UserError(f"--arms={args.arms!r}: give distinct arms of {', '.join(ARMS)}")
+  try:
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+  except ValueError:
+    raise UserError(f"--seeds={args.seeds!r}: give comma-separated integers, e.g. 0,1") from None
+  if not seeds or not 0 < args.switch < 1 or not 0 < args.ul2r < 1 or args.seq_len % 8:
+    raise UserError("give --seeds, --switch and --ul2r in (0, 1), and a --seq_len divisible by 8")
+  configs = {arm: arm_config(base, arm, args) for arm in arms}
+  for cfg in configs.values():
+    run_lib.Run.build(cfg)  # Every check before the first run.
+  load = runs.machine()
+  print(f"{len(arms)} arms x {len(seeds)} seeds, runs of {args.steps} steps x {args.batch_size} x {args.seq_len} "
+        f"tokens; {load}", flush=True)
+  results, init = {arm: [] for arm in arms}, []
+  for seed in seeds:
+    for i, (arm, cfg) in enumerate(configs.items(), 1):
+      seeded = cfg.copy_and_resolve_references()
+      seeded.train.seed = seed
+      workdir = os.path.join(args.out_dir, arm, f"seed{seed}")
+      r = runs.train_one(seeded, workdir)
+      r["curves"] = curves(workdir, seeded.data.objective, r["tokens_per_step"])
+      if args.probe_seeds:
+        probed = probe(workdir, args.probe_seeds, initial=i == 1)
+        r["probe"] = probed["model"]
+        init += probed.get("random init", [])
+      results[arm].append(r)
+      print(f"[seed {seed}, {i}/{len(arms)}] {arm:<18} CLM bits/byte {r['curves'][CLM_BPB][-1][1]:.3f}  UL2 loss "
+            f"{r['curves'][UL2_LOSS][-1][1]:.3f}  probe {stats.text(r.get('probe', [float('nan')]))}  "
+            f"{r['wall']:.0f} s", flush=True)
+  schedules = {arm: describe(arm, args) for arm in arms}
+  runs.write_report(args.out, lambda path: plot(results, path, schedules), report(results, init, args, argv, load),
+                    table(results, init, args))
+  return 0
