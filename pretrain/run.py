@@ -110,8 +110,9 @@ class Run:
   @property
   def members_reported(self) -> int:
     """How many members the train step reports one by one (0: none; a family with loss terms of its own reports
-    no parts)."""
-    return len(self.schedule.members) if len(self.schedule.members) > 1 and self.family.mixes else 0
+    no parts, and the replay pipeline's seqio Mixture does not say which member a row is from)."""
+    reported = len(self.schedule.members) > 1 and self.family.mixes and self.cfg.data.pipeline == "indexed"
+    return len(self.schedule.members) if reported else 0
 
   @classmethod
   def build_with_data(cls, cfg) -> "Run":

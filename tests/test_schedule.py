@@ -139,7 +139,7 @@ def test_another_batch_size_continues_each_members_rows(cache_dir, vocabulary):
 
 
 _CURRICULUM = (*DECODER, f"--config.data.schedule={CLM_THEN_PREFIX}", "--config.train.steps=12",
-               "--config.train.checkpoint_every=4", "--config.train.eval_every=6")
+               "--config.train.checkpoint_every=4", "--config.train.eval_every=12")
 
 
 def test_a_curriculum_killed_inside_its_ramp_resumes_bit_identically(tmp_path, run_train):
@@ -232,3 +232,22 @@ def test_inspect_task_shows_a_steps_members(cache_dir, vocabulary, monkeypatch, 
   shown = capsys.readouterr().out
   assert shown.startswith("data.schedule at step 3: clm 0.50, prefix_lm_decoder 0.50\n")
   assert shown.count("=== step 3, row ") == 4 and "--- targets" in shown
+
+
+@pytest.mark.parametrize("pipeline", ["indexed", "replay"])
+def test_a_fixed_mixture_trains_with_either_pipeline(cache_dir, vocabulary, tmp_path, pipeline):
+  """The indexed pipeline says each row's source, so a mixture's members are reported one by one; the replay
+  pipeline's seqio Mixture does not, and its step reports none."""
+  del vocabulary
+  from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  (tmp_path / "zebra.txt").write_text("\n".join(f"zebra {i} " * 20 for i in range(100)))
+  run = _run(cache_dir, f"--config.data.mixture=(('corpus', '', 1.0), ('files', '{tmp_path}/*.txt', 1.0))",
+             f"--config.data.pipeline={pipeline}")
+  with run.activated():
+    _, step_metrics = run.train_step(run.create_state(),
+                                     mesh_lib.global_batch(next(run.train_batches()), run.batch_sharding))
+  assert run.schedule.names == ("clm@0", "clm@1")
+  if pipeline == "indexed":
+    assert step_metrics["member_loss"].shape == (2,) and float(step_metrics["member_weight"].sum()) > 0
+  else:
+    assert "member_loss" not in step_metrics
