@@ -25,7 +25,7 @@ import numpy as np
 
 from pretrain import config as config_lib
 from pretrain import files, models, objectives
-from pretrain.data import schedule as schedule_lib
+from pretrain import schedule as schedule_lib
 from pretrain.console import log
 from pretrain.errors import UserError
 from pretrain.family import Family

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from pretrain import run as run_lib
-from pretrain.data import indexed, schedule
+from pretrain import schedule
+from pretrain.data import indexed
 from pretrain.errors import UserError
 from pretrain.train import metrics
 from tests.conftest import tiny_config
@@ -179,6 +180,8 @@ def test_sequence_length_warmup(cache_dir, vocabulary, warmup, rows):
   straight = _take(run.train_batches(), 10)
   shapes = [b["decoder_target_tokens"].shape for b in straight]
   assert shapes == [(rows[0], 8)] * 4 + [(rows[1], 16)] * 4 + [(rows[2], 32)] * 2
+  if warmup == "rows":
+    return  # Resuming and compiling are the same as with 'tokens', tested below.
   # Resumed in the first stage (crossing two stage starts) and inside the second: the same batches.
   for taken in (3, 6):
     before = run.train_batches()
@@ -187,13 +190,13 @@ def test_sequence_length_warmup(cache_dir, vocabulary, warmup, rows):
     for got, want in zip(resumed, straight[taken:]):
       for k in want:
         np.testing.assert_array_equal(got[k], want[k])
-  if warmup == "tokens":  # One compilation per row length.
-    from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
-    with run.activated():
-      state = run.create_state()
-      for batch in straight:
-        state, _ = run.train_step(state, mesh_lib.global_batch(batch, run.batch_sharding))
-    assert run.train_step._cache_size() == 3  # pylint: disable=protected-access
+  # One compilation per row length.
+  from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  with run.activated():
+    state = run.create_state()
+    for batch in straight:
+      state, _ = run.train_step(state, mesh_lib.global_batch(batch, run.batch_sharding))
+  assert run.train_step._cache_size() == 3  # pylint: disable=protected-access
 
 
 @pytest.mark.parametrize("args, message", [

@@ -43,7 +43,7 @@ def main(argv: list[str], prog: str = "pretrain inspect-data") -> None:
     raise UserError("no curation stage is set: give --config.data.filters (e.g. gopher,c4) or "
                     "--config.data.dedup (exact or near)")
   run = run_lib.Run.build_with_data(cfg)
-  for source in dict.fromkeys(run.sources):  # Members of a schedule may share a source.
+  for source in {source.name: source for source in run.sources}.values():  # Schedule members may share one.
     stage = source.curation
     if args.rule and args.rule not in stage.reasons[1:]:
       raise UserError(f"--rule={args.rule!r} is not a rule of this stage; its rules are {', '.join(stage.reasons[1:])}")

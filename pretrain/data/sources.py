@@ -121,7 +121,7 @@ def mixture_sources(data_cfg) -> list[tuple[Source, float]]:
 
 
 def schedule_sources(data_cfg, members) -> list[Source]:
-  """The source of each member of a schedule (pretrain/data/schedule.py); members over one source share it. Without
+  """The source of each member of a schedule (pretrain/schedule.py); members over one source share it. Without
   data.schedule, those of data.mixture_sources."""
   if not data_cfg.schedule:
     return [source for source, _ in mixture_sources(data_cfg)]

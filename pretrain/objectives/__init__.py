@@ -18,7 +18,7 @@ import importlib
 import os
 
 from pretrain import config as config_lib
-from pretrain.data import schedule as schedule_lib
+from pretrain import schedule as schedule_lib
 from pretrain.errors import UserError
 from pretrain.family import Family
 from pretrain.objectives import (bart, clm, contrastive, electra, fim, mass, mlm, prefix_lm, sentence_pairs,
@@ -140,7 +140,7 @@ def validate(cfg) -> None:
 
 
 def check_schedule(cfg) -> schedule_lib.Schedule:
-  """The run's schedule (pretrain/data/schedule.py), whose members must train the model of data.objective and
+  """The run's schedule (pretrain/schedule.py), whose members must train the model of data.objective and
   share its batches: one family's rows, or causal-LM rows beside prefix-LM rows of the same length (a CLM row is
   a prefix-LM row without a prefix)."""
   plan = schedule_lib.parse(cfg.data)
