@@ -99,8 +99,8 @@ class Run:
   @functools.cached_property
   def schedule(self):
     """The members (an objective over a source) of the run's rows and their rates by step (data.schedule; one
-    stage of data.objective by default)."""
-    return objectives.check_schedule(self.cfg)
+    stage of data.objective by default; checked with the config)."""
+    return schedule_lib.parse(self.cfg.data)
 
   @functools.cached_property
   def length_stages(self) -> tuple:
@@ -133,7 +133,7 @@ class Run:
       return cls._build(cfg, vocabulary.vocab_size, family, vocabulary=vocabulary, task=name)
     # A given vocabulary is checked before the sources are made: preparing one can take minutes.
     given = vocab.load(cfg.tokenizer.path, cfg.tokenizer.extra_ids) if cfg.tokenizer.path else None
-    plan = objectives.check_schedule(cfg)
+    plan = schedule_lib.parse(cfg.data)
     member_sources = sources.schedule_sources(cfg.data, plan.members)
     # The first source trains it (unless tokenizer.path).
     vocabulary = given if given is not None else vocab.get_vocabulary(cfg, member_sources[0], objectives.pieces(cfg))

@@ -96,19 +96,25 @@ def _member(data_cfg, row, step: int) -> tuple[Member, float]:
   return Member(row[0], row[1], row[2]), float(row[3])
 
 
+def mixture_members(data_cfg) -> list[tuple[Member, float]]:
+  """data.objective over each row of data.mixture, (source, files glob or TFDS NAME:VERSION, rate), with its rate."""
+  members = []
+  for row in (tuple(row) for row in data_cfg.mixture):
+    if len(row) != 3 or row[0] not in SOURCES or not float(row[2]) >= 0:
+      raise UserError(f"data.mixture row {row} is invalid; write (source, files glob or TFDS name, rate) "
+                      "with source corpus, files or tfds and a non-negative rate")
+    members.append((Member(data_cfg.objective, row[0], row[1]), float(row[2])))
+  return members
+
+
 def parse(data_cfg) -> Schedule:
   """The schedule of a `data` config section (see the module's docstring); refuses an invalid one with one line."""
   if not data_cfg.schedule:
     if not data_cfg.mixture:
       member = Member(data_cfg.objective, data_cfg.source, _where(data_cfg, data_cfg.source))
       return Schedule((member,), (0,), ((1.0,),), (False,))
-    rows = [tuple(row) for row in data_cfg.mixture]
-    for row in rows:
-      if len(row) != 3 or row[0] not in SOURCES or not float(row[2]) >= 0:
-        raise UserError(f"data.mixture row {row} is invalid; write (source, files glob or TFDS name, rate) "
-                        "with source corpus, files or tfds and a non-negative rate")
-    return Schedule(tuple(Member(data_cfg.objective, kind, where) for kind, where, _ in rows), (0,),
-                    (tuple(float(rate) for _, _, rate in rows),), (False,))
+    members = mixture_members(data_cfg)
+    return Schedule(tuple(m for m, _ in members), (0,), (tuple(rate for _, rate in members),), (False,))
   if data_cfg.mixture:
     raise UserError("data.schedule and data.mixture are both set; name each source in the schedule's members, "
                     "(objective, source, files glob or TFDS name, rate), and leave data.mixture empty")

@@ -13,7 +13,7 @@ import seqio
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from pretrain import files
+from pretrain import files, schedule
 from pretrain.data import corpus, curation as curation_lib, records
 from pretrain.errors import UserError
 
@@ -110,14 +110,8 @@ def mixture_sources(data_cfg) -> list[tuple[Source, float]]:
   """
   if not data_cfg.mixture:
     return [(make_source(data_cfg), 1.0)]
-  members = []
-  for i, row in enumerate(data_cfg.mixture):
-    if len(row) != 3 or row[0] not in ("corpus", "files", "tfds") or float(row[2]) < 0:
-      raise UserError(f"data.mixture row {tuple(row)} is invalid; write (source, files glob or TFDS name, rate) "
-                      "with source corpus, files or tfds and a non-negative rate")
-    kind, where, rate = row
-    members.append((_source_of(data_cfg, kind, where, f"mix{i}_"), float(rate)))
-  return members
+  return [(_source_of(data_cfg, member.source, member.where, f"mix{i}_"), rate)
+          for i, (member, rate) in enumerate(schedule.mixture_members(data_cfg))]
 
 
 def schedule_sources(data_cfg, members) -> list[Source]:

@@ -21,6 +21,14 @@ def text(values, digits: int = 3) -> str:
   return f"{mean:.{digits}f}" if math.isnan(half) else f"{mean:.{digits}f} +- {half:.{digits}f}"
 
 
+def apart(values: dict, higher_better: bool = True) -> list[str]:
+  """'a > b' (or 'a < b' where lower is better) for each pair of named measurement sets that differ beyond their
+  noise, the better first, ranked by mean."""
+  ranked = sorted(values, key=lambda name: interval(values[name])[0], reverse=higher_better)
+  sign = ">" if higher_better else "<"
+  return [f"{a} {sign} {b}" for i, a in enumerate(ranked) for b in ranked[i + 1:] if differ(values[a], values[b])]
+
+
 def differ(a, b) -> bool:
   """Whether two sets of measurements differ beyond their noise: their 95% intervals do not overlap (stricter
   than a two-sample test at 5%)."""

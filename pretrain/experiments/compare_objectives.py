@@ -178,9 +178,7 @@ def verdicts(results: dict[str, list[dict]]) -> list[str]:
       continue
     above = [n for n, (m, i) in values.items() if stats.differ(m, i) and np.mean(m) > np.mean(i)]
     below = [n for n, (m, i) in values.items() if stats.differ(m, i) and np.mean(m) < np.mean(i)]
-    ranked = sorted(values, key=lambda n: -np.mean(values[n][0]))
-    apart = [f"{a} > {b}" for i, a in enumerate(ranked) for b in ranked[i + 1:]
-             if stats.differ(values[a][0], values[b][0])]
+    apart = stats.apart({name: model for name, (model, _) in values.items()})
     lines.append(f"- **{title}**: above their random init beyond the noise: {', '.join(above) or 'none'}; below: "
                  f"{', '.join(below) or 'none'}. Objectives apart from each other: {', '.join(apart) or 'none'}.")
   return lines
@@ -230,7 +228,7 @@ def plot(results: dict[str, list[dict]], path: str) -> None:
 def report(results: dict[str, list[dict]], args, argv: list[str], load: str) -> str:
   first = next(iter(results.values()))[0] if results else {"tokens_per_step": 0}
   budget = first["tokens_per_step"]
-  seeds = ", ".join(map(str, _seeds(args)))
+  seeds = ", ".join(map(str, runs.seeds(args.seeds)))
   return runs.report("tools/compare_objectives.py", argv, load, [
       "# Which objective? Small models on the same token budget",
       f"Token budget, the same for every objective: {args.steps} steps x {args.batch_size} rows x {args.seq_len} "
@@ -273,16 +271,6 @@ def report(results: dict[str, list[dict]], args, argv: list[str], load: str) -> 
       f"![validation curves and downstream accuracies]({os.path.basename(args.out)}.png)"])
 
 
-def _seeds(args) -> list[int]:
-  try:
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-  except ValueError:
-    raise UserError(f"--seeds={args.seeds!r}: give comma-separated integers, e.g. 0,1") from None
-  if not seeds or len(set(seeds)) != len(seeds):
-    raise UserError(f"--seeds={args.seeds!r}: give one or more distinct seeds (2 or more for an interval)")
-  return seeds
-
-
 @exit_on_user_error
 def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
   parser = cli.parser_for(prog, __doc__)
@@ -308,7 +296,7 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
     objectives.get(name)  # An unknown name fails now, not after the first runs.
   if len(set(names)) != len(names):
     raise UserError(f"--objectives names one twice: {args.objectives}")
-  seeds = _seeds(args)
+  seeds = runs.seeds(args.seeds)
   if args.probe_documents and (args.probe_seeds < 1 or args.finetune_seeds < 0 or args.finetune_steps < 1):
     raise UserError("--probe_seeds and --finetune_steps must be at least 1, --finetune_seeds at least 0")
   configs = {name: run_config(base, name, args) for name in names}  # Length errors before any training.

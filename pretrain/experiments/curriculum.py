@@ -105,9 +105,7 @@ def verdicts(results: dict[str, list[dict]], init: list[float]) -> list[str]:
     values = {arm: ([r["curves"][name][-1][1] for r in seeds] if name != PROBE
                     else [v for r in seeds for v in r.get("probe", [])]) for arm, seeds in results.items()}
     values = {arm: v for arm, v in values.items() if v}
-    ranked = sorted(values, key=lambda a: stats.interval(values[a])[0], reverse=higher_better)
-    apart = [f"{a} > {b}" if higher_better else f"{a} < {b}" for i, a in enumerate(ranked) for b in ranked[i + 1:]
-             if stats.differ(values[a], values[b])]
+    apart = stats.apart(values, higher_better)
     above = [a for a in values if name == PROBE and init and stats.differ(values[a], init)
              and stats.interval(values[a])[0] > stats.interval(init)[0]]
     lines.append(f"- **{name}** ({'higher' if higher_better else 'lower'} is better): "
@@ -174,12 +172,9 @@ def main(argv: list[str], prog: str = "tools/curriculum.py") -> int:
   unknown = [a for a in arms if a not in ARMS]
   if unknown or len(set(arms)) != len(arms) or not arms:
     raise UserError(f"--arms={args.arms!r}: give distinct arms of {', '.join(ARMS)}")
-  try:
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-  except ValueError:
-    raise UserError(f"--seeds={args.seeds!r}: give comma-separated integers, e.g. 0,1") from None
-  if not seeds or not 0 < args.switch < 1 or not 0 < args.ul2r < 1 or args.seq_len % 8:
-    raise UserError("give --seeds, --switch and --ul2r in (0, 1), and a --seq_len divisible by 8")
+  seeds = runs.seeds(args.seeds)
+  if not 0 < args.switch < 1 or not 0 < args.ul2r < 1 or args.seq_len % 8:
+    raise UserError("give --switch and --ul2r in (0, 1), and a --seq_len divisible by 8")
   configs = {arm: arm_config(base, arm, args) for arm in arms}
   for cfg in configs.values():
     run_lib.Run.build(cfg)  # Every check before the first run.

@@ -47,6 +47,17 @@ def set_budget(cfg, steps: int, batch_size: int, evals: int) -> None:
   cfg.sample.num = 0
 
 
+def seeds(text: str) -> list[int]:
+  """The pre-training seeds of a --seeds flag, e.g. '0,1'."""
+  try:
+    values = [int(s) for s in text.split(",") if s.strip()]
+  except ValueError:
+    raise UserError(f"--seeds={text!r}: give comma-separated integers, e.g. 0,1") from None
+  if not values or len(set(values)) != len(values):
+    raise UserError(f"--seeds={text!r}: give one or more distinct seeds (2 or more for an interval)")
+  return values
+
+
 def fresh_workdir(path: str) -> None:
   """Deletes an earlier run of this tool there (so the run starts over rather than resumes); refuses anything else."""
   if os.path.isdir(path) and os.listdir(path):
