@@ -44,9 +44,19 @@ class Family:
   # Whether rows of several objectives can share its batches (data.schedule): its loss is the token loss here,
   # which reports each member's part; a family whose loss has terms of its own sets it False.
   mixes: bool = True
+  # A joint family (joint()) trains the rows of these families too, and needs each row's member named in its
+  # batches, in training and evaluation (batch['member']).
+  joined: tuple = ()
+  rows_named: bool = False
 
   def __repr__(self) -> str:
     return f"<family {self.name}>"
+
+  def joint(self, member_families: list["Family"]) -> "Family | None":
+    """The family that trains a schedule's members of these families (in member order) on one model, where
+    this family's rows need one of their own (loss terms of its own beside another family's); None: no such
+    family, or none needed."""
+    return None
 
   def trains_same_model(self, other: "Family") -> bool:
     """Whether `other`'s examples train (and evaluate) this family's model: causal and prefix LM share one."""

@@ -44,7 +44,7 @@ def _checked_family(cfg) -> Family:
   """The model family of a config whose values, objectives and model fields (those its family uses) are
   checked."""
   objectives.validate(cfg)
-  family = objectives.get(cfg.data.objective).family
+  family = objectives.run_family(cfg)
   family.check(cfg)
   if schedule_lib.length_stages(cfg.data, family.task_lengths(cfg.data), cfg.train.batch_size)[1:] and (
       cfg.data.task or cfg.data.pipeline != "indexed"):

@@ -56,3 +56,72 @@ def test_the_loss_is_infonce_by_hand():
 def test_what_cannot_work_is_refused(flags, expected):
   with pytest.raises(UserError, match=expected):
     tiny_run("--config.data.objective=contrastive", *flags)
+
+
+MLM_THEN_CONTRASTIVE = ("--config.data.objective=mlm", "--config.model.dropout=0.1",
+                        "--config.data.schedule=((0, (('mlm', 1.0),), 'ramp'), (4, (('contrastive', 1.0),)))")
+
+
+def test_mlm_beside_contrastive_sums_each_loss_over_its_own_rows():
+  """A schedule of mlm and contrastive trains one encoder (WithMLM): its loss is MLM's over the MLM rows plus
+  InfoNCE's over the contrastive rows, each what the objective's own family computes on those rows alone."""
+  from pretrain import family as families  # pylint: disable=g-import-not-at-top
+  from pretrain.objectives import contrastive  # pylint: disable=g-import-not-at-top
+  run = tiny_run(*MLM_THEN_CONTRASTIVE, vocab_size=VOCAB)
+  assert isinstance(run.family, contrastive.WithMLM) and run.members_reported == 2
+  batch = run.family.random_batch(4, run.task_lengths, VOCAB)
+  batch["encoder_loss_weights"][:, ::2] = 0
+  batch["encoder_loss_weights"][2:] = 0  # Rows 2 and 3 are contrastive: no token carries a loss.
+  batch["member"] = np.repeat(np.array([[0], [0], [1], [1]], np.int32), 32, axis=1)
+  params = run.create_state().params
+  key = jax.random.key(5)
+  train = run.family.loss_sums(run.model, params, batch, run.cfg.loss, key, members=2)
+  evaluated = run.family.loss_sums(run.model, params, batch, run.cfg.loss)
+
+  mlm_model = families.ENCODER_ONLY.build(run.cfg.model, VOCAB)
+  mlm = families.ENCODER_ONLY.loss_sums(mlm_model, params, batch, run.cfg.loss)
+  contrastive_rows = {**batch, "encoder_segment_ids": batch["encoder_segment_ids"] * (batch["member"] == 1)}
+  alone = contrastive.Contrastive.family
+  info_nce = {k: alone.loss_sums(alone.build(run.cfg.model, VOCAB), params, contrastive_rows, run.cfg.loss, r)
+              for k, r in (("train", key), ("eval", None))}
+  np.testing.assert_allclose(evaluated["cross_entropy"], mlm["cross_entropy"], rtol=1e-5)
+  for sums, kind in ((train, "train"), (evaluated, "eval")):
+    assert float(sums["contrastive_weight"]) == 2
+    np.testing.assert_allclose(sums["contrastive_loss"], info_nce[kind]["loss"], rtol=1e-5)
+  metrics = jax.device_get(run.family.train_metrics(train))
+  np.testing.assert_allclose(metrics["loss"], (train["cross_entropy"] + train["z_loss"]) / train["weight"]
+                             + info_nce["train"]["loss"] / 2, rtol=1e-5)
+  np.testing.assert_allclose(metrics["member_loss"], [train["cross_entropy"] / train["weight"],
+                                                      info_nce["train"]["loss"] / 2], rtol=1e-5)
+  assert metrics["member_weight"].tolist() == [float(train["weight"]), 2.0]
+
+
+def test_mlm_then_contrastive_trains_and_evaluates_each_member(cache_dir, vocabulary):
+  """On the corpus: the ramp's batches name each row's member, the step reports each member's loss, and the
+  evaluation of each member's task reports its own metrics."""
+  del vocabulary
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.train import evaluation  # pylint: disable=g-import-not-at-top
+  from tests.conftest import tiny_config  # pylint: disable=g-import-not-at-top
+  run = run_lib.Run.build_with_data(tiny_config(f"--config.data.cache_dir={cache_dir}", *MLM_THEN_CONTRASTIVE,
+                                                "--config.train.batch_size=8"))
+  batches = run.train_batches(step=2)  # Halfway through the ramp: both members' rows.
+  batch = next(batches)
+  assert set(np.unique(batch["member"])) == {0, 1}
+  contrastive_rows = batch["member"][:, 0] == 1
+  assert not batch["encoder_loss_weights"][contrastive_rows].any()
+  with run.activated():
+    _, step_metrics = run.train_step(run.create_state(), mesh_lib.global_batch(batch, run.batch_sharding))
+    results = evaluation.evaluate_all(run, run.create_state().params, evaluation.eval_sets(run))
+  assert np.all(np.asarray(step_metrics["member_weight"]) > 0) and np.isfinite(step_metrics["loss"])
+  assert {"eval/loss", "eval/accuracy", "eval/bits_per_byte"} <= set(results)
+  assert "eval/contrastive_loss" not in results
+  assert {"eval/corpus_contrastive/contrastive_accuracy", "eval/corpus_contrastive/uniformity"} <= set(results)
+  assert results["eval/corpus_contrastive/loss"] == results["eval/corpus_contrastive/contrastive_loss"]
+
+
+def test_contrastive_beside_another_family_is_refused():
+  with pytest.raises(UserError, match="cannot share"):
+    tiny_run("--config.data.objective=nsp", "--config.model.dropout=0.1",
+             "--config.data.schedule=((0, (('nsp', 1.0),)), (4, (('contrastive', 1.0),)))")

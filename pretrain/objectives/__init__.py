@@ -139,10 +139,21 @@ def validate(cfg) -> None:
   check_schedule(cfg)
 
 
+def run_family(cfg) -> Family:
+  """The family that trains a run: data.objective's, or the joint family its schedule's members need (rows of an
+  objective whose loss has terms of its own beside another's: Family.joint)."""
+  own = get(cfg.data.objective).family
+  if not cfg.data.get("schedule"):
+    return own
+  member_families = [get(member.objective).family for member in schedule_lib.parse(cfg.data).members]
+  joints = (family.joint(member_families) for family in dict.fromkeys(member_families))
+  return next((joint for joint in joints if joint is not None), own)
+
+
 def check_schedule(cfg) -> schedule_lib.Schedule:
   """The run's schedule (pretrain/schedule.py), whose members must train the model of data.objective and
-  share its batches: one family's rows, or causal-LM rows beside prefix-LM rows of the same length (a CLM row is
-  a prefix-LM row without a prefix)."""
+  share its batches: one family's rows, causal-LM rows beside prefix-LM rows of the same length (a CLM row is
+  a prefix-LM row without a prefix), or the rows of the families a joint family trains (MLM and contrastive)."""
   plan = schedule_lib.parse(cfg.data)
   if not cfg.data.schedule:
     return plan
@@ -159,16 +170,18 @@ def check_schedule(cfg) -> schedule_lib.Schedule:
   for name in plan.objectives:
     family = get(name).family
     features[name] = family.model_lengths(family.task_lengths(cfg.data))
-  run_family = get(run_name).family
+  trained = run_family(cfg)
   for name in plan.objectives:
     family = get(name).family
-    if not family.trains_same_model(run_family):
+    if family in trained.joined:
+      continue
+    if not family.trains_same_model(trained):
       raise UserError(f"data.schedule's {name} trains an {family.name} model and data.objective={run_name!r} an "
-                      f"{run_family.name} model; a schedule's members train one model")
-    if not (family.mixes and run_family.mixes):
+                      f"{trained.name} model; a schedule's members train one model")
+    if not (family.mixes and trained.mixes):
       raise UserError(f"data.schedule's {name} and {run_name} cannot share batches: "
                       f"{name if not family.mixes else run_name}'s loss has terms of its own; schedule objectives "
-                      "whose loss is the token loss")
+                      "whose loss is the token loss, or mlm beside contrastive (one encoder trains both)")
     if not set(features[name]) <= set(features[run_name]):
       widest = next((n for n in plan.objectives if all(set(f) <= set(features[n]) for f in features.values())), "")
       raise UserError(f"data.schedule's {name} makes rows that data.objective={run_name!r}'s model features lack; "

@@ -4,6 +4,7 @@ import collections
 import itertools
 
 import jax
+import numpy as np
 
 from pretrain.errors import UserError
 from pretrain.parallel import mesh as mesh_lib
@@ -20,8 +21,11 @@ def evaluate(family, eval_step, params, eval_batches) -> dict[str, float]:
 
 def global_batches(run, task: str, objective, split: str, max_batches: int | None) -> list:
   """Up to `max_batches` (None: all) global batches of a split of `task`, read once."""
-  local = run.batches(split, task, objective, shuffle=False, repeat=False)
-  batches = [mesh_lib.global_batch(b, run.batch_sharding) for b in itertools.islice(local, max_batches)]
+  local = itertools.islice(run.batches(split, task, objective, shuffle=False, repeat=False), max_batches)
+  if run.family.rows_named:  # A joint family's rows say their member: here all are of `objective`'s.
+    member = next(i for i, m in enumerate(run.schedule.members) if m.objective == objective.name)
+    local = ({**b, "member": np.full_like(run.family.targets_and_weights(b)[0], member)} for b in local)
+  batches = [mesh_lib.global_batch(b, run.batch_sharding) for b in local]
   if not batches:
     raise UserError(f"the {split} split of {task} holds less than one batch of {run.cfg.train.batch_size} "
                     "sequences; add data or lower train.batch_size")
