@@ -80,6 +80,17 @@ def test_prefix_lm_splits_are_uniform_and_lossless(corpus_source, vocabulary):
   assert text in " ".join(corpus_source.texts("train"))
 
 
+@pytest.mark.parametrize("name", ["prefix_lm", "prefix_lm_decoder"])
+def test_a_fixed_prefix_share_splits_every_full_segment_there(corpus_source, vocabulary, name):
+  examples = _examples(corpus_source, vocabulary, name, {"inputs": 40, "targets": 40}, num=200, split="train",
+                       prefix_share=0.25)
+  eos = int(name == "prefix_lm")  # The encoder's inputs end with EOS; the decoder's prefix does not.
+  # Segments are 39 tokens (the targets' budget); the prefix takes round(0.25 * 39) = 10 of a full one.
+  full = [(len(ex["inputs"]) - eos, len(ex["targets"]) - 1) for ex in examples
+          if len(ex["inputs"]) - eos + len(ex["targets"]) - 1 == 39]
+  assert len(full) > 150 and set(full) == {(10, 29)}
+
+
 def test_same_seed_same_examples(corpus_source, vocabulary):
   first = _examples(corpus_source, vocabulary, "ul2", {"inputs": 64, "targets": 64}, num=20, seed=5)
   second = _examples(corpus_source, vocabulary, "ul2", {"inputs": 64, "targets": 64}, num=20, seed=5)

@@ -1,0 +1,131 @@
+"""Trains a grid of config overrides over one base config, a workdir per point, and reports the points' final
+metrics, grouped over seeds with their 95% intervals.
+
+  pretrain sweep --workdir=sweeps/mlm_rate --config.data.objective=mlm \\
+      --grid.data.mlm_rate=0.1,0.15,0.3 --grid.train.seed=0,1 [--probe=same_document] [--metric=eval/loss]
+  pretrain sweep --workdir=sweeps/mlm_rate --report [--metric=probe/same_document_probe]
+  pretrain sweep --workdir=sweeps/mlm_rate --launch="slurm --nodes=1 --gpus_per_node=8" ... [--run]
+
+--grid.KEY=V1,V2 (repeatable) gives a config field's values; the points are
+every combination, each trained in WORKDIR/NAME (e.g. mlm_rate=0.1,seed=0)
+with the base flags (--config, --gin_file, --config.KEY=VALUE) plus its
+values. The points run one after another in this process, their console
+output in NAME/train.log. A finished point is not run again and an
+interrupted one resumes, so a killed sweep rerun (the same command)
+continues. Axes named *seed are repeats: the report (WORKDIR/sweep.md,
+sweep.csv, sweep.png) gives each setting of the others the mean and 95%
+interval over them. --probe measures each point's final parameters
+downstream (pretrain probe), beside its initial ones. --launch hands each
+point to `pretrain launch` instead (printed, or submitted with --run); run
+--report when the jobs are done.
+"""
+
+import argparse
+import os
+import shlex
+import sys
+
+from pretrain import cli
+from pretrain.errors import UserError, exit_on_user_error
+
+BASE_FLAGS = ("--config", "--gin_file", "--config.", "--gin.")
+
+
+def _base(rest: list[str]) -> list[str]:
+  """The base config flags among a command line's (those every point shares); anything else is an error."""
+  base, unknown = [], []
+  for arg in rest:
+    (base if arg.startswith(BASE_FLAGS) else unknown).append(arg)
+  if unknown:
+    raise UserError(f"unknown arguments {unknown}; see pretrain sweep --help (config fields: --config.KEY=VALUE, "
+                    "swept ones: --grid.KEY=V1,V2)")
+  return base
+
+
+def _point_config(base: list[str], settings: dict[str, str]):
+  """A point's config: the base flags, then its values as --config overrides; checked as train checks it."""
+  return cli.parse_command_line(argparse.ArgumentParser(add_help=False),
+                                [*base, *(f"--config.{k}={v}" for k, v in settings.items())])[1]
+
+
+def _train_point(cfg, workdir: str, trained: bool, probe: str | None, probe_seeds: int) -> None:
+  """Trains (or resumes) the point's run unless `trained`, then probes it if asked."""
+  from pretrain.commands import probe as probe_command  # pylint: disable=g-import-not-at-top
+  from pretrain.commands.train import train  # pylint: disable=g-import-not-at-top
+  from pretrain.experiments import runs  # pylint: disable=g-import-not-at-top
+  os.makedirs(workdir, exist_ok=True)
+  with runs.output_to(os.path.join(workdir, "train.log" if not trained else "probe.log")):
+    if not trained and train(cfg, workdir).get("stopped_by"):
+      raise UserError(f"the sweep was interrupted in {workdir}; rerun its command to continue")
+    if probe:
+      probe_command.main([f"--workdir={workdir}", f"--task={probe}", f"--seeds={probe_seeds}"])
+
+
+@exit_on_user_error
+def main(argv: list[str], prog: str = "pretrain sweep") -> None:
+  from pretrain.experiments import sweep  # pylint: disable=g-import-not-at-top
+  parser = cli.parser_for(prog, __doc__)
+  parser.add_argument("--workdir", required=True, help="the sweep's directory: a workdir per point and the report")
+  parser.add_argument("--report", action="store_true", help="only write the report of the points finished so far")
+  parser.add_argument("--metric", default="eval/loss", help="the metric the plot shows and the verdict compares "
+                                                             "(any column of sweep.csv)")
+  parser.add_argument("--probe", choices=("same_document", "packages"), default=None,
+                      help="also measure each point downstream (pretrain probe --task=PROBE) when it finishes")
+  parser.add_argument("--probe_seeds", type=int, default=3, help="the probe's seeds")
+  parser.add_argument("--launch", default=None, help="hand each point to `pretrain launch` with these flags, "
+                                                     "e.g. \"slurm --nodes=1 --gpus_per_node=8\"")
+  parser.add_argument("--run", action="store_true", help="with --launch: submit, not only print")
+  grid, rest = sweep.parse_grid(argv)
+  args, rest = parser.parse_known_args(rest)
+  base = _base(rest)
+  command = shlex.join(["pretrain", "sweep", *argv])
+  if args.report:
+    if grid or base:
+      raise UserError("--report reads the sweep in --workdir as it was run; give no --grid or config flags")
+    _report(args, command)
+    return
+  if not grid:
+    raise UserError("give the swept fields as --grid.KEY=V1,V2 (e.g. --grid.data.mlm_rate=0.1,0.15,0.3)")
+  if args.probe_seeds < 1:
+    raise UserError(f"--probe_seeds={args.probe_seeds}: give at least 1")
+  points = sweep.point_names(grid)
+  configs = {name: _point_config(base, settings) for name, settings in points}  # Every point checked first.
+  sweep.check_manifest(args.workdir, base, grid)
+  if args.launch:
+    _launch(args, base, points)
+    return
+  for i, (name, settings) in enumerate(points):
+    workdir, cfg = os.path.join(args.workdir, name), configs[name]
+    trained = sweep.final_record(workdir, cfg.train.steps) is not None
+    if trained and (not args.probe or sweep.probed(workdir, args.probe, cfg.train.steps)):
+      print(f"[{i + 1}/{len(points)}] {name}: finished before")
+      continue
+    print(f"[{i + 1}/{len(points)}] {name}: {'probing' if trained else 'training'} ({workdir})", flush=True)
+    _train_point(cfg, workdir, trained, args.probe, args.probe_seeds)
+  _report(args, command, configs)
+
+
+def _launch(args, base: list[str], points) -> None:
+  from pretrain.commands import launch  # pylint: disable=g-import-not-at-top
+  for name, settings in points:
+    print(f"# {name}")
+    launch.main([*shlex.split(args.launch), f"--workdir={os.path.join(args.workdir, name)}", *base,
+                 *(f"--config.{k}={v}" for k, v in settings.items()), *(["--run"] if args.run else [])])
+  print(f"When the jobs are done: pretrain sweep --workdir={args.workdir} --report")
+
+
+def _report(args, command: str, configs: dict | None = None) -> None:
+  from pretrain.experiments import sweep  # pylint: disable=g-import-not-at-top
+  if configs is None:
+    manifest = sweep.read_manifest(args.workdir)
+    configs = {name: _point_config(manifest["base"], settings)
+               for name, settings in sweep.point_names(manifest["grid"])}
+  points = sweep.collect(args.workdir, {name: cfg.train.steps for name, cfg in configs.items()})
+  sweep.report(args.workdir, points, args.metric, command)
+  with open(os.path.join(args.workdir, "sweep.md")) as f:
+    print(f.read())
+  print(f"Wrote {', '.join(os.path.join(args.workdir, f) for f in ('sweep.md', 'sweep.csv', 'sweep.png'))}")
+
+
+if __name__ == "__main__":
+  main(sys.argv[1:])

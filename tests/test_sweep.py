@@ -1,0 +1,81 @@
+"""pretrain sweep: a grid of config overrides, a run per point, continued where a killed sweep stopped, reported
+with the mean and interval over the seed axis."""
+
+import csv
+import os
+import shutil
+
+import pytest
+
+from pretrain.commands import sweep as sweep_command
+from pretrain.errors import UserError
+from pretrain.experiments import sweep
+from tests.conftest import TINY
+
+
+def test_grid_values_and_point_names():
+  assert sweep.split_values("0.1, 0.15,((0, 1), (2, 3)),'a,b'") == ["0.1", "0.15", "((0, 1), (2, 3))", "'a,b'"]
+  grid, rest = sweep.parse_grid(["--grid.data.mlm_rate=0.1,0.3", "--config.train.steps=5", "--grid.train.seed=0,1"])
+  assert grid == {"data.mlm_rate": ["0.1", "0.3"], "train.seed": ["0", "1"]} and rest == ["--config.train.steps=5"]
+  assert [name for name, _ in sweep.point_names(grid)] == [
+      "mlm_rate=0.1,seed=0", "mlm_rate=0.1,seed=1", "mlm_rate=0.3,seed=0", "mlm_rate=0.3,seed=1"]
+  # Fields of one name in two sections are named by their whole path.
+  names = sweep.point_names({"train.seed": ["0"], "data.seed": ["1"]})
+  assert names == [("train.seed=0,data.seed=1", {"train.seed": "0", "data.seed": "1"})]
+  assert sweep.is_seed("train.seed") and not sweep.is_seed("data.mlm_rate")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--grid.data.mlm_rate"], "write --grid.SECTION.FIELD=VALUE1,VALUE2"),
+    (["--grid.data.mlm_rate=0.1,,0.2"], "write --grid.SECTION.FIELD=VALUE1,VALUE2"),
+    (["--grid.train.seed=0,0"], "a value repeats"),
+    (["--grid.train.seed=0", "--grid.train.seed=1"], "given twice"),
+])
+def test_a_malformed_grid_is_refused(argv, message):
+  with pytest.raises(UserError, match=message):
+    sweep.parse_grid(argv)
+
+
+def test_every_point_is_checked_before_any_trains(tmp_path):
+  with pytest.raises(SystemExit):  # exit_on_user_error: one error line, exit 2
+    sweep_command.main([f"--workdir={tmp_path}/s", "--grid.data.mlm_rate=0.1,1.5", "--config.data.objective=mlm"])
+  assert not os.path.exists(tmp_path / "s")
+
+
+def test_a_sweep_runs_its_points_continues_after_a_kill_and_reports_over_seeds(tmp_path, cache_dir, vocabulary,
+                                                                                capsys):
+  del vocabulary
+  where = tmp_path / "sweep"
+  argv = [f"--workdir={where}", f"--config.data.cache_dir={cache_dir}", *TINY, "--config.train.steps=3",
+          "--config.train.eval_every=3", "--probe=same_document", "--probe_seeds=2", "--grid.train.seed=0,1"]
+  sweep_command.main(argv)
+  out = capsys.readouterr().out
+  assert "[1/2] seed=0: training" in out and "[2/2] seed=1: training" in out
+  first = os.path.getmtime(where / "seed=0" / "metrics.jsonl")
+  shutil.rmtree(where / "seed=1")  # As if the sweep had been killed before its second point finished.
+  sweep_command.main(argv)
+  out = capsys.readouterr().out
+  assert "[1/2] seed=0: finished before" in out and "[2/2] seed=1: training" in out
+  assert os.path.getmtime(where / "seed=0" / "metrics.jsonl") == first
+  with open(where / "sweep.csv") as f:
+    rows = list(csv.DictReader(f))
+  assert [r["point"] for r in rows] == ["seed=0", "seed=1"] and all(float(r["eval/loss"]) > 0 for r in rows)
+  assert all(0 < float(r["probe/same_document_probe"]) < 1 and r["probe/same_document_probe/init"] for r in rows)
+  report = (where / "sweep.md").read_text()
+  mean = (float(rows[0]["eval/loss"]) + float(rows[1]["eval/loss"])) / 2
+  assert f"| 2 | " in report and f"{mean:.3f} +- " in report  # One setting, two seeds: mean and interval.
+  assert (where / "sweep.png").stat().st_size > 0
+  sweep_command.main([f"--workdir={where}", "--report", "--metric=eval/accuracy"])
+  assert "eval/accuracy, settings apart" in capsys.readouterr().out
+  with pytest.raises(SystemExit):  # Another grid in the same directory would mix two sweeps' runs.
+    sweep_command.main([*argv[:-1], "--grid.train.seed=0,1,2"])
+  assert "holds another sweep" in capsys.readouterr().err
+
+
+def test_launch_hands_each_point_to_slurm(tmp_path, capsys):
+  sweep_command.main([f"--workdir={tmp_path}/s", "--launch=slurm --nodes=1 --gpus_per_node=8",
+                      "--config.train.steps=7", "--grid.data.seq_len=64,128"])
+  out = capsys.readouterr().out
+  assert out.count("#SBATCH --nodes=1") == 2
+  assert f"--workdir={tmp_path}/s/seq_len=64" in out and "--config.data.seq_len=128" in out
+  assert "--config.train.steps=7" in out and "--report" in out
