@@ -11,7 +11,7 @@ setup(
     package_dir={"pretrain.configs": "configs"},
     package_data={"pretrain.configs": ["gin/*.gin"]},
     python_requires=">=3.11",
-    entry_points={"console_scripts": ["pretrain = pretrain.cli:main"]},
+    entry_points={"console_scripts": ["pretrain = pretrain.cli:entry"]},
     install_requires=[
         "jax>=0.10,<0.11",
         "flax>=0.12,<0.13",

@@ -12,6 +12,7 @@ import difflib
 import importlib
 import os
 import sys
+import traceback
 
 from pretrain import config as config_lib
 from pretrain import gin_config, host_memory, tf_loader
@@ -65,6 +66,28 @@ def main(argv: list[str] | None = None) -> int:
   host_memory.keep_freed_memory()  # Before JAX starts its threads.
   module = importlib.import_module(SUBCOMMANDS[name][0])
   return module.main(rest, prog=f"pretrain {name}") or 0
+
+
+def entry() -> None:
+  """The process's entry (the console script, python -m pretrain): main(), then, after a failure, an exit that
+  no library's lingering thread can hold up (Orbax's kept a run that had printed its error alive)."""
+  try:
+    code = main()
+  except SystemExit as e:
+    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    if not isinstance(e.code, (int, type(None))):
+      print(e.code, file=sys.stderr)
+  except KeyboardInterrupt:
+    print("error: interrupted", file=sys.stderr)
+    code = 130
+  except Exception:  # pylint: disable=broad-except  (a bug: its traceback, then the same exit)
+    traceback.print_exc()
+    code = 1
+  if code:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+  sys.exit(code)
 
 
 def parse_command_line(parser, argv: list[str]):

@@ -75,6 +75,31 @@ def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDi
   return cfg
 
 
+def _same_kind(value, reference) -> bool:
+  """Whether `value` (read from JSON) may stand where the config holds `reference`: the same type, an int for a
+  float, a list for a tuple, None for anything (and anything for None)."""
+  if value is None or reference is None:
+    return True
+  if isinstance(reference, bool) or isinstance(value, bool):
+    return isinstance(reference, bool) and isinstance(value, bool)
+  if isinstance(reference, float):
+    return isinstance(value, (int, float))
+  if isinstance(reference, (list, tuple)):
+    return isinstance(value, (list, tuple))
+  return isinstance(value, type(reference))
+
+
+def check_types(cfg: ml_collections.ConfigDict, reference: ml_collections.ConfigDict, where: str) -> None:
+  """Refuses a field of `cfg` (a config read from `where`) whose value is not of the kind `reference` holds."""
+  for key in flat_keys(cfg):
+    section, _, name = key.partition(".")
+    if section in reference and name in reference[section] and not _same_kind(cfg[section][name],
+                                                                              reference[section][name]):
+      value, expected = cfg[section][name], reference[section][name]
+      raise UserError(f"{where}: {key} is {value!r}, not a {type(expected).__name__} (e.g. {expected!r}); correct "
+                      "the file, or start a new workdir")
+
+
 def flat_keys(cfg: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
   """All dotted leaf keys of a config, e.g. ['train.steps', ...]."""
   keys = []

@@ -48,6 +48,10 @@ def exists(path: str) -> bool:
   return _backend(path).exists(path)
 
 
+def isdir(path: str) -> bool:
+  return _backend(path).isdir(path)
+
+
 def makedirs(path: str) -> None:
   _backend(path).makedirs(path, exist_ok=True)
 
@@ -116,4 +120,9 @@ def write_atomically(path: str, data: bytes) -> None:
 
 def read_text(path: str) -> str:
   with open_file(path) as f:
+    return f.read()
+
+
+def read_bytes(path: str) -> bytes:
+  with open_file(path, "rb") as f:
     return f.read()

@@ -276,8 +276,17 @@ def saved_config(workdir: str) -> ml_collections.ConfigDict:
   path = os.path.join(workdir, "config.json")
   if not files.exists(path):
     raise UserError(f"{workdir!r} holds no run (no config.json); give the --workdir of a training run")
-  return objectives.with_settings(config_lib.with_newer_fields(ml_collections.ConfigDict(json.loads(
-      files.read_text(path)))))
+  try:
+    saved = json.loads(files.read_text(path))
+    if not isinstance(saved, dict):
+      raise ValueError(f"it holds a {type(saved).__name__}, not the config's sections")
+  except ValueError as e:  # Not JSON, or not UTF-8.
+    raise UserError(f"{path} is not a run's config ({e}); restore the file (train writes it at each start), or "
+                    "start a new workdir") from None
+  from pretrain import configs  # pylint: disable=g-import-not-at-top
+  cfg = objectives.with_settings(config_lib.with_newer_fields(ml_collections.ConfigDict(saved)))
+  config_lib.check_types(cfg, objectives.with_settings(configs.load(configs.DEFAULT)), path)
+  return cfg
 
 
 def load(workdir: str) -> tuple[Run, object, int]:

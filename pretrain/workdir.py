@@ -14,9 +14,11 @@ from pretrain import config as config_lib
 from pretrain import files, run as run_lib
 from pretrain.errors import UserError
 
-# Config sections that fix the shapes of a checkpoint, and fields of theirs that only say how a step computes.
+# Config sections that fix the shapes of a checkpoint, and fields of theirs that only say how a step computes;
+# other fields that fix the checkpoint's tree (the optimizer's state: AdamW's moments, Adafactor's factors).
 _SHAPE_SECTIONS = ("model", "tokenizer")
 _NOT_SHAPES = ("model.attention",)
+_STATE_FIELDS = ("optimizer.name",)
 CURATION_FILE = "data_curation.json"
 
 
@@ -33,6 +35,21 @@ def check_writable(workdir: str) -> None:
     raise UserError(f"workdir {workdir!r} cannot be written ({files.reason(e)}); choose another --workdir") from None
 
 
+# What a run writes in its workdir, and of which kind; a run checks them before it starts, not at its first save.
+_LAYOUT = {"checkpoints": "directory", "tensorboard": "directory", "eval": "directory", "config.json": "file",
+           "metrics.jsonl": "file", run_lib.VOCAB_FILE: "file", "curves.png": "file"}
+
+
+def check_layout(workdir: str) -> None:
+  """Refuses a workdir where a name the run writes is taken by something else (a file where its checkpoints
+  directory goes, ...)."""
+  for name, kind in _LAYOUT.items():
+    path = os.path.join(workdir, name)
+    if files.exists(path) and files.isdir(path) != (kind == "directory"):
+      raise UserError(f"{path} is not a {kind}, but the run writes its {name} there; move it away or choose "
+                      "another --workdir")
+
+
 def check_same_model(cfg, workdir: str) -> None:
   """A workdir with checkpoints only resumes a run of the same model and vocabulary."""
   if not (files.exists(os.path.join(workdir, "config.json")) and files.exists(os.path.join(workdir, "checkpoints"))):
@@ -44,11 +61,13 @@ def check_same_model(cfg, workdir: str) -> None:
     raise UserError(f"workdir {workdir!r} holds checkpoints of a {before.name} model (objective "
                     f"{saved['data']['objective']!r}), which data.objective={cfg.data.objective!r} cannot continue; "
                     "use a new --workdir")
-  for section in _SHAPE_SECTIONS:
-    for key, value in current[section].items():
-      if f"{section}.{key}" not in _NOT_SHAPES and saved.get(section, {}).get(key) != value:
-        raise UserError(f"workdir {workdir!r} holds checkpoints of a run with {section}.{key}="
-                        f"{saved.get(section, {}).get(key)!r}, not {value!r}; use a new --workdir or the old value")
+  fields = [f"{section}.{key}" for section in _SHAPE_SECTIONS for key in current[section]]
+  for field in [f for f in fields if f not in _NOT_SHAPES] + list(_STATE_FIELDS):
+    section, key = field.split(".")
+    value = current[section][key]
+    if saved.get(section, {}).get(key) != value:
+      raise UserError(f"workdir {workdir!r} holds checkpoints of a run with {field}="
+                      f"{saved.get(section, {}).get(key)!r}, not {value!r}; use a new --workdir or the old value")
 
 
 def write_run_files(run, workdir: str) -> None:

@@ -27,6 +27,7 @@ import uuid
 import jax
 import numpy as np
 from pretrain import files
+from pretrain.console import log
 from pretrain.errors import UserError
 
 LOCK_FILE = "run.lock"
@@ -69,11 +70,16 @@ class WorkdirLock:
 
   def _holder(self) -> dict | None:
     try:
-      return json.loads(files.read_text(self.path))
+      holder = json.loads(files.read_bytes(self.path))
     except files.not_found():
       return None
-    except json.JSONDecodeError:  # Being written; an empty or torn file is no live holder.
-      return {}
+    except ValueError:  # Being written (empty or torn), or damaged: no live holder.
+      holder = None
+    if isinstance(holder, dict):
+      return holder
+    if files.exists(self.path) and files.size(self.path) > 0:
+      log(f"warning: {self.path} is not a lock this project wrote; it is taken as a stale run's lock")
+    return {}
 
   def _take_local(self) -> None:
     while True:

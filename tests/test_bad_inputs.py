@@ -124,7 +124,42 @@ CASES = [
      "exists and is not an empty directory"),
     ("inspect a negative number", ["inspect-task", "--task=corpus_clm", "--num=-1"], "--num=-1: give the number"),
     ("unknown subcommand", ["trian"], "unknown subcommand 'trian'; did you mean 'train'?"),
+    # A workdir's files edited or damaged (each case's DAMAGE, before the snapshot), and settings that would
+    # leave an objective nothing to learn, refused before any work.
+    ("config.json that is not JSON", ["eval", f"--workdir={RUN}", "--task=corpus_clm"],
+     "config.json is not a run's config"),
+    ("config.json with a value of the wrong type", ["generate", f"--workdir={RUN}", "--prompt=a"],
+     "model.d_model is 'abc', not a int"),
+    ("checkpoints that are a file", ["train", f"--workdir={TMP}/taken", *TINY], "checkpoints is not a directory"),
+    ("resume with another optimizer", ["train", f"--workdir={RUN}", *TINY, "--config.optimizer.name=adafactor"],
+     "optimizer.name='adamw', not 'adafactor'"),
+    ("pairs too short to mask a token", [*TRAIN, "--config.data.objective=nsp", "--config.data.seq_len=4"],
+     "MLM would learn nothing; raise data.seq_len by 2"),
+    ("UL2 targets too short for its X-denoisers", [*TRAIN, "--config.data.objective=ul2",
+                                                   "--config.data.targets_length=40"], "X-denoiser"),
 ]
+
+
+def _cut_json(path: pathlib.Path) -> None:
+  path.write_text(path.read_text()[:40])
+
+
+def _wrong_type(path: pathlib.Path) -> None:
+  path.write_text(path.read_text().replace('"d_model": 32', '"d_model": "abc"'))
+
+
+def _file_for_checkpoints(tmp: pathlib.Path) -> None:
+  (tmp / "taken").mkdir()
+  (tmp / "taken" / "checkpoints").write_text("")
+
+
+# Objectives' settings: refused with the config, before the workdir is made.
+REFUSED_BEFORE_ANY_WORK = {"unregistered objective", "an objective's setting out of range",
+                           "pairs too short to mask a token", "UL2 targets too short for its X-denoisers"}
+# name: what damages the case's run copy or directory first.
+DAMAGE = {"config.json that is not JSON": lambda run, tmp: _cut_json(run / "config.json"),
+          "config.json with a value of the wrong type": lambda run, tmp: _wrong_type(run / "config.json"),
+          "checkpoints that are a file": lambda run, tmp: _file_for_checkpoints(tmp)}
 
 
 def _write_data(data: pathlib.Path) -> None:
@@ -170,11 +205,12 @@ def outcomes(tmp_path_factory, cache_dir, vocabulary):
     tmp.mkdir()
     run = tmp / "run"
     shutil.copytree(trained, run)
+    DAMAGE.get(name, lambda run, tmp: None)(run, tmp)
     before = _snapshot(run)
     argv = [a.replace(RUN, str(run)).replace(TMP, str(tmp)).replace(DATA, str(data)) for a in argv]
     result = subprocess.run([sys.executable, "-m", "pretrain", *argv], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=600)
-    return name, (result, before, _snapshot(run))
+                            text=True, timeout=600)  # A process that hangs after its error fails here.
+    return name, (result, before, _snapshot(run), tmp)
 
   with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
     return dict(pool.map(one, CASES))
@@ -186,12 +222,14 @@ def test_the_table_holds_forty_cases():
 
 @pytest.mark.parametrize("name, argv, expected", CASES, ids=[c[0] for c in CASES])
 def test_one_clear_line_and_nothing_changed(outcomes, name, argv, expected):
-  result, before, after = outcomes[name]
+  result, before, after, tmp = outcomes[name]
   assert result.returncode == 2, result.stderr[-3000:]
   assert "Traceback" not in result.stderr, result.stderr[-3000:]
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith("error: ") and expected in last, result.stderr[-3000:]
   assert after == before  # The run's workdir, where the case used one: same files, same bytes.
+  if name in REFUSED_BEFORE_ANY_WORK:
+    assert not (tmp / "new").exists()
 
 
 # Faults while a run writes: a full disk, a failed write.

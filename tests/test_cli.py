@@ -22,7 +22,7 @@ def test_overview_lists_every_subcommand():
   result = run("--help")
   assert result.returncode == 0, result.stderr
   names = {"train", "eval", "probe", "plot", "generate", "export", "inspect-task", "inspect-data", "prepare-data", "train-tokenizer",
-           "estimate-memory", "bench", "launch"}
+           "estimate-memory", "sweep", "bench", "launch"}
   for name in names:
     assert f"\n  {name} " in result.stdout
   assert set(cli.SUBCOMMANDS) == names

@@ -22,6 +22,7 @@ def train(cfg, workdir: str) -> dict:
   from pretrain.workdir_lock import WorkdirLock  # pylint: disable=g-import-not-at-top
   cfg = hf.init_config(cfg, run_lib.objective(cfg).family)
   workdir_lib.check_writable(workdir)
+  workdir_lib.check_layout(workdir)
   with WorkdirLock(workdir):
     workdir_lib.check_same_model(cfg, workdir)
     run = run_lib.Run.build_with_data(cfg)

@@ -8,6 +8,7 @@ those 80% become [MASK], 10% a random regular token and 10% stay as they are.
 from sentencepiece import sentencepiece_model_pb2
 
 from pretrain import config, family as families, tf_loader
+from pretrain.errors import UserError
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective, Setting
 
@@ -67,9 +68,24 @@ def mlm(dataset, sequence_length, output_features, *, seed: int, rate: float = 0
                      num_parallel_calls=tf.data.AUTOTUNE)
 
 
+def check_masked(candidates: int, rate: float, what: str) -> None:
+  """Refuses a row whose `candidates` tokens at data.mlm_rate would have no token masked (round(n * rate) of
+  them are, half to even as tf.round): its MLM loss would have nothing to learn."""
+  if round(candidates * rate) < 1:
+    needed = next(n for n in range(candidates, candidates + 10_000) if round(n * rate) >= 1)
+    raise UserError(f"{what} holds {candidates} tokens that MLM can mask, and data.mlm_rate={rate} masks "
+                    f"round({candidates} x {rate}) = 0 of them: MLM would learn nothing; raise data.seq_len by "
+                    f"{needed - candidates} or more, or data.mlm_rate")
+
+
 class MLM(Objective):
   """BERT's masked language modelling for the encoder."""
   name, family, pieces, settings = "mlm", families.ENCODER_ONLY, (MASK_TOKEN,), SETTINGS
+
+  @classmethod
+  def check(cls, cfg):
+    # A full row holds at least one document separator (EOS), which is never masked, unless one document fills it.
+    check_masked(cfg.data.seq_len - 1, cfg.data.mlm_rate, f"a row of data.seq_len={cfg.data.seq_len}")
 
   def preprocess(self, dataset, sequence_length, output_features):
     return mlm(dataset, sequence_length, output_features, seed=self.seed, rate=self.data.mlm_rate)

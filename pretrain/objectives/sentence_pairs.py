@@ -260,7 +260,8 @@ class SentencePairs(families.EncoderOnly):
     pair_loss_B = -jnp.take_along_axis(log_p_B2, labels_B[:, None], axis=-1)[:, 0]
     sums.update(pair_loss=jnp.sum(pair_loss_B * rows_B), pairs=jnp.sum(rows_B),
                 pair_correct=jnp.sum((jnp.argmax(pair_logits_B2, -1) == labels_B) * rows_B))
-    sums["loss"] += ratio(sums["pair_loss"], sums["pairs"]) * sums["weight"]
+    # Times at least 1: a batch without masked tokens still trains the pair head.
+    sums["loss"] += ratio(sums["pair_loss"], sums["pairs"]) * jnp.maximum(sums["weight"], 1.0)
     return sums
 
   def train_metrics(self, sums):
@@ -286,7 +287,8 @@ class NSP(Objective):
 
   @classmethod
   def check(cls, cfg):
-    check_length(cls.family.task_lengths(cfg.data)["inputs"])
+    length = check_length(cls.family.task_lengths(cfg.data)["inputs"])
+    mlm.check_masked(length - 2, cfg.data.mlm_rate, f"a pair of data.seq_len={length} (two separators)")
 
   def preprocess(self, dataset, sequence_length, output_features):
     return sentence_pairs(dataset, sequence_length, output_features, seed=self.seed, kind=self.name,

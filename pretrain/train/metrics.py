@@ -5,6 +5,7 @@ import json
 import os
 
 from pretrain import files, tf_loader
+from pretrain.console import log
 from pretrain.errors import UserError
 
 METRICS_FILE = "metrics.jsonl"
@@ -12,10 +13,27 @@ CURVES_FILE = "curves.png"
 
 
 def read(workdir: str) -> list[dict]:
+  """The records of a run's metrics.jsonl. A last line cut short (a copy or an editor stopped mid-write; the
+  run itself rewrites the file atomically) is left out with a warning; a damaged line before it is an error."""
   path = os.path.join(workdir, METRICS_FILE)
   if not files.exists(path):
     return []
-  return [json.loads(line) for line in files.read_text(path).splitlines() if line.strip()]
+  lines = [(number, line) for number, line in enumerate(files.read_bytes(path).splitlines(), 1) if line.strip()]
+  records = []
+  for number, line in lines:
+    try:
+      record = json.loads(line)
+      if not isinstance(record, dict):
+        raise ValueError(f"a {type(record).__name__}, not a record")
+    except ValueError as e:  # Not JSON, or not UTF-8.
+      if number == lines[-1][0]:
+        log(f"warning: {path}:{number}, its last line, is cut short ({e}); reading the {len(records)} lines "
+            "before it")
+        break
+      raise UserError(f"{path}:{number} is not a metrics record ({e}); delete that line, or the file (the run's "
+                      "curves then start from its next logged step)") from None
+    records.append(record)
+  return records
 
 
 class MetricsWriter:
