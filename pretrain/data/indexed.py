@@ -33,7 +33,7 @@ import jax
 import numpy as np
 import tensorflow as tf
 
-from pretrain import schedule
+from pretrain import errors, schedule
 from pretrain.console import log
 from pretrain.data import packing, token_store
 from pretrain.errors import UserError
@@ -257,7 +257,10 @@ class IndexedBatches:
       self._start_stage(k)
     pieces = []
     for s, keep, iterator in self._parts:
-      rows = next(iterator)
+      try:
+        rows = next(iterator)
+      except tf.errors.OpError as e:  # Raised in tf.data's threads (a store that cannot be read).
+        raise errors.carried(e, "reading the training data") from None
       stream = self._position["streams"][s]
       stream["rows"] += self._per_stream
       for m in range(len(stream["members"])):

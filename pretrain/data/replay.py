@@ -10,6 +10,7 @@ import jax
 import seqio
 import tensorflow as tf
 
+from pretrain import errors
 from pretrain.console import log
 from pretrain.errors import UserError
 
@@ -60,7 +61,10 @@ class ReplayBatches:
     return self
 
   def __next__(self) -> dict:
-    batch = next(self._batches)
+    try:
+      batch = next(self._batches)
+    except tf.errors.OpError as e:  # Raised in tf.data's threads (a damaged file of the source).
+      raise errors.carried(e, "reading the training data") from None
     self._examples += self._batch_size
     return batch
 

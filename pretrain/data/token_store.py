@@ -11,8 +11,14 @@ It is built in shards: shard i of n holds every n-th document from the i-th,
 so the hosts of a job (`pretrain prepare-data --shard=i --num_shards=n`) can
 build one each. Each shard file is written under a temporary name and renamed
 when complete; store.json, written last, names the shards and their document
-counts. A store without store.json is unfinished (an interrupted build) and
-is never read: the next build starts it again.
+counts, sizes and SHA-256 digests. A store without store.json is unfinished
+(an interrupted build) and is never read: the next build starts it again.
+
+Opening a store checks it against store.json: every shard there and of its
+size, and, for stores up to VERIFY_BYTES, of its digest. A damaged store (a
+shard cut short, missing or with changed bytes, a store.json that is not
+JSON) is moved aside and built again; a read that fails later names the
+store and the fix.
 """
 
 import glob
@@ -36,6 +42,19 @@ META = "store.json"
 # One record per group: a window's documents are read at random places.
 WRITER_OPTIONS = "group_size:1"
 READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
+VERIFY_BYTES = 1 << 30  # Stores up to this size have their digests checked when opened (about a second per GiB).
+
+
+class Damaged(Exception):
+  """A store that does not match its store.json."""
+
+
+def _digest(path: str) -> str:
+  sha = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      sha.update(block)
+  return sha.hexdigest()
 
 
 def vocabulary_digest(vocabulary) -> str:
@@ -88,7 +107,8 @@ def _write_shard(task, source, split: str, vocabulary, path: str, index: int, co
     raise UserError(f"the {split} split of {source.name} holds no documents for shard {index + 1} of {count}; "
                     "add data or build fewer shards")
   os.replace(temporary, path)
-  files.write_atomically(path + ".json", json.dumps({"documents": documents, "tokens": tokens}).encode())
+  files.write_atomically(path + ".json", json.dumps({"documents": documents, "tokens": tokens,
+                                                     "bytes": os.path.getsize(path), "sha256": _digest(path)}).encode())
 
 
 def _finish(store_dir: str, source, split: str, vocabulary, count: int) -> None:
@@ -102,6 +122,7 @@ def _finish(store_dir: str, source, split: str, vocabulary, count: int) -> None:
   meta = {"format": FORMAT, "source": source.identity(split), "vocabulary": vocabulary_digest(vocabulary),
           "dtype": _dtype(vocabulary).str, "shards": [os.path.basename(s) for s in shards],
           "documents": [c["documents"] for c in counts], "tokens": sum(c["tokens"] for c in counts),
+          "bytes": [c.get("bytes") for c in counts], "sha256": [c.get("sha256") for c in counts],
           # What the curation stage removed from the source (counts per rule), if it went through one.
           "curation": source.curation.report()[split] if source.curation else None}
   files.write_atomically(os.path.join(store_dir, META), json.dumps(meta, indent=1).encode())
@@ -114,10 +135,11 @@ class TokenStore:
     meta_path = os.path.join(store_dir, META)
     if not os.path.exists(meta_path):
       raise UserError(f"{store_dir} is not a finished token store; build it with `pretrain prepare-data`")
-    self.meta = json.loads(files.read_text(meta_path))
+    self.meta = _read_meta(meta_path)
     if self.meta["vocabulary"] != vocabulary_digest(vocabulary):
       raise UserError(f"the token store {store_dir} was built with another vocabulary; remove it, or build "
                       "the store of this run's vocabulary with `pretrain prepare-data`")
+    _verify(store_dir, self.meta)
     self.directory = store_dir
     self.dtype = np.dtype(self.meta["dtype"])
     self.starts = np.cumsum([0] + self.meta["documents"])  # First global index of each shard, and the total.
@@ -137,17 +159,72 @@ class TokenStore:
     with self._lock:
       for s in np.unique(shard):
         where = np.flatnonzero(shard == s)
-        for i, record in zip(where, self._readers[s].read([int(indices[i] - self.starts[s]) for i in where])):
+        try:
+          read = self._readers[s].read([int(indices[i] - self.starts[s]) for i in where])
+        except Exception as e:  # pylint: disable=broad-except  (ArrayRecord's, e.g. a chunk hash mismatch)
+          raise UserError(f"the token store {self.directory} cannot be read ({str(e).splitlines()[0]}); delete it "
+                          "and rerun: it is built again") from None
+        for i, record in zip(where, read):
           records[i] = record
     documents = [np.frombuffer(r, self.dtype) for r in records]
     return (np.concatenate(documents).astype(np.int32),
             np.array([len(d) for d in documents], np.int64))
 
 
+def _read_meta(path: str) -> dict:
+  try:
+    meta = json.loads(files.read_bytes(path))
+    if not isinstance(meta, dict) or not all(k in meta for k in ("vocabulary", "dtype", "shards", "documents")):
+      raise ValueError("fields are missing")
+  except ValueError as e:
+    raise Damaged(f"{META} is not a store's ({e})") from None
+  return meta
+
+
+def _verify(store_dir: str, meta: dict) -> None:
+  """Raises Damaged unless every shard is there with the size (and, up to VERIFY_BYTES, the digest) store.json
+  records; a store written before they were recorded is checked for its shards only."""
+  sizes, digests = meta.get("bytes") or [None] * len(meta["shards"]), meta.get("sha256") or [None] * len(meta["shards"])
+  check_digests = sum(size or 0 for size in sizes) <= VERIFY_BYTES
+  for shard, size, digest in zip(meta["shards"], sizes, digests):
+    path = os.path.join(store_dir, shard)
+    if not os.path.exists(path):
+      raise Damaged(f"{shard} is missing")
+    if size is not None and os.path.getsize(path) != size:
+      raise Damaged(f"{shard} holds {os.path.getsize(path)} bytes, not {size}")
+    if digest is not None and check_digests and _digest(path) != digest:
+      raise Damaged(f"{shard}'s bytes changed since it was written")
+
+
+def _still_damaged(store_dir: str) -> bool:
+  """Whether the store is there and damaged (another process may have rebuilt it meanwhile)."""
+  meta_path = os.path.join(store_dir, META)
+  if not os.path.exists(meta_path):
+    return False
+  try:
+    _verify(store_dir, _read_meta(meta_path))
+  except Damaged:
+    return True
+  return False
+
+
 def open_or_build(task, source, split: str, vocabulary, cache: str) -> TokenStore:
-  """The store of `task`'s source and vocabulary, built first (one shard, with a progress bar) if missing."""
+  """The store of `task`'s source and vocabulary, built first (one shard, with a progress bar) if missing, and
+  built again if damaged (the damaged one moved aside)."""
   store_dir = directory(cache, source, split, vocabulary)
-  if not os.path.exists(os.path.join(store_dir, META)):
-    log(f"Tokenizing the {split} split of {source.name} once into {store_dir} (reused by later runs)")
-    build_shard(task, source, split, vocabulary, store_dir)
-  return TokenStore(store_dir, vocabulary)
+  for attempt in range(2):
+    if not os.path.exists(os.path.join(store_dir, META)):
+      log(f"Tokenizing the {split} split of {source.name} once into {store_dir} (reused by later runs)")
+      build_shard(task, source, split, vocabulary, store_dir)
+    try:
+      return TokenStore(store_dir, vocabulary)
+    except Damaged as e:
+      if attempt:
+        raise UserError(f"the token store {store_dir} was built again and is still damaged ({e}); check the disk "
+                        "of the cache directory (data.cache_dir)") from None
+      aside = f"{store_dir}.damaged-{uuid.uuid4().hex[:8]}"
+      with cache_lock.held(store_dir):  # Of several processes finding it damaged, one moves it aside.
+        if _still_damaged(store_dir):
+          os.rename(store_dir, aside)
+          log(f"warning: the token store {store_dir} is damaged ({e}); moved aside to {aside} (delete it at "
+              "will), building it again")

@@ -89,11 +89,29 @@ def cached_model(texts, vocab_size: int, model_type: str, cache: str, special: t
   path = os.path.join(cache, "tokenizers", f"spm_{vocab_size}_{digest.hexdigest()[:16]}.model")
 
   def build():
+    if os.path.exists(path):  # There, but not a model: damaged (cut short, overwritten).
+      aside = f"{path}.damaged-{os.getpid()}"
+      os.replace(path, aside)
+      print(f"warning: the cached vocabulary {path} is not a SentencePiece model; moved aside to {aside}, "
+            "training it again", file=sys.stderr, flush=True)
     print(f"Training a {vocab_size}-token SentencePiece vocabulary (once) -> {path}", file=sys.stderr, flush=True)
     files.write_atomically(path, train_sentencepiece(texts, vocab_size, model_type, extra_ids, special))
 
-  cache_lock.build_once(path, lambda: os.path.exists(path), build)
+  cache_lock.build_once(path, lambda: _is_model(path), build)
   return path
+
+
+def _is_model(path: str) -> bool:
+  """Whether `path` holds a SentencePiece model (a cache entry may be cut short or overwritten)."""
+  if not os.path.exists(path):
+    return False
+  try:
+    with open(path, "rb") as f:
+      processor = spm.SentencePieceProcessor(model_proto=f.read())
+  except (RuntimeError, OSError):
+    return False
+  return processor.get_piece_size() > 0 and (processor.pad_id(), processor.eos_id(), processor.unk_id()) == (
+      PAD_ID, EOS_ID, UNK_ID)
 
 
 def load(path: str, extra_ids: int = EXTRA_IDS) -> seqio.SentencePieceVocabulary:
