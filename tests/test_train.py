@@ -88,6 +88,8 @@ def test_train_resume_and_continue(tmp_path, run_train):
   first = run_train(workdir, "--config.train.steps=3", "--config.train.eval_every=2")
   assert first.returncode == 0, first.stderr
   assert "Trained 3 steps" in first.stdout and "perplexity" in first.stdout
+  # TINY's train.eval_batches=2: the summary says its loss is of those batches, not of the whole split.
+  assert "; on 2 batches of the validation split (at most train.eval_batches" in first.stdout
   for output in ("metrics.jsonl", "curves.png", "config.json", "checkpoints/3", "tensorboard"):
     assert os.path.exists(workdir / output), output
   records = metrics.read(str(workdir))

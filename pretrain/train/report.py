@@ -7,7 +7,9 @@ import jax
 from pretrain.train import metrics
 
 
-def report(workdir: str, step: int, final: dict, pairs) -> dict:
+def report(workdir: str, step: int, final: dict, pairs, eval_batches: int) -> dict:
+  """Prints the run's summary; `eval_batches`: how many validation batches its evaluation read (a part of the
+  split, train.eval_batches, where `pretrain eval` reads it whole: their losses differ)."""
   records = metrics.read(workdir)
   initial = next((r["eval/perplexity"] for r in records if r["step"] == 0 and "eval/perplexity" in r), None)
   if jax.process_index() == 0:
@@ -19,6 +21,8 @@ def report(workdir: str, step: int, final: dict, pairs) -> dict:
     else:  # An objective without a token loss (pretrain/family.py): its own metrics.
       lines = [f"Trained {step} steps. Validation " + ", ".join(
           f"{k.split('/', 1)[1].replace('_', ' ')} {v:.3f}" for k, v in final.items() if k.count("/") == 1)]
+    lines[0] += (f"; on {eval_batches} batches of the validation split (at most train.eval_batches; "
+                 "`pretrain eval` reads all of it)")
     lines += ["Samples: a validation prompt, then >>> the model's continuation."] if pairs else []
     for i, (prompt, continuation) in enumerate(pairs, 1):
       lines += [f"[{i}] {prompt.rstrip()}", f">>> {continuation.strip()}"]
