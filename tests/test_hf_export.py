@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -105,6 +106,10 @@ def test_random_model_matches_transformers(tmp_path, vocabulary, corpus_source, 
   objective, shape = RANDOM_MODELS[name]
   run, params = _random_model(objective, vocabulary, shape)
   out = _export(tmp_path, run, params, vocabulary)
+  umask = os.umask(0)
+  os.umask(umask)
+  modes = {name: stat.S_IMODE(os.stat(os.path.join(out, name)).st_mode) for name in os.listdir(out)}
+  assert stat.S_IMODE(os.stat(out).st_mode) == 0o777 & ~umask and set(modes.values()) == {0o666 & ~umask}
   check = _check_llama if objective == "clm" else _check_t5
   check(out, run.model, params, _text_ids(vocabulary, corpus_source, 60))
   # Import reproduces every parameter exactly, in the layout the config asks for.

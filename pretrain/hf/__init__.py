@@ -56,12 +56,23 @@ def export(out_dir: str, run, params, spm_path: str) -> str:
       with open(os.path.join(staging, "generation_config.json"), "w") as f:
         json.dump(generation, f, indent=2)
     tokenizer.write(spm_path, run.cfg.tokenizer.extra_ids, staging, module.PREPENDS_BOS)
+    _as_umask_allows(staging)
     if os.path.exists(out_dir):
       os.rmdir(out_dir)
     os.rename(staging, out_dir)
   finally:
     shutil.rmtree(staging, ignore_errors=True)
   return config["architectures"][0]
+
+
+def _as_umask_allows(directory: str) -> None:
+  """The permissions a directory and its files made in the usual way would have (mkdtemp's are owner-only): an
+  export is meant to be shared."""
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(directory, 0o777 & ~umask)
+  for name in os.listdir(directory):
+    os.chmod(os.path.join(directory, name), 0o666 & ~umask)
 
 
 def read_config(hf_dir: str) -> tuple[str, dict]:
