@@ -23,6 +23,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.data.validation_files = ""    # source=files: glob; empty holds out 5% of the train documents
   c.data.text_key = "text"        # JSONL field or TFDS feature holding the text
   c.data.bad_records = "error"    # files: a record that is not text (or not JSON with text_key) stops the run
+  # files: what a document of a .txt file is: a "line", a "paragraph" (lines up to a blank line: hard-wrapped
+  # text, books, man pages) or the whole "file". JSONL files hold one document per record.
+  c.data.text_documents = "line"
                                   # naming its file and line (error), or is left out and counted (skip)
   # Document quality filters, comma-separated: presets gopher and c4, rule names (with thresholds: words=20:5000),
   # your own rules (file.py:function, True to keep). `pretrain inspect-data` shows what they remove.

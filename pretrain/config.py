@@ -63,7 +63,8 @@ def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigD
 # a config.json or a config file from before a field existed reads as if it held this value.
 # (The objectives' own settings come with their defaults from pretrain/objectives/.)
 NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "", "data.dedup_threshold": 0.8,
-                "data.schedule": (), "data.length_schedule": (), "data.length_warmup": "tokens"}
+                "data.schedule": (), "data.length_schedule": (), "data.length_warmup": "tokens",
+                "data.text_documents": "line"}
 
 
 def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -240,6 +241,7 @@ def one_of(*names: str) -> Valid:
 RANGES = {
     "data.source": one_of("corpus", "files", "tfds"),
     "data.bad_records": one_of("error", "skip"),
+    "data.text_documents": one_of("line", "paragraph", "file"),
     "data.host_sharding": one_of("source", "examples"),
     "data.pipeline": one_of("indexed", "replay"),
     "data.length_warmup": one_of("tokens", "rows"),

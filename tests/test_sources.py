@@ -1,3 +1,4 @@
+import gzip
 import itertools
 import json
 import re
@@ -58,6 +59,41 @@ def test_files_with_a_validation_glob(doc_files):
   source = sources.make_source(_files_cfg(train_files=f"{path}/*.jsonl", validation_files=f"{path}/*.txt"))
   assert list(source.texts("train")) == docs[:200]
   assert list(source.texts("validation")) == docs[200:]
+
+
+def test_compressed_files_read_as_their_text(doc_files, tmp_path_factory):
+  path, docs = doc_files
+  packed = tmp_path_factory.mktemp("gz")
+  for name in ("a.jsonl", "b.txt"):
+    (packed / f"{name}.gz").write_bytes(gzip.compress((path / name).read_bytes()))
+  source = sources.make_source(_files_cfg(train_files=f"{packed}/*.gz"))
+  assert sorted(list(source.texts("train")) + list(source.texts("validation"))) == sorted(docs)
+  (packed / "cut.txt.gz").write_bytes(gzip.compress(b"some words\n" * 100)[:40])
+  with pytest.raises(UserError, match=r"cut.txt.gz cannot be read as gzip-compressed text"):
+    sources.make_source(_files_cfg(train_files=f"{packed}/cut.txt.gz"))
+
+
+HARD_WRAPPED = ("The first paragraph, wrapped\nat a few words\nper line.\n\n  \nThe second one,\nalso wrapped.\n\n"
+                "The third.\n")
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("line", ["The first paragraph, wrapped", "at a few words", "per line.", "The second one,", "also wrapped.",
+              "The third."]),
+    ("paragraph", ["The first paragraph, wrapped\nat a few words\nper line.", "The second one,\nalso wrapped.",
+                   "The third."]),
+    ("file", ["The first paragraph, wrapped\nat a few words\nper line.\nThe second one,\nalso wrapped.\nThe third."]),
+])
+def test_a_text_file_is_read_by_lines_paragraphs_or_whole(tmp_path, capsys, mode, expected):
+  (tmp_path / "book.txt").write_text(HARD_WRAPPED)
+  (tmp_path / "held_out.txt").write_text(HARD_WRAPPED)
+  source = sources.make_source(_files_cfg(train_files=f"{tmp_path}/book.txt",
+                                          validation_files=f"{tmp_path}/held_out.txt", text_documents=mode,
+                                          seq_len=128))
+  assert list(source.texts("validation")) == expected
+  out = capsys.readouterr().out
+  assert f"2 files, {2 * len(expected)} documents (a document per {mode} of the text files)" in out
+  assert ("warning: the documents are short for rows of 128 tokens" in out) == (mode == "line")
 
 
 def test_jsonl_without_the_text_field(doc_files):

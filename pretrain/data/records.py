@@ -1,5 +1,6 @@
-"""The records of text and JSONL files: one document per non-empty line of a text file, one per JSON object
-of a JSONL file, under the configured text field.
+"""The records of text and JSONL files: the documents of a text file (per data.text_documents: each non-empty
+line, each paragraph of lines up to a blank one, or the whole file), one per JSON object of a JSONL file, under
+the configured text field. A file ending in .gz is read through gzip.
 
 A record that is not UTF-8, not JSON, not an object, lacks the text field or
 holds no text there (null, a number, a list), or a text line with NUL bytes (a
@@ -9,6 +10,7 @@ first one; `skip` leaves them out and says how many and where. Nothing is
 skipped silently.
 """
 
+import gzip
 import json
 
 from pretrain.console import log
@@ -17,8 +19,34 @@ from pretrain.errors import UserError
 POLICIES = ("error", "skip")
 
 
+MODES = ("line", "paragraph", "file")
+
+
 def is_jsonl(path: str) -> bool:
-  return path.endswith((".jsonl", ".json"))
+  return path.removesuffix(".gz").endswith((".jsonl", ".json"))
+
+
+def open_bytes(path: str):
+  """The file's lines as bytes, decompressed where it ends in .gz."""
+  return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+
+
+def documents(path: str, text_key: str, mode: str):
+  """The documents of one file, its bad records left out (records.check has named or counted them)."""
+  current = []
+  with open_bytes(path) as f:
+    for raw in f:
+      text, _ = text_of(raw, is_jsonl(path), text_key)
+      if is_jsonl(path) or mode == "line":
+        if text is not None:
+          yield text
+      elif text is not None:
+        current.append(text)
+      elif mode == "paragraph" and current and not raw.strip():  # A blank line ends a paragraph.
+        yield "\n".join(current)
+        current = []
+  if current:
+    yield "\n".join(current)
 
 
 def text_of(raw: bytes, jsonl: bool, text_key: str) -> tuple[str | None, str]:
@@ -46,21 +74,28 @@ def text_of(raw: bytes, jsonl: bool, text_key: str) -> tuple[str | None, str]:
   return (text, "") if text.strip() else (None, "")
 
 
-def check(files: list[str], text_key: str, policy: str) -> None:
-  """Reads every record once: raises naming the first bad one, or (policy skip) logs how many will be left out."""
+def check(files: list[str], text_key: str, policy: str, mode: str = "line") -> list[int]:
+  """Reads every record once: raises naming the first bad one, or (policy skip) logs how many will be left out.
+  Returns the length in characters of each document (per `mode` for text files)."""
   if policy not in POLICIES:
     raise UserError(f"data.bad_records={policy!r} is unknown; use one of {', '.join(POLICIES)}")
-  bad = []
+  bad, lengths = [], []
   for path in files:
-    with open(path, "rb") as f:
-      for number, raw in enumerate(f, 1):
-        _, problem = text_of(raw, is_jsonl(path), text_key)
-        if not problem:
-          continue
-        if policy == "error":
-          raise UserError(f"{path}:{number}: the record {problem}; fix it, or set --config.data.bad_records=skip "
-                          "to leave such records out")
-        bad.append(f"{path}:{number}")
+    try:
+      with open_bytes(path) as f:
+        for number, raw in enumerate(f, 1):
+          _, problem = text_of(raw, is_jsonl(path), text_key)
+          if not problem:
+            continue
+          if policy == "error":
+            raise UserError(f"{path}:{number}: the record {problem}; fix it, or set --config.data.bad_records=skip "
+                            "to leave such records out")
+          bad.append(f"{path}:{number}")
+    except (OSError, EOFError) as e:  # gzip's: not gzip, or cut short.
+      raise UserError(f"{path} cannot be read as gzip-compressed text ({e}); give a whole .gz file, or the text "
+                      "uncompressed") from None
+    lengths.extend(len(text) for text in documents(path, text_key, mode))
   if bad:
     log(f"data.bad_records=skip: leaving out {len(bad)} bad records: {', '.join(bad[:5])}"
         + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""))
+  return lengths

@@ -14,6 +14,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from pretrain import files, schedule
+from pretrain.console import log
 from pretrain.data import corpus, curation as curation_lib, records
 from pretrain.errors import UserError
 
@@ -152,7 +153,7 @@ def _check_json_key(files: list[str], text_key: str) -> None:
   path = next((f for f in files if records.is_jsonl(f) and os.path.getsize(f) > 0), None)
   if path is None:
     return
-  with open(path, "rb") as f:  # Bytes: a bad record further on is records.check's to name.
+  with records.open_bytes(path) as f:  # Bytes: a bad record further on is records.check's to name.
     line = next((l for l in f if l.strip()), b"{}").decode("utf-8", errors="replace")
   try:
     record = json.loads(line)
@@ -163,16 +164,20 @@ def _check_json_key(files: list[str], text_key: str) -> None:
                     f"set --config.data.text_key to the field that holds the text")
 
 
-def _read_lines(files: list[str], text_key: str, checked: bool) -> tf.data.Dataset:
-  """Documents of text files (one per non-empty line) and JSONL files (one per record). Unless every record
-  was `checked` good, bad ones (see records.py) are left out."""
+def _read_lines(files: list[str], text_key: str, checked: bool, mode: str = "line") -> tf.data.Dataset:
+  """Documents of text files (one per non-empty line, paragraph or file: `mode`) and JSONL files (one per
+  record). Unless every record was `checked` good, bad ones (see records.py) are left out."""
 
   def parse(line, jsonl):
     return records.text_of(line.numpy(), bool(jsonl.numpy()), text_key)[0] or ""
 
   datasets = []
   for path in files:
-    lines = tf.data.TextLineDataset(path)
+    if mode != "line" and not records.is_jsonl(path):  # Paragraphs or whole files: read in Python.
+      datasets.append(tf.data.Dataset.from_generator(lambda path=path: records.documents(path, text_key, mode),
+                                                     output_signature=tf.TensorSpec([], tf.string)))
+      continue
+    lines = tf.data.TextLineDataset(path, compression_type="GZIP" if path.endswith(".gz") else None)
     if records.is_jsonl(path) or not checked:
       jsonl = tf.constant(records.is_jsonl(path))
       lines = lines.map(lambda l, jsonl=jsonl: tf.reshape(tf.py_function(parse, [l, jsonl], tf.string), []))
@@ -183,12 +188,27 @@ def _read_lines(files: list[str], text_key: str, checked: bool) -> tf.data.Datas
   return dataset.map(lambda text: {"text": text})
 
 
+def _describe_documents(paths: list[str], lengths: list[int], mode: str, row_tokens: int) -> None:
+  """Says what the files' documents are, and warns when they are short for the rows (hard-wrapped text read a
+  line at a time)."""
+  texts = [p for p in paths if not records.is_jsonl(p)]
+  how = f"a document per {mode} of the text files" if texts else "a document per JSONL record"
+  median = sorted(lengths)[len(lengths) // 2] if lengths else 0
+  log(f"data.source=files: {len(paths)} files, {len(lengths):,} documents ({how}), median {median:,} characters")
+  if texts and mode == "line" and median < row_tokens:
+    log(f"warning: the documents are short for rows of {row_tokens} tokens (median {median} characters, a few "
+        "tokens each); if the text files are hard-wrapped (books, man pages, READMEs), "
+        "--config.data.text_documents=paragraph (or file) keeps their paragraphs together")
+
+
 def _files_source(data_cfg) -> Source:
   train_files = _matching_files(data_cfg.train_files, "train_files")
   validation_files = (_matching_files(data_cfg.validation_files, "validation_files")
                       if data_cfg.validation_files else None)
   _check_json_key(train_files + (validation_files or []), data_cfg.text_key)
-  records.check(train_files + (validation_files or []), data_cfg.text_key, data_cfg.bad_records)
+  mode = data_cfg.get("text_documents", "line")
+  lengths = records.check(train_files + (validation_files or []), data_cfg.text_key, data_cfg.bad_records, mode)
+  _describe_documents(train_files + (validation_files or []), lengths, mode, data_cfg.get("seq_len", 0))
   checked = data_cfg.bad_records == "error"  # Every record is good, or the check has stopped the run.
 
   def held_out(example):
@@ -197,15 +217,15 @@ def _files_source(data_cfg) -> Source:
   def dataset_fn(split, shuffle_files, seed=None):
     del shuffle_files, seed  # Examples are shuffled by the task.
     if split == VALIDATION and validation_files:
-      return _read_lines(validation_files, data_cfg.text_key, checked)
-    dataset = _read_lines(train_files, data_cfg.text_key, checked)
+      return _read_lines(validation_files, data_cfg.text_key, checked, mode)
+    dataset = _read_lines(train_files, data_cfg.text_key, checked, mode)
     if validation_files:
       return dataset
     return dataset.filter(held_out if split == VALIDATION else lambda ex: tf.logical_not(held_out(ex)))
 
   source = seqio.FunctionDataSource(dataset_fn, splits=[TRAIN, VALIDATION])
   content = (tuple(_file_identity(f) for f in train_files), tuple(_file_identity(f) for f in validation_files or ()),
-             data_cfg.text_key, data_cfg.bad_records, HELD_OUT_PERCENT)
+             data_cfg.text_key, data_cfg.bad_records, HELD_OUT_PERCENT) + ((mode,) if mode != "line" else ())
   return Source("files", source, "text", {TRAIN: TRAIN, VALIDATION: VALIDATION}, content)
 
 
