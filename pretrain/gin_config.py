@@ -35,10 +35,10 @@ def _statements(text: str, where: str):
     raise UserError(f"{where}: gin syntax error: {e.args[0]}") from None
 
 
-def _apply(cfg, statements, macros: dict, where: str, directory: str) -> None:
+def _apply(cfg, statements, macros: dict, where: str, directory: str, including: tuple = ()) -> None:
   for statement in statements:
     if isinstance(statement, config_parser.IncludeStatement):
-      apply_file(cfg, os.path.join(directory, statement.filename), macros)
+      apply_file(cfg, os.path.join(directory, statement.filename), macros, including)
       continue
     if not isinstance(statement, config_parser.BindingStatement):
       raise UserError(f"{where}: line {statement.location.line_num}: only bindings, macros and includes are "
@@ -55,12 +55,17 @@ def _apply(cfg, statements, macros: dict, where: str, directory: str) -> None:
     config_lib.set_value(cfg, key, value, f"gin binding {key} ({where}, line {statement.location.line_num})")
 
 
-def apply_file(cfg, path: str, macros: dict | None = None) -> None:
+def apply_file(cfg, path: str, macros: dict | None = None, including: tuple = ()) -> None:
+  """Applies a gin file's bindings; `including`: the files whose includes led here (a cycle is refused)."""
   if not os.path.isfile(path):
     raise UserError(f"gin file {path!r} does not exist")
+  if os.path.realpath(path) in including:
+    chain = " -> ".join([*including, os.path.realpath(path)])
+    raise UserError(f"gin files include each other ({chain}); remove one of the includes")
   with open(path) as f:
     text = f.read()
-  _apply(cfg, _statements(text, path), {} if macros is None else macros, path, os.path.dirname(path))
+  _apply(cfg, _statements(text, path), {} if macros is None else macros, path, os.path.dirname(path),
+         (*including, os.path.realpath(path)))
 
 
 def apply_binding(cfg, text: str) -> None:

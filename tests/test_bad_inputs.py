@@ -135,6 +135,10 @@ CASES = [
      "optimizer.name='adamw', not 'adafactor'"),
     ("pairs too short to mask a token", [*TRAIN, "--config.data.objective=nsp", "--config.data.seq_len=4"],
      "MLM would learn nothing; raise data.seq_len by 2"),
+    ("gin files that include each other", [*TRAIN, f"--gin_file={DATA}/loop_a.gin"],
+     "gin files include each other"),
+    ("inspect a length of zero", ["inspect-task", "--task=corpus_clm", "--targets_length=0"],
+     "--targets_length=0: give a length of at least 1"),
     ("UL2 targets too short for its X-denoisers", [*TRAIN, "--config.data.objective=ul2",
                                                    "--config.data.targets_length=40"], "X-denoiser"),
 ]
@@ -176,6 +180,8 @@ def _write_data(data: pathlib.Path) -> None:
   (data / "raises.py").write_text("def get_config():\n  return {}['model']\n")
   (data / "syntax.py").write_text("def get_config():\n  return (\n")
   (data / "empty.py").write_text("x = 1\n")
+  (data / "loop_a.gin").write_text("include 'loop_b.gin'\n")
+  (data / "loop_b.gin").write_text("include 'loop_a.gin'\n")
 
 
 def _snapshot(directory: pathlib.Path) -> dict[str, str]:

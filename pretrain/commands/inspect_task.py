@@ -43,6 +43,10 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
     raise UserError("give --task=NAME (see --list for the names), or --step=STEP for data.schedule's rows")
   if args.num < 1:
     raise UserError(f"--num={args.num}: give the number of examples to print, at least 1")
+  for flag in ("inputs_length", "targets_length"):
+    if getattr(args, flag) is not None and getattr(args, flag) < 1:
+      raise UserError(f"--{flag}={getattr(args, flag)}: give a length of at least 1 token, or leave it out for "
+                      "the config's")
 
   import seqio  # pylint: disable=g-import-not-at-top  (imports TF)
   from pretrain import config as config_lib, objectives  # pylint: disable=g-import-not-at-top
@@ -71,8 +75,8 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
   family = families[args.task]
   if args.task == cfg.data.task:
     vocabulary = user_vocabulary
-  cfg.data.inputs_length = args.inputs_length or cfg.data.inputs_length
-  cfg.data.targets_length = args.targets_length or cfg.data.targets_length
+  cfg.data.inputs_length = args.inputs_length if args.inputs_length is not None else cfg.data.inputs_length
+  cfg.data.targets_length = args.targets_length if args.targets_length is not None else cfg.data.targets_length
   # A row of one length (clm and fim: targets, mlm: inputs) is data.seq_len long: its first feature's flag sets it.
   cfg.data.seq_len = (args.inputs_length if family.task_features[0] == "inputs" else args.targets_length) \
       or cfg.data.seq_len
