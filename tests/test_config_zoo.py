@@ -51,6 +51,21 @@ def test_gin_twin_resolves_to_the_same_config(name):
   assert _parse([f"--gin_file=configs/gin/{name}.gin"]).to_dict() == _parse([f"--config=configs/{name}.py"]).to_dict()
 
 
+@pytest.mark.parametrize("name", ZOO)
+def test_tiny_gin_shrinks_every_zoo_run_to_the_bundled_corpus(name):
+  """--gin_file=NAME --gin_file=tiny: the zoo run's objective and optimizer, a model of a few hundred thousand
+  parameters on the bundled corpus, one device, a batch that fits a laptop."""
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.train import memory  # pylint: disable=g-import-not-at-top
+  cfg = _parse([f"--gin_file={name}", "--gin_file=tiny"])
+  zoo = configs.load(name)
+  assert (cfg.data.objective, cfg.optimizer.name) == (zoo.data.objective, zoo.optimizer.name)
+  assert cfg.data.source == "corpus" and cfg.train.batch_size == 16
+  run = run_lib.Run.build(cfg, cfg.tokenizer.vocab_size)
+  assert sum(x.size for x in jax.tree.leaves(run.abstract_state().params)) < 3e6
+  assert memory.lower_bound(run) < 2**30
+
+
 def test_gin_macros_includes_flags_and_errors(tmp_path):
   from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
   (tmp_path / "base.gin").write_text("WIDTH = 96\nmodel.d_model = %WIDTH\n")

@@ -56,6 +56,7 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
   run, params, step = run_lib.load(args.workdir)
   rows = {}
   for name, row_params in ((f"model (step {step})", params), ("random init", run.create_state().params)):
+    print(f"Probing {name} ({args.task}, {args.seeds} seeds)...", flush=True)  # Each takes a minute or two.
     rows[name] = evaluation.measure(run, row_params, args.task, args.seeds, args.finetune and args.finetune_steps,
                                     args.split, args.documents)
   about = next(iter(rows.values())).pop("about")
