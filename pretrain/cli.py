@@ -31,7 +31,7 @@ SUBCOMMANDS = {
     "prepare-data": ("pretrain.commands.prepare_data", "tokenize a config's training data once into token stores"),
     "train-tokenizer": ("pretrain.commands.train_tokenizer", "train a SentencePiece model on a config's data"),
     "estimate-memory": ("pretrain.commands.estimate_memory", "per-device memory of a config, nothing allocated"),
-    "sweep": ("pretrain.commands.sweep", "train a grid of config overrides, one run per point, and report them"),
+    "sweep": ("pretrain.experiments.sweep", "train a grid of config overrides, one run per point, and report them"),
     "bench": ("pretrain.commands.bench", "time training steps (optionally beside transformers)"),
     "launch": ("pretrain.commands.launch", "commands for TPU VM slices (tpu-vm) and SLURM clusters (slurm)"),
 }

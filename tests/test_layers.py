@@ -25,6 +25,8 @@ ABOVE = {
                  "pretrain.models", "pretrain.hf"),
     "objectives": ("pretrain.run", "pretrain.commands", "pretrain.cli", "pretrain.bench", "pretrain.experiments",
                    "pretrain.configs"),
+    # The experiments (sweeps among them) run the commands' functions; a command never reaches up to them.
+    "commands": ("pretrain.experiments",),
 }
 
 

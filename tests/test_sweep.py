@@ -7,9 +7,8 @@ import shutil
 
 import pytest
 
-from pretrain.commands import sweep as sweep_command
 from pretrain.errors import UserError
-from pretrain.experiments import sweep
+from pretrain.experiments import sweep as sweep_command, sweep_grid as sweep
 from tests.conftest import TINY
 
 

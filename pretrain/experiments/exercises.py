@@ -11,8 +11,7 @@ import os
 import shlex
 import shutil
 
-from pretrain.commands import sweep as sweep_command
-from pretrain.experiments import runs, sweep
+from pretrain.experiments import runs, sweep, sweep_report
 
 def _common(steps: int) -> list[str]:
   """Every sweep's flags: the same small model (128 wide, 2 layers), budget and probe."""
@@ -82,9 +81,9 @@ def main(argv: list[str]) -> None:
     title, about, flags, metric = EXERCISES[name]
     where = os.path.join(args.out_dir, name)
     argv_ = [f"--workdir={where}", *_common(args.steps), *flags, "--grid.train.seed=0,1", f"--metric={metric}"]
-    sweep_command.main(argv_)
-    points = sweep.collect(where, collections.defaultdict(lambda: args.steps))
-    report = sweep.report(where, points, metric, shlex.join(["pretrain", "sweep", *argv_]))
+    sweep.main(argv_)
+    points = sweep_report.collect(where, collections.defaultdict(lambda: args.steps))
+    report = sweep_report.report(where, points, metric, shlex.join(["pretrain", "sweep", *argv_]))
     shutil.copy(os.path.join(where, "sweep.png"), os.path.join(args.out, f"{name}.png"))
     report = [b.replace("](sweep.png)", f"]({os.path.basename(args.out)}/{name}.png)") for b in report]
     blocks += [f"## {title}", about, "Command (from the repository root):",

@@ -1,240 +1,137 @@
-"""A sweep: the points of a grid of config overrides over one base command, each a run in a workdir of its own,
-and the report of their final metrics grouped over seeds (pretrain/commands/sweep.py runs it).
+"""Trains a grid of config overrides over one base config, a workdir per point, and reports the points' final
+metrics, grouped over seeds with their 95% intervals.
 
-The sweep's directory holds sweep.json (the base flags and the grid: what a rerun must match), a directory
+  pretrain sweep --workdir=sweeps/mlm_rate --config.data.objective=mlm \\
+      --grid.data.mlm_rate=0.1,0.15,0.3 --grid.train.seed=0,1 [--probe=same_document] [--metric=eval/loss]
+  pretrain sweep --workdir=sweeps/mlm_rate --report [--metric=probe/same_document_probe]
+  pretrain sweep --workdir=sweeps/mlm_rate --launch="slurm --nodes=1 --gpus_per_node=8" ... [--run]
+
+--grid.KEY=V1,V2 (repeatable) gives a config field's values; the points are
+every combination, each trained in WORKDIR/NAME (e.g. mlm_rate=0.1,seed=0)
+with the base flags (--config, --gin_file, --config.KEY=VALUE) plus its
+values. The points run one after another in this process, their console
+output in NAME/train.log. A finished point is not run again and an
+interrupted one resumes, so a killed sweep rerun (the same command)
+continues. Axes named *seed are repeats: the report (WORKDIR/sweep.md,
+sweep.csv, sweep.png) gives each setting of the others the mean and 95%
+interval over them. --probe measures each point's final parameters
+downstream (pretrain probe), beside its initial ones. --launch hands each
+point to `pretrain launch` instead (printed, or submitted with --run); run
+--report when the jobs are done.
+
+Layout: The sweep's directory holds sweep.json (the base flags and the grid: what a rerun must match), a directory
 per point named by its values (e.g. `mlm_rate=0.15,seed=0`), and the report: sweep.csv (a row per point),
 sweep.md (a row per setting, the mean and 95% interval over the seed axes) and sweep.png (one metric against
 the first swept setting that is not a seed).
 """
 
-import csv
-import itertools
-import json
-import math
+import argparse
 import os
-import re
+import shlex
+import sys
 
-from pretrain import files
-from pretrain.downstream import stats
-from pretrain.errors import UserError
-from pretrain.experiments import runs
-from pretrain.train import metrics as metrics_lib
+from pretrain import cli
+from pretrain.errors import UserError, exit_on_user_error
+from pretrain.experiments import sweep_grid
 
-MANIFEST = "sweep.json"
-GRID_PREFIX = "--grid."
+BASE_FLAGS = ("--config", "--gin_file", "--config.", "--gin.")
 
 
-def is_seed(key: str) -> bool:
-  """Axes whose values repeat a measurement (train.seed, data.seed, ...): the report groups over them."""
-  return key.rsplit(".", 1)[-1].endswith("seed")
+def _base(rest: list[str]) -> list[str]:
+  """The base config flags among a command line's (those every point shares); anything else is an error."""
+  base, unknown = [], []
+  for arg in rest:
+    (base if arg.startswith(BASE_FLAGS) else unknown).append(arg)
+  if unknown:
+    raise UserError(f"unknown arguments {unknown}; see pretrain sweep --help (config fields: --config.KEY=VALUE, "
+                    "swept ones: --grid.KEY=V1,V2)")
+  return base
 
 
-def split_values(text: str) -> list[str]:
-  """The comma-separated values of a --grid flag; commas inside brackets or quotes belong to a value."""
-  values, depth, quote, current = [], 0, None, ""
-  for char in text:
-    if quote:
-      quote = None if char == quote else quote
-    elif char in "'\"":
-      quote = char
-    elif char in "([{":
-      depth += 1
-    elif char in ")]}":
-      depth -= 1
-    elif char == "," and depth == 0:
-      values.append(current.strip())
-      current = ""
-      continue
-    current += char
-  values.append(current.strip())
-  return values
+def _point_config(base: list[str], settings: dict[str, str]):
+  """A point's config: the base flags, then its values as --config overrides; checked as train checks it."""
+  return cli.parse_command_line(argparse.ArgumentParser(add_help=False),
+                                [*base, *(f"--config.{k}={v}" for k, v in settings.items())])[1]
 
 
-def parse_grid(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
-  """({config key: its values} in the order given, the other flags) of a command line's --grid.KEY=V1,V2 flags."""
-  grid, rest = {}, []
-  for arg in argv:
-    if not arg.startswith(GRID_PREFIX):
-      rest.append(arg)
-      continue
-    key, eq, text = arg[len(GRID_PREFIX):].partition("=")
-    values = split_values(text)
-    if not eq or not key or not all(values):
-      raise UserError(f"{arg!r}: write --grid.SECTION.FIELD=VALUE1,VALUE2 (e.g. --grid.data.mlm_rate=0.1,0.15)")
-    if key in grid:
-      raise UserError(f"--grid.{key} is given twice; give its values in one flag")
-    if len(set(values)) != len(values):
-      raise UserError(f"--grid.{key}={text}: a value repeats; give each once")
-    grid[key] = values
-  return grid, rest
+def _train_point(cfg, workdir: str, trained: bool, probe: str | None, probe_seeds: int) -> None:
+  """Trains (or resumes) the point's run unless `trained`, then probes it if asked."""
+  from pretrain.commands import probe as probe_command  # pylint: disable=g-import-not-at-top
+  from pretrain.commands.train import train  # pylint: disable=g-import-not-at-top
+  from pretrain.experiments import runs  # pylint: disable=g-import-not-at-top
+  os.makedirs(workdir, exist_ok=True)
+  with runs.output_to(os.path.join(workdir, "train.log" if not trained else "probe.log")):
+    if not trained and train(cfg, workdir).get("stopped_by"):
+      raise UserError(f"the sweep was interrupted in {workdir}; rerun its command to continue")
+    if probe:
+      probe_command.main([f"--workdir={workdir}", f"--task={probe}", f"--seeds={probe_seeds}"])
 
 
-def point_names(grid: dict[str, list[str]]) -> list[tuple[str, dict[str, str]]]:
-  """(directory name, {key: value}) of every point of the grid, the last axis varying fastest. A key is named by
-  its field (`mlm_rate`), by its whole path where two fields share a name."""
-  fields = [key.rsplit(".", 1)[-1] for key in grid]
-  labels = [field if fields.count(field) == 1 else key for key, field in zip(grid, fields)]
-  points = []
-  for values in itertools.product(*grid.values()):
-    name = ",".join(f"{label}={re.sub(r'[^A-Za-z0-9_.+-]', '_', value)}" for label, value in zip(labels, values))
-    points.append((name, dict(zip(grid, values))))
-  if len({name for name, _ in points}) != len(points):
-    raise UserError("two points of the grid get the same directory name (values that differ only in "
-                    "characters other than letters, digits and ._+-); write the values more plainly")
-  return points
-
-
-def check_manifest(sweep_dir: str, base: list[str], grid: dict[str, list[str]]) -> None:
-  """Writes sweep.json, or checks that a rerun asks for the same sweep (its points' runs would mix otherwise)."""
-  path = os.path.join(sweep_dir, MANIFEST)
-  wanted = {"base": base, "grid": grid}
-  if os.path.exists(path):
-    saved = read_manifest(sweep_dir)
-    if saved != wanted:
-      raise UserError(f"{sweep_dir} holds another sweep ({' '.join(saved['base'])}, grid {saved['grid']}); rerun "
-                      "that command to continue it, or choose another --workdir")
+@exit_on_user_error
+def main(argv: list[str], prog: str = "pretrain sweep") -> None:
+  parser = cli.parser_for(prog, __doc__)
+  parser.add_argument("--workdir", required=True, help="the sweep's directory: a workdir per point and the report")
+  parser.add_argument("--report", action="store_true", help="only write the report of the points finished so far")
+  parser.add_argument("--metric", default="eval/loss", help="the metric the plot shows and the verdict compares "
+                                                             "(any column of sweep.csv)")
+  parser.add_argument("--probe", choices=("same_document", "packages"), default=None,
+                      help="also measure each point downstream (pretrain probe --task=PROBE) when it finishes")
+  parser.add_argument("--probe_seeds", type=int, default=3, help="the probe's seeds")
+  parser.add_argument("--launch", default=None, help="hand each point to `pretrain launch` with these flags, "
+                                                     "e.g. \"slurm --nodes=1 --gpus_per_node=8\"")
+  parser.add_argument("--run", action="store_true", help="with --launch: submit, not only print")
+  grid, rest = sweep_grid.parse_grid(argv)
+  args, rest = parser.parse_known_args(rest)
+  base = _base(rest)
+  command = shlex.join(["pretrain", "sweep", *argv])
+  if args.report:
+    if grid or base:
+      raise UserError("--report reads the sweep in --workdir as it was run; give no --grid or config flags")
+    _report(args, command)
     return
-  os.makedirs(sweep_dir, exist_ok=True)
-  files.write_atomically(path, json.dumps(wanted, indent=2).encode())
+  if not grid:
+    raise UserError("give the swept fields as --grid.KEY=V1,V2 (e.g. --grid.data.mlm_rate=0.1,0.15,0.3)")
+  if args.probe_seeds < 1:
+    raise UserError(f"--probe_seeds={args.probe_seeds}: give at least 1")
+  points = sweep_grid.point_names(grid)
+  configs = {name: _point_config(base, settings) for name, settings in points}  # Every point checked first.
+  sweep_grid.check_manifest(args.workdir, base, grid)
+  if args.launch:
+    _launch(args, base, points)
+    return
+  from pretrain.experiments import sweep_report as report_lib  # pylint: disable=g-import-not-at-top
+  for i, (name, settings) in enumerate(points):
+    workdir, cfg = os.path.join(args.workdir, name), configs[name]
+    trained = report_lib.final_record(workdir, cfg.train.steps) is not None
+    if trained and (not args.probe or report_lib.probed(workdir, args.probe, cfg.train.steps)):
+      print(f"[{i + 1}/{len(points)}] {name}: finished before")
+      continue
+    print(f"[{i + 1}/{len(points)}] {name}: {'probing' if trained else 'training'} ({workdir})", flush=True)
+    _train_point(cfg, workdir, trained, args.probe, args.probe_seeds)
+  _report(args, command, configs)
 
 
-def read_manifest(sweep_dir: str) -> dict:
-  path = os.path.join(sweep_dir, MANIFEST)
-  try:
-    with open(path) as f:
-      manifest = json.load(f)
-    if not isinstance(manifest.get("base"), list) or not isinstance(manifest.get("grid"), dict):
-      raise ValueError("no base flags or grid")
-  except FileNotFoundError:
-    raise UserError(f"{sweep_dir} holds no sweep ({MANIFEST} is missing); run pretrain sweep with --grid flags "
-                    "first") from None
-  except ValueError as e:
-    raise UserError(f"{path} is damaged ({e}); delete it and rerun the sweep's command (finished points are "
-                    "kept)") from None
-  return manifest
+def _launch(args, base: list[str], points) -> None:
+  from pretrain.commands import launch  # pylint: disable=g-import-not-at-top
+  for name, settings in points:
+    print(f"# {name}")
+    launch.main([*shlex.split(args.launch), f"--workdir={os.path.join(args.workdir, name)}", *base,
+                 *(f"--config.{k}={v}" for k, v in settings.items()), *(["--run"] if args.run else [])])
+  print(f"When the jobs are done: pretrain sweep --workdir={args.workdir} --report")
 
 
-def final_record(workdir: str, steps: int) -> dict | None:
-  """The metrics logged at the run's last step, with its final evaluation; None while the run is unfinished."""
-  records = [r for r in metrics_lib.read(workdir) if r.get("step") == steps] if os.path.isdir(workdir) else []
-  merged = {k: v for r in records for k, v in r.items()}
-  return merged if "eval/loss" in merged else None
+def _report(args, command: str, configs: dict | None = None) -> None:
+  from pretrain.experiments import sweep_report as report_lib  # pylint: disable=g-import-not-at-top
+  if configs is None:
+    manifest = sweep_grid.read_manifest(args.workdir)
+    configs = {name: _point_config(manifest["base"], settings)
+               for name, settings in sweep_grid.point_names(manifest["grid"])}
+  points = report_lib.collect(args.workdir, {name: cfg.train.steps for name, cfg in configs.items()})
+  report_lib.report(args.workdir, points, args.metric, command)
+  with open(os.path.join(args.workdir, "sweep.md")) as f:
+    print(f.read())
+  print(f"Wrote {', '.join(os.path.join(args.workdir, f) for f in ('sweep.md', 'sweep.csv', 'sweep.png'))}")
 
 
-def point_values(workdir: str, steps: int) -> dict[str, float]:
-  """The numbers of a finished point: its final eval/ metrics, train/loss and, where measured, the probes'
-  means over their seeds (probe/TASK) and those of the initial parameters (probe/TASK/init)."""
-  record = final_record(workdir, steps) or {}
-  values = {k: v for k, v in record.items()
-            if isinstance(v, (int, float)) and (k.startswith("eval/") or k == "train/loss")}
-  probe_dir = os.path.join(workdir, "eval")
-  for name in sorted(os.listdir(probe_dir)) if os.path.isdir(probe_dir) else []:
-    if name.startswith("probe-") and name.endswith(f"-step{steps}.json"):
-      with open(os.path.join(probe_dir, name)) as f:
-        saved = json.load(f)
-      for row, measures in saved["rows"].items():
-        for measure, seeds in measures.items():
-          values[f"probe/{measure}" + ("/init" if row == "random init" else "")] = sum(seeds) / len(seeds)
-  return values
-
-
-def collect(sweep_dir: str, steps: dict[str, int]) -> list[dict]:
-  """Each point: {'name', 'settings': {key: value}, 'values': {metric: number}} ({} while unfinished).
-  `steps`: each point's train.steps, by name."""
-  return [{"name": name, "settings": settings, "values": point_values(os.path.join(sweep_dir, name), steps[name])}
-          for name, settings in point_names(read_manifest(sweep_dir)["grid"])]
-
-
-def probed(workdir: str, task: str, steps: int) -> bool:
-  return os.path.exists(os.path.join(workdir, "eval", f"probe-{task}-step{steps}.json"))
-
-
-def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> list[str]:
-  """Writes sweep.csv, sweep.md and sweep.png in `sweep_dir`; returns sweep.md's blocks after its title and
-  command (pretrain.experiments.runs.markdown)."""
-  grid = read_manifest(sweep_dir)["grid"]
-  finished = [p for p in points if p["values"]]
-  if not finished:
-    raise UserError(f"no point of the sweep in {sweep_dir} has finished; run the sweep first")
-  measured = list(dict.fromkeys(k for p in finished for k in p["values"]))
-  if metric not in measured:
-    raise UserError(f"--metric={metric} was not logged by the sweep's runs; choose one of {', '.join(measured)}")
-  with open(os.path.join(sweep_dir, "sweep.csv"), "w", newline="") as f:
-    writer = csv.writer(f)
-    writer.writerow(["point", *grid, *measured])
-    for p in points:
-      writer.writerow([p["name"], *p["settings"].values(), *(p["values"].get(m, "") for m in measured)])
-  swept = [k for k in grid if not is_seed(k)]
-  seeds = [k for k in grid if is_seed(k)]
-  groups = {}
-  for p in finished:
-    groups.setdefault(tuple(p["settings"][k] for k in swept), []).append(p["values"])
-  columns = [m for m in measured if m.count("/") == 1 or m.startswith("probe/") or m == metric]
-  header = [*(k.rsplit(".", 1)[-1] for k in swept), "runs", *columns]
-  rows = [[*setting, str(len(values)), *(stats.text([v[m] for v in values if m in v]) if any(m in v for v in values)
-                                         else "" for m in columns)]
-          for setting, values in groups.items()]
-  table = "\n".join("| " + " | ".join(row) + " |" for row in [header, ["---"] * len(header), *rows])
-  by_setting = {", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(swept, s)) or "base":
-                [v[metric] for v in values if metric in v] for s, values in groups.items()}
-  higher_better = metric.endswith(("accuracy", "probe")) or metric.startswith("probe/")
-  apart = stats.apart(by_setting, higher_better)
-  unfinished = [p["name"] for p in points if not p["values"]]
-  blocks = [
-      f"Each row: the final metrics of a setting's runs, the mean +- the 95% interval (Student's t) over "
-      f"{' and '.join(seeds) if seeds else 'its one run (no seed axis: no interval)'}. "
-      "eval/ metrics are those of training's last evaluation (train.eval_batches batches of the validation "
-      "split); probe/ ones are the mean over the probe's seeds, and /init the same model at its initial "
-      "parameters (the baseline pre-training must beat).",
-      table,
-      f"![{metric}](sweep.png)",
-      f"{metric}, settings apart beyond the noise (95% intervals disjoint): "
-      + ("; ".join(apart) if apart else "none (every difference is within the seeds' spread)") + ".",
-  ]
-  if unfinished:
-    blocks.append(f"Not finished yet ({len(unfinished)}): {', '.join(unfinished)}; rerun the sweep's command.")
-  text = runs.markdown([f"# Sweep: {', '.join(k for k in grid)}", "Command:", "    " + command, *blocks])
-  files.write_atomically(os.path.join(sweep_dir, "sweep.md"), text.encode())
-  _plot(os.path.join(sweep_dir, "sweep.png"), grid, swept, groups, metric)
-  return blocks
-
-
-def _plot(path: str, grid: dict, swept: list[str], groups: dict, metric: str) -> None:
-  """`metric` against the first swept setting (numeric where its values are), a line per setting of the others,
-  with the 95% intervals as error bars."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(6, 4))
-  x_key = swept[0] if swept else None
-  x_values = grid[x_key] if x_key else ["base"]
-  numeric = all(_number(v) is not None for v in x_values)
-  lines = {}
-  for setting, values in groups.items():
-    lines.setdefault(setting[1:], []).append((setting[0] if setting else "base",
-                                              stats.interval([v[metric] for v in values if metric in v])))
-  for others, line in lines.items():
-    line.sort(key=lambda item: x_values.index(item[0]))
-    xs = [_number(x) if numeric else x_values.index(x) for x, _ in line]
-    means = [m for _, (m, _) in line]
-    halves = [0.0 if math.isnan(h) else h for _, (_, h) in line]
-    label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(swept[1:], others)) or None
-    ax.errorbar(xs, means, yerr=halves, marker="o", capsize=3, label=label)
-  if not numeric:
-    ax.set_xticks(range(len(x_values)), x_values)
-  ax.set_xlabel(x_key.rsplit(".", 1)[-1] if x_key else "")
-  ax.set_ylabel(metric)
-  ax.set_title(f"{metric} (mean and 95% interval over seeds)", fontsize=10)
-  if any(others for others in lines):
-    ax.legend(fontsize=8)
-  ax.grid(alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
-
-
-def _number(text: str) -> float | None:
-  try:
-    return float(text)
-  except ValueError:
-    return None
+if __name__ == "__main__":
+  main(sys.argv[1:])

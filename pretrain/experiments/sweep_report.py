@@ -1,0 +1,141 @@
+"""A sweep's report: each point's final metrics read from its workdir, and sweep.csv (a row per point),
+sweep.md (a row per setting, the mean and 95% interval over the seed axes) and sweep.png (one metric against the
+first swept setting that is not a seed), written in the sweep's directory (pretrain/experiments/sweep.py)."""
+
+import csv
+import json
+import math
+import os
+
+from pretrain import files
+from pretrain.downstream import stats
+from pretrain.errors import UserError
+from pretrain.experiments import runs
+from pretrain.experiments.sweep_grid import is_seed, point_names, read_manifest
+from pretrain.train import metrics as metrics_lib
+
+
+def final_record(workdir: str, steps: int) -> dict | None:
+  """The metrics logged at the run's last step, with its final evaluation; None while the run is unfinished."""
+  records = [r for r in metrics_lib.read(workdir) if r.get("step") == steps] if os.path.isdir(workdir) else []
+  merged = {k: v for r in records for k, v in r.items()}
+  return merged if "eval/loss" in merged else None
+
+
+def point_values(workdir: str, steps: int) -> dict[str, float]:
+  """The numbers of a finished point: its final eval/ metrics, train/loss and, where measured, the probes'
+  means over their seeds (probe/TASK) and those of the initial parameters (probe/TASK/init)."""
+  record = final_record(workdir, steps) or {}
+  values = {k: v for k, v in record.items()
+            if isinstance(v, (int, float)) and (k.startswith("eval/") or k == "train/loss")}
+  probe_dir = os.path.join(workdir, "eval")
+  for name in sorted(os.listdir(probe_dir)) if os.path.isdir(probe_dir) else []:
+    if name.startswith("probe-") and name.endswith(f"-step{steps}.json"):
+      with open(os.path.join(probe_dir, name)) as f:
+        saved = json.load(f)
+      for row, measures in saved["rows"].items():
+        for measure, seeds in measures.items():
+          values[f"probe/{measure}" + ("/init" if row == "random init" else "")] = sum(seeds) / len(seeds)
+  return values
+
+
+def collect(sweep_dir: str, steps: dict[str, int]) -> list[dict]:
+  """Each point: {'name', 'settings': {key: value}, 'values': {metric: number}} ({} while unfinished).
+  `steps`: each point's train.steps, by name."""
+  return [{"name": name, "settings": settings, "values": point_values(os.path.join(sweep_dir, name), steps[name])}
+          for name, settings in point_names(read_manifest(sweep_dir)["grid"])]
+
+
+def probed(workdir: str, task: str, steps: int) -> bool:
+  return os.path.exists(os.path.join(workdir, "eval", f"probe-{task}-step{steps}.json"))
+
+
+def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> list[str]:
+  """Writes sweep.csv, sweep.md and sweep.png in `sweep_dir`; returns sweep.md's blocks after its title and
+  command (pretrain.experiments.runs.markdown)."""
+  grid = read_manifest(sweep_dir)["grid"]
+  finished = [p for p in points if p["values"]]
+  if not finished:
+    raise UserError(f"no point of the sweep in {sweep_dir} has finished; run the sweep first")
+  measured = list(dict.fromkeys(k for p in finished for k in p["values"]))
+  if metric not in measured:
+    raise UserError(f"--metric={metric} was not logged by the sweep's runs; choose one of {', '.join(measured)}")
+  with open(os.path.join(sweep_dir, "sweep.csv"), "w", newline="") as f:
+    writer = csv.writer(f)
+    writer.writerow(["point", *grid, *measured])
+    for p in points:
+      writer.writerow([p["name"], *p["settings"].values(), *(p["values"].get(m, "") for m in measured)])
+  swept = [k for k in grid if not is_seed(k)]
+  seeds = [k for k in grid if is_seed(k)]
+  groups = {}
+  for p in finished:
+    groups.setdefault(tuple(p["settings"][k] for k in swept), []).append(p["values"])
+  columns = [m for m in measured if m.count("/") == 1 or m.startswith("probe/") or m == metric]
+  header = [*(k.rsplit(".", 1)[-1] for k in swept), "runs", *columns]
+  rows = [[*setting, str(len(values)), *(stats.text([v[m] for v in values if m in v]) if any(m in v for v in values)
+                                         else "" for m in columns)]
+          for setting, values in groups.items()]
+  table = "\n".join("| " + " | ".join(row) + " |" for row in [header, ["---"] * len(header), *rows])
+  by_setting = {", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(swept, s)) or "base":
+                [v[metric] for v in values if metric in v] for s, values in groups.items()}
+  higher_better = metric.endswith(("accuracy", "probe")) or metric.startswith("probe/")
+  apart = stats.apart(by_setting, higher_better)
+  unfinished = [p["name"] for p in points if not p["values"]]
+  blocks = [
+      f"Each row: the final metrics of a setting's runs, the mean +- the 95% interval (Student's t) over "
+      f"{' and '.join(seeds) if seeds else 'its one run (no seed axis: no interval)'}. "
+      "eval/ metrics are those of training's last evaluation (train.eval_batches batches of the validation "
+      "split); probe/ ones are the mean over the probe's seeds, and /init the same model at its initial "
+      "parameters (the baseline pre-training must beat).",
+      table,
+      f"![{metric}](sweep.png)",
+      f"{metric}, settings apart beyond the noise (95% intervals disjoint): "
+      + ("; ".join(apart) if apart else "none (every difference is within the seeds' spread)") + ".",
+  ]
+  if unfinished:
+    blocks.append(f"Not finished yet ({len(unfinished)}): {', '.join(unfinished)}; rerun the sweep's command.")
+  text = runs.markdown([f"# Sweep: {', '.join(k for k in grid)}", "Command:", "    " + command, *blocks])
+  files.write_atomically(os.path.join(sweep_dir, "sweep.md"), text.encode())
+  _plot(os.path.join(sweep_dir, "sweep.png"), grid, swept, groups, metric)
+  return blocks
+
+
+def _plot(path: str, grid: dict, swept: list[str], groups: dict, metric: str) -> None:
+  """`metric` against the first swept setting (numeric where its values are), a line per setting of the others,
+  with the 95% intervals as error bars."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(6, 4))
+  x_key = swept[0] if swept else None
+  x_values = grid[x_key] if x_key else ["base"]
+  numeric = all(_number(v) is not None for v in x_values)
+  lines = {}
+  for setting, values in groups.items():
+    lines.setdefault(setting[1:], []).append((setting[0] if setting else "base",
+                                              stats.interval([v[metric] for v in values if metric in v])))
+  for others, line in lines.items():
+    line.sort(key=lambda item: x_values.index(item[0]))
+    xs = [_number(x) if numeric else x_values.index(x) for x, _ in line]
+    means = [m for _, (m, _) in line]
+    halves = [0.0 if math.isnan(h) else h for _, (_, h) in line]
+    label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(swept[1:], others)) or None
+    ax.errorbar(xs, means, yerr=halves, marker="o", capsize=3, label=label)
+  if not numeric:
+    ax.set_xticks(range(len(x_values)), x_values)
+  ax.set_xlabel(x_key.rsplit(".", 1)[-1] if x_key else "")
+  ax.set_ylabel(metric)
+  ax.set_title(f"{metric} (mean and 95% interval over seeds)", fontsize=10)
+  if any(others for others in lines):
+    ax.legend(fontsize=8)
+  ax.grid(alpha=0.3)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def _number(text: str) -> float | None:
+  try:
+    return float(text)
+  except ValueError:
+    return None
