@@ -10,6 +10,7 @@ imported only when chosen, so `pretrain --help` does not start JAX.
 import argparse
 import difflib
 import importlib
+import logging
 import os
 import sys
 import traceback
@@ -38,9 +39,18 @@ SUBCOMMANDS = {
 
 
 def parser_for(prog: str, doc: str, **kwargs) -> argparse.ArgumentParser:
-  """A subcommand's flag parser, its module docstring as the help text."""
-  return argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 **kwargs)
+  """A subcommand's flag parser, its module docstring as the help text, with the flag every command takes."""
+  parser = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                   **kwargs)
+  _add_verbose(parser)
+  return parser
+
+
+def _add_verbose(parser: argparse.ArgumentParser) -> None:
+  if "--verbose" not in parser._option_string_actions:  # pylint: disable=protected-access
+    parser.add_argument("--verbose", action="store_true",
+                        help="show the libraries' logs (TensorFlow, TFDS, Orbax) and the traceback of a config file "
+                             "that raises")
 
 
 def usage() -> str:
@@ -62,7 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"error: unknown subcommand {name!r}; {hint}the subcommands are {', '.join(SUBCOMMANDS)}", file=sys.stderr)
     return 2
   # TensorFlow is imported when data or a file is first touched (pretrain.tf_loader): quietly, unless asked.
-  tf_loader.quiet = "TF_CPP_MIN_LOG_LEVEL" not in os.environ and "--verbose" not in rest
+  tf_loader.quiet = "--verbose" not in rest
+  if tf_loader.quiet:
+    # Not even the native libraries' warnings, unless the user set the level: TensorFlow's data threads log a
+    # ~40-line "Type inference failed" on UL2's graphs that the run is not hurt by (a failure still ends the
+    # command with its error). Read when the first of them loads, so set before JAX starts.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    logging.getLogger("absl").setLevel(logging.ERROR)  # The libraries' Python logs (TFDS's, Orbax's).
   host_memory.keep_freed_memory()  # Before JAX starts its threads.
   module = importlib.import_module(SUBCOMMANDS[name][0])
   return module.main(rest, prog=f"pretrain {name}") or 0
@@ -104,7 +120,7 @@ def parse_command_line(parser, argv: list[str]):
   parser.add_argument("--gin_file", action="append", default=[],
                       help="gin file (or built-in gin twin, by name) of SECTION.FIELD = value bindings over --config "
                            "(repeatable)")
-  parser.add_argument("--verbose", action="store_true", help="show the traceback of a config file that raises")
+  _add_verbose(parser)
   parser.epilog = ("Any config field can be set with --config.SECTION.FIELD=VALUE, e.g. --config.train.steps=100, "
                    "or --gin.SECTION.FIELD=VALUE.")
   args, rest = parser.parse_known_args(argv)

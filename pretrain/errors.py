@@ -1,6 +1,7 @@
 """User-facing errors: one clear line that names the problem and the fix."""
 
 import functools
+import re
 import sys
 
 
@@ -8,15 +9,21 @@ class UserError(Exception):
   """A mistake in the user's input (config, paths, data), not a bug in the code."""
 
 
-def carried(error: Exception, what: str) -> UserError:
+# TensorFlow's wrapping of an op's message: "{{function_node ...}} MESSAGE [Op:IteratorGetNext] name: ".
+_TF_DECORATION = re.compile(r"\{\{function_node [^}]*\}\}|\s*\[Op:[^\]]*\].*$")
+
+
+def carried(error: Exception, what: str, fix: str = "") -> UserError:
   """The one line of a failure raised in a library's worker thread (TensorFlow's data threads wrap a UserError
-  in an error of their own, with its traceback): the UserError's message, or `what` failed and the library's
-  first line."""
+  in an error of their own, with its traceback): the UserError's message, or `what` failed, the library's
+  first line and `fix`."""
   message = getattr(error, "message", None) or str(error)
   for line in message.splitlines():
     if "UserError: " in line:
       return UserError(line.split("UserError: ", 1)[1])
-  return UserError(f"{what} failed: {message.strip().splitlines()[0] if message.strip() else type(error).__name__}")
+  first = message.strip().splitlines()[0] if message.strip() else type(error).__name__
+  first = _TF_DECORATION.sub("", first).strip() or type(error).__name__
+  return UserError(f"{what} failed: {first}" + (f"; {fix}" if fix else ""))
 
 
 def exit_on_user_error(main):

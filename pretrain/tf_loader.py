@@ -9,11 +9,12 @@ reach) would precede every message; `pretrain` (cli.py) sets `quiet`, and the
 import then runs with the process's stderr closed.
 """
 
+import contextlib
 import importlib
 import os
 import sys
 
-quiet = False  # Set by the command line unless TF_CPP_MIN_LOG_LEVEL or --verbose asks for TensorFlow's logs.
+quiet = False  # Set by the command line unless --verbose asks for the libraries' logs.
 
 
 def tensorflow():
@@ -21,20 +22,28 @@ def tensorflow():
   if "tensorflow" in sys.modules:
     return sys.modules["tensorflow"]
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  saved = None
-  if quiet:
-    sys.stderr.flush()
-    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
-    os.close(devnull)
-  try:
+  with native_logs_hidden():
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     tf.config.set_visible_devices([], "GPU")
-  finally:
-    if saved is not None:
-      os.dup2(saved, 2)
-      os.close(saved)
   return tf
+
+
+@contextlib.contextmanager
+def native_logs_hidden():
+  """Where `quiet`, the process's stderr closed for the duration: native libraries' log lines, which no Python
+  setting reaches, are dropped."""
+  if not quiet:
+    yield
+    return
+  sys.stderr.flush()
+  saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+  os.dup2(devnull, 2)
+  os.close(devnull)
+  try:
+    yield
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
 
 
 class Lazy:

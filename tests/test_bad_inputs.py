@@ -139,6 +139,9 @@ CASES = [
      "gin files include each other"),
     ("inspect a length of zero", ["inspect-task", "--task=corpus_clm", "--targets_length=0"],
      "--targets_length=0: give a length of at least 1"),
+    ("TFDS split file cut short", [*TRAIN, "--config.data.source=tfds", "--config.data.tfds_name=pretrain_corpus:1.1.0",
+                                   f"--config.data.tfds_data_dir={TMP}/tfds"],
+     "TFDS dataset 'pretrain_corpus:1.1.0' is damaged: the train split's files hold"),
     ("UL2 targets too short for its X-denoisers", [*TRAIN, "--config.data.objective=ul2",
                                                    "--config.data.targets_length=40"], "X-denoiser"),
 ]
@@ -152,6 +155,13 @@ def _wrong_type(path: pathlib.Path) -> None:
   path.write_text(path.read_text().replace('"d_model": 32', '"d_model": "abc"'))
 
 
+def _cut_tfds_train(cache: pathlib.Path, tmp: pathlib.Path) -> None:
+  """A copy of the prepared corpus as a user's TFDS dataset, its train file cut short."""
+  shutil.copytree(cache / "tfds" / "pretrain_corpus", tmp / "tfds" / "pretrain_corpus")
+  train = tmp / "tfds" / "pretrain_corpus" / "1.1.0" / "pretrain_corpus-train.tfrecord-00000-of-00001"
+  os.truncate(train, train.stat().st_size // 2)
+
+
 def _file_for_checkpoints(tmp: pathlib.Path) -> None:
   (tmp / "taken").mkdir()
   (tmp / "taken" / "checkpoints").write_text("")
@@ -161,9 +171,10 @@ def _file_for_checkpoints(tmp: pathlib.Path) -> None:
 REFUSED_BEFORE_ANY_WORK = {"unregistered objective", "an objective's setting out of range",
                            "pairs too short to mask a token", "UL2 targets too short for its X-denoisers"}
 # name: what damages the case's run copy or directory first.
-DAMAGE = {"config.json that is not JSON": lambda run, tmp: _cut_json(run / "config.json"),
-          "config.json with a value of the wrong type": lambda run, tmp: _wrong_type(run / "config.json"),
-          "checkpoints that are a file": lambda run, tmp: _file_for_checkpoints(tmp)}
+DAMAGE = {"config.json that is not JSON": lambda run, tmp, cache: _cut_json(run / "config.json"),
+          "config.json with a value of the wrong type": lambda run, tmp, cache: _wrong_type(run / "config.json"),
+          "checkpoints that are a file": lambda run, tmp, cache: _file_for_checkpoints(tmp),
+          "TFDS split file cut short": lambda run, tmp, cache: _cut_tfds_train(pathlib.Path(cache), tmp)}
 
 
 def _write_data(data: pathlib.Path) -> None:
@@ -211,7 +222,7 @@ def outcomes(tmp_path_factory, cache_dir, vocabulary):
     tmp.mkdir()
     run = tmp / "run"
     shutil.copytree(trained, run)
-    DAMAGE.get(name, lambda run, tmp: None)(run, tmp)
+    DAMAGE.get(name, lambda run, tmp, cache: None)(run, tmp, cache_dir)
     before = _snapshot(run)
     argv = [a.replace(RUN, str(run)).replace(TMP, str(tmp)).replace(DATA, str(data)) for a in argv]
     result = subprocess.run([sys.executable, "-m", "pretrain", *argv], cwd=REPO, env=env, capture_output=True,

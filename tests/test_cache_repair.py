@@ -1,15 +1,19 @@
 """A damaged data-cache entry never hangs a run or shows a traceback: a token store cut short, with changed
 bytes, a missing shard or a cut store.json is moved aside and built again when opened (the same rows as
 before); bytes that change after it was opened end the run with one line naming the store and the fix; a
-cached SentencePiece model that is not one is trained again."""
+cached SentencePiece model that is not one is trained again. A TFDS dataset whose files are cut short or
+missing, or whose dataset_info.json does not parse, is named with the command that builds it again (the bundled
+corpus is moved aside and prepared again); a record whose bytes changed ends the read with one line."""
 
 import os
+import shutil
 
+import ml_collections
 import numpy as np
 import pytest
 
 from pretrain import run as run_lib
-from pretrain.data import token_store, vocab
+from pretrain.data import corpus, sources, tfds_files, token_store, vocab
 from pretrain.errors import UserError
 from tests.conftest import tiny_config
 
@@ -96,3 +100,62 @@ def test_a_cached_vocabulary_that_is_no_model_is_trained_again(tmp_path, corpus_
   assert vocab.cached_model(texts, 512, "unigram", str(tmp_path), ("[MASK]",)) == path
   assert vocab.single_piece_id(vocab.load(path), "[MASK]") >= 3
   assert "is not a SentencePiece model; moved aside" in capfd.readouterr().err
+
+
+def _corpus_copy(cache_dir, tmp_path):
+  """A copy of the prepared bundled corpus: (its data dir, its version dir)."""
+  shutil.copytree(f"{cache_dir}/tfds/pretrain_corpus", tmp_path / "tfds" / "pretrain_corpus")
+  return str(tmp_path / "tfds"), str(tmp_path / "tfds" / "pretrain_corpus" / str(corpus.PretrainCorpus.VERSION))
+
+
+def _split_file(version_dir, split):
+  return os.path.join(version_dir, f"pretrain_corpus-{split}.tfrecord-00000-of-00001")
+
+
+TFDS_DAMAGES = {"split file cut short": lambda d: _cut(_split_file(d, "train")),
+                "split file missing": lambda d: os.remove(_split_file(d, "validation")),
+                "dataset_info.json cut": lambda d: _cut(os.path.join(d, "dataset_info.json"))}
+
+
+def _tfds_config(data_dir):
+  return ml_collections.ConfigDict({"source": "tfds", "tfds_name": f"pretrain_corpus:{corpus.PretrainCorpus.VERSION}",
+                                    "tfds_data_dir": data_dir, "train_split": "train",
+                                    "validation_split": "validation", "text_key": "text"})
+
+
+@pytest.mark.parametrize("damage", TFDS_DAMAGES)
+def test_a_damaged_tfds_dataset_is_named_with_the_command_that_builds_it_again(corpus_source, cache_dir, tmp_path,
+                                                                               damage):
+  del corpus_source  # Prepared the corpus in cache_dir.
+  data_dir, version_dir = _corpus_copy(cache_dir, tmp_path)
+  TFDS_DAMAGES[damage](version_dir)
+  with pytest.raises(UserError, match=r"TFDS dataset 'pretrain_corpus:1.1.0' is damaged: .*; build it again: "
+                                      rf"tfds build pretrain_corpus --data_dir={data_dir} --overwrite") as error:
+    sources.make_source(_tfds_config(data_dir))
+  assert "\n" not in str(error.value)
+
+
+def test_changed_bytes_in_a_tfds_record_end_the_read_with_one_line(corpus_source, cache_dir, tmp_path):
+  del corpus_source
+  data_dir, version_dir = _corpus_copy(cache_dir, tmp_path)
+  _flip(_split_file(version_dir, "validation"))  # Same size: the check on opening passes, the record's CRC fails.
+  source = sources.make_source(_tfds_config(data_dir))
+  with pytest.raises(UserError, match=r"reading the validation split of pretrain_corpus failed: .*corrupted record.*"
+                                      "; build it again: tfds build pretrain_corpus") as error:
+    list(source.texts("validation"))
+  assert "\n" not in str(error.value)
+
+
+def test_a_damaged_bundled_corpus_is_moved_aside_and_prepared_again(corpus_source, cache_dir, tmp_path, capfd):
+  data_dir, version_dir = _corpus_copy(cache_dir, tmp_path)
+  for damage in TFDS_DAMAGES.values():  # Each is found; the last is repaired by preparing the corpus again.
+    damage(version_dir)
+    with pytest.raises(tfds_files.Damaged):
+      tfds_files.check(tfds_files.builder("pretrain_corpus", data_dir, make=lambda: corpus.PretrainCorpus(
+          data_dir=data_dir)))
+  prepared = corpus.prepare(data_dir)
+  tfds_files.check(prepared)
+  assert prepared.info.splits["train"].num_examples == corpus_source.data_source.num_input_examples("train")
+  printed = capfd.readouterr()
+  assert "is damaged (its dataset_info.json is not valid" in printed.out + printed.err
+  assert len([n for n in os.listdir(os.path.join(data_dir)) if n.startswith("pretrain_corpus.damaged-")]) == 1

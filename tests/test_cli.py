@@ -3,12 +3,14 @@
 import argparse
 import importlib
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 from pretrain import cli
+from tests.conftest import REPO, TINY
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "pretrain")  # Installed by `pip install -e .`.
@@ -106,3 +108,28 @@ def test_the_error_is_the_only_line(tmp_path):
   assert result.stderr.strip().splitlines() == ["error: vocabulary file '/nonexistent/spm.model' does not exist; give "
                                                 "an existing .model file in tokenizer.path, or leave it empty to "
                                                 "train one"]
+
+
+# What the libraries print on a CPU that looks like failure (issue: a quiet first hour).
+NOISE = re.compile(r"cuInit|CUDA|oneDNN|[Tt]ype inference|normalizer\.cc|precompiled_charsmap|absl|"
+                   r"^[IWE]\d{4} |Variant folder|Waiting for previous save")
+
+
+def test_a_run_prints_its_own_lines_only(tmp_path, cache_dir, vocabulary):
+  """A UL2 run on new files (a token store built, so SentencePiece's TF kernel loads), evaluated and saved: no
+  library's log line, unless --verbose asks for them."""
+  (tmp_path / "notes.txt").write_text("\n\n".join(f"Note {i}: the quick brown fox jumps over the lazy dog. " * 4
+                                                  for i in range(300)))
+  argv = [sys.executable, "-m", "pretrain", "train", f"--workdir={tmp_path}/run", *TINY, "--config.train.steps=2",
+          "--config.data.objective=ul2", "--config.data.source=files", f"--config.data.train_files={tmp_path}/*.txt",
+          f"--config.tokenizer.path={vocabulary.sentencepiece_model_file}", "--config.train.eval_every=1"]
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  env["PRETRAIN_CACHE"] = cache_dir
+  result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = re.split(r"[\r\n]", result.stdout + result.stderr)
+  assert [line for line in lines if NOISE.search(line)] == []
+  assert "Trained 2 steps." in result.stdout + result.stderr
+  verbose = subprocess.run([*argv, "--config.train.steps=3", "--verbose"], cwd=REPO, capture_output=True, text=True,
+                           timeout=600, env=env)
+  assert verbose.returncode == 0 and NOISE.search(verbose.stdout + verbose.stderr), verbose.stderr[-3000:]

@@ -18,10 +18,14 @@ import os
 import pathlib
 import sys
 import sysconfig
+import uuid
 
 import tensorflow_datasets as tfds
 
-from pretrain.data import cache_lock
+from pretrain import tf_loader
+from pretrain.console import log
+from pretrain.data import cache_lock, tfds_files
+from pretrain.errors import UserError
 
 VALIDATION_PERCENT = 5
 DOWNSTREAM_PERCENT = 15
@@ -107,10 +111,37 @@ def prepare(data_dir: str) -> tfds.core.DatasetBuilder:
   def build():
     print(f"Preparing the bundled corpus in {data_dir} (once)...", file=sys.stderr, flush=True)
     tfds.display_progress_bar(False)
-    with contextlib.redirect_stdout(sys.stderr):  # TFDS prints its progress; stdout is for results.
+    # TFDS prints its progress: to stderr (stdout is for results), or nowhere where the command is quiet.
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull if tf_loader.quiet else sys.stderr):
       PretrainCorpus(data_dir=data_dir).download_and_prepare(file_format="tfrecord")
 
   # A new builder for each look: one made before another process prepared the corpus does not see it.
-  cache_lock.build_once(os.path.join(data_dir, "pretrain_corpus"),
-                        lambda: PretrainCorpus(data_dir=data_dir).is_prepared(), build)
-  return PretrainCorpus(data_dir=data_dir)
+  def builder():
+    return tfds_files.builder("pretrain_corpus", data_dir, make=lambda: PretrainCorpus(data_dir=data_dir))
+
+  def damage() -> str | None:
+    try:
+      prepared = builder()
+      if prepared.is_prepared():
+        tfds_files.check(prepared)
+      return None
+    except tfds_files.Damaged as e:
+      return str(e)
+
+  dataset_dir = os.path.join(data_dir, "pretrain_corpus")
+  for attempt in range(2):
+    problem = damage()
+    if problem is None:
+      cache_lock.build_once(dataset_dir, lambda: builder().is_prepared(), build)
+      problem = damage()
+      if problem is None:
+        return builder()
+    if attempt:
+      raise UserError(f"the bundled corpus in {dataset_dir} was prepared again and is still damaged ({problem}); "
+                      "check the disk of the cache directory (data.cache_dir)")
+    with cache_lock.held(dataset_dir):  # Of several processes finding it damaged, one moves it aside.
+      if damage() is not None:
+        aside = f"{dataset_dir}.damaged-{uuid.uuid4().hex[:8]}"
+        os.rename(dataset_dir, aside)
+        log(f"warning: the bundled corpus in {dataset_dir} is damaged ({problem}); moved aside to {aside} "
+            "(delete it at will), preparing it again")

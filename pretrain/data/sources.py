@@ -4,6 +4,7 @@ Every source is a seqio DataSource whose examples hold the document under the
 feature named by `Source.text_key`, with a train and a validation split.
 """
 
+import contextlib
 import dataclasses
 import glob
 import json
@@ -13,9 +14,9 @@ import seqio
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from pretrain import files, schedule
+from pretrain import errors, files, schedule
 from pretrain.console import log
-from pretrain.data import corpus, curation as curation_lib, records
+from pretrain.data import corpus, curation as curation_lib, records, tfds_files
 from pretrain.errors import UserError
 
 # TFDS caches a small dataset in memory, and discards the cache with a warning whenever a read stops early (an
@@ -36,6 +37,16 @@ class Source:
   splits: dict[str, str]     # Our split name ('train', 'validation') -> the source's.
   content: tuple = ()        # What the documents depend on (files and their sizes and times, a dataset's version).
   curation: object = None    # The filters and deduplication it went through (pretrain/data/curation.py), if any.
+  fix: str = "check the files it reads"  # What to do when its files cannot be read (damaged on disk).
+
+  @contextlib.contextmanager
+  def reading(self, split: str):
+    """Reading a split: a file that fails to read (a record cut short or with changed bytes) ends the command
+    with one line naming the source and the fix, not a data thread's traceback."""
+    try:
+      yield
+    except tf.errors.OpError as e:
+      raise errors.carried(e, f"reading the {split} split of {self.name}", self.fix) from None
 
   def identity(self, split: str) -> list:
     """What a split's documents depend on, for keys of caches of them (pretrain/data/token_store.py)."""
@@ -46,13 +57,14 @@ class Source:
     they hold at most `max_chars` characters."""
     dataset = self.data_source.get_dataset(self.splits[split], shuffle=False)
     left = max_chars
-    for example in dataset.as_numpy_iterator():
-      text = example[self.text_key].decode("utf-8")
-      yield text if left is None else text[:left]
-      if left is not None:
-        left -= len(text)
-        if left <= 0:
-          return
+    with self.reading(split):
+      for example in dataset.as_numpy_iterator():
+        text = example[self.text_key].decode("utf-8")
+        yield text if left is None else text[:left]
+        if left is not None:
+          left -= len(text)
+          if left <= 0:
+            return
 
 
 def cache_dir(data_cfg) -> str:
@@ -95,7 +107,7 @@ def _source(data_cfg) -> Source:
     builder = corpus.prepare(data_dir)
     return Source("corpus", seqio.TfdsDataSource("pretrain_corpus:1.1.0", tfds_data_dir=data_dir),
                   "text", {TRAIN: "train", VALIDATION: "validation", DOWNSTREAM: "downstream"},
-                  _tfds_content(builder))
+                  _tfds_content(builder), fix=f"delete {builder.data_dir} and rerun: it is prepared again")
   if data_cfg.source == "files":
     return _files_source(data_cfg)
   if data_cfg.source == "tfds":
@@ -245,7 +257,9 @@ def _tfds_source(data_cfg) -> Source:
     raise UserError("data.source='tfds' needs a dataset: set --config.data.tfds_name=NAME:VERSION "
                     "(for example c4/en:3.1.0)")
   try:
-    builder = tfds.builder(name, data_dir=data_dir)
+    builder = tfds_files.checked_builder(name, data_dir)
+  except UserError:
+    raise
   except Exception as e:  # TFDS raises several types for unknown names and versions.
     raise UserError(f"TFDS dataset {name!r} is unknown ({str(e).splitlines()[0]}); check data.tfds_name") from None
   if not builder.is_prepared():
@@ -261,4 +275,4 @@ def _tfds_source(data_cfg) -> Source:
                     f"(it has {sorted(builder.info.features)}); set --config.data.text_key")
   short_name = name.split(":")[0].replace("/", "_")
   return Source(short_name, seqio.TfdsDataSource(name, tfds_data_dir=data_dir), data_cfg.text_key, splits,
-                (_tfds_content(builder), data_cfg.text_key))
+                (_tfds_content(builder), data_cfg.text_key), fix=tfds_files.rebuild_hint(name, data_dir))

@@ -95,12 +95,17 @@ def _write_shard(task, source, split: str, vocabulary, path: str, index: int, co
   dtype, documents, tokens = _dtype(vocabulary), 0, 0
   temporary = f"{path}.tmp-{uuid.uuid4().hex}"
   writer = array_record_module.ArrayRecordWriter(temporary, WRITER_OPTIONS)
-  with tqdm.tqdm(desc=f"Tokenizing {source.name} {split} (shard {index + 1} of {count})", unit=" documents",
-                 dynamic_ncols=True) as bar:
-    for document in dataset.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
-      writer.write(document.astype(dtype).tobytes())
-      documents, tokens = documents + 1, tokens + len(document)
-      bar.update(1)
+  try:
+    with source.reading(split), tqdm.tqdm(desc=f"Tokenizing {source.name} {split} (shard {index + 1} of {count})",
+                                          unit=" documents", dynamic_ncols=True) as bar:
+      for document in dataset.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
+        writer.write(document.astype(dtype).tobytes())
+        documents, tokens = documents + 1, tokens + len(document)
+        bar.update(1)
+  except BaseException:
+    writer.close()
+    os.remove(temporary)
+    raise
   writer.close()
   if not documents:
     os.remove(temporary)

@@ -7,6 +7,7 @@ FIM markers, the MLM mask: pretrain.objectives.pieces) are single pieces, ids 3
 and up.
 """
 
+import functools
 import hashlib
 import io
 import json
@@ -19,7 +20,7 @@ import sentencepiece as spm
 import tensorflow as tf
 from sentencepiece import sentencepiece_model_pb2
 
-from pretrain import files
+from pretrain import files, tf_loader
 from pretrain.data import cache_lock, long_documents
 from pretrain.data.sources import cache_dir
 from pretrain.errors import UserError
@@ -128,7 +129,21 @@ def load(path: str, extra_ids: int = EXTRA_IDS) -> seqio.SentencePieceVocabulary
   if ids != (PAD_ID, EOS_ID, UNK_ID):
     raise UserError(f"{path!r} has pad/eos/unk ids {ids}, expected {(PAD_ID, EOS_ID, UNK_ID)}; "
                     "train a vocabulary with `pretrain train-tokenizer`")
-  return seqio.SentencePieceVocabulary(path, extra_ids=extra_ids)
+  return SentencePieceVocabulary(path, extra_ids=extra_ids)
+
+
+class SentencePieceVocabulary(seqio.SentencePieceVocabulary):
+  """seqio's, with its TensorFlow tokenizer made once, eagerly and quietly. seqio makes one in each traced
+  function, and the kernel that loads the model logs SentencePiece's "precompiled_charsmap is empty" (the
+  identity normalizer) from a data thread, past any Python setting; made here, its line is held back
+  (tf_loader.native_logs_hidden) and the traced functions share the one tokenizer."""
+
+  @functools.cached_property
+  def tf_tokenizer(self):
+    with tf.init_scope(), tf_loader.native_logs_hidden():
+      tokenizer = super().tf_tokenizer
+      tokenizer.tokenize("")  # Runs the kernel that loads the model, and logs.
+    return tokenizer
 
 
 def single_piece_id(vocabulary: seqio.SentencePieceVocabulary, token: str) -> int:
