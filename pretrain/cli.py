@@ -12,6 +12,7 @@ import difflib
 import importlib
 import logging
 import os
+import signal
 import sys
 import traceback
 
@@ -87,15 +88,18 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> None:
   """The process's entry (the console script, python -m pretrain): main(), then, after a failure, an exit that
   no library's lingering thread can hold up (Orbax's kept a run that had printed its error alive)."""
+  # Ctrl-C ends the process at once, even inside native code (a compilation), as SIGKILL would, which every
+  # write here survives (files are written aside and renamed); the training loop saves first
+  # (pretrain/train/signals.py). A KeyboardInterrupt could land in a library's callback, which prints it, goes
+  # on, and has crashed on a second one. (A job started in the background, its Ctrl-C ignored, stays so.)
+  if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
   try:
     code = main()
   except SystemExit as e:
     code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     if not isinstance(e.code, (int, type(None))):
       print(e.code, file=sys.stderr)
-  except KeyboardInterrupt:
-    print("error: interrupted", file=sys.stderr)
-    code = 130
   except Exception:  # pylint: disable=broad-except  (a bug: its traceback, then the same exit)
     traceback.print_exc()
     code = 1

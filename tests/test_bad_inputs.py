@@ -139,6 +139,8 @@ CASES = [
      "gin files include each other"),
     ("inspect a length of zero", ["inspect-task", "--task=corpus_clm", "--targets_length=0"],
      "--targets_length=0: give a length of at least 1"),
+    ("data cache that is a file", [*TRAIN, f"--config.data.cache_dir={DATA}/raises.py"],
+     "raises.py cannot be used (it is a file); set data.cache_dir to a writable directory"),
     ("TFDS split file cut short", [*TRAIN, "--config.data.source=tfds", "--config.data.tfds_name=pretrain_corpus:1.1.0",
                                    f"--config.data.tfds_data_dir={TMP}/tfds"],
      "TFDS dataset 'pretrain_corpus:1.1.0' is damaged: the train split's files hold"),

@@ -2,6 +2,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import jax
@@ -12,7 +14,7 @@ import pytest
 from pretrain.errors import UserError
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import checkpoint, metrics, optimizer, steps
-from tests.conftest import tiny_run
+from tests.conftest import REPO, TINY, tiny_run
 
 # The model of these step tests: TINY, 16 positions, a short warmup.
 STEP_ARGS = ("--config.data.seq_len=16", "--config.optimizer.warmup_steps=2", "--config.train.steps=100")
@@ -151,6 +153,36 @@ def test_stop_signal_checkpoints_and_rerun_resumes(tmp_path, run_train, stop_sig
   assert rerun.returncode == 0, rerun.stderr
   assert f"Resuming from the checkpoint at step {saved}" in rerun.stdout + rerun.stderr
   assert _steps_logged(workdir)[-3:] == [saved, saved + 1, saved + 2]
+
+
+def test_ctrl_c_while_starting_ends_the_run_at_once_and_a_second_one_while_it_saves(tmp_path, cache_dir, vocabulary):
+  """No traceback and no crash: Ctrl-C before the training loop (the data, a compilation) ends the process at
+  once; in the loop the first asks for a checkpoint, a second ends the process at once."""
+  del vocabulary
+  env = {**os.environ, "PRETRAIN_CACHE": cache_dir, "PYTHONUNBUFFERED": "1"}
+
+  def start(workdir):
+    return subprocess.Popen([sys.executable, "-m", "pretrain", "train", f"--workdir={workdir}", *TINY,
+                             "--config.train.steps=100000", "--config.train.checkpoint_every=100000"], cwd=REPO,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+  starting = start(tmp_path / "starting")
+  time.sleep(2)
+  starting.send_signal(signal.SIGINT)
+  output, _ = starting.communicate(timeout=60)
+  assert starting.returncode == -signal.SIGINT and "Traceback" not in output, output[-3000:]
+  training = start(tmp_path / "training")
+  deadline = time.time() + 300
+  while len(_steps_logged(tmp_path / "training")) < 2:
+    assert training.poll() is None and time.time() < deadline
+    time.sleep(0.5)
+  training.send_signal(signal.SIGINT)
+  for line in training.stdout:
+    if "Received SIGINT: saving a checkpoint" in line:
+      training.send_signal(signal.SIGINT)
+      break
+  output, _ = training.communicate(timeout=60)
+  assert training.returncode == -signal.SIGINT and "Traceback" not in output, output[-3000:]
 
 
 def test_resume_with_another_model_is_refused(tmp_path, run_train):

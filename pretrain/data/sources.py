@@ -72,11 +72,23 @@ def cache_dir(data_cfg) -> str:
   system (hosts that build one store together share it as NFS or a gcsfuse mount): its entries are built
   under OS file locks and read through the os module and ArrayRecord's local reader."""
   path = data_cfg.cache_dir or os.environ.get("PRETRAIN_CACHE") or "~/.cache/pretrain"
+  named = "$PRETRAIN_CACHE" if not data_cfg.cache_dir and os.environ.get("PRETRAIN_CACHE") else "data.cache_dir"
   if not files.local(path):
     raise UserError(f"the data cache must be a directory of a mounted file system, not {path} (data.cache_dir, "
                     "else $PRETRAIN_CACHE): use a local disk, or for hosts that share it an NFS or gcsfuse mount; "
                     "a run's workdir can still be on an object store")
-  return os.path.expanduser(path)
+  path = os.path.expanduser(path)
+  problem = "it is a file" if os.path.isfile(path) else None
+  try:
+    os.makedirs(path, exist_ok=True)
+  except OSError as e:
+    problem = problem or e.strerror.lower()
+  if problem is None and not os.access(path, os.W_OK | os.X_OK):
+    problem = "it is not writable"
+  if problem:
+    raise UserError(f"the data cache {path} cannot be used ({problem}); set {named or 'data.cache_dir'} to a "
+                    "writable directory")
+  return path
 
 
 def make_source(data_cfg) -> Source:

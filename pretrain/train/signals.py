@@ -16,10 +16,10 @@ class StopRequest:
     return self
 
   def _handle(self, signum, frame):
-    if self.signal is not None:
-      raise KeyboardInterrupt
+    del frame
     self.signal = signum
-    log(f"Received {signal.Signals(signum).name}: saving a checkpoint, then stopping.")
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # A second Ctrl-C ends the process at once, even in native code.
+    log(f"Received {signal.Signals(signum).name}: saving a checkpoint, then stopping (Ctrl-C again to stop at once).")
 
   def __exit__(self, *exc):
     for sig, handler in self._previous.items():
