@@ -39,12 +39,61 @@ SUBCOMMANDS = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+  """argparse's parser, its mistakes (a missing, unknown or ill-typed flag) a UserError: one `error:` line, as
+  every other bad input."""
+
+  def error(self, message):
+    raise UserError(f"{self.prog}: {message} (see --help)")
+
+
 def parser_for(prog: str, doc: str, **kwargs) -> argparse.ArgumentParser:
   """A subcommand's flag parser, its module docstring as the help text, with the flag every command takes."""
-  parser = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   **kwargs)
+  parser = Parser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
   _add_verbose(parser)
   return parser
+
+
+# Types of flags, checked as they are parsed, before any work: type=at_least(1), type=output_file, ...
+def at_least(minimum: int):
+  """An integer of at least `minimum`."""
+
+  def integer(text: str) -> int:
+    try:
+      value = int(text)
+    except ValueError:
+      raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < minimum:
+      raise argparse.ArgumentTypeError(f"give at least {minimum}, not {value}")
+    return value
+
+  return integer
+
+
+def _writable_parent(path: str) -> None:
+  parent = os.path.dirname(os.path.abspath(path))
+  while not os.path.exists(parent):  # Made when written.
+    parent = os.path.dirname(parent)
+  if not os.path.isdir(parent):
+    raise argparse.ArgumentTypeError(f"{path!r} cannot be written: {parent} is a file")
+
+
+def output_file(path: str) -> str:
+  """A file to write (a local path; its missing folders are made)."""
+  if not path or os.path.isdir(path):
+    raise argparse.ArgumentTypeError(f"{path!r} is not a file name")
+  if "://" not in path:
+    _writable_parent(path)
+  return path
+
+
+def output_dir(path: str) -> str:
+  """A directory to write."""
+  if not path:
+    raise argparse.ArgumentTypeError("give a directory")
+  if "://" not in path:
+    _writable_parent(os.path.join(path, "x"))
+  return path
 
 
 def _add_verbose(parser: argparse.ArgumentParser) -> None:

@@ -113,7 +113,7 @@ CASES = [
     ("eval of no run", ["eval", f"--workdir={TMP}/none", "--task=corpus_clm"], "holds no run (no config.json)"),
     ("eval of an unknown task", ["eval", f"--workdir={RUN}", "--task=corpus_nope"],
      "--task='corpus_nope' is not a task"),
-    ("eval of zero batches", ["eval", f"--workdir={RUN}", "--task=corpus_clm", "--batches=0"], "--batches=0: give at"),
+    ("eval of zero batches", ["eval", f"--workdir={RUN}", "--task=corpus_clm", "--batches=0"], "argument --batches: give at least 1, not 0"),
     ("generate from no run", ["generate", f"--workdir={TMP}/none", "--prompt=a"], "holds no run (no config.json)"),
     ("generate with an empty prompt", ["generate", f"--workdir={RUN}", "--prompt="], "--prompt is empty"),
     ("generate at a negative temperature", ["generate", f"--workdir={RUN}", "--prompt=a", "--temperature=-1"],
@@ -122,7 +122,7 @@ CASES = [
      "--top_p=0.0 is outside"),
     ("export into a file", ["export", f"--workdir={RUN}", f"--out={DATA}/raises.py"],
      "exists and is not an empty directory"),
-    ("inspect a negative number", ["inspect-task", "--task=corpus_clm", "--num=-1"], "--num=-1: give the number"),
+    ("inspect a negative number", ["inspect-task", "--task=corpus_clm", "--num=-1"], "argument --num: give at least 1, not -1"),
     ("unknown subcommand", ["trian"], "unknown subcommand 'trian'; did you mean 'train'?"),
     # A workdir's files edited or damaged (each case's DAMAGE, before the snapshot), and settings that would
     # leave an objective nothing to learn, refused before any work.
@@ -138,7 +138,7 @@ CASES = [
     ("gin files that include each other", [*TRAIN, f"--gin_file={DATA}/loop_a.gin"],
      "gin files include each other"),
     ("inspect a length of zero", ["inspect-task", "--task=corpus_clm", "--targets_length=0"],
-     "--targets_length=0: give a length of at least 1"),
+     "argument --targets_length: give at least 1, not 0"),
     ("data cache that is a file", [*TRAIN, f"--config.data.cache_dir={DATA}/raises.py"],
      "raises.py cannot be used (it is a file); set data.cache_dir to a writable directory"),
     ("TFDS split file cut short", [*TRAIN, "--config.data.source=tfds", "--config.data.tfds_name=pretrain_corpus:1.1.0",

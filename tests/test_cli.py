@@ -79,7 +79,7 @@ def test_missing_required_flag_is_one_clear_error(args, missing):
   result = run(*args)
   assert result.returncode == 2
   last = result.stderr.strip().splitlines()[-1]
-  assert last.startswith(f"pretrain {args[0]}: error: the following arguments are required: {missing}"), result.stderr
+  assert last.startswith(f"error: pretrain {args[0]}: the following arguments are required: {missing}"), result.stderr
 
 
 @pytest.mark.parametrize("name, argv, message", [
@@ -87,9 +87,13 @@ def test_missing_required_flag_is_one_clear_error(args, missing):
     ("generate", ["--workdir=runs/none", "--prompt=a", "--temperature=-1"], "--temperature=-1.0 is negative"),
     ("generate", ["--workdir=runs/none", "--prompt=a", "--top_p=0"], "--top_p=0.0 is outside \\(0, 1\\]"),
     ("generate", ["--workdir=runs/none", "--prompt=a", "--top_p=1.5"], "--top_p=1.5 is outside"),
-    ("generate", ["--workdir=runs/none", "--prompt=a", "--top_k=-3"], "--top_k=-3 is negative"),
-    ("generate", ["--workdir=runs/none", "--prompt=a", "--max_new_tokens=0"], "--max_new_tokens must be at least 1"),
-    ("inspect-task", ["--task=corpus_clm", "--num=-1"], "--num=-1: give the number of examples"),
+    ("generate", ["--workdir=runs/none", "--prompt=a", "--top_k=-3"], "argument --top_k: give at least 0, not -3"),
+    ("generate", ["--workdir=runs/none", "--prompt=a", "--max_new_tokens=0"], "argument --max_new_tokens: give at least 1, not 0"),
+    ("inspect-task", ["--task=corpus_clm", "--num=-1"], "argument --num: give at least 1, not -1"),
+    ("plot", ["--workdir=runs/none", f"--out={REPO}/setup.py/curves.png"], "cannot be written: .*setup.py is a file"),
+    ("export", ["--workdir=runs/none", "--out="], "argument --out: give a directory"),
+    ("estimate-memory", ["--devices=0"], "argument --devices: give at least 1, not 0"),
+    ("eval", ["--workdir=runs/none", "--task=corpus_clm", "--split=test"], "argument --split: invalid choice: 'test'"),
 ])
 def test_bad_flags_are_named_before_anything_loads(name, argv, message):
   from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top

@@ -45,6 +45,7 @@ def test_top_k_and_top_p_restrict_the_draws():
   assert int(decoding.sample_next(logits, jax.random.key(0), 0.0, 4)[0]) == 0
   assert int(decoding.sample_next(logits, jax.random.key(0), 0.0, 2)[0]) == 0
   assert draws(top_k=3, top_p=0.99) == {0, 1, 2}
+  assert draws(top_k=1000) == {0, 1, 2, 3}  # A k beyond the vocabulary keeps every token.
 
 
 def test_generate_tool(tmp_path, trained_run):

@@ -124,10 +124,11 @@ def test_a_local_workdir_on_a_multi_host_slice_can_be_allowed(capsys):
   assert code == 0
 
 
-def test_a_missing_flag_is_argparse_s_one_line_error(capsys):
+def test_a_missing_flag_is_one_error_line(capsys):
   code, out, err = _launch(capsys, "tpu-vm", "--zone=z", "--accelerator_type=v4-8", "--workdir=gs://b/r")
   assert code == 2 and not out
-  assert err.splitlines()[-1] == "pretrain launch tpu-vm: error: the following arguments are required: --name"
+  assert err.splitlines()[-1] == ("error: pretrain launch tpu-vm: the following arguments are required: --name "
+                                  "(see --help)")
 
 
 def test_tpu_vm_run_executes_the_printed_commands_and_stops_at_the_first_failure(capsys, fake_gcloud, tmp_path,
@@ -233,8 +234,8 @@ def test_slurm_run_submits_the_script(capsys, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("argv, message", [
     (["--gpus_per_node=8", "--workdir=w"], "the following arguments are required: --nodes"),
-    (["--nodes=0", "--gpus_per_node=8", "--workdir=w"], "--nodes=0: must be at least 1"),
-    (["--nodes=2", "--gpus_per_node=0", "--workdir=w"], "--gpus_per_node=0: must be at least 1"),
+    (["--nodes=0", "--gpus_per_node=8", "--workdir=w"], "argument --nodes: give at least 1, not 0"),
+    (["--nodes=2", "--gpus_per_node=0", "--workdir=w"], "argument --gpus_per_node: give at least 1, not 0"),
     (["--nodes=2", "--gpus_per_node=8", "--workdir=w", "--run"], "add --out=FILE"),
     (["--nodes=2", "--gpus_per_node=8", "--workdir=w", "--time=1h"], "HH:MM:SS"),
     (["--nodes=2", "--gpus_per_node=8", "--workdir=w", "--venv=/nonexistent"], "--venv=none"),

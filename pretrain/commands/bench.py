@@ -148,9 +148,9 @@ def print_table(rows: dict[str, dict]) -> None:
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain bench") -> None:
   parser = cli.parser_for(prog, __doc__)
-  parser.add_argument("--steps", type=int, default=10, help="timed steps per side")
-  parser.add_argument("--warmup", type=int, default=2, help="untimed steps first, after the one that compiles")
-  parser.add_argument("--vocab_size", type=int, default=0,
+  parser.add_argument("--steps", type=cli.at_least(1), default=10, help="timed steps per side")
+  parser.add_argument("--warmup", type=cli.at_least(0), default=2, help="untimed steps first, after the one that compiles")
+  parser.add_argument("--vocab_size", type=cli.at_least(0), default=0,
                       help="vocabulary size (default: model.vocab_size, else tokenizer.vocab_size)")
   parser.add_argument("--compare", choices=["hf"], help="also time transformers, the two sides in turn")
   parser.add_argument("--only", choices=[*PEERS, "config"],
@@ -160,8 +160,6 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
                       help="also time the step's matrix products alone, each compiled by itself (with --compare=hf, "
                            "also through torch): a floor for the step with this machine's matmul kernels")
   args, cfg = cli.parse_command_line(parser, argv)
-  if args.steps < 1 or args.warmup < 0:
-    raise UserError("--steps must be at least 1 and --warmup at least 0")
   if not args.compare:
     runs = {f"{os.path.basename(args.config)} ({cfg.data.objective})": run_lib.Run.build(cfg, args.vocab_size)}
   elif args.only == "config":

@@ -24,8 +24,8 @@ def _gib(n: int) -> str:
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain estimate-memory") -> None:
   parser = cli.parser_for(prog, __doc__)
-  parser.add_argument("--devices", type=int, help="fake this many CPU devices (set before JAX starts)")
-  parser.add_argument("--vocab_size", type=int, default=0,
+  parser.add_argument("--devices", type=cli.at_least(1), help="fake this many CPU devices (set before JAX starts)")
+  parser.add_argument("--vocab_size", type=cli.at_least(0), default=0,
                       help="vocabulary size (default: model.vocab_size, else tokenizer.vocab_size)")
   parser.add_argument("--no_compile", action="store_true", help="skip XLA's estimate of the step's temporaries")
   args, cfg = cli.parse_command_line(parser, argv)

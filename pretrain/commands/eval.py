@@ -52,11 +52,10 @@ def main(argv: list[str], prog: str = "pretrain eval") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, help="a run of pretrain train")
   parser.add_argument("--task", required=True, help="e.g. corpus_clm; an unknown name lists the valid ones")
-  parser.add_argument("--split", default="validation", help="train or validation")
-  parser.add_argument("--batches", type=int, default=None, help="at most this many batches (default: the whole split)")
+  parser.add_argument("--split", default="validation", choices=("train", "validation"), help="which split")
+  parser.add_argument("--batches", type=cli.at_least(1), default=None,
+                      help="at most this many batches (default: the whole split)")
   args = parser.parse_args(argv)
-  if args.batches is not None and args.batches < 1:
-    raise UserError(f"--batches={args.batches}: give at least 1, or leave it out to evaluate the whole split")
   s = evaluate(args.workdir, args.task, args.split, args.batches)
   values = ", ".join(f"{k} {v:.2f}" if k == "perplexity" else f"{k} {v:.4f}" for k, v in s.items()
                      if k not in ("task", "split", "step", "batches"))

@@ -19,24 +19,20 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, help="a run of pretrain train (its latest checkpoint)")
   parser.add_argument("--prompt", required=True, help="text to continue (encoder-decoder: to fill a span after)")
-  parser.add_argument("--max_new_tokens", type=int, default=40, help="tokens to generate")
+  parser.add_argument("--max_new_tokens", type=cli.at_least(1), default=40, help="tokens to generate")
   parser.add_argument("--temperature", type=float, help="sampling temperature (default: greedy)")
-  parser.add_argument("--top_k", type=int, default=0, help="sample among the k most likely tokens")
+  parser.add_argument("--top_k", type=cli.at_least(0), default=0, help="sample among the k most likely tokens")
   parser.add_argument("--top_p", type=float, default=1.0, help="sample among the most likely tokens of mass p")
   parser.add_argument("--seed", type=int, default=0, help="sampling seed")
   args = parser.parse_args(argv)
   sampling = args.temperature is not None or args.top_k or args.top_p < 1.0
   temperature = (1.0 if args.temperature is None else args.temperature) if sampling else 0.0
-  if args.max_new_tokens < 1:
-    raise UserError("--max_new_tokens must be at least 1")
   if not args.prompt:
     raise UserError("--prompt is empty; give the text to continue")
   if args.temperature is not None and args.temperature < 0:
     raise UserError(f"--temperature={args.temperature} is negative; use 0 (greedy) or more")
   if not 0 < args.top_p <= 1:
     raise UserError(f"--top_p={args.top_p} is outside (0, 1]; use e.g. 0.95 (1 keeps every token)")
-  if args.top_k < 0:
-    raise UserError(f"--top_k={args.top_k} is negative; use 0 (no limit) or more")
 
   import jax  # pylint: disable=g-import-not-at-top
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top

@@ -33,9 +33,9 @@ def table(report: dict, split: str) -> list[str]:
 def main(argv: list[str], prog: str = "pretrain inspect-data") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--split", default="train", choices=("train", "validation"), help="whose examples to print")
-  parser.add_argument("--num", type=int, default=2, help="examples of removed documents per rule (0: none)")
+  parser.add_argument("--num", type=cli.at_least(0), default=2, help="examples of removed documents per rule (0: none)")
   parser.add_argument("--rule", default="", help="print examples of this rule only")
-  parser.add_argument("--chars", type=int, default=300, help="characters of each example to print")
+  parser.add_argument("--chars", type=cli.at_least(1), default=300, help="characters of each example to print")
   args, cfg = cli.parse_command_line(parser, argv)
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top  (imports TF)
   from pretrain.data import curation  # pylint: disable=g-import-not-at-top

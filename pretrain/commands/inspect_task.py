@@ -32,21 +32,15 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
   parser.add_argument("--task", help="task name, e.g. corpus_ul2")
   parser.add_argument("--list", action="store_true", help="print the registered task names")
   parser.add_argument("--split", default="validation", choices=("train", "validation"), help="which split")
-  parser.add_argument("--num", type=int, default=3, help="examples to print")
-  parser.add_argument("--inputs_length", type=int, help="default: data.inputs_length (data.seq_len for mlm)")
-  parser.add_argument("--targets_length", type=int, help="default: data.targets_length (data.seq_len for clm, fim)")
+  parser.add_argument("--num", type=cli.at_least(1), default=3, help="examples to print")
+  parser.add_argument("--inputs_length", type=cli.at_least(1), help="default: data.inputs_length (data.seq_len for mlm)")
+  parser.add_argument("--targets_length", type=cli.at_least(1), help="default: data.targets_length (data.seq_len for clm, fim)")
   parser.add_argument("--json", action="store_true", help="token ids as JSON lines")
-  parser.add_argument("--step", type=int, help="data.schedule: the shares at this training step and examples of "
+  parser.add_argument("--step", type=cli.at_least(0), help="data.schedule: the shares at this training step and examples of "
                                                "the members drawn for its rows")
   args, cfg = cli.parse_command_line(parser, argv)
   if not args.list and not args.task and args.step is None:
     raise UserError("give --task=NAME (see --list for the names), or --step=STEP for data.schedule's rows")
-  if args.num < 1:
-    raise UserError(f"--num={args.num}: give the number of examples to print, at least 1")
-  for flag in ("inputs_length", "targets_length"):
-    if getattr(args, flag) is not None and getattr(args, flag) < 1:
-      raise UserError(f"--{flag}={getattr(args, flag)}: give a length of at least 1 token, or leave it out for "
-                      "the config's")
 
   import seqio  # pylint: disable=g-import-not-at-top  (imports TF)
   from pretrain import config as config_lib, objectives  # pylint: disable=g-import-not-at-top
@@ -111,8 +105,6 @@ def _scheduled_rows(args, cfg, source) -> None:
   import seqio  # pylint: disable=g-import-not-at-top
   from pretrain import objectives  # pylint: disable=g-import-not-at-top
   from pretrain.data import indexed, tasks  # pylint: disable=g-import-not-at-top
-  if args.step < 0:
-    raise UserError(f"--step={args.step}: give a training step, 0 or more")
   plan = objectives.check_schedule(cfg)
   shares = ", ".join(f"{name} {share:.2f}" for name, share in zip(plan.names, plan.rates_at(args.step)) if share)
   print(f"data.schedule at step {args.step}: {shares}\n{plan.describe()}")

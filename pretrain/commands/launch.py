@@ -230,11 +230,6 @@ def slurm_script(args, train_args: list[str], argv: list[str]) -> str:
 
 
 def _slurm(args, overrides: list[str], argv: list[str]) -> int:
-  for flag, value in (("--nodes", args.nodes), ("--gpus_per_node", args.gpus_per_node)):
-    if value < 1:
-      raise UserError(f"{flag}={value}: must be at least 1")
-  if args.cpus_per_task is not None and args.cpus_per_task < 1:
-    raise UserError(f"--cpus_per_task={args.cpus_per_task}: must be at least 1")
   if args.time is not None and not re.fullmatch(r"(\d+-)?\d+(:\d+){0,2}", args.time):
     raise UserError(f"--time={args.time} is not a Slurm time limit; write MINUTES, HH:MM:SS or DAYS-HH:MM:SS")
   if args.run and not args.out:
@@ -309,9 +304,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
       "uses this repository and virtual environment, which must be on a file system the nodes share; the "
       "environment needs JAX for GPUs (pip install 'jax[cuda12]').", epilog=overrides)
   group = slurm.add_argument_group("the job")
-  group.add_argument("--nodes", type=int, required=True, help="nodes (hosts), one training process each")
-  group.add_argument("--gpus_per_node", type=int, required=True, help="GPUs of each node the process uses")
-  group.add_argument("--cpus_per_task", type=int, help="CPU cores of each process (default: the cluster's)")
+  group.add_argument("--nodes", type=cli.at_least(1), required=True, help="nodes (hosts), one training process each")
+  group.add_argument("--gpus_per_node", type=cli.at_least(1), required=True, help="GPUs of each node the process uses")
+  group.add_argument("--cpus_per_task", type=cli.at_least(1), help="CPU cores of each process (default: the cluster's)")
   group.add_argument("--time", help="time limit, HH:MM:SS or DAYS-HH:MM:SS (default: the partition's)")
   group.add_argument("--partition", help="partition (queue) to submit to (default: the cluster's)")
   group.add_argument("--account", help="account to charge (default: yours)")
@@ -324,7 +319,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                      help="a shell line run before training, e.g. --setup='module load cuda' (repeatable)")
   group.add_argument("--log", default=os.path.join(REPO, "runs", "slurm-%x-%j.out"),
                      help="the job's output file, %%x the job name and %%j its id (default: %(default)s)")
-  group.add_argument("--out", help="write the script to this file (default: print it)")
+  group.add_argument("--out", type=cli.output_file, help="write the script to this file (default: print it)")
   _add_train_flags(slurm, "submit the written script with sbatch (needs --out; default: only write it)", "")
   return parser
 

@@ -73,12 +73,12 @@ def prepare_with_beam(cfg, num_shards: int, options: str) -> list[dict]:
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain prepare-data") -> None:
   parser = cli.parser_for(prog, __doc__)
-  parser.add_argument("--shard", type=int, default=0, help="which shard this process writes (0-based)")
-  parser.add_argument("--num_shards", type=int, default=1, help="how many shards the store has")
+  parser.add_argument("--shard", type=cli.at_least(0), default=0, help="which shard this process writes (0-based)")
+  parser.add_argument("--num_shards", type=cli.at_least(1), default=1, help="how many shards the store has")
   parser.add_argument("--beam", metavar="PIPELINE_OPTIONS", default=None,
                       help="build all the shards with Apache Beam, e.g. '--runner=DirectRunner'")
   args, cfg = cli.parse_command_line(parser, argv)
-  if args.num_shards < 1 or not 0 <= args.shard < args.num_shards:
+  if args.shard >= args.num_shards:
     raise UserError(f"--shard={args.shard} --num_shards={args.num_shards}: give 0 <= shard < num_shards")
   if args.beam is not None and args.shard:
     raise UserError("--beam builds every shard; leave out --shard")

@@ -36,18 +36,12 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
   parser.add_argument("--task", default="same_document", choices=("same_document", "packages"),
                       help="same_document: do two passages share a document (linear probe); packages: which "
                            "package a passage comes from (24 classes; probe, and with --finetune fine-tuned)")
-  parser.add_argument("--seeds", type=int, default=5, help="probe seeds (same_document) or fine-tuning seeds")
+  parser.add_argument("--seeds", type=cli.at_least(1), default=5, help="probe seeds (same_document) or fine-tuning seeds")
   parser.add_argument("--finetune", action="store_true", help="packages: also fine-tune the whole model")
-  parser.add_argument("--finetune_steps", type=int, default=300, help="packages: fine-tuning steps of 32 passages")
+  parser.add_argument("--finetune_steps", type=cli.at_least(1), default=300, help="packages: fine-tuning steps of 32 passages")
   parser.add_argument("--split", default=None, help="same_document: whose documents (default: held out)")
-  parser.add_argument("--documents", type=int, default=2000, help="same_document: at most this many documents")
+  parser.add_argument("--documents", type=cli.at_least(6), default=2000, help="same_document: at most this many documents")
   args = parser.parse_args(argv)
-  if args.documents < 6:
-    raise UserError(f"--documents={args.documents}: the probe needs at least 6")
-  if args.seeds < 1:
-    raise UserError(f"--seeds={args.seeds}: give at least 1 (2 or more for an interval)")
-  if args.finetune_steps < 1:
-    raise UserError(f"--finetune_steps={args.finetune_steps}: give at least 1")
   if args.task != "packages" and args.finetune:
     raise UserError("--finetune fine-tunes on the labelled task; add --task=packages")
   import jax  # pylint: disable=g-import-not-at-top

@@ -17,7 +17,7 @@ from pretrain.errors import exit_on_user_error
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain train-tokenizer") -> None:
   parser = cli.parser_for(prog, __doc__)
-  parser.add_argument("--out", required=True, help="path of the .model file to write")
+  parser.add_argument("--out", required=True, type=cli.output_file, help="path of the .model file to write")
   args, cfg = cli.parse_command_line(parser, argv)
   from pretrain import files, objectives  # pylint: disable=g-import-not-at-top
   from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top  (imports TF)

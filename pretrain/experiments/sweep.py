@@ -76,7 +76,7 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
                                                              "(any column of sweep.csv)")
   parser.add_argument("--probe", choices=("same_document", "packages"), default=None,
                       help="also measure each point downstream (pretrain probe --task=PROBE) when it finishes")
-  parser.add_argument("--probe_seeds", type=int, default=3, help="the probe's seeds")
+  parser.add_argument("--probe_seeds", type=cli.at_least(1), default=3, help="the probe's seeds")
   parser.add_argument("--launch", default=None, help="hand each point to `pretrain launch` with these flags, "
                                                      "e.g. \"slurm --nodes=1 --gpus_per_node=8\"")
   parser.add_argument("--run", action="store_true", help="with --launch: submit, not only print")
@@ -91,8 +91,6 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
     return
   if not grid:
     raise UserError("give the swept fields as --grid.KEY=V1,V2 (e.g. --grid.data.mlm_rate=0.1,0.15,0.3)")
-  if args.probe_seeds < 1:
-    raise UserError(f"--probe_seeds={args.probe_seeds}: give at least 1")
   points = sweep_grid.point_names(grid)
   configs = {name: _point_config(base, settings) for name, settings in points}  # Every point checked first.
   sweep_grid.check_manifest(args.workdir, base, grid)

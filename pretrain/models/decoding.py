@@ -18,7 +18,7 @@ def sample_next(logits_BV, rng, temperature: float, num_valid: int, top_k: int =
   if temperature == 0.0:
     return jnp.argmax(logits_BV, axis=-1)
   logits_BV = logits_BV / temperature
-  if top_k:
+  if 0 < top_k < num_valid:  # A k of the whole vocabulary or more keeps every token.
     kth_B1 = jax.lax.top_k(logits_BV, top_k)[0][:, -1:]
     logits_BV = jnp.where(logits_BV < kth_B1, -jnp.inf, logits_BV)
   if top_p < 1.0:
