@@ -87,6 +87,14 @@ def output_file(path: str) -> str:
   return path
 
 
+def run_workdir(path: str) -> str:
+  """The workdir of a training run (checked here where local: before the seconds of imports that reading it
+  needs)."""
+  if "://" not in path and not os.path.isfile(os.path.join(path, "config.json")):
+    raise argparse.ArgumentTypeError(f"{path!r} holds no run (no config.json); give the --workdir of a training run")
+  return path
+
+
 def output_dir(path: str) -> str:
   """A directory to write."""
   if not path:

@@ -50,7 +50,7 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain eval") -> None:
   parser = cli.parser_for(prog, __doc__)
-  parser.add_argument("--workdir", required=True, help="a run of pretrain train")
+  parser.add_argument("--workdir", required=True, type=cli.run_workdir, help="a run of pretrain train")
   parser.add_argument("--task", required=True, help="e.g. corpus_clm; an unknown name lists the valid ones")
   parser.add_argument("--split", default="validation", choices=("train", "validation"), help="which split")
   parser.add_argument("--batches", type=cli.at_least(1), default=None,

@@ -22,7 +22,7 @@ from pretrain.errors import exit_on_user_error
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain export") -> None:
   parser = cli.parser_for(prog, __doc__)
-  parser.add_argument("--workdir", required=True, help="a run of pretrain train")
+  parser.add_argument("--workdir", required=True, type=cli.run_workdir, help="a run of pretrain train")
   parser.add_argument("--out", required=True, type=cli.output_dir, help="a new (or empty) directory to write")
   args = parser.parse_args(argv)
 

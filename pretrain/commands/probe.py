@@ -32,7 +32,7 @@ from pretrain.errors import UserError, exit_on_user_error
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain probe") -> None:
   parser = cli.parser_for(prog, __doc__)
-  parser.add_argument("--workdir", required=True, help="a run of pretrain train")
+  parser.add_argument("--workdir", required=True, type=cli.run_workdir, help="a run of pretrain train")
   parser.add_argument("--task", default="same_document", choices=("same_document", "packages"),
                       help="same_document: do two passages share a document (linear probe); packages: which "
                            "package a passage comes from (24 classes; probe, and with --finetune fine-tuned)")
