@@ -69,7 +69,8 @@ def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabu
   out = str(tmp_path / "docs" / "objectives")
   compare_objectives.main(["--objectives=clm,span_corruption", "--d_model=32", "--num_layers=1", "--head_dim=16",
                            f"--out={out}", f"--out_dir={tmp_path / 'runs'}", "--probe_documents=100", "--seeds=0,1",
-                           "--probe_seeds=2", "--finetune_seeds=1", "--finetune_steps=2", *TINY])
+                           "--probe_seeds=2", "--finetune_seeds=1", "--finetune_steps=2", "--steps=10", "--evals=2",
+                           *TINY])
   assert os.path.getsize(out + ".png") > 0
   rows = _table_rows(out + ".md")
   pretraining, downstream = rows[:2], rows[3:]
@@ -92,7 +93,8 @@ def test_scaling_writes_plot_and_table(tmp_path, cache_dir, vocabulary, monkeypa
   del vocabulary
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   out = str(tmp_path / "scaling")
-  scaling.main(["--ladder=16x1,32x1", "--head_dim=16", f"--out={out}", f"--out_dir={tmp_path / 'runs'}", *TINY])
+  scaling.main(["--ladder=16x1,32x1", "--head_dim=16", f"--out={out}", f"--out_dir={tmp_path / 'runs'}", "--steps=10",
+                "--evals=2", *TINY])
   assert os.path.getsize(out + ".png") > 0
   rows = _table_rows(out + ".md")
   assert [row.split("|")[1].strip() for row in rows] == ["16x1", "32x1"]
@@ -144,7 +146,7 @@ def test_data_quality_writes_tables_and_plot(tmp_path, cache_dir, vocabulary, mo
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   out = str(tmp_path / "docs" / "data_quality")
   data_quality.main(["--d_model=32", "--num_layers=1", "--head_dim=16", f"--out={out}",
-                     f"--out_dir={tmp_path / 'runs'}", "--documents=300", *TINY])
+                     f"--out_dir={tmp_path / 'runs'}", "--documents=300", "--steps=10", "--evals=2", *TINY])
   assert os.path.getsize(out + ".png") > 0
   text = open(out + ".md").read()
   rows = _table_rows(out + ".md")
