@@ -1,7 +1,7 @@
 """Workdir files on a local disk or an object store (gs://...), through one of etils.epath's backends (Orbax
-writes its checkpoints through epath too): TensorFlow's gfile where TensorFlow is installed, as the data
-path reads (local disks, gs://, and its in-memory ram:// that the tests use); without it, on an accelerator
-image that has only the model side, the os module for local paths and fsspec (gcsfs) for gs://.
+writes its checkpoints through epath too): the os module for local paths; for the others TensorFlow's gfile
+where TensorFlow is installed, as the data path reads (gs://, and its in-memory ram:// that the tests use), and
+without it, on an accelerator image that has only the model side, fsspec (gcsfs).
 """
 
 import functools
@@ -22,10 +22,14 @@ def _tensorflow_installed() -> bool:
 
 
 def _backend(path: str) -> backend.Backend:
+  """The os module for a local path (a command that reads only local files starts without TensorFlow's
+  seconds); TensorFlow's gfile for a remote one where it is installed, else fsspec."""
+  if local(path):
+    return backend.os_backend
   if _tensorflow_installed():
     tf_loader.tensorflow()  # Imported quietly, with the GPUs hidden from it, before epath imports it.
     return backend.tf_backend
-  return backend.os_backend if local(path) else backend.fsspec_backend
+  return backend.fsspec_backend
 
 
 def errors() -> tuple:

@@ -75,8 +75,9 @@ def test_help_through_the_console_script_and_python_m():
     (["plot"], "--workdir"),
     (["train-tokenizer"], "--out"),
 ])
-def test_missing_required_flag_is_one_clear_error(args, missing):
-  result = run(*args)
+def test_missing_required_flag_is_one_clear_error(args, missing, tmp_path):
+  (tmp_path / "config.json").write_text("{}")  # A workdir as --workdir's type checks it.
+  result = run(*[a.replace("runs/x", str(tmp_path)) for a in args])
   assert result.returncode == 2
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith(f"error: pretrain {args[0]}: the following arguments are required: {missing}"), result.stderr

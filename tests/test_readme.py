@@ -75,6 +75,7 @@ def test_pretrain_command_parses(words, monkeypatch):
 
   monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_args)
   monkeypatch.setattr(cli, "parse_command_line", parse_command_line)
+  monkeypatch.setattr(cli, "run_workdir", str)  # The runs the README reads are the reader's, made by its commands.
   monkeypatch.chdir(REPO)
   module = importlib.import_module(cli.SUBCOMMANDS[name][0])
   try:
