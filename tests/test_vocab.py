@@ -65,3 +65,14 @@ def test_a_missing_vocabulary_is_named_before_any_data_is_prepared(tmp_path):
   with pytest.raises(UserError, match="'/nonexistent/spm.model' does not exist"):
     run_lib.Run.build_with_data(cfg)
   assert not os.listdir(tmp_path)
+
+
+def test_the_tensorflow_tokenizer_is_made_once_and_the_vocabulary_still_compares_and_pickles(vocabulary):
+  import pickle  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  fresh = vocab.load(vocabulary.sentencepiece_model_file)
+  assert fresh.tf_tokenizer is fresh.tf_tokenizer  # Made once (eagerly, quietly), shared by traced functions.
+  ids = tf.function(lambda text: fresh.encode_tf(text))(tf.constant("Return the number of items."))
+  assert ids.numpy().tolist() == fresh.encode("Return the number of items.")
+  assert fresh == vocab.load(vocabulary.sentencepiece_model_file)  # seqio's equality: its model, not the tokenizer.
+  assert pickle.loads(pickle.dumps(fresh)) == fresh

@@ -145,6 +145,11 @@ class SentencePieceVocabulary(seqio.SentencePieceVocabulary):
       tokenizer.tokenize("")  # Runs the kernel that loads the model, and logs.
     return tokenizer
 
+  def __getstate__(self):  # What seqio compares (__eq__) and pickles: the model, not the tokenizer made of it.
+    state = super().__getstate__()
+    state.pop("tf_tokenizer", None)
+    return state
+
 
 def single_piece_id(vocabulary: seqio.SentencePieceVocabulary, token: str) -> int:
   """The id of a special token, which must encode to exactly one piece."""
