@@ -100,7 +100,9 @@ def output_dir(path: str) -> str:
   if not path:
     raise argparse.ArgumentTypeError("give a directory")
   if "://" not in path:
-    _writable_parent(os.path.join(path, "x"))
+    if os.path.exists(path) and not os.path.isdir(path):
+      raise argparse.ArgumentTypeError(f"{path!r} is a file, not a directory")
+    _writable_parent(path)
   return path
 
 

@@ -121,7 +121,7 @@ CASES = [
     ("generate with top_p of zero", ["generate", f"--workdir={RUN}", "--prompt=a", "--top_p=0"],
      "--top_p=0.0 is outside"),
     ("export into a file", ["export", f"--workdir={RUN}", f"--out={DATA}/raises.py"],
-     "exists and is not an empty directory"),
+     "raises.py' is a file, not a directory"),
     ("inspect a negative number", ["inspect-task", "--task=corpus_clm", "--num=-1"], "argument --num: give at least 1, not -1"),
     ("unknown subcommand", ["trian"], "unknown subcommand 'trian'; did you mean 'train'?"),
     # A workdir's files edited or damaged (each case's DAMAGE, before the snapshot), and settings that would

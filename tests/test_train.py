@@ -164,7 +164,10 @@ def test_ctrl_c_while_starting_ends_the_run_at_once_and_a_second_one_while_it_sa
   def start(workdir):
     return subprocess.Popen([sys.executable, "-m", "pretrain", "train", f"--workdir={workdir}", *TINY,
                              "--config.train.steps=100000", "--config.train.checkpoint_every=100000"], cwd=REPO,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            # As a terminal starts it: a test runner's worker may ignore SIGINT, and its children
+                            # would inherit that (the command keeps an ignored Ctrl-C ignored, as a background job).
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
   starting = start(tmp_path / "starting")
   time.sleep(2)
