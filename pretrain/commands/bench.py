@@ -149,7 +149,8 @@ def print_table(rows: dict[str, dict]) -> None:
 def main(argv: list[str], prog: str = "pretrain bench") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--steps", type=cli.at_least(1), default=10, help="timed steps per side")
-  parser.add_argument("--warmup", type=cli.at_least(0), default=2, help="untimed steps first, after the one that compiles")
+  parser.add_argument("--warmup", type=cli.at_least(0), default=2,
+                      help="untimed steps first, after the one that compiles")
   parser.add_argument("--vocab_size", type=cli.at_least(0), default=0,
                       help="vocabulary size (default: model.vocab_size, else tokenizer.vocab_size)")
   parser.add_argument("--compare", choices=["hf"], help="also time transformers, the two sides in turn")

@@ -17,7 +17,8 @@ from pretrain.errors import UserError, exit_on_user_error
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain generate") -> None:
   parser = cli.parser_for(prog, __doc__)
-  parser.add_argument("--workdir", required=True, type=cli.run_workdir, help="a run of pretrain train (its latest checkpoint)")
+  parser.add_argument("--workdir", required=True, type=cli.run_workdir,
+                      help="a run of pretrain train (its latest checkpoint)")
   parser.add_argument("--prompt", required=True, help="text to continue (encoder-decoder: to fill a span after)")
   parser.add_argument("--max_new_tokens", type=cli.at_least(1), default=40, help="tokens to generate")
   parser.add_argument("--temperature", type=float, help="sampling temperature (default: greedy)")

@@ -33,11 +33,14 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
   parser.add_argument("--list", action="store_true", help="print the registered task names")
   parser.add_argument("--split", default="validation", choices=("train", "validation"), help="which split")
   parser.add_argument("--num", type=cli.at_least(1), default=3, help="examples to print")
-  parser.add_argument("--inputs_length", type=cli.at_least(1), help="default: data.inputs_length (data.seq_len for mlm)")
-  parser.add_argument("--targets_length", type=cli.at_least(1), help="default: data.targets_length (data.seq_len for clm, fim)")
+  parser.add_argument("--inputs_length", type=cli.at_least(1),
+                      help="default: data.inputs_length (data.seq_len for mlm)")
+  parser.add_argument("--targets_length", type=cli.at_least(1),
+                      help="default: data.targets_length (data.seq_len for clm, fim)")
   parser.add_argument("--json", action="store_true", help="token ids as JSON lines")
-  parser.add_argument("--step", type=cli.at_least(0), help="data.schedule: the shares at this training step and examples of "
-                                               "the members drawn for its rows")
+  parser.add_argument("--step", type=cli.at_least(0),
+                      help="data.schedule: the shares at this training step and examples of the members drawn for its "
+                           "rows")
   args, cfg = cli.parse_command_line(parser, argv)
   if not args.list and not args.task and args.step is None:
     raise UserError("give --task=NAME (see --list for the names), or --step=STEP for data.schedule's rows")

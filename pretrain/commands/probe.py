@@ -36,11 +36,14 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
   parser.add_argument("--task", default="same_document", choices=("same_document", "packages"),
                       help="same_document: do two passages share a document (linear probe); packages: which "
                            "package a passage comes from (24 classes; probe, and with --finetune fine-tuned)")
-  parser.add_argument("--seeds", type=cli.at_least(1), default=5, help="probe seeds (same_document) or fine-tuning seeds")
+  parser.add_argument("--seeds", type=cli.at_least(1), default=5,
+                      help="probe seeds (same_document) or fine-tuning seeds")
   parser.add_argument("--finetune", action="store_true", help="packages: also fine-tune the whole model")
-  parser.add_argument("--finetune_steps", type=cli.at_least(1), default=300, help="packages: fine-tuning steps of 32 passages")
+  parser.add_argument("--finetune_steps", type=cli.at_least(1), default=300,
+                      help="packages: fine-tuning steps of 32 passages")
   parser.add_argument("--split", default=None, help="same_document: whose documents (default: held out)")
-  parser.add_argument("--documents", type=cli.at_least(6), default=2000, help="same_document: at most this many documents")
+  parser.add_argument("--documents", type=cli.at_least(6), default=2000,
+                      help="same_document: at most this many documents")
   args = parser.parse_args(argv)
   if args.task != "packages" and args.finetune:
     raise UserError("--finetune fine-tunes on the labelled task; add --task=packages")

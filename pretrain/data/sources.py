@@ -86,7 +86,7 @@ def cache_dir(data_cfg) -> str:
   if problem is None and not os.access(path, os.W_OK | os.X_OK):
     problem = "it is not writable"
   if problem:
-    raise UserError(f"the data cache {path} cannot be used ({problem}); set {named or 'data.cache_dir'} to a "
+    raise UserError(f"the data cache {path} cannot be used ({problem}); set {named} to a "
                     "writable directory")
   return path
 
