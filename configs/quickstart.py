@@ -73,10 +73,11 @@ def get_config() -> ml_collections.ConfigDict:
   c.data.cache_dir = ""           # corpus and tokenizers ('' = $PRETRAIN_CACHE or ~/.cache/pretrain)
 
   c.tokenizer = ml_collections.ConfigDict()
-  c.tokenizer.path = ""           # an existing SentencePiece .model; '' trains one on the train split
+  c.tokenizer.path = ""           # an existing .model (SentencePiece) or tokenizer .json; '' trains one on the train split
+  c.tokenizer.kind = "sentencepiece"  # or wordpiece, byte_bpe, bytes (pretrain/data/tokenizers_vocab.py)
   c.tokenizer.vocab_size = 4096   # including the sentinels
   c.tokenizer.extra_ids = 100     # sentinels <extra_id_N>; UL2 at long inputs needs more (spans ~ inputs / 4)
-  c.tokenizer.model_type = "unigram"
+  c.tokenizer.model_type = "unigram"  # SentencePiece's: unigram or bpe
   c.tokenizer.max_chars = 20_000_000  # text to train on, from the start of the train split
 
   c.model = ml_collections.ConfigDict()

@@ -64,7 +64,7 @@ def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigD
 # (The objectives' own settings come with their defaults from pretrain/objectives/.)
 NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "", "data.dedup_threshold": 0.8,
                 "data.schedule": (), "data.length_schedule": (), "data.length_warmup": "tokens",
-                "data.text_documents": "line"}
+                "data.text_documents": "line", "tokenizer.kind": "sentencepiece"}
 
 
 def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -253,6 +253,7 @@ RANGES = {
     "data.targets_length": POSITIVE,
     "tokenizer.vocab_size": POSITIVE,
     "tokenizer.extra_ids": NOT_NEGATIVE,
+    "tokenizer.kind": one_of("sentencepiece", "wordpiece", "byte_bpe", "bytes"),
     "tokenizer.model_type": one_of("unigram", "bpe", "char", "word"),
     "tokenizer.max_chars": POSITIVE,
     "model.d_model": POSITIVE,

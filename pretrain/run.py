@@ -32,7 +32,7 @@ from pretrain.family import Family
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import checkpoint, optimizer, state as state_lib, steps
 
-VOCAB_FILE = "spm.model"  # The run's vocabulary, copied into its workdir beside config.json.
+VOCAB_FILES = ("spm.model", "tokenizer.json")  # The run's vocabulary (by its kind), copied beside config.json.
 
 
 def objective(cfg, name: str | None = None) -> objectives.Objective:
@@ -289,11 +289,17 @@ def saved_config(workdir: str) -> ml_collections.ConfigDict:
   return cfg
 
 
+def vocabulary_file(workdir: str) -> str:
+  """The vocabulary a run wrote into its workdir."""
+  paths = [os.path.join(workdir, name) for name in VOCAB_FILES]
+  return next((path for path in paths if files.exists(path)), paths[0])
+
+
 def load(workdir: str) -> tuple[Run, object, int]:
   """(run, parameters, step) of the latest checkpoint of a training run's workdir."""
   from pretrain.data import vocab  # pylint: disable=g-import-not-at-top
   cfg = saved_config(workdir)
-  vocabulary = vocab.load(os.path.join(workdir, VOCAB_FILE), cfg.tokenizer.extra_ids)
+  vocabulary = vocab.load(vocabulary_file(workdir), cfg.tokenizer.extra_ids)
   run = Run.build(cfg, vocabulary=vocabulary)
   saver = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints, move_aside=False)
   try:

@@ -1,7 +1,7 @@
 """A training run's workdir: checks before a run uses it, and the files that describe the run.
 
 Beside checkpoints/ and the metrics, a workdir holds config.json (the resolved
-config) and spm.model (the vocabulary): what eval, generate and export read.
+config) and spm.model or tokenizer.json (the vocabulary): what eval, generate and export read.
 """
 
 import json
@@ -37,7 +37,7 @@ def check_writable(workdir: str) -> None:
 
 # What a run writes in its workdir, and of which kind; a run checks them before it starts, not at its first save.
 _LAYOUT = {"checkpoints": "directory", "tensorboard": "directory", "eval": "directory", "config.json": "file",
-           "metrics.jsonl": "file", run_lib.VOCAB_FILE: "file", "curves.png": "file"}
+           "metrics.jsonl": "file", "curves.png": "file", **{name: "file" for name in run_lib.VOCAB_FILES}}
 
 
 def check_layout(workdir: str) -> None:
@@ -71,12 +71,12 @@ def check_same_model(cfg, workdir: str) -> None:
 
 
 def write_run_files(run, workdir: str) -> None:
-  """config.json and spm.model: what `pretrain generate`, `eval` and `export` need beside the checkpoints; and
+  """config.json and the vocabulary (spm.model or tokenizer.json): what `pretrain generate`, `eval` and `export` need beside the checkpoints; and
   data_curation.json, what the curation stage removed from each source (if any went through one)."""
   if jax.process_index() == 0:
     # Atomically: the other processes of a resumed run read it meanwhile.
     files.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(run.cfg).encode())
-    files.copy(run.vocabulary.sentencepiece_model_file, os.path.join(workdir, run_lib.VOCAB_FILE))
+    files.copy(run.vocabulary.file, os.path.join(workdir, run.vocabulary.workdir_name))
     curated = {source.name: source.curation.report(run.vocabulary) for source in run.sources if source.curation}
     if curated:
       files.write_atomically(os.path.join(workdir, CURATION_FILE), json.dumps(curated, indent=1).encode())

@@ -112,8 +112,8 @@ def test_the_error_is_the_only_line(tmp_path):
                           cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
   assert result.returncode == 2
   assert result.stderr.strip().splitlines() == ["error: vocabulary file '/nonexistent/spm.model' does not exist; give "
-                                                "an existing .model file in tokenizer.path, or leave it empty to "
-                                                "train one"]
+                                                "an existing .model or tokenizer .json file in tokenizer.path, or "
+                                                "leave it empty to train one"]
 
 
 # What the libraries print on a CPU that looks like failure (issue: a quiet first hour).

@@ -193,7 +193,7 @@ def test_electra_checkpoints_hold_both_and_export_the_discriminator(end_to_end_r
   run, params, _ = run_lib.load(workdir)
   assert {"generator", "discriminator", "embed", "discriminator_head"} <= set(params)
   out = tmp_path / "export"
-  assert hf.export(str(out), run, params, os.path.join(workdir, run_lib.VOCAB_FILE)) == "PretrainElectraDiscriminator"
+  assert hf.export(str(out), run, params) == "PretrainElectraDiscriminator"
   config = json.loads((out / "config.json").read_text())
   assert config["is_causal"] is False and config["num_hidden_layers"] == run.cfg.model.num_layers
   weights = safetensors.numpy.load_file(str(out / "model.safetensors"))

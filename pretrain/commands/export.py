@@ -12,7 +12,6 @@ The Llama tokenizer prepends id 0 (<pad>) as its BOS, as the model was
 trained: its inputs are the targets shifted right after id 0.
 """
 
-import os
 import sys
 
 from pretrain import cli
@@ -32,7 +31,7 @@ def main(argv: list[str], prog: str = "pretrain export") -> None:
   if run.family.prefix_lm:
     print(f"warning: {run.cfg.data.objective} trained a prefix-LM; LlamaForCausalLM attends causally everywhere, so "
           "on a prompt it computes what this model computes without the bidirectional prefix", file=sys.stderr)
-  architecture = hf.export(args.out, run, params, os.path.join(args.workdir, run_lib.VOCAB_FILE))
+  architecture = hf.export(args.out, run, params)
   print(f"Wrote {args.out}: {architecture} of step {step}")
 
 

@@ -10,7 +10,7 @@ import os
 
 import seqio
 
-from pretrain.data import long_documents
+from pretrain.data import long_documents, tokenizers_vocab, vocab
 from pretrain.data.sources import Source
 from pretrain.errors import UserError
 
@@ -81,10 +81,13 @@ def user_task(data_cfg, tokenizer_cfg, family) -> tuple[str, seqio.SentencePiece
                     f"data.objective={data_cfg.objective!r} reads {list(family.task_features)}; choose the objective "
                     "of the task's model family")
   vocabulary = features["targets"].vocabulary
-  if not isinstance(vocabulary, seqio.SentencePieceVocabulary):
+  if not isinstance(vocabulary, (seqio.SentencePieceVocabulary, tokenizers_vocab.TokenizersVocabulary)):
     raise UserError(f"data.task={name!r} uses a {type(vocabulary).__name__}; the project's runs need a "
-                    "seqio.SentencePieceVocabulary (the workdir keeps its model for generate, eval and export)")
+                    "seqio.SentencePieceVocabulary or pretrain.data.tokenizers_vocab.TokenizersVocabulary (the "
+                    "workdir keeps its model for generate, eval and export)")
   if vocabulary.extra_ids != tokenizer_cfg.extra_ids:
     raise UserError(f"data.task={name!r}'s vocabulary has {vocabulary.extra_ids} extra ids; set "
                     f"--config.tokenizer.extra_ids={vocabulary.extra_ids}")
+  if isinstance(vocabulary, seqio.SentencePieceVocabulary):  # seqio's own: the same model, read as ours.
+    vocabulary = vocab.load(vocabulary.sentencepiece_model_file, vocabulary.extra_ids)
   return name, vocabulary

@@ -58,7 +58,7 @@ def _digest(path: str) -> str:
 
 
 def vocabulary_digest(vocabulary) -> str:
-  return hashlib.sha256(vocabulary.sp_model + str(vocabulary.extra_ids).encode()).hexdigest()[:16]
+  return hashlib.sha256(vocabulary.identity + str(vocabulary.extra_ids).encode()).hexdigest()[:16]
 
 
 def directory(cache: str, source, split: str, vocabulary) -> str:

@@ -1,10 +1,14 @@
-"""SentencePiece vocabularies: training, caching by content, loading, checks.
+"""Vocabularies: training, caching by content, loading, and what the objectives read of them.
 
-Ids follow T5 and seqio: pad 0, eos 1, unk 2, no bos; sentinels (100 unless
-tokenizer.extra_ids says otherwise) appended by seqio at load time,
-`<extra_id_0>` the highest id. The objectives' special tokens (UL2 mode tokens,
-FIM markers, the MLM mask: pretrain.objectives.pieces) are single pieces, ids 3
-and up.
+`tokenizer.kind` picks one: SentencePiece (unigram or BPE, `tokenizer.model_type`; the default), or WordPiece,
+byte-level BPE or raw bytes (tokenizers_vocab.py). Ids follow T5 and seqio in every kind: pad 0, eos 1, unk 2,
+no bos; sentinels (100 unless tokenizer.extra_ids says otherwise) appended at load time, `<extra_id_0>` the
+highest id. The objectives' special tokens (UL2 mode tokens, FIM markers, the MLM mask:
+pretrain.objectives.pieces) are single pieces, ids 3 and up, and the text's pieces follow them.
+
+Each vocabulary has `file` (the model it was loaded from), `workdir_name` (that file's name in a run's workdir),
+`identity` (bytes that tell it from any other), `kind`, and `piece_bytes`: the text each id stands for, which
+bits per byte, MLM's random tokens and the sentence boundaries are computed from.
 """
 
 import functools
@@ -21,7 +25,7 @@ import tensorflow as tf
 from sentencepiece import sentencepiece_model_pb2
 
 from pretrain import files, tf_loader
-from pretrain.data import cache_lock, long_documents
+from pretrain.data import cache_lock, long_documents, tokenizers_vocab
 from pretrain.data.sources import cache_dir
 from pretrain.errors import UserError
 
@@ -30,6 +34,7 @@ EXTRA_IDS = 100  # Sentinels by default, as T5; tokenizer.extra_ids sets another
 # SentencePiece skips longer sentences (its max_sentence_length); documents are fed paragraph by paragraph,
 # a longer paragraph in pieces.
 _MAX_LINE_BYTES = 4192
+KINDS = ("sentencepiece", *tokenizers_vocab.KINDS)
 
 
 def trainer_options(pieces) -> dict:
@@ -54,9 +59,7 @@ def train_sentencepiece(texts, vocab_size: int, model_type: str, extra_ids: int,
   """Trains a model on an iterable of documents; `vocab_size` counts the `extra_ids` sentinels too, `special` are
   the tokens made single pieces."""
   pieces = vocab_size - extra_ids
-  if pieces < 3 + len(special) + 256 + 30:
-    raise UserError(f"tokenizer.vocab_size={vocab_size} is too small: it must exceed {extra_ids} sentinels, "
-                    "3 control ids, the special tokens and 256 byte pieces by a few dozen pieces")
+  _check_size(vocab_size, extra_ids, special)
   model = io.BytesIO()
   fed = {"lines": 0, "chars": 0}
 
@@ -77,59 +80,89 @@ def train_sentencepiece(texts, vocab_size: int, model_type: str, extra_ids: int,
   return model.getvalue()
 
 
+def _check_size(vocab_size: int, extra_ids: int, special: tuple[str, ...]) -> None:
+  if vocab_size - extra_ids < 3 + len(special) + 256 + 30:
+    raise UserError(f"tokenizer.vocab_size={vocab_size} is too small: it must exceed {extra_ids} sentinels, "
+                    "3 control ids, the special tokens and 256 byte pieces by a few dozen pieces")
+
+
+def train(texts, kind: str, vocab_size: int, model_type: str, extra_ids: int, special: tuple[str, ...]) -> bytes:
+  """The model file of a `kind` vocabulary trained on documents (see train_sentencepiece)."""
+  if kind == "sentencepiece":
+    return train_sentencepiece(texts, vocab_size, model_type, extra_ids, special)
+  if kind != "bytes":
+    _check_size(vocab_size, extra_ids, special)
+  return tokenizers_vocab.train(texts, kind, tokenizers_vocab.size(kind, vocab_size, extra_ids, special), special)
+
+
 def cached_model(texts, vocab_size: int, model_type: str, cache: str, special: tuple[str, ...],
-                 extra_ids: int = EXTRA_IDS) -> str:
+                 extra_ids: int = EXTRA_IDS, kind: str = "sentencepiece") -> str:
   """Path of a model trained on `texts`, trained once per distinct text and options."""
+  if kind == "bytes":  # Nothing to learn: the same model for any text.
+    texts, vocab_size = [], tokenizers_vocab.size(kind, vocab_size, extra_ids, special) + extra_ids
   texts = list(texts)
-  # How the text becomes training lines is part of the key: long paragraphs were once left out, now cut.
-  lines = {"max_line_bytes": _MAX_LINE_BYTES, "long_paragraphs": "cut"}
-  digest = hashlib.sha256(json.dumps([vocab_size, model_type, extra_ids, trainer_options(special), lines],
-                                     sort_keys=True).encode())
+  if kind == "sentencepiece":
+    # How the text becomes training lines is part of the key: long paragraphs were once left out, now cut.
+    options = [model_type, extra_ids, trainer_options(special), {"max_line_bytes": _MAX_LINE_BYTES,
+                                                                 "long_paragraphs": "cut"}]
+    name = f"spm_{vocab_size}"
+  else:
+    options = [kind, extra_ids, list(special), f"tokenizers {tokenizers_vocab.tokenizers.__version__}"]
+    name = f"{kind}_{vocab_size}"
+  digest = hashlib.sha256(json.dumps([vocab_size, *options], sort_keys=True).encode())
   for text in texts:
     digest.update(hashlib.sha256(text.encode("utf-8")).digest())
-  path = os.path.join(cache, "tokenizers", f"spm_{vocab_size}_{digest.hexdigest()[:16]}.model")
+  suffix = ".model" if kind == "sentencepiece" else ".json"
+  path = os.path.join(cache, "tokenizers", f"{name}_{digest.hexdigest()[:16]}{suffix}")
 
   def build():
     if os.path.exists(path):  # There, but not a model: damaged (cut short, overwritten).
       aside = f"{path}.damaged-{os.getpid()}"
       os.replace(path, aside)
-      print(f"warning: the cached vocabulary {path} is not a SentencePiece model; moved aside to {aside}, "
+      print(f"warning: the cached vocabulary {path} is not a {kind} model; moved aside to {aside}, "
             "training it again", file=sys.stderr, flush=True)
-    print(f"Training a {vocab_size}-token SentencePiece vocabulary (once) -> {path}", file=sys.stderr, flush=True)
-    files.write_atomically(path, train_sentencepiece(texts, vocab_size, model_type, extra_ids, special))
+    print(f"Training a {vocab_size}-token {kind} vocabulary (once) -> {path}", file=sys.stderr, flush=True)
+    files.write_atomically(path, train(texts, kind, vocab_size, model_type, extra_ids, special))
 
-  cache_lock.build_once(path, lambda: _is_model(path), build)
+  cache_lock.build_once(path, lambda: os.path.exists(path) and _parse(_read(path)) is not None, build)
   return path
 
 
-def _is_model(path: str) -> bool:
-  """Whether `path` holds a SentencePiece model (a cache entry may be cut short or overwritten)."""
-  if not os.path.exists(path):
-    return False
+def _read(path: str) -> bytes:
+  with tf.io.gfile.GFile(path, "rb") as f:  # Also from gs://, as seqio reads it.
+    return f.read()
+
+
+def _parse(data: bytes):
+  """The SentencePiece processor or `tokenizers` tokenizer in `data`, with our control ids; None if neither."""
+  tokenizer = tokenizers_vocab.parse(data) if data[:1] == b"{" else None
+  if tokenizer is not None:
+    return tokenizer
   try:
-    with open(path, "rb") as f:
-      processor = spm.SentencePieceProcessor(model_proto=f.read())
-  except (RuntimeError, OSError):
-    return False
-  return processor.get_piece_size() > 0 and (processor.pad_id(), processor.eos_id(), processor.unk_id()) == (
+    processor = spm.SentencePieceProcessor(model_proto=data)
+  except RuntimeError:
+    return None
+  ok = processor.get_piece_size() > 0 and (processor.pad_id(), processor.eos_id(), processor.unk_id()) == (
       PAD_ID, EOS_ID, UNK_ID)
+  return processor if ok else None
 
 
-def load(path: str, extra_ids: int = EXTRA_IDS) -> seqio.SentencePieceVocabulary:
-  """Loads a SentencePiece model with seqio's sentinels, checking the ids we rely on."""
+def load(path: str, extra_ids: int = EXTRA_IDS):
+  """Loads a SentencePiece model or a tokenizer.json with seqio's sentinels, checking the ids we rely on."""
   if not files.exists(path) or tf.io.gfile.isdir(path):
-    raise UserError(f"vocabulary file {path!r} does not exist; give an existing .model file in "
-                    "tokenizer.path, or leave it empty to train one")
+    raise UserError(f"vocabulary file {path!r} does not exist; give an existing .model or tokenizer .json file "
+                    "in tokenizer.path, or leave it empty to train one")
   try:
-    with tf.io.gfile.GFile(path, "rb") as f:  # Also from gs://, as seqio reads it.
-      processor = spm.SentencePieceProcessor(model_proto=f.read())
-  except (RuntimeError, OSError) as e:
-    raise UserError(f"{path!r} is not a SentencePiece model ({e}); train one with `pretrain train-tokenizer`") from None
-  ids = (processor.pad_id(), processor.eos_id(), processor.unk_id())
-  if ids != (PAD_ID, EOS_ID, UNK_ID):
-    raise UserError(f"{path!r} has pad/eos/unk ids {ids}, expected {(PAD_ID, EOS_ID, UNK_ID)}; "
-                    "train a vocabulary with `pretrain train-tokenizer`")
-  return SentencePieceVocabulary(path, extra_ids=extra_ids)
+    data = _read(path)
+  except OSError as e:
+    raise UserError(f"cannot read the vocabulary {path!r} ({e})") from None
+  parsed = _parse(data)
+  if parsed is None:
+    raise UserError(f"{path!r} is not a SentencePiece model or tokenizer.json with pad/eos/unk ids "
+                    f"{(PAD_ID, EOS_ID, UNK_ID)}; train one with `pretrain train-tokenizer`")
+  if isinstance(parsed, spm.SentencePieceProcessor):
+    return SentencePieceVocabulary(path, extra_ids=extra_ids)
+  return tokenizers_vocab.TokenizersVocabulary(path, data, extra_ids=extra_ids)
 
 
 class SentencePieceVocabulary(seqio.SentencePieceVocabulary):
@@ -138,6 +171,17 @@ class SentencePieceVocabulary(seqio.SentencePieceVocabulary):
   identity normalizer) from a data thread, past any Python setting; made here, its line is held back
   (tf_loader.native_logs_hidden) and the traced functions share the one tokenizer."""
 
+  kind = "sentencepiece"
+  workdir_name = "spm.model"
+
+  @property
+  def file(self) -> str:
+    return self.sentencepiece_model_file
+
+  @property
+  def identity(self) -> bytes:
+    return self.sp_model
+
   @functools.cached_property
   def tf_tokenizer(self):
     with tf.init_scope(), tf_loader.native_logs_hidden():
@@ -145,46 +189,62 @@ class SentencePieceVocabulary(seqio.SentencePieceVocabulary):
       tokenizer.tokenize("")  # Runs the kernel that loads the model, and logs.
     return tokenizer
 
-  def __getstate__(self):  # What seqio compares (__eq__) and pickles: the model, not the tokenizer made of it.
+  @functools.cached_property
+  def piece_bytes(self) -> list[bytes | None]:
+    """The bytes each id stands for ('\u2581' is a space); None for control ids, the objectives' special pieces
+    and the sentinels, which stand for no text."""
+    piece = sentencepiece_model_pb2.ModelProto.SentencePiece
+    pieces = sentencepiece_model_pb2.ModelProto.FromString(self.sp_model).pieces
+    table = [None] * self.vocab_size
+    for i, p in enumerate(pieces[:self.vocab_size]):
+      if p.type == piece.BYTE:
+        table[i] = bytes([int(p.piece[3:-1], 16)])
+      elif p.type == piece.NORMAL:
+        table[i] = p.piece.replace("\u2581", " ").encode("utf-8")
+    return table
+
+  def __getstate__(self):  # What seqio compares (__eq__) and pickles: the model, not what is made of it.
     state = super().__getstate__()
     state.pop("tf_tokenizer", None)
+    state.pop("piece_bytes", None)
     return state
 
 
-def single_piece_id(vocabulary: seqio.SentencePieceVocabulary, token: str) -> int:
-  """The id of a special token, which must encode to exactly one piece."""
-  ids = vocabulary.tokenizer.encode(token)
-  ids = [i for i in ids if vocabulary.tokenizer.id_to_piece(i) != "▁"]
+def single_piece_id(vocabulary, token: str) -> int:
+  """The id of a special token, which must encode to exactly one piece (a space SentencePiece puts before it
+  aside)."""
+  ids = [i for i in vocabulary.encode(token) if vocabulary.piece_bytes[i] != b" "]
   if len(ids) != 1:
     raise UserError(f"the vocabulary encodes {token!r} as {len(ids)} pieces, not one; train a vocabulary "
                     "with `pretrain train-tokenizer`, which adds the special tokens as single pieces")
   return ids[0]
 
 
-def sentinel_id(vocabulary: seqio.SentencePieceVocabulary, index: int) -> int:
+def sentinel_id(vocabulary, index: int) -> int:
   """The id of `<extra_id_{index}>`: sentinels count down from the top of the vocabulary."""
   return vocabulary.vocab_size - 1 - index
 
 
-def bytes_per_id(vocabulary: seqio.SentencePieceVocabulary) -> np.ndarray:
-  """The UTF-8 bytes of the text each id stands for: a piece's characters ('\u2581' is a space), 1 for a byte
-  piece, 0 for control ids, the objectives' special pieces and the sentinels, which stand for no text. Bits per
-  byte divide by their sum over the loss-bearing targets. The space SentencePiece puts before a document's first
-  word counts: one byte per document that the text does not hold (about 0.1% of the bundled corpus's bytes)."""
-  piece = sentencepiece_model_pb2.ModelProto.SentencePiece
-  table = np.zeros(vocabulary.vocab_size, np.float32)
-  for i, p in enumerate(sentencepiece_model_pb2.ModelProto.FromString(vocabulary.sp_model).pieces):
-    if i < len(table) and p.type in (piece.NORMAL, piece.BYTE):
-      table[i] = 1 if p.type == piece.BYTE else len(p.piece.replace("\u2581", " ").encode("utf-8"))
-  return table
+def first_regular_id(vocabulary) -> int:
+  """Ids below this are control ids and special pieces (the objectives' tokens): the first id of text."""
+  return next((i for i, text in enumerate(vocabulary.piece_bytes) if text is not None), vocabulary.vocab_size)
 
 
-def get_vocabulary(cfg, source, special: tuple[str, ...]) -> seqio.SentencePieceVocabulary:
+def bytes_per_id(vocabulary) -> np.ndarray:
+  """The UTF-8 bytes of the text each id stands for: 0 for control ids, the objectives' special pieces and the
+  sentinels. Bits per byte divide by their sum over the loss-bearing targets. The space SentencePiece puts
+  before a document's first word counts: one byte per document that the text does not hold (about 0.1% of the
+  bundled corpus's bytes); so does the space WordPiece's decoding puts before each word (see
+  tokenizers_vocab.py)."""
+  return np.asarray([len(text or b"") for text in vocabulary.piece_bytes], np.float32)
+
+
+def get_vocabulary(cfg, source, special: tuple[str, ...]):
   """The run's vocabulary: `tokenizer.path`, or one trained on the source (its `special` tokens single pieces)
   and cached."""
   t = cfg.tokenizer
   if t.path:
     return load(t.path, t.extra_ids)
-  texts = source.texts("train", max_chars=t.max_chars)
-  return load(cached_model(texts, t.vocab_size, t.model_type, cache_dir(cfg.data), special, t.extra_ids),
+  texts = source.texts("train", max_chars=t.max_chars) if t.kind != "bytes" else []
+  return load(cached_model(texts, t.vocab_size, t.model_type, cache_dir(cfg.data), special, t.extra_ids, t.kind),
               t.extra_ids)

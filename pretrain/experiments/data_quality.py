@@ -173,7 +173,7 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
   write_jsonl(os.path.join(data_dir, "defective.jsonl"), ({"text": t, "defect": d} for t, d in mix))
   write_jsonl(os.path.join(data_dir, "validation.jsonl"), ({"text": t} for t in source.texts("validation")))
 
-  configs = {rung: rung_config(base, rung, data_dir, vocabulary.sentencepiece_model_file, args) for rung in RUNGS}
+  configs = {rung: rung_config(base, rung, data_dir, vocabulary.file, args) for rung in RUNGS}
   for cfg in configs.values():
     config_lib.validate(cfg)
   curated = sources.make_source(configs["curated"].data).curation

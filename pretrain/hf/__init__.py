@@ -28,7 +28,7 @@ EXPORTS = {**FAMILIES, "electra": electra}
 WEIGHTS = "model.safetensors"
 
 
-def export(out_dir: str, run, params, spm_path: str) -> str:
+def export(out_dir: str, run, params) -> str:
   """Writes config.json, model.safetensors and the tokenizer files of a run (pretrain.run.Run) to `out_dir`.
 
   Written into a temporary directory and renamed, so a failed export leaves
@@ -55,7 +55,7 @@ def export(out_dir: str, run, params, spm_path: str) -> str:
                     if k in config}
       with open(os.path.join(staging, "generation_config.json"), "w") as f:
         json.dump(generation, f, indent=2)
-    tokenizer.write(spm_path, run.cfg.tokenizer.extra_ids, staging, module.PREPENDS_BOS)
+    tokenizer.write(run.vocabulary, staging, module.PREPENDS_BOS)
     _as_umask_allows(staging)
     if os.path.exists(out_dir):
       os.rmdir(out_dir)
@@ -96,15 +96,15 @@ def import_config(cfg, hf_dir: str):
   settings, unsupported = FAMILIES[family].model_config(hf_config)
   if unsupported:
     raise UserError(f"{hf_dir!r} uses {', '.join(unsupported)}, which this project's models do not implement")
-  spm_path = os.path.join(hf_dir, tokenizer.TOKENIZER_MODEL)
-  if not os.path.exists(spm_path):
-    spm_path = os.path.join(hf_dir, "spiece.model")  # T5's name for it.
-  if not os.path.exists(spm_path):
-    raise UserError(f"{hf_dir!r} has no SentencePiece model (tokenizer.model or spiece.model) to tokenize with")
+  # T5 calls its SentencePiece model spiece.model; an export of a `tokenizers` vocabulary has tokenizer.json only.
+  names = (tokenizer.TOKENIZER_MODEL, "spiece.model", "tokenizer.json")
+  path = next((os.path.join(hf_dir, n) for n in names if os.path.exists(os.path.join(hf_dir, n))), None)
+  if path is None:
+    raise UserError(f"{hf_dir!r} has no vocabulary ({', '.join(names)}) to tokenize with")
   cfg = cfg.copy_and_resolve_references()
   for key, value in settings.items():
     cfg.model[key] = value
-  cfg.tokenizer.path = spm_path
+  cfg.tokenizer.path = path
   tokenizer_config = os.path.join(hf_dir, "tokenizer_config.json")
   if os.path.exists(tokenizer_config):
     with open(tokenizer_config) as f:

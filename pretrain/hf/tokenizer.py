@@ -1,6 +1,7 @@
-"""A Hugging Face fast tokenizer (tokenizer.json) equal to a run's SentencePiece vocabulary.
+"""A Hugging Face fast tokenizer (tokenizer.json) equal to a run's vocabulary.
 
-The SentencePiece model is unigram with byte fallback, identity normalisation
+A vocabulary of the `tokenizers` kinds (pretrain/data/tokenizers_vocab.py) is a tokenizer.json already: it is
+written with the sentinels and the post-processor below. The SentencePiece model is unigram with byte fallback, identity normalisation
 and a dummy-prefix space (vocab.py). SentencePiece first cuts the text into
 words, each a run of spaces followed by non-spaces, then segments each word;
 the pre-tokenizer below cuts the same words, so the unigram lattice is the
@@ -10,24 +11,40 @@ matched whole wherever they occur, as SentencePiece matches user symbols.
 
 import json
 import os
-import shutil
 
 import tokenizers
 from sentencepiece import sentencepiece_model_pb2
 from tokenizers import decoders, models as tok_models, pre_tokenizers, processors
 
+from pretrain import files
 from pretrain.data import vocab
 
 SPACE = "\u2581"
 TOKENIZER_MODEL = "tokenizer.model"  # The SentencePiece model itself, for import and for slow tokenizers.
 
 
-def build(spm_path: str, extra_ids: int, bos: bool) -> tokenizers.Tokenizer:
+def build(vocabulary, bos: bool) -> tokenizers.Tokenizer:
   """The tokenizer; with special tokens, inputs start with id 0 (`bos`: Llama's, the BOS of training) or else
   end with EOS (T5's), as seqio's tasks make them."""
+  if vocabulary.kind == "sentencepiece":
+    tokenizer = _from_sentencepiece(vocabulary)
+  else:  # The vocabulary's own tokenizer, sentinels included.
+    tokenizer = tokenizers.Tokenizer.from_str(vocabulary.tokenizer.to_str())
+  pad, eos = ("<pad>", vocab.PAD_ID), ("</s>", vocab.EOS_ID)
+  if bos:
+    tokenizer.post_processor = processors.TemplateProcessing(single="<pad> $A", pair="<pad> $A $B:1",
+                                                             special_tokens=[pad])
+  else:
+    tokenizer.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B:1 </s>:1",
+                                                             special_tokens=[eos])
+  return tokenizer
+
+
+def _from_sentencepiece(vocabulary) -> tokenizers.Tokenizer:
   proto = sentencepiece_model_pb2.ModelProto()
-  with open(spm_path, "rb") as f:
+  with files.open_file(vocabulary.file, "rb") as f:  # The model as trained, without seqio's sentinels.
     proto.ParseFromString(f.read())
+  extra_ids = vocabulary.extra_ids
   pieces = [(p.piece, p.score) for p in proto.pieces]
   tokenizer = tokenizers.Tokenizer(tok_models.Unigram(pieces, unk_id=vocab.UNK_ID, byte_fallback=True))
   prepend = "first" if proto.normalizer_spec.add_dummy_prefix else "never"
@@ -47,20 +64,16 @@ def build(spm_path: str, extra_ids: int, bos: bool) -> tokenizers.Tokenizer:
   # spells them "▁<extra_id_N>": a space before one belongs to it.
   sentinels = [f"<extra_id_{i}>" for i in reversed(range(extra_ids))]
   tokenizer.add_special_tokens([tokenizers.AddedToken(s, normalized=False, lstrip=True) for s in sentinels])
-  pad, eos = ("<pad>", vocab.PAD_ID), ("</s>", vocab.EOS_ID)
-  if bos:
-    tokenizer.post_processor = processors.TemplateProcessing(single="<pad> $A", pair="<pad> $A $B:1",
-                                                             special_tokens=[pad])
-  else:
-    tokenizer.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B:1 </s>:1",
-                                                             special_tokens=[eos])
   return tokenizer
 
 
-def write(spm_path: str, extra_ids: int, out_dir: str, bos: bool) -> None:
-  """tokenizer.json, tokenizer_config.json, special_tokens_map.json and the SentencePiece model; `bos`: see build."""
-  build(spm_path, extra_ids, bos).save(os.path.join(out_dir, "tokenizer.json"))
-  shutil.copyfile(spm_path, os.path.join(out_dir, TOKENIZER_MODEL))
+def write(vocabulary, out_dir: str, bos: bool) -> None:
+  """tokenizer.json, tokenizer_config.json, special_tokens_map.json and, of a SentencePiece vocabulary, its
+  model; `bos`: see build."""
+  build(vocabulary, bos).save(os.path.join(out_dir, "tokenizer.json"))
+  if vocabulary.kind == "sentencepiece":
+    files.copy(vocabulary.file, os.path.join(out_dir, TOKENIZER_MODEL))
+  extra_ids = vocabulary.extra_ids
   special = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
   if bos:
     # The decoder-only model reads targets shifted right after id 0: id 0 plays the part of BOS.

@@ -90,13 +90,11 @@ class SentenceEnds(NamedTuple):
 
 
 def sentence_ends(vocabulary) -> SentenceEnds:
-  tokenizer = vocabulary.tokenizer
   tables = SentenceEnds(*(np.zeros(vocabulary.vocab_size, bool) for _ in range(4)))
-  for i in range(min(tokenizer.get_piece_size(), vocabulary.vocab_size)):
-    if tokenizer.is_control(i) or tokenizer.is_unknown(i):
+  for i, piece in enumerate(vocabulary.piece_bytes):
+    if piece is None:  # Control ids, the objectives' tokens and the sentinels: no text.
       continue
-    text = chr(int(tokenizer.id_to_piece(i)[3:-1], 16)) if tokenizer.is_byte(i) else tokenizer.id_to_piece(i)
-    text = text.replace("\u2581", " ")
+    text = piece.decode("utf-8", errors="replace")  # A byte of a longer character: no space, no sentence end.
     stripped = text.rstrip(_CLOSERS + " \n\t")
     tables.terminal[i] = stripped.endswith(SENTENCE_ENDS)
     tables.spaced[i] = any(c.isspace() for c in text[len(stripped):])

@@ -5,8 +5,6 @@ those 80% become [MASK], 10% a random regular token and 10% stay as they are.
 `weights` marks the selected positions: the loss is computed there only.
 """
 
-from sentencepiece import sentencepiece_model_pb2
-
 from pretrain import config, family as families, tf_loader
 from pretrain.errors import UserError
 from pretrain.objectives import common
@@ -22,11 +20,8 @@ SETTINGS = {"data.mlm_rate": Setting(0.15, config.OPEN_FRACTION, "share of token
 
 def first_regular_id(vocabulary) -> int:
   """Ids below this are control ids and special pieces (the objectives' tokens), never drawn as random
-  replacements: the first id of a byte or a learned piece."""
-  pieces = sentencepiece_model_pb2.ModelProto.FromString(vocabulary.sp_model).pieces
-  piece = sentencepiece_model_pb2.ModelProto.SentencePiece
-  special = (piece.CONTROL, piece.UNKNOWN, piece.USER_DEFINED)
-  return next((i for i, p in enumerate(pieces) if p.type not in special), len(pieces))
+  replacements."""
+  return vocab.first_regular_id(vocabulary)
 
 
 def mask_tokens(tokens, seed, *, rate: float, mask_id: int, random_ids: tuple[int, int], candidates=None):

@@ -109,7 +109,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
                                                                                          eval_sets)
     final.pop("step", None)
     pairs = sampling.samples(run, state.params)
-  return report.report(workdir, step, final, pairs, len(eval_sets["eval"]))
+  return report.report(workdir, step, final, pairs, len(eval_sets["eval"]), run.vocabulary.workdir_name)
 
 
 def train_values(run, step_metrics: dict, step: int) -> dict[str, float]:

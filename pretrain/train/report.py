@@ -7,9 +7,10 @@ import jax
 from pretrain.train import metrics
 
 
-def report(workdir: str, step: int, final: dict, pairs, eval_batches: int) -> dict:
+def report(workdir: str, step: int, final: dict, pairs, eval_batches: int, vocabulary_file: str) -> dict:
   """Prints the run's summary; `eval_batches`: how many validation batches its evaluation read (a part of the
-  split, train.eval_batches, where `pretrain eval` reads it whole: their losses differ)."""
+  split, train.eval_batches, where `pretrain eval` reads it whole: their losses differ); `vocabulary_file`: the
+  name of the vocabulary in the workdir."""
   records = metrics.read(workdir)
   initial = next((r["eval/perplexity"] for r in records if r["step"] == 0 and "eval/perplexity" in r), None)
   if jax.process_index() == 0:
@@ -26,7 +27,7 @@ def report(workdir: str, step: int, final: dict, pairs, eval_batches: int) -> di
     lines += ["Samples: a validation prompt, then >>> the model's continuation."] if pairs else []
     for i, (prompt, continuation) in enumerate(pairs, 1):
       lines += [f"[{i}] {prompt.rstrip()}", f">>> {continuation.strip()}"]
-    lines += [f"Outputs in {workdir}: metrics.jsonl, tensorboard/, checkpoints/, config.json, spm.model, "
-              f"{os.path.basename(plot)}"]
+    lines += [f"Outputs in {workdir}: metrics.jsonl, tensorboard/, checkpoints/, config.json, "
+              f"{vocabulary_file}, {os.path.basename(plot)}"]
     print("\n".join(lines), flush=True)
   return {"step": step, **final, "initial_perplexity": initial, "samples": pairs}

@@ -1,0 +1,188 @@
+"""Vocabularies made with the `tokenizers` library (the Rust tokenizers of transformers): WordPiece, byte-level
+BPE, and raw UTF-8 bytes.
+
+Each is a tokenizer.json with the ids every objective relies on (vocab.py): pad 0, eos 1, unk 2, then the
+objectives' special tokens, single ids matched whole in the text as SentencePiece matches its user symbols, then
+the learned pieces; seqio's sentinels are added at load time, `<extra_id_0>` the highest id.
+
+- byte_bpe: GPT-2's byte-level BPE (its pre-tokenizer's word split, merges over bytes). Lossless, no unknown id.
+- bytes: one id per UTF-8 byte, byte b at 3 + len(special) + b (ByT5 without merges; the special tokens come
+  first, as in every kind). Lossless; its size is fixed, tokenizer.vocab_size does not apply.
+- wordpiece: BERT's, cased: BERT's normaliser (control characters dropped, a space around each CJK character)
+  and pre-tokenizer (words split at white space and punctuation). Not lossless: decoding puts one space between
+  words, so runs of spaces, tabs and newlines come back as single spaces, and a word with a character the
+  training text did not hold becomes the unknown id.
+"""
+
+import functools
+import json
+import re
+
+import numpy as np
+import seqio
+import tokenizers
+from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+
+from pretrain import tf_loader
+from pretrain.errors import UserError
+
+tf = tf_loader.Lazy("tensorflow")
+
+KINDS = ("wordpiece", "byte_bpe", "bytes")
+CONTROL = ("<pad>", "</s>", "<unk>")  # Ids 0, 1, 2 (vocab.PAD_ID, EOS_ID, UNK_ID).
+WORD_PREFIX = "##"  # WordPiece's mark of a piece that continues a word.
+SENTINEL = re.compile(r"<extra_id_\d+>")
+
+
+@functools.cache
+def byte_chars() -> tuple[str, ...]:
+  """The printable character that byte-level BPE writes for each byte (GPT-2's table): the printable Latin-1
+  bytes stand for themselves, the others are shifted past 255."""
+  printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+  shifted = iter(range(256, 512))
+  return tuple(chr(b) if b in printable else chr(next(shifted)) for b in range(256))
+
+
+def _byte_level(tokenizer: tokenizers.Tokenizer, split_words: bool) -> tokenizers.Tokenizer:
+  tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=split_words)
+  tokenizer.decoder = decoders.ByteLevel()
+  return tokenizer
+
+
+def train(texts, kind: str, pieces: int, special: tuple[str, ...]) -> bytes:
+  """tokenizer.json of a `kind` tokenizer of `pieces` ids (the sentinels not counted) trained on documents."""
+  tokens = [*CONTROL, *special]
+  if kind == "bytes":
+    vocabulary = {token: i for i, token in enumerate(tokens)}
+    vocabulary.update({c: len(tokens) + b for b, c in enumerate(byte_chars())})
+    tokenizer = _byte_level(tokenizers.Tokenizer(models.BPE(vocabulary, [])), split_words=False)
+    tokenizer.add_special_tokens(tokens)  # Matched whole, as the trainers of the other kinds add them.
+    return tokenizer.to_str().encode()
+  if kind == "byte_bpe":
+    tokenizer = _byte_level(tokenizers.Tokenizer(models.BPE()), split_words=True)
+    trainer = trainers.BpeTrainer(vocab_size=pieces, special_tokens=tokens, initial_alphabet=list(byte_chars()),
+                                  show_progress=False)
+  elif kind == "wordpiece":
+    tokenizer = tokenizers.Tokenizer(models.WordPiece(unk_token=CONTROL[2], continuing_subword_prefix=WORD_PREFIX))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix=WORD_PREFIX)
+    trainer = trainers.WordPieceTrainer(vocab_size=pieces, special_tokens=tokens, show_progress=False,
+                                        continuing_subword_prefix=WORD_PREFIX)
+  else:
+    raise ValueError(f"unknown tokenizer kind {kind!r}")
+  tokenizer.train_from_iterator(texts, trainer)
+  return tokenizer.to_str().encode()
+
+
+def size(kind: str, vocab_size: int, extra_ids: int, special: tuple[str, ...]) -> int:
+  """Ids a `kind` tokenizer trains, sentinels aside: the bytes kind's is fixed."""
+  return len(CONTROL) + len(special) + 256 if kind == "bytes" else vocab_size - extra_ids
+
+
+def parse(data: bytes) -> tokenizers.Tokenizer | None:
+  """The tokenizer in `data`, if it is one with our control ids; else None."""
+  try:
+    tokenizer = tokenizers.Tokenizer.from_str(data.decode("utf-8"))
+  except (UnicodeDecodeError, Exception):  # tokenizers raises a bare Exception on bad JSON.
+    return None
+  return tokenizer if [tokenizer.id_to_token(i) for i in range(3)] == list(CONTROL) else None
+
+
+def kind_of(tokenizer: tokenizers.Tokenizer) -> str:
+  model = json.loads(tokenizer.to_str())["model"]
+  if model["type"] == "WordPiece":
+    return "wordpiece"
+  return "bytes" if not model["merges"] else "byte_bpe"
+
+
+class TokenizersVocabulary(seqio.Vocabulary):
+  """A seqio vocabulary over a tokenizer.json. The data pipeline tokenizes once, into the token store, so its
+  TensorFlow ops call the Rust tokenizer through tf.numpy_function."""
+
+  def __init__(self, path: str, data: bytes, extra_ids: int = 0):
+    super().__init__(extra_ids=extra_ids)
+    self.file, self.data = path, data
+    self.tokenizer = parse(data)
+    self.kind = kind_of(self.tokenizer)
+    # seqio's sentinels, as SentencePiece's: `<extra_id_0>` the highest id, matched whole in the text. An export
+    # (pretrain/hf/tokenizer.py) holds them already.
+    held = sum(1 for token in self.tokenizer.get_vocab() if SENTINEL.fullmatch(token))
+    if held not in (0, extra_ids):
+      raise UserError(f"{path!r} holds {held} sentinels <extra_id_N>, not tokenizer.extra_ids={extra_ids}; set "
+                      f"--config.tokenizer.extra_ids={held}")
+    self._pieces = self.tokenizer.get_vocab_size() - held
+    self.tokenizer.add_special_tokens([tokenizers.AddedToken(f"<extra_id_{i}>", normalized=False)
+                                       for i in reversed(range(extra_ids))])
+
+  workdir_name = "tokenizer.json"
+
+  @property
+  def identity(self) -> bytes:
+    return self.data
+
+  @property
+  def eos_id(self) -> int:
+    return 1
+
+  @property
+  def unk_id(self) -> int:
+    return 2
+
+  @property
+  def vocab_size(self) -> int:  # The sentinels are the tokenizer's own ids, as in seqio's SentencePiece.
+    return self._pieces + self.extra_ids
+
+  @property
+  def _base_vocab_size(self) -> int:
+    return self.vocab_size
+
+  def _encode(self, s: str):
+    return self.tokenizer.encode(s, add_special_tokens=False).ids
+
+  def _decode(self, ids) -> str:  # Padding and EOS stand for no text, as in SentencePiece's decoding.
+    return self.tokenizer.decode([int(i) for i in ids if i not in (0, 1)], skip_special_tokens=False)
+
+  def _encode_tf(self, s):
+    ids = tf.numpy_function(lambda text: np.asarray(self._encode(np.asarray(text).item().decode("utf-8")), np.int32), [s], tf.int32,
+                            stateful=False)
+    ids.set_shape([None])
+    return ids
+
+  def _decode_tf(self, ids):
+    def decode(rows):
+      return np.asarray([self._decode(row) for row in rows.reshape(-1, rows.shape[-1])], object).reshape(
+          rows.shape[:-1])
+    text = tf.numpy_function(decode, [ids], tf.string, stateful=False)
+    text.set_shape(ids.shape[:-1])
+    return text
+
+  @functools.cached_property
+  def piece_bytes(self) -> list[bytes | None]:
+    """The bytes each id stands for; None for control ids, special tokens and sentinels. A WordPiece piece that
+    starts a word stands for a space and the piece (decoding puts a space between words)."""
+    special = {token.content for token in self.tokenizer.get_added_tokens_decoder().values()}
+    byte_of = {c: b for b, c in enumerate(byte_chars())}
+    table = []
+    for i in range(self.vocab_size):
+      token = self.tokenizer.id_to_token(i)
+      if token is None or token in special:
+        table.append(None)
+      elif self.kind == "wordpiece":
+        text = token[len(WORD_PREFIX):] if token.startswith(WORD_PREFIX) else " " + token
+        table.append(text.encode("utf-8"))
+      else:
+        table.append(bytes(byte_of[c] for c in token))
+    return table
+
+  def __getstate__(self):
+    return {"file": self.file, "data": self.data, "extra_ids": self.extra_ids}
+
+  def __setstate__(self, state):
+    self.__init__(state["file"], state["data"], state["extra_ids"])
+
+  def __eq__(self, other):
+    return isinstance(other, TokenizersVocabulary) and self.__getstate__() == other.__getstate__()
+
+  def __str__(self) -> str:
+    return f"TokenizersVocabulary(file={self.file}, kind={self.kind}, size={self.vocab_size})"

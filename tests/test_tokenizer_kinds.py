@@ -1,0 +1,139 @@
+"""Every tokenizer kind (tokenizer.kind): round trips, the objectives' single ids, the data path, and the export
+that transformers reads to the same ids."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from pretrain import objectives
+from pretrain.data import tasks, tokenizers_vocab, vocab
+from pretrain.objectives import common, fim, ul2
+from tests.conftest import TINY
+
+KINDS = ["sentencepiece_bpe", "wordpiece", "byte_bpe", "bytes"]
+LOSSLESS = ["sentencepiece_bpe", "byte_bpe", "bytes"]
+HARD = ["漢字とかな、中文。한국어 텍스트", "emoji 🦓🧪👩‍🔬 and ZWJ", "runs   of spaces\t\t\ttabs \n\n\n newlines  ",
+        "def f(x):\n\treturn {'a': x ** 2}  # code\n", "word " * 2000, "<extra_id_3>[MASK]<PRE> next to text"]
+# Not written here: the opening of Moby-Dick (1851), in the public domain.
+UNSEEN = ("Call me Ishmael. Some years ago—never mind how long precisely—having little or no money in my purse, "
+          "and nothing particular to interest me on shore, I thought I would sail about a little and see the "
+          "watery part of the world.")
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def kind_vocabulary(request, corpus_source, tmp_path_factory):
+  """(kind, a 1024-id vocabulary of that kind trained on 400 of the corpus's documents)."""
+  kind, model_type = ("sentencepiece", "bpe") if request.param == "sentencepiece_bpe" else (request.param, "unigram")
+  texts = list(itertools.islice(corpus_source.texts("train"), 400))
+  path = vocab.cached_model(texts, 1024, model_type, str(tmp_path_factory.mktemp("tok")), objectives.pieces(),
+                            kind=kind)
+  return request.param, vocab.load(path)
+
+
+@pytest.fixture(scope="module")
+def corpus_documents(corpus_source):
+  return list(itertools.islice(corpus_source.texts("validation"), 50))
+
+
+def test_round_trips(kind_vocabulary, corpus_documents):
+  kind, vocabulary = kind_vocabulary
+  for text in [*corpus_documents, *HARD]:
+    ids = vocabulary.encode(text)
+    if kind in LOSSLESS:
+      assert vocabulary.decode(ids) == text
+      if kind != "sentencepiece_bpe":  # SentencePiece counts a space before the text (vocab.bytes_per_id).
+        assert vocab.bytes_per_id(vocabulary)[ids].sum() == len(text.encode()) - sum(
+            len(t.encode()) for t in ("<extra_id_3>", "[MASK]", "<PRE>") if t in text)
+    else:  # WordPiece drops white space: its decoding tokenizes as the text did.
+      assert vocabulary.encode(vocabulary.decode(ids)) == ids
+  if kind == "wordpiece":
+    assert vocabulary.decode(vocabulary.encode("a  b\tc\n\nd")) == "a b c d"
+
+
+def test_special_tokens_and_sentinels_are_single_ids(kind_vocabulary):
+  _, vocabulary = kind_vocabulary
+  special = objectives.pieces()
+  ids = [vocab.single_piece_id(vocabulary, token) for token in special]
+  assert ids == list(range(3, 3 + len(special)))
+  assert vocab.first_regular_id(vocabulary) == 3 + len(special)
+  assert [vocabulary.decode([i]) for i in ids] == list(special)
+  assert vocabulary.vocab_size == (3 + len(special) + 256 + 100 if kind_vocabulary[0] == "bytes" else 1024)
+  assert vocabulary.encode("<extra_id_0>") == [vocab.sentinel_id(vocabulary, 0)] == [vocabulary.vocab_size - 1]
+  assert (vocabulary.pad_id, vocabulary.eos_id, vocabulary.unk_id) == (0, 1, 2)
+
+
+def test_the_tensorflow_path_gives_the_python_ids(kind_vocabulary):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  _, vocabulary = kind_vocabulary
+  for text in HARD:
+    assert vocabulary.encode_tf(tf.constant(text)).numpy().tolist() == vocabulary.encode(text)
+  ids = tf.constant([vocabulary.encode(HARD[0]) + [1, 0, 0]])
+  assert vocabulary.decode_tf(ids).numpy().tolist() == [vocabulary.decode(ids[0].numpy().tolist()).encode()]
+
+
+@pytest.mark.parametrize("objective", ["span_corruption", "ul2", "fim"])
+def test_objectives_make_their_examples(kind_vocabulary, corpus_source, objective):
+  _, vocabulary = kind_vocabulary
+  from tests.test_ul2_prefix_lm import _data_cfg  # pylint: disable=g-import-not-at-top
+  import seqio  # pylint: disable=g-import-not-at-top
+  made = objectives.make(objective, _data_cfg(), seed=0)
+  lengths = {"targets": 100_000} if objective == "fim" else {"inputs": 64, "targets": 64}
+  dataset = seqio.get_mixture_or_task(tasks.register(corpus_source, vocabulary, made)).get_dataset(
+      lengths, split="validation", shuffle=False, seed=0)
+  examples = list(itertools.islice(dataset.as_numpy_iterator(), 20))
+  assert len(examples) == 20
+  first_sentinel, last_sentinel = vocab.sentinel_id(vocabulary, 0), vocab.sentinel_id(vocabulary, 99)
+  if objective == "span_corruption":
+    assert all(((ex["inputs"] >= last_sentinel) & (ex["inputs"] <= first_sentinel)).any() for ex in examples)
+  elif objective == "ul2":
+    modes = {vocab.single_piece_id(vocabulary, t) for t in ul2.MODE_TOKENS.values()}
+    assert all(int(ex["inputs"][0]) in modes for ex in examples)
+  else:
+    pieces = {vocab.single_piece_id(vocabulary, t) for t in fim.FIM_TOKENS}
+    assert any(pieces <= set(ex["targets"].tolist()) for ex in examples)
+  assert common.sentence_ends(vocabulary).terminal.any()
+
+
+def test_a_vocabulary_pickles_and_compares(kind_vocabulary):
+  import pickle  # pylint: disable=g-import-not-at-top
+  _, vocabulary = kind_vocabulary
+  copy = pickle.loads(pickle.dumps(vocabulary))
+  assert copy == vocabulary and copy.encode(UNSEEN) == vocabulary.encode(UNSEEN)
+
+
+def test_a_cached_tokenizer_that_is_damaged_is_trained_again(tmp_path, corpus_source):
+  texts = list(itertools.islice(corpus_source.texts("train"), 100))
+  path = vocab.cached_model(texts, 600, "unigram", str(tmp_path), objectives.pieces(), kind="byte_bpe")
+  with open(path, "r+b") as f:
+    f.truncate(100)
+  assert vocab.cached_model(texts, 600, "unigram", str(tmp_path), objectives.pieces(), kind="byte_bpe") == path
+  assert tokenizers_vocab.parse(open(path, "rb").read()) is not None
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "byte_bpe"])
+def test_a_run_trains_with_the_kind_and_its_export_tokenizes_as_it_did(kind, run_train, tmp_path):
+  """A decoder-only run of each `tokenizers` kind: trained, exported, and transformers' tokenizer of the export
+  gives the run's ids (with the BOS the model was trained with) on a text nobody here wrote; then imported."""
+  from transformers import AutoTokenizer  # pylint: disable=g-import-not-at-top
+  from pretrain import cli, hf, run as run_lib  # pylint: disable=g-import-not-at-top
+  workdir = tmp_path / "run"
+  result = run_train(workdir, f"--config.tokenizer.kind={kind}", "--config.train.steps=2",
+                     "--config.tokenizer.vocab_size=1024")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (workdir / "tokenizer.json").exists() and not (workdir / "spm.model").exists()
+  run, params, _ = run_lib.load(str(workdir))
+  assert run.vocabulary.kind == kind
+  hf.export(str(tmp_path / "hf"), run, params)
+  theirs = AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+  assert theirs(UNSEEN)["input_ids"] == [0, *run.vocabulary.encode(UNSEEN)]
+  assert theirs.decode(theirs(UNSEEN)["input_ids"], skip_special_tokens=True) == run.vocabulary.decode(
+      run.vocabulary.encode(UNSEEN))
+  with open(tmp_path / "hf" / "tokenizer_config.json") as f:
+    assert json.load(f)["extra_ids"] == 100
+  imported = hf.import_config(cli.parse_command_line(__import__("argparse").ArgumentParser(), [
+      "--config=configs/quickstart.py", *TINY])[1], str(tmp_path / "hf"))
+  again = vocab.load(imported.tokenizer.path, imported.tokenizer.extra_ids)
+  assert again.vocab_size == run.vocabulary.vocab_size and again.encode(UNSEEN) == run.vocabulary.encode(UNSEEN)
+  assert np.array_equal(vocab.bytes_per_id(again), vocab.bytes_per_id(run.vocabulary))
