@@ -53,7 +53,7 @@ def _random_model(objective, vocabulary, shape):
 
 def _export(tmp_path, run, params, vocabulary):
   out = str(tmp_path / "hf")
-  hf.export(out, run, params)
+  hf.export(out, run, params, vocabulary)
   return out
 
 

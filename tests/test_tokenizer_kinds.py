@@ -112,13 +112,28 @@ def test_a_cached_tokenizer_that_is_damaged_is_trained_again(tmp_path, corpus_so
   assert tokenizers_vocab.parse(open(path, "rb").read()) is not None
 
 
-@pytest.mark.parametrize("kind", ["wordpiece", "byte_bpe"])
-def test_a_run_trains_with_the_kind_and_its_export_tokenizes_as_it_did(kind, run_train, tmp_path):
-  """A decoder-only run of each `tokenizers` kind: trained, exported, and transformers' tokenizer of the export
-  gives the run's ids (with the BOS the model was trained with) on a text nobody here wrote; then imported."""
+@pytest.mark.parametrize("bos", [True, False], ids=["llama", "t5"])
+def test_the_exported_tokenizer_gives_our_ids_in_transformers(kind_vocabulary, bos, tmp_path):
+  """transformers' tokenizer of the export: our ids, with the BOS (decoder-only) or EOS (T5) of training, on a
+  text nobody here wrote and on hard text; the sentinels and special tokens as ours."""
+  from transformers import AutoTokenizer  # pylint: disable=g-import-not-at-top
+  from pretrain.hf import tokenizer as hf_tokenizer  # pylint: disable=g-import-not-at-top
+  _, vocabulary = kind_vocabulary
+  hf_tokenizer.write(vocabulary, str(tmp_path), bos)
+  theirs = AutoTokenizer.from_pretrained(str(tmp_path))
+  for text in [UNSEEN, *HARD[:4], "<extra_id_0> and <extra_id_99>[MASK]"]:
+    ours = vocabulary.encode(text)
+    assert theirs(text)["input_ids"] == ([0, *ours] if bos else [*ours, 1]), text
+    if "extra_id" not in text:  # T5's tokenizer strips the space before a sentinel (pretrain/hf/tokenizer.py).
+      assert theirs.decode(ours) == vocabulary.decode(ours), text
+
+
+def test_a_run_trains_with_a_tokenizers_kind_and_exports_and_imports_it(run_train, tmp_path):
+  """A decoder-only run with byte-level BPE: the workdir keeps tokenizer.json; its export tokenizes as the run did
+  on a text nobody here wrote; importing the export gives the run's vocabulary back."""
   from transformers import AutoTokenizer  # pylint: disable=g-import-not-at-top
   from pretrain import cli, hf, run as run_lib  # pylint: disable=g-import-not-at-top
-  workdir = tmp_path / "run"
+  kind, workdir = "byte_bpe", tmp_path / "run"
   result = run_train(workdir, f"--config.tokenizer.kind={kind}", "--config.train.steps=2",
                      "--config.tokenizer.vocab_size=1024")
   assert result.returncode == 0, result.stderr[-3000:]

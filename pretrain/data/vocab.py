@@ -119,7 +119,8 @@ def cached_model(texts, vocab_size: int, model_type: str, cache: str, special: t
     if os.path.exists(path):  # There, but not a model: damaged (cut short, overwritten).
       aside = f"{path}.damaged-{os.getpid()}"
       os.replace(path, aside)
-      print(f"warning: the cached vocabulary {path} is not a {kind} model; moved aside to {aside}, "
+      what = "SentencePiece model" if kind == "sentencepiece" else f"{kind} tokenizer.json"
+      print(f"warning: the cached vocabulary {path} is not a {what}; moved aside to {aside}, "
             "training it again", file=sys.stderr, flush=True)
     print(f"Training a {vocab_size}-token {kind} vocabulary (once) -> {path}", file=sys.stderr, flush=True)
     files.write_atomically(path, train(texts, kind, vocab_size, model_type, extra_ids, special))

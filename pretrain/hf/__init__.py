@@ -28,8 +28,9 @@ EXPORTS = {**FAMILIES, "electra": electra}
 WEIGHTS = "model.safetensors"
 
 
-def export(out_dir: str, run, params) -> str:
-  """Writes config.json, model.safetensors and the tokenizer files of a run (pretrain.run.Run) to `out_dir`.
+def export(out_dir: str, run, params, vocabulary=None) -> str:
+  """Writes config.json, model.safetensors and the tokenizer files of a run (pretrain.run.Run; its vocabulary
+  unless `vocabulary` is given) to `out_dir`.
 
   Written into a temporary directory and renamed, so a failed export leaves
   nothing behind. Returns the architecture written.
@@ -55,7 +56,7 @@ def export(out_dir: str, run, params) -> str:
                     if k in config}
       with open(os.path.join(staging, "generation_config.json"), "w") as f:
         json.dump(generation, f, indent=2)
-    tokenizer.write(run.vocabulary, staging, module.PREPENDS_BOS)
+    tokenizer.write(vocabulary or run.vocabulary, staging, module.PREPENDS_BOS)
     _as_umask_allows(staging)
     if os.path.exists(out_dir):
       os.rmdir(out_dir)

@@ -1,7 +1,7 @@
 """A Hugging Face fast tokenizer (tokenizer.json) equal to a run's vocabulary.
 
 A vocabulary of the `tokenizers` kinds (pretrain/data/tokenizers_vocab.py) is a tokenizer.json already: it is
-written with the sentinels and the post-processor below. The SentencePiece model is unigram with byte fallback, identity normalisation
+written with the sentinels and the post-processor below. The SentencePiece model is unigram (or BPE, as ranked merges) with byte fallback, identity normalisation
 and a dummy-prefix space (vocab.py). SentencePiece first cuts the text into
 words, each a run of spaces followed by non-spaces, then segments each word;
 the pre-tokenizer below cuts the same words, so the unigram lattice is the
@@ -45,8 +45,12 @@ def _from_sentencepiece(vocabulary) -> tokenizers.Tokenizer:
   with files.open_file(vocabulary.file, "rb") as f:  # The model as trained, without seqio's sentinels.
     proto.ParseFromString(f.read())
   extra_ids = vocabulary.extra_ids
-  pieces = [(p.piece, p.score) for p in proto.pieces]
-  tokenizer = tokenizers.Tokenizer(tok_models.Unigram(pieces, unk_id=vocab.UNK_ID, byte_fallback=True))
+  if proto.trainer_spec.model_type == proto.trainer_spec.BPE:
+    model = tok_models.BPE({p.piece: i for i, p in enumerate(proto.pieces)}, _bpe_merges(proto),
+                           unk_token=proto.pieces[vocab.UNK_ID].piece, byte_fallback=True)
+  else:
+    model = tok_models.Unigram([(p.piece, p.score) for p in proto.pieces], unk_id=vocab.UNK_ID, byte_fallback=True)
+  tokenizer = tokenizers.Tokenizer(model)
   prepend = "first" if proto.normalizer_spec.add_dummy_prefix else "never"
   tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
       pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme=prepend, split=False),
@@ -65,6 +69,18 @@ def _from_sentencepiece(vocabulary) -> tokenizers.Tokenizer:
   sentinels = [f"<extra_id_{i}>" for i in reversed(range(extra_ids))]
   tokenizer.add_special_tokens([tokenizers.AddedToken(s, normalized=False, lstrip=True) for s in sentinels])
   return tokenizer
+
+
+def _bpe_merges(proto) -> list[tuple[str, str]]:
+  """SentencePiece's BPE joins the adjacent pair whose union is the piece of the highest score; as ranked merges:
+  every split of each learned piece into two pieces, the pieces in the order of their scores."""
+  ids = {p.piece: i for i, p in enumerate(proto.pieces)}
+  learned = [p for p in proto.pieces if p.type == sentencepiece_model_pb2.ModelProto.SentencePiece.NORMAL]
+  merges = []
+  for p in sorted(learned, key=lambda p: -p.score):  # Stable: ties keep the model's order.
+    splits = [(p.piece[:k], p.piece[k:]) for k in range(1, len(p.piece))]
+    merges += sorted(((a, b) for a, b in splits if a in ids and b in ids), key=lambda ab: (ids[ab[0]], ids[ab[1]]))
+  return merges
 
 
 def write(vocabulary, out_dir: str, bos: bool) -> None:

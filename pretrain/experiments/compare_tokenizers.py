@@ -1,0 +1,184 @@
+"""Which tokenizer? The same decoder-only model trained with each tokenizer kind on the same bytes of text.
+
+  python tools/compare_tokenizers.py [--kinds=spm_unigram,spm_bpe,wordpiece,byte_bpe,bytes] [--seeds=0,1]
+      [--vocab_size=4096] [--row_bytes=512] [--steps=300] [--batch_size=16] [--d_model=128] [--num_layers=2]
+      [--out=docs/tokenizers] [--out_dir=runs/tokenizers] [--config.KEY=VALUE ...]
+
+Kinds (KINDS): SentencePiece unigram (the default) and BPE, WordPiece, byte-level BPE and raw bytes
+(tokenizer.kind, pretrain/data/vocab.py), each trained on the bundled corpus's train split (configs/quickstart.py
+or --config) with --vocab_size ids (the sentinels included; bytes have their fixed size). Each kind's rows hold
+--row_bytes bytes of text on average (their length in tokens: --row_bytes over the kind's bytes per token on the
+validation split, to a multiple of 8), so every run trains on the same bytes of text in the same number of steps,
+with the same model, optimizer and schedule, for each of --seeds (train.seed), in OUT_DIR/KIND/seedS.
+
+Measured: validation bits per byte, of the true UTF-8 bytes of the text (for WordPiece, whose ids do not spell the
+text's white space, the run's own bits per byte times the ratio of the bytes its ids spell to the text's bytes);
+bytes per token, the unknown-id share and the encoding throughput (Python, one thread) on the validation split;
+the share of parameters in the embedding and output matrices; tokenizer training time; wall time per run. A
+figure 'a +- b' is the mean and the half-width of its 95% interval over the seeds; a difference counts as real only
+where the intervals are apart.
+"""
+
+import os
+import shutil
+import time
+
+from pretrain import cli, objectives, run as run_lib
+from pretrain.data import sources, vocab
+from pretrain.downstream import stats
+from pretrain.errors import UserError, exit_on_user_error
+from pretrain.experiments import runs
+from pretrain.train import metrics
+
+# name: (tokenizer.kind, tokenizer.model_type)
+KINDS = {"spm_unigram": ("sentencepiece", "unigram"), "spm_bpe": ("sentencepiece", "bpe"),
+         "wordpiece": ("wordpiece", "unigram"), "byte_bpe": ("byte_bpe", "unigram"), "bytes": ("bytes", "unigram")}
+BPB = "val bits/byte"
+
+
+def tokenizer(base, name: str, cache: str, texts: list[str]) -> dict:
+  """Trains the kind's vocabulary into `cache` (timed) and measures it on the validation `texts`."""
+  kind, model_type = KINDS[name]
+  t = base.tokenizer
+  start = time.perf_counter()
+  path = vocab.cached_model(texts["train"], t.vocab_size, model_type, cache, objectives.pieces(base), t.extra_ids,
+                            kind)
+  seconds = time.perf_counter() - start
+  vocabulary = vocab.load(path, t.extra_ids)
+  start = time.perf_counter()
+  encoded = [vocabulary.encode(text) for text in texts["validation"]]
+  encode_seconds = time.perf_counter() - start
+  tokens = sum(map(len, encoded))
+  true_bytes = sum(len(text.encode("utf-8")) for text in texts["validation"])
+  spelled = vocab.bytes_per_id(vocabulary)
+  return {"path": path, "ids": vocabulary.vocab_size, "train_seconds": seconds,
+          "bytes_per_token": true_bytes / tokens, "mb_per_second": true_bytes / encode_seconds / 1e6,
+          "unknown": sum(ids.count(vocab.UNK_ID) for ids in encoded) / tokens,
+          # Bytes the ids spell over the text's bytes: scales a run's bits per byte to the text's bytes.
+          "spelled": sum(float(spelled[ids].sum()) for ids in encoded) / true_bytes}
+
+
+def kind_config(base, name: str, measured: dict, args):
+  cfg = base.copy_and_resolve_references()
+  cfg.tokenizer.kind, cfg.tokenizer.model_type = KINDS[name]
+  cfg.tokenizer.path = measured["path"]
+  cfg.data.objective, cfg.data.eval_objectives = "clm", ()
+  cfg.data.seq_len = max(8, round(args.row_bytes / measured["bytes_per_token"] / 8) * 8)
+  runs.set_budget(cfg, args.steps, args.batch_size, args.evals)
+  m = cfg.model
+  m.d_model, m.num_layers, m.head_dim = args.d_model, args.num_layers, args.head_dim
+  m.num_heads = m.num_kv_heads = max(1, args.d_model // args.head_dim)
+  m.mlp_dim = 3 * args.d_model
+  return cfg
+
+
+def curve(workdir: str, bytes_per_step: float, spelled: float) -> list[tuple[float, float]]:
+  """Validation bits per byte of the text against the bytes of text trained on."""
+  return [(r["step"] * bytes_per_step, r["eval/bits_per_byte"] * spelled) for r in metrics.read(workdir)
+          if "eval/bits_per_byte" in r]
+
+
+def table(measured: dict, results: dict) -> str:
+  rows = ["| kind | ids | row tokens | bytes/token | unknown ids | embedding share | tokenizer training s | "
+          f"encode MB/s | {BPB}, initial | {BPB}, trained | wall s |",
+          "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+  for name, seeds in results.items():
+    m, r = measured[name], seeds[0]
+    share = 1 - r["non_embedding_params"] / r["params"]
+    rows.append(f"| {name} | {m['ids']} | {r['row']['targets']} | {m['bytes_per_token']:.2f} | {m['unknown']:.2%} | "
+                f"{share:.0%} | {m['train_seconds']:.1f} | {m['mb_per_second']:.2f} | "
+                f"{stats.text([s['curve'][0][1] for s in seeds])} | {stats.text([s['curve'][-1][1] for s in seeds])} "
+                f"| {stats.text([s['wall'] for s in seeds], 0)} |")
+  return "\n".join(rows)
+
+
+def plot(results: dict, path: str) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(8, 4.8))
+  for name, seeds in results.items():
+    line, = ax.plot(*zip(*seeds[0]["curve"][1:]), "o-", markersize=3, label=name)
+    for r in seeds[1:]:
+      ax.plot(*zip(*r["curve"][1:]), "-", color=line.get_color(), alpha=0.35)
+  ax.set_xlabel("bytes of text trained on")
+  ax.set_ylabel(BPB)
+  ax.set_title("validation bits per byte of text (each seed; markers: the first)")
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def report(measured, results, args, argv, load) -> str:
+  finals = {name: [s["curve"][-1][1] for s in seeds] for name, seeds in results.items()}
+  apart = stats.apart(finals, higher_better=False)
+  return runs.report("tools/compare_tokenizers.py", argv, load, [
+      "# Which tokenizer? Five kinds on one decoder-only model and the same bytes of text",
+      f"Every run: {args.steps} steps x {args.batch_size} rows of about {args.row_bytes} bytes of text (the row "
+      f"tokens column: --row_bytes over the kind's bytes per token), a causal LM {args.d_model} wide with "
+      f"{args.num_layers} layers, the same optimizer and schedule, on the bundled corpus; vocabularies of "
+      f"{args.vocab_size} ids with the sentinels (bytes: its fixed size); seeds {args.seeds}. A figure 'a +- b' is "
+      "the mean and the half-width of its 95% interval over the seeds; 'initial' is the model before training.",
+      table(measured, results),
+      f"{BPB}: the causal loss on the validation rows in bits per UTF-8 byte of their text. WordPiece's ids do not "
+      "spell white space and turn words of unseen characters into the unknown id: its figure is its own bits per "
+      "spelled byte times the spelled-to-true byte ratio, and predicting an unknown id is easier than the word it "
+      "hides, so its figure flatters it by up to its unknown share. bytes/token, unknown ids and encode MB/s: on "
+      "the validation split (encode: Python, one thread). embedding share: the input embedding and output layer "
+      "in all parameters.",
+      "Beyond the noise (the two 95% intervals apart), lower is better: " + (", ".join(apart) or "no two kinds apart")
+      + ".",
+      f"![validation bits per byte]({os.path.basename(args.out)}.png)"])
+
+
+@exit_on_user_error
+def main(argv: list[str], prog: str = "tools/compare_tokenizers.py") -> int:
+  parser = cli.parser_for(prog, __doc__)
+  parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
+  parser.add_argument("--seeds", default="0,1", help="pre-training seeds of every kind, comma-separated")
+  parser.add_argument("--vocab_size", type=cli.at_least(400), default=4096, help="ids of every trained vocabulary")
+  parser.add_argument("--row_bytes", type=cli.at_least(64), default=512, help="bytes of text per row")
+  parser.add_argument("--steps", type=cli.at_least(1), default=300, help="training steps of every run")
+  parser.add_argument("--batch_size", type=cli.at_least(1), default=16, help="rows per step")
+  parser.add_argument("--evals", type=cli.at_least(1), default=10, help="validation points per curve")
+  parser.add_argument("--d_model", type=cli.at_least(8), default=128, help="model width")
+  parser.add_argument("--num_layers", type=cli.at_least(1), default=2, help="layers")
+  parser.add_argument("--head_dim", type=cli.at_least(8), default=64, help="dimension of each attention head")
+  parser.add_argument("--out", default="docs/tokenizers", help="writes OUT.png and OUT.md")
+  parser.add_argument("--out_dir", default="runs/tokenizers", help="the runs' workdirs, OUT_DIR/KIND/seedS")
+  args, base = cli.parse_command_line(parser, argv)
+  names = [k.strip() for k in args.kinds.split(",") if k.strip()]
+  if not names or len(set(names)) != len(names) or set(names) - set(KINDS):
+    raise UserError(f"--kinds={args.kinds!r}: give distinct kinds of {', '.join(KINDS)}")
+  seeds = runs.seeds(args.seeds)
+  base.tokenizer.vocab_size = args.vocab_size
+  source = sources.make_source(base.data)
+  texts = {"train": list(source.texts("train", max_chars=base.tokenizer.max_chars)),
+           "validation": list(source.texts("validation"))}
+  cache = os.path.join(args.out_dir, "tokenizer_cache")  # Fresh: tokenizer training is timed.
+  shutil.rmtree(cache, ignore_errors=True)
+  load = runs.machine()
+  measured = {}
+  for name in names:
+    measured[name] = tokenizer(base, name, cache, texts)
+    print(f"{name:<12} {measured[name]['ids']} ids, {measured[name]['bytes_per_token']:.2f} bytes/token, trained in "
+          f"{measured[name]['train_seconds']:.1f} s", flush=True)
+  configs = {name: kind_config(base, name, measured[name], args) for name in names}
+  for cfg in configs.values():
+    run_lib.Run.build(cfg)  # Every check before the first run.
+  results = {name: [] for name in names}
+  for seed in seeds:
+    for name, cfg in configs.items():
+      seeded = cfg.copy_and_resolve_references()
+      seeded.train.seed = seed
+      workdir = os.path.join(args.out_dir, name, f"seed{seed}")
+      r = runs.train_one(seeded, workdir)
+      bytes_per_step = args.batch_size * cfg.data.seq_len * measured[name]["bytes_per_token"]
+      r["curve"] = curve(workdir, bytes_per_step, measured[name]["spelled"])
+      results[name].append(r)
+      print(f"[seed {seed}] {name:<12} {BPB} {r['curve'][-1][1]:.3f}  {r['wall']:.0f} s", flush=True)
+  runs.write_report(args.out, lambda path: plot(results, path), report(measured, results, args, argv, load),
+                    table(measured, results))
+  return 0

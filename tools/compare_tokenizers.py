@@ -1,0 +1,13 @@
+"""Which tokenizer? The command line of pretrain.experiments.compare_tokenizers (see --help)."""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from pretrain import host_memory  # pylint: disable=g-import-not-at-top
+
+host_memory.keep_freed_memory()  # Before JAX starts its threads.
+from pretrain.experiments import compare_tokenizers  # pylint: disable=g-import-not-at-top
+
+if __name__ == "__main__":
+  sys.exit(compare_tokenizers.main(sys.argv[1:]))
