@@ -96,6 +96,15 @@ def test_objectives_make_their_examples(kind_vocabulary, corpus_source, objectiv
   assert common.sentence_ends(vocabulary).terminal.any()
 
 
+def test_a_tokenizer_json_of_another_kind_is_refused(vocabulary, tmp_path):
+  """The unigram tokenizer.json a SentencePiece vocabulary exports is not a vocabulary: its .model is."""
+  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.hf import tokenizer as hf_tokenizer  # pylint: disable=g-import-not-at-top
+  hf_tokenizer.write(vocabulary, str(tmp_path), bos=False)
+  with pytest.raises(UserError, match="is neither a SentencePiece model nor a tokenizer.json of the kinds wordpiece"):
+    vocab.load(str(tmp_path / "tokenizer.json"))
+
+
 def test_a_vocabulary_pickles_and_compares(kind_vocabulary):
   import pickle  # pylint: disable=g-import-not-at-top
   _, vocabulary = kind_vocabulary

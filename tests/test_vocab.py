@@ -53,7 +53,7 @@ def test_missing_or_invalid_file(tmp_path):
     vocab.load(str(tmp_path / "missing.model"))
   bad = tmp_path / "bad.model"
   bad.write_text("not a model")
-  with pytest.raises(UserError, match="not a SentencePiece model or tokenizer.json"):
+  with pytest.raises(UserError, match="is neither a SentencePiece model nor a tokenizer.json"):
     vocab.load(str(bad))
 
 

@@ -81,19 +81,25 @@ def size(kind: str, vocab_size: int, extra_ids: int, special: tuple[str, ...]) -
 
 
 def parse(data: bytes) -> tokenizers.Tokenizer | None:
-  """The tokenizer in `data`, if it is one with our control ids; else None."""
+  """The tokenizer in `data`, if it is one of our kinds with our control ids; else None."""
   try:
     tokenizer = tokenizers.Tokenizer.from_str(data.decode("utf-8"))
-  except (UnicodeDecodeError, Exception):  # tokenizers raises a bare Exception on bad JSON.
+  except Exception:  # pylint: disable=broad-except  (not UTF-8; tokenizers raises a bare Exception on bad JSON)
     return None
-  return tokenizer if [tokenizer.id_to_token(i) for i in range(3)] == list(CONTROL) else None
+  ours = kind_of(tokenizer) and [tokenizer.id_to_token(i) for i in range(3)] == list(CONTROL)
+  return tokenizer if ours else None
 
 
-def kind_of(tokenizer: tokenizers.Tokenizer) -> str:
-  model = json.loads(tokenizer.to_str())["model"]
-  if model["type"] == "WordPiece":
+def kind_of(tokenizer: tokenizers.Tokenizer) -> str | None:
+  """Which of KINDS the tokenizer is, by its model and pre-tokenizer; None for any other (e.g. the unigram
+  tokenizer.json that a SentencePiece vocabulary exports, whose .model is the vocabulary)."""
+  spec = json.loads(tokenizer.to_str())
+  model, pre = spec["model"], (spec.get("pre_tokenizer") or {}).get("type")
+  if model["type"] == "WordPiece" and pre == "BertPreTokenizer":
     return "wordpiece"
-  return "bytes" if not model["merges"] else "byte_bpe"
+  if model["type"] == "BPE" and pre == "ByteLevel":
+    return "byte_bpe" if model["merges"] else "bytes"
+  return None
 
 
 class TokenizersVocabulary(seqio.Vocabulary):

@@ -159,8 +159,9 @@ def load(path: str, extra_ids: int = EXTRA_IDS):
     raise UserError(f"cannot read the vocabulary {path!r} ({e})") from None
   parsed = _parse(data)
   if parsed is None:
-    raise UserError(f"{path!r} is not a SentencePiece model or tokenizer.json with pad/eos/unk ids "
-                    f"{(PAD_ID, EOS_ID, UNK_ID)}; train one with `pretrain train-tokenizer`")
+    raise UserError(f"{path!r} is neither a SentencePiece model nor a tokenizer.json of the kinds "
+                    f"{', '.join(tokenizers_vocab.KINDS)}, with pad/eos/unk ids {(PAD_ID, EOS_ID, UNK_ID)}; train "
+                    "one with `pretrain train-tokenizer`")
   if isinstance(parsed, spm.SentencePieceProcessor):
     return SentencePieceVocabulary(path, extra_ids=extra_ids)
   return tokenizers_vocab.TokenizersVocabulary(path, data, extra_ids=extra_ids)
