@@ -46,9 +46,11 @@ def config_fields(config_class, model_cfg) -> dict:
   return {k: model_cfg[k] for k in names if k in model_cfg}
 
 
-def kernel_init(*axes, in_axis=-2, out_axis=-1):
-  """Fan-in scaled truncated normal, with the kernel's logical axis names."""
-  init = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal", in_axis=in_axis, out_axis=out_axis)
+def kernel_init(*axes, in_axis=-2, out_axis=-1, batch_axis=()):
+  """Fan-in scaled truncated normal, with the kernel's logical axis names; `batch_axis`: axes of kernels side by
+  side (the experts of an MoE layer), each initialised as its own."""
+  init = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal", in_axis=in_axis, out_axis=out_axis,
+                                          batch_axis=batch_axis)
   return partitioned(init, axes)
 
 

@@ -1,0 +1,138 @@
+"""A mixture-of-experts feed-forward block (Switch Transformer, GShard, Mixtral, Qwen-MoE), in place of SwiGLU.
+
+Letters as in layers.py, and: T tokens (B x L flattened), E experts, k the experts per token (top_k), A the
+T x k assignments of tokens to experts, C an expert's capacity.
+
+A float32 router scores the experts of each token; the top_k are its experts, weighted by their router
+probabilities (renormalised over the k, as Mixtral, unless `normalize_top_k` is off: Switch's top-1 keeps the
+raw probability). Each expert is a SwiGLU of width mlp_dim. Two dispatches compute the same thing:
+
+- dropless (capacity_factor 0): the assignments sorted by expert, each expert's rows one group of a grouped
+  matmul (jax.lax.ragged_dot); no token is dropped.
+- capacity (capacity_factor > 0): each expert takes at most C = ceil(capacity_factor x A / E) assignments, the
+  first come in GShard's order (every token's first choice before any second choice, tokens in order); an
+  assignment over capacity is dropped: the token's other experts and the residual carry it. One-hot dispatch and
+  combine tensors [T, k, E, C], as GShard and Switch compute it.
+
+Optional shared experts (Qwen-MoE): a SwiGLU of width shared_mlp_dim that every token passes through, scaled by
+a sigmoid gate of the token.
+
+Sown into the 'moe' collection, per layer, for the loss and the metrics:
+- load_balance: E x sum_e f_e x P_e (Switch, GShard), f_e the share of assignments routed to e, P_e its mean
+  router probability; 1 when balanced. (transformers' Mixtral loss is k times this.)
+- z_loss: the mean over tokens of logsumexp(router logits)^2 (ST-MoE).
+- dropped: the share of assignments over capacity (0 when dropless).
+- load [E]: f_e, the share of assignments routed to each expert.
+"""
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from pretrain.models import layers
+
+Dtype = jnp.dtype
+
+
+def route(logits_TE, top_k: int, normalize_top_k: bool):
+  """(weights_TK, experts_TK, probs_TE): the top_k experts of each token and their weights."""
+  probs_TE = jax.nn.softmax(logits_TE.astype(jnp.float32), axis=-1)
+  weights_TK, experts_TK = jax.lax.top_k(probs_TE, top_k)
+  if normalize_top_k:
+    weights_TK = weights_TK / jnp.sum(weights_TK, axis=-1, keepdims=True)
+  return weights_TK, experts_TK, probs_TE
+
+
+def auxiliary(logits_TE, probs_TE, experts_TK, num_experts: int) -> dict:
+  """The load-balancing and z losses and each expert's share of the assignments."""
+  load_E = jnp.mean(jax.nn.one_hot(experts_TK, num_experts, dtype=jnp.float32), axis=(0, 1))
+  return {"load_balance": num_experts * jnp.sum(load_E * jnp.mean(probs_TE, axis=0)),
+          "z_loss": jnp.mean(jax.nn.logsumexp(logits_TE.astype(jnp.float32), axis=-1) ** 2),
+          "load": load_E}
+
+
+def swiglu_experts(x_XD, wi0_EDF, wi1_EDF, wo_EFD, group_sizes_E=None):
+  """Each expert's SwiGLU: of its group of rows of x (grouped matmuls) with `group_sizes_E`, else of x [E, C, D]."""
+  if group_sizes_E is None:
+    h = nn.silu(jnp.einsum("ecd,edf->ecf", x_XD, wi0_EDF)) * jnp.einsum("ecd,edf->ecf", x_XD, wi1_EDF)
+    return jnp.einsum("ecf,efd->ecd", h, wo_EFD)
+  h = nn.silu(jax.lax.ragged_dot(x_XD, wi0_EDF, group_sizes_E)) * jax.lax.ragged_dot(x_XD, wi1_EDF, group_sizes_E)
+  return jax.lax.ragged_dot(h, wo_EFD, group_sizes_E)
+
+
+def dropless(x_TD, weights_TK, experts_TK, num_experts: int, kernels):
+  """Every assignment computed: sorted by expert, grouped matmuls, then weighted back onto its token."""
+  t, k = experts_TK.shape
+  order_A = jnp.argsort(experts_TK.reshape(-1), stable=True)
+  group_sizes_E = jnp.bincount(experts_TK.reshape(-1), length=num_experts).astype(jnp.int32)
+  out_AD = swiglu_experts(x_TD[order_A // k], *kernels, group_sizes_E=group_sizes_E)
+  out_TKD = jnp.zeros_like(out_AD).at[order_A].set(out_AD).reshape(t, k, -1)
+  return jnp.einsum("tkd,tk->td", out_TKD, weights_TK.astype(out_TKD.dtype)), jnp.zeros((), jnp.float32)
+
+
+def capacity(num_assignments: int, num_experts: int, factor: float) -> int:
+  return max(1, math.ceil(factor * num_assignments / num_experts))
+
+
+def with_capacity(x_TD, weights_TK, experts_TK, num_experts: int, factor: float, kernels):
+  """At most `capacity` assignments per expert, first come first served in GShard's order; returns the output
+  and the share of assignments dropped."""
+  t, k = experts_TK.shape
+  c = capacity(t * k, num_experts, factor)
+  mask_KTE = jax.nn.one_hot(experts_TK.T, num_experts, dtype=jnp.int32)  # Every first choice before a second.
+  position_KTE = jnp.cumsum(mask_KTE.reshape(k * t, num_experts), axis=0).reshape(k, t, num_experts) - 1
+  kept_KTE = mask_KTE * (position_KTE < c)
+  dispatch_TKEC = (kept_KTE[..., None] * jax.nn.one_hot(position_KTE, c, dtype=jnp.int32)).transpose(1, 0, 2, 3)
+  dispatch_TKEC = dispatch_TKEC.astype(x_TD.dtype)
+  out_ECD = swiglu_experts(jnp.einsum("tkec,td->ecd", dispatch_TKEC, x_TD), *kernels)
+  y_TD = jnp.einsum("tkec,tk,ecd->td", dispatch_TKEC, weights_TK.astype(x_TD.dtype), out_ECD)
+  return y_TD, 1.0 - jnp.sum(kept_KTE) / (t * k)
+
+
+class MoE(nn.Module):
+  """Top-k routed SwiGLU experts (and optional gated shared experts) in place of a dense feed-forward layer."""
+  num_experts: int
+  top_k: int
+  mlp_dim: int  # each expert's width
+  capacity_factor: float = 0.0  # 0: dropless
+  normalize_top_k: bool = True
+  router_jitter: float = 0.0  # Switch's multiplicative input noise in training, uniform in 1 +- jitter
+  shared_mlp_dim: int = 0
+  dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x_BLD, deterministic: bool = True):
+    b, l, d = x_BLD.shape
+    e, f = self.num_experts, self.mlp_dim
+    x_TD = x_BLD.reshape(b * l, d)
+    router_input = x_TD.astype(jnp.float32)
+    if self.router_jitter and not deterministic:
+      noise = jax.random.uniform(self.make_rng("dropout"), router_input.shape, jnp.float32,
+                                 1 - self.router_jitter, 1 + self.router_jitter)
+      router_input = router_input * noise
+    router_DE = self.param("router", layers.kernel_init("embed", None), (d, e), jnp.float32)
+    logits_TE = router_input @ router_DE
+    weights_TK, experts_TK, probs_TE = route(logits_TE, self.top_k, self.normalize_top_k)
+
+    def kernel(name, shape, axes, in_axis, out_axis):
+      init = layers.kernel_init(*axes, in_axis=in_axis, out_axis=out_axis, batch_axis=0)
+      return self.param(name, init, shape, jnp.float32).astype(self.dtype)
+
+    kernels = (kernel("wi_0", (e, d, f), ("exp", "embed", "mlp"), 1, 2),
+               kernel("wi_1", (e, d, f), ("exp", "embed", "mlp"), 1, 2),
+               kernel("wo", (e, f, d), ("exp", "mlp", "embed"), 1, 2))
+    x_TD = x_TD.astype(self.dtype)
+    if self.capacity_factor:
+      y_TD, dropped = with_capacity(x_TD, weights_TK, experts_TK, e, self.capacity_factor, kernels)
+    else:
+      y_TD, dropped = dropless(x_TD, weights_TK, experts_TK, e, kernels)
+    for name, value in {**auxiliary(logits_TE, probs_TE, experts_TK, e), "dropped": dropped}.items():
+      self.sow("moe", name, value)
+    y_BLD = y_TD.reshape(b, l, d)
+    if self.shared_mlp_dim:
+      gate_BL1 = nn.sigmoid(layers.Dense(1, dtype=jnp.float32, name="shared_gate")(x_BLD.astype(jnp.float32)))
+      shared_BLD = layers.SwiGLU(self.shared_mlp_dim, dtype=self.dtype, name="shared")(x_BLD)
+      y_BLD = y_BLD + (gate_BL1 * shared_BLD).astype(y_BLD.dtype)
+    return y_BLD
