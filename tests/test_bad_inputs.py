@@ -102,7 +102,7 @@ CASES = [
     ("missing vocabulary", [*TRAIN, "--config.tokenizer.path=/nonexistent/spm.model"],
      "vocabulary file '/nonexistent/spm.model' does not exist"),
     ("vocabulary that is not SentencePiece", [*TRAIN, f"--config.tokenizer.path={DATA}/raises.py"],
-     "is not a SentencePiece model"),
+     "is neither a SentencePiece model nor a tokenizer.json"),
     ("vocabulary too small", [*TRAIN, "--config.tokenizer.vocab_size=200"], "tokenizer.vocab_size=200 is too small"),
     # Workdirs and runs.
     ("workdir under a file", ["train", f"--workdir={DATA}/raises.py/run", *TINY], "cannot be written"),

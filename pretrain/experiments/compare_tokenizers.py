@@ -159,7 +159,8 @@ def main(argv: list[str], prog: str = "tools/compare_tokenizers.py") -> int:
   seeds = runs.seeds(args.seeds)
   base.tokenizer.vocab_size = args.vocab_size
   source = sources.make_source(base.data)
-  texts = {"train": list(source.texts("train", max_chars=base.tokenizer.max_chars)),
+  learned = any(KINDS[name][0] != "bytes" for name in names)  # Bytes learn nothing from the text.
+  texts = {"train": list(source.texts("train", max_chars=base.tokenizer.max_chars)) if learned else [],
            "validation": list(source.texts("validation"))}
   cache = os.path.join(args.out_dir, "tokenizer_cache")  # Fresh: tokenizer training is timed.
   shutil.rmtree(cache, ignore_errors=True)
