@@ -125,7 +125,8 @@ def test_shared_experts_add_a_gated_swiglu_and_jitter_only_trains():
   shared = nn.apply(lambda m, v: m(v), _shared(12))({"params": params["shared"]}, x)
   y = block.apply({"params": params}, x, mutable=["moe"])[0]
   np.testing.assert_allclose(y, routed + gate * shared, atol=1e-5)
-  noisy = block.apply({"params": params}, x, deterministic=False, mutable=["moe"], rngs={"dropout": jax.random.PRNGKey(0)})[0]
+  noisy = block.apply({"params": params}, x, deterministic=False, mutable=["moe"],
+                      rngs={"dropout": jax.random.PRNGKey(0)})[0]
   assert not np.allclose(noisy, y)  # Some token's weights moved with the jittered router input.
 
 

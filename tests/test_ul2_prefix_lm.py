@@ -120,6 +120,9 @@ def test_vocabulary_without_mode_tokens(corpus_source, tmp_path):
 # Every registered objective but clm (which most other tests train) and prefix_lm (its examples are UL2's
 # S-denoiser's, its model span corruption's).
 END_TO_END = [name for name in objectives.NAMES if name not in ("clm", "prefix_lm")]
+# One objective of each generating family samples at the end of its run (decoding is the family's, and costs a
+# compilation per run).
+SAMPLED = ("span_corruption", "prefix_lm_decoder", "fim")
 
 # `pretrain train` (pretrain.cli.main, as `python -m pretrain` calls it) of each objective in turn, in one process:
 # one Python, TensorFlow and JAX start-up instead of one per objective. Each run has its own workdir, and its
@@ -128,7 +131,7 @@ END_TO_END = [name for name in objectives.NAMES if name not in ("clm", "prefix_l
 _TRAIN_EACH = """
 import os, sys, traceback
 from pretrain import cli
-root, objectives, args = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
+root, objectives, sampled, args = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4:]
 for objective in objectives:
   base = os.path.join(root, objective)
   saved = os.dup(1), os.dup(2)
@@ -136,7 +139,8 @@ for objective in objectives:
     os.dup2(out.fileno(), 1)
     os.dup2(err.fileno(), 2)
     try:
-      code = cli.main(["train", "--workdir=" + base, *args, "--config.data.objective=" + objective])
+      code = cli.main(["train", "--workdir=" + base, *args, "--config.data.objective=" + objective,
+                       "--config.sample.num=" + ("1" if objective in sampled else "0")])
     except SystemExit as e:
       code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:  # As an uncaught exception exits the command line.
@@ -154,12 +158,12 @@ for objective in objectives:
 
 @pytest.fixture(scope="module")
 def end_to_end_runs(tmp_path_factory, cache_dir, vocabulary):
-  """objective -> (exit status, stdout, stderr) of 2 TINY steps of each END_TO_END objective, with a sample."""
+  """objective -> (exit status, stdout, stderr) of 2 TINY steps of each END_TO_END objective (SAMPLED ones sample)."""
   del vocabulary  # Built first, so the runs reuse it.
   root = tmp_path_factory.mktemp("objectives")
-  process = subprocess.run([sys.executable, "-c", _TRAIN_EACH, str(root), ",".join(END_TO_END),
+  process = subprocess.run([sys.executable, "-c", _TRAIN_EACH, str(root), ",".join(END_TO_END), ",".join(SAMPLED),
                             "--config=configs/quickstart.py", *TINY, "--config.data.inputs_length=48",
-                            "--config.data.targets_length=48", "--config.train.steps=2", "--config.sample.num=1",
+                            "--config.data.targets_length=48", "--config.train.steps=2",
                             "--config.model.dropout=0.1"],  # contrastive's views need dropout
                            cwd=REPO, env={**os.environ, "PRETRAIN_CACHE": cache_dir}, capture_output=True, text=True,
                            timeout=1800)
@@ -181,8 +185,13 @@ def test_objectives_train_end_to_end(end_to_end_runs, objective):
   code, stdout, stderr = end_to_end_runs[objective]
   assert code == 0, stderr
   assert "Trained 2 steps" in stdout
-  # The end-of-run sample: each generating family's decoding (causal, prefix-LM, encoder-decoder); encoders have none.
-  assert ("\n>>> " in stdout) == objectives.get(objective).family.generates, stdout
+  # The end-of-run sample: each generating family's decoding (causal, prefix-LM, encoder-decoder).
+  assert ("\n>>> " in stdout) == (objective in SAMPLED), stdout
+
+
+def test_one_objective_of_each_generating_family_samples():
+  families = {objectives.get(name).family.name for name in END_TO_END if objectives.get(name).family.generates}
+  assert {objectives.get(name).family.name for name in SAMPLED} == families
 
 
 def test_electra_checkpoints_hold_both_and_export_the_discriminator(end_to_end_runs, tmp_path):

@@ -150,8 +150,9 @@ class TokenizersVocabulary(seqio.Vocabulary):
     return self.tokenizer.decode([int(i) for i in ids if i not in (0, 1)], skip_special_tokens=False)
 
   def _encode_tf(self, s):
-    ids = tf.numpy_function(lambda text: np.asarray(self._encode(np.asarray(text).item().decode("utf-8")), np.int32), [s], tf.int32,
-                            stateful=False)
+    def encode(text):  # A scalar string arrives as a 0-d array of bytes.
+      return np.asarray(self._encode(np.asarray(text).item().decode("utf-8")), np.int32)
+    ids = tf.numpy_function(encode, [s], tf.int32, stateful=False)
     ids.set_shape([None])
     return ids
 

@@ -132,8 +132,8 @@ def report(measured, results, args, argv, load) -> str:
       "its training text lacked is one unknown id, easier to predict than the word. Its figure is its own bits per "
       "spelled byte (a space before each word) times the ratio of spelled to true bytes; read it as a lower "
       "bound on what a lossless WordPiece would reach, not as a win.",
-      "Beyond the noise (the two 95% intervals apart), lower is better, WordPiece aside: " + (", ".join(apart) or "no two kinds apart")
-      + ".",
+      "Beyond the noise (the two 95% intervals apart), lower is better, WordPiece aside: "
+      + (", ".join(apart) or "no two kinds apart") + ".",
       f"![validation bits per byte]({os.path.basename(args.out)}.png)"])
 
 

@@ -1,8 +1,8 @@
 """A Hugging Face fast tokenizer (tokenizer.json) equal to a run's vocabulary.
 
 A vocabulary of the `tokenizers` kinds (pretrain/data/tokenizers_vocab.py) is a tokenizer.json already: it is
-written with the sentinels and the post-processor below. The SentencePiece model is unigram (or BPE, as ranked merges) with byte fallback, identity normalisation
-and a dummy-prefix space (vocab.py). SentencePiece first cuts the text into
+written with the sentinels and the post-processor below. The SentencePiece model is unigram (or BPE, as ranked
+merges) with byte fallback, identity normalisation and a dummy-prefix space (vocab.py). SentencePiece first cuts the text into
 words, each a run of spaces followed by non-spaces, then segments each word;
 the pre-tokenizer below cuts the same words, so the unigram lattice is the
 same. The objectives' special pieces and seqio's sentinels are added tokens,
