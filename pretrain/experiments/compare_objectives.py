@@ -90,10 +90,8 @@ def run_config(base, name: str, args):
     c.inputs_length, c.targets_length = split_row(name, c, cfg.tokenizer.extra_ids, args.seq_len)
   c.eval_objectives = (runs.YARDSTICK,) if family.prefix_lm else ()
   runs.set_budget(cfg, args.steps, args.batch_size, args.evals)
+  runs.set_model(cfg, args.d_model, args.num_layers, args.head_dim, args.num_heads, args.mlp_dim)
   m = cfg.model
-  m.d_model, m.num_layers, m.head_dim = args.d_model, args.num_layers, args.head_dim
-  m.num_heads = m.num_kv_heads = args.num_heads or max(1, args.d_model // args.head_dim)
-  m.mlp_dim = args.mlp_dim or 3 * args.d_model
   if "inputs" in family.row_lengths(family.task_lengths(c)):  # An encoder reads the inputs, a decoder the targets.
     m.num_layers = m.num_decoder_layers = args.enc_dec_layers or args.num_layers
   if name == "contrastive":

@@ -65,10 +65,7 @@ def kind_config(base, name: str, measured: dict, args):
   cfg.data.objective, cfg.data.eval_objectives = "clm", ()
   cfg.data.seq_len = max(8, round(args.row_bytes / measured["bytes_per_token"] / 8) * 8)
   runs.set_budget(cfg, args.steps, args.batch_size, args.evals)
-  m = cfg.model
-  m.d_model, m.num_layers, m.head_dim = args.d_model, args.num_layers, args.head_dim
-  m.num_heads = m.num_kv_heads = max(1, args.d_model // args.head_dim)
-  m.mlp_dim = 3 * args.d_model
+  runs.set_model(cfg, args.d_model, args.num_layers, args.head_dim)
   return cfg
 
 

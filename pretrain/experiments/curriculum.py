@@ -59,10 +59,7 @@ def arm_config(base, arm: str, args):
     c.eval_objectives = ()
     c.schedule = ((0, (("clm", 1.0),)), (round((1 - args.ul2r) * steps), (("ul2_decoder", 1.0),)))
   runs.set_budget(cfg, steps, args.batch_size, args.evals)
-  m = cfg.model
-  m.d_model, m.num_layers, m.head_dim = args.d_model, args.num_layers, args.head_dim
-  m.num_heads = m.num_kv_heads = max(1, args.d_model // args.head_dim)
-  m.mlp_dim = 3 * args.d_model
+  runs.set_model(cfg, args.d_model, args.num_layers, args.head_dim)
   return cfg
 
 

@@ -58,10 +58,7 @@ def rung_config(base, rung: str, data_dir: str, vocabulary_path: str, args):
   c.eval_objectives = ()
   cfg.tokenizer.path = vocabulary_path
   runs.set_budget(cfg, args.steps, args.batch_size, args.evals)
-  m = cfg.model
-  m.d_model, m.num_layers, m.head_dim = args.d_model, args.num_layers, args.head_dim
-  m.num_heads = m.num_kv_heads = max(1, args.d_model // args.head_dim)
-  m.mlp_dim = 3 * args.d_model
+  runs.set_model(cfg, args.d_model, args.num_layers, args.head_dim)
   return cfg
 
 

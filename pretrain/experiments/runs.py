@@ -47,6 +47,15 @@ def set_budget(cfg, steps: int, batch_size: int, evals: int) -> None:
   cfg.sample.num = 0
 
 
+def set_model(cfg, d_model: int, num_layers: int, head_dim: int, num_heads: int = 0, mlp_dim: int = 0) -> None:
+  """The experiments' model shape: d_model / head_dim heads (unless `num_heads`), no grouped keys, SwiGLU of
+  3 x d_model (unless `mlp_dim`)."""
+  m = cfg.model
+  m.d_model, m.num_layers, m.head_dim = d_model, num_layers, head_dim
+  m.num_heads = m.num_kv_heads = num_heads or max(1, d_model // head_dim)
+  m.mlp_dim = mlp_dim or 3 * d_model
+
+
 def seeds(text: str) -> list[int]:
   """The pre-training seeds of a --seeds flag, e.g. '0,1'."""
   try:

@@ -18,12 +18,6 @@ SETTINGS = {"data.mlm_rate": Setting(0.15, config.OPEN_FRACTION, "share of token
                                                                  "10% kept)")}
 
 
-def first_regular_id(vocabulary) -> int:
-  """Ids below this are control ids and special pieces (the objectives' tokens), never drawn as random
-  replacements."""
-  return vocab.first_regular_id(vocabulary)
-
-
 def mask_tokens(tokens, seed, *, rate: float, mask_id: int, random_ids: tuple[int, int], candidates=None):
   """{'inputs', 'targets', 'weights'} for one segment.
 
@@ -55,7 +49,7 @@ def mlm(dataset, sequence_length, output_features, *, seed: int, rate: float = 0
   pairs, pretrain/objectives/sentence_pairs.py). The separators are never masked."""
   vocabulary = output_features["targets"].vocabulary
   mask_id, eos = vocab.single_piece_id(vocabulary, MASK_TOKEN), vocabulary.eos_id
-  random_ids = (first_regular_id(vocabulary), vocabulary.vocab_size - vocabulary.extra_ids)
+  random_ids = (vocab.first_regular_id(vocabulary), vocabulary.vocab_size - vocabulary.extra_ids)
   dataset = dataset.map(lambda ex: {"targets": tf.concat([ex["targets"], [eos]], 0)})
   dataset = common.split_to_length(common.concatenate(dataset), sequence_length["inputs"])
   return dataset.map(lambda ex: mask_tokens(ex["targets"], common.example_seed(ex["targets"], seed), rate=rate,

@@ -169,7 +169,7 @@ def sentence_pairs(dataset, sequence_length, output_features, *, seed: int, kind
   length = check_length(sequence_length["inputs"])
   ends = common.sentence_ends(vocabulary)
   mask_id = vocab.single_piece_id(vocabulary, mlm.MASK_TOKEN)
-  random_ids = (mlm.first_regular_id(vocabulary), vocabulary.vocab_size - vocabulary.extra_ids)
+  random_ids = (vocab.first_regular_id(vocabulary), vocabulary.vocab_size - vocabulary.extra_ids)
   eos = vocabulary.eos_id
 
   def to_pairs(group):
