@@ -96,6 +96,16 @@ def get_config() -> ml_collections.ConfigDict:
   c.model.attention = "auto"      # auto (splash on TPU, gpu_flash on GPU, xla on CPU) | xla | splash | gpu_flash
   c.model.dropout = 0.0           # in training, on embeddings and residual branches (T5 used 0.1 when fine-tuning)
   c.model.vocab_size = 0          # embedding rows; 0: the tokenizer's size rounded up to a multiple of 128
+  # Mixture of experts (pretrain/models/moe.py): every moe_every-th feed-forward layer is moe_experts experts of
+  # width moe_mlp_dim (0: mlp_dim), each token routed to its moe_top_k; 0 experts: dense.
+  c.model.moe_experts = 0
+  c.model.moe_top_k = 2
+  c.model.moe_every = 1           # Switch Transformer: 2 (every other layer)
+  c.model.moe_capacity_factor = 0.0  # 0: dropless (grouped matmuls); > 0: capacity per expert, overflow dropped
+  c.model.moe_mlp_dim = 0
+  c.model.moe_shared_mlp_dim = 0  # > 0: a gated shared expert of this width every token passes (Qwen-MoE)
+  c.model.moe_router_jitter = 0.0  # Switch's multiplicative router-input noise in training (e.g. 0.01)
+  c.model.moe_normalize_top_k = True  # the k routing weights sum to 1 (Mixtral); False: raw (Switch top-1)
   # Encoder-decoder (T5 v1.1) only; the objective chooses the family.
   c.model.num_decoder_layers = 0  # 0: as many as num_layers
   c.model.relative_attention_num_buckets = 32
@@ -115,6 +125,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.loss = ml_collections.ConfigDict()
   c.loss.z_loss = 1e-4            # z_loss * logsumexp(logits)^2 per token, as T5X
   c.loss.label_smoothing = 0.0
+  c.loss.moe_load_balance = 0.01  # weight of MoE load-balancing loss (Switch), mean over MoE layers
+  c.loss.moe_z_loss = 0.001       # weight of the MoE router z-loss (ST-MoE)
   c.loss.normalizing_factor = 0.0  # 0: mean over target tokens; else divide the summed loss by this (T5X)
 
   c.train = ml_collections.ConfigDict()
@@ -136,10 +148,12 @@ def get_config() -> ml_collections.ConfigDict:
   c.mesh.data = -1                # -1 takes the devices left by the other axes
   c.mesh.fsdp = 1
   c.mesh.tensor = 1
+  c.mesh.expert = 1               # MoE experts split over this axis (the batch too)
   # Multi-slice TPU runs: how much of each axis spans slices (DCN); the rest is within a slice (ICI).
   c.mesh.dcn_data = 1
   c.mesh.dcn_fsdp = 1
   c.mesh.dcn_tensor = 1
+  c.mesh.dcn_expert = 1
   # Logical axis names -> mesh axes: a preset of parallel/mesh.py (fsdp_tensor | t5x | data_parallel) or
   # explicit pairs, e.g. (("activation_batch", ("data", "fsdp")), ("embed", "fsdp"), ("mlp", "tensor"), ...).
   c.mesh.rules = "fsdp_tensor"

@@ -64,7 +64,11 @@ def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigD
 # (The objectives' own settings come with their defaults from pretrain/objectives/.)
 NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "", "data.dedup_threshold": 0.8,
                 "data.schedule": (), "data.length_schedule": (), "data.length_warmup": "tokens",
-                "data.text_documents": "line", "tokenizer.kind": "sentencepiece"}
+                "data.text_documents": "line", "tokenizer.kind": "sentencepiece",
+                "model.moe_experts": 0, "model.moe_top_k": 2, "model.moe_every": 1, "model.moe_capacity_factor": 0.0,
+                "model.moe_mlp_dim": 0, "model.moe_shared_mlp_dim": 0, "model.moe_router_jitter": 0.0,
+                "model.moe_normalize_top_k": True, "loss.moe_load_balance": 0.01, "loss.moe_z_loss": 0.001,
+                "mesh.expert": 1, "mesh.dcn_expert": 1}
 
 
 def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -272,6 +276,13 @@ RANGES = {
     "model.num_decoder_layers": Valid(lambda v: v >= 0, "at least 0 (0: as many as model.num_layers)"),
     "model.relative_attention_num_buckets": POSITIVE,
     "model.relative_attention_max_distance": POSITIVE,
+    "model.moe_experts": Valid(lambda v: v == 0 or v >= 2, "0 (dense) or at least 2"),
+    "model.moe_top_k": POSITIVE,
+    "model.moe_every": POSITIVE,
+    "model.moe_capacity_factor": Valid(lambda v: v >= 0, "at least 0 (0: dropless)"),
+    "model.moe_mlp_dim": Valid(lambda v: v >= 0, "at least 0 (0: model.mlp_dim)"),
+    "model.moe_shared_mlp_dim": NOT_NEGATIVE,
+    "model.moe_router_jitter": BELOW_ONE,
     "optimizer.name": one_of("adamw", "adafactor"),
     "optimizer.schedule": one_of("cosine", "rsqrt"),
     "optimizer.learning_rate": POSITIVE,
@@ -283,6 +294,8 @@ RANGES = {
     "optimizer.grad_clip": Valid(lambda v: v >= 0, "at least 0 (0: no clipping)"),
     "loss.z_loss": NOT_NEGATIVE,
     "loss.label_smoothing": BELOW_ONE,
+    "loss.moe_load_balance": NOT_NEGATIVE,
+    "loss.moe_z_loss": NOT_NEGATIVE,
     "loss.normalizing_factor": Valid(lambda v: v >= 0, "at least 0 (0: the mean over target tokens)"),
     "train.steps": POSITIVE,
     "train.batch_size": POSITIVE,
@@ -297,7 +310,9 @@ RANGES = {
     "mesh.data": Valid(lambda v: v == -1 or v > 0, "positive, or -1 (the devices left by the other axes)"),
     "mesh.fsdp": POSITIVE,
     "mesh.tensor": POSITIVE,
+    "mesh.expert": POSITIVE,
     "mesh.dcn_data": POSITIVE,
+    "mesh.dcn_expert": POSITIVE,
     "mesh.dcn_fsdp": POSITIVE,
     "mesh.dcn_tensor": POSITIVE,
     "sample.num": NOT_NEGATIVE,

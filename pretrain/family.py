@@ -48,6 +48,7 @@ class Family:
   # batches, in training and evaluation (batch['member']).
   joined: tuple = ()
   rows_named: bool = False
+  moe: bool = True  # Whether its loss takes the terms of mixture-of-experts layers (losses.with_moe).
 
   def __repr__(self) -> str:
     return f"<family {self.name}>"
@@ -103,6 +104,7 @@ class Family:
     return (jnp.zeros((1, sum(self.row_lengths(task_lengths).values())), jnp.int32),)
 
   def forward(self, model, params, batch, dropout_rng=None):
+    """(the model's outputs of the batch, what its MoE layers sowed: models.apply)."""
     raise NotImplementedError
 
   def targets_and_weights(self, batch):
@@ -115,17 +117,19 @@ class Family:
     'weight' (here the target tokens; an objective with terms of another kind adds each term's mean times the
     weight), and what the metrics need. `rng`: training (dropout); None: evaluation, deterministic. `members`:
     how many members a schedule has, whose parts are summed too (batch['member'] names each row's)."""
-    logits_BLV = self.forward(model, params, batch, rng)
+    logits_BLV, moe_values = self.forward(model, params, batch, rng)
     targets_BL, weights_BL = self.targets_and_weights(batch)
-    return losses.loss_sums(logits_BLV, targets_BL, weights_BL, loss_cfg.z_loss, loss_cfg.label_smoothing,
+    sums = losses.loss_sums(logits_BLV, targets_BL, weights_BL, loss_cfg.z_loss, loss_cfg.label_smoothing,
                             batch["member"] if members else None, members)
+    return losses.with_moe(sums, moe_values, loss_cfg)
 
   def train_metrics(self, sums) -> dict:
     """The train step's metrics from its sums (traced arrays); with a schedule's members, each member's loss
     (cross-entropy), accuracy and weight as arrays."""
     weight = jnp.maximum(sums["weight"], 1.0)
     metrics = {"loss": sums["loss"] / weight, "cross_entropy": sums["cross_entropy"] / weight,
-               "z_loss": sums["z_loss"] / weight, "accuracy": sums["correct"] / weight}
+               "z_loss": sums["z_loss"] / weight, "accuracy": sums["correct"] / weight,
+               **losses.moe_metrics(sums, ratio, per_layer=False)}
     if "member_weight" in sums:
       member_weight = jnp.maximum(sums["member_weight"], 1.0)
       metrics.update({"member_loss": sums["member_cross_entropy"] / member_weight,
@@ -138,7 +142,8 @@ class Family:
     accuracy and, for a token loss, perplexity and bits per byte."""
     loss = totals["cross_entropy"] / max(totals["weight"], 1.0)
     return {"loss": loss, "accuracy": totals["correct"] / max(totals["weight"], 1.0),
-            "perplexity": math.exp(min(loss, 50.0)), **bits_per_byte(totals)}
+            "perplexity": math.exp(min(loss, 50.0)), **bits_per_byte(totals),
+            **losses.moe_metrics(totals, totals_ratio, per_layer=True)}
 
   def row_lengths(self, task_lengths: dict[str, int]) -> dict[str, int]:
     """Tokens each row puts through the model: {'targets': the row}, or {'inputs', 'targets'} for an encoder and
@@ -208,9 +213,8 @@ class CausalLM(Family):
     return models.DecoderOnly(models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size)))
 
   def forward(self, model, params, batch, dropout_rng=None):
-    return model.apply({"params": params}, batch["decoder_input_tokens"], batch["decoder_segment_ids"],
-                       batch["decoder_positions"], batch.get("decoder_causal_attention"),
-                       **models.mode(dropout_rng))
+    return models.apply(model, params, batch["decoder_input_tokens"], batch["decoder_segment_ids"],
+                        batch["decoder_positions"], batch.get("decoder_causal_attention"), dropout_rng=dropout_rng)
 
   def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths) -> None:
     limit = sum(task_lengths.values())
@@ -283,8 +287,8 @@ class EncoderDecoder(Family):
             (t, s, decoder_layers, {"cross": True})]
 
   def forward(self, model, params, batch, dropout_rng=None):
-    return model.apply({"params": params}, batch["encoder_input_tokens"], batch["decoder_input_tokens"],
-                       batch["encoder_segment_ids"], batch["decoder_segment_ids"], **models.mode(dropout_rng))
+    return models.apply(model, params, batch["encoder_input_tokens"], batch["decoder_input_tokens"],
+                        batch["encoder_segment_ids"], batch["decoder_segment_ids"], dropout_rng=dropout_rng)
 
   def representations(self, model, params, tokens_BL):
     return model.apply({"params": params}, tokens_BL, method="encode")  # The encoder's output.
@@ -330,11 +334,35 @@ class EncoderOnly(Family):
     return {"targets": task_lengths["inputs"]}  # The three task features describe one sequence.
 
   def forward(self, model, params, batch, dropout_rng=None):
-    return model.apply({"params": params}, batch["encoder_input_tokens"], batch["encoder_segment_ids"],
-                       batch["encoder_positions"], **models.mode(dropout_rng))
+    return models.apply(model, params, batch["encoder_input_tokens"], batch["encoder_segment_ids"],
+                        batch["encoder_positions"], dropout_rng=dropout_rng)
 
   def targets_and_weights(self, batch):
     return batch["encoder_target_tokens"], batch["encoder_loss_weights"]
+
+
+def check_moe(cfg, family: Family) -> None:
+  """Refuses mixture-of-experts settings (model.moe_*) that the family or the model's shape cannot take."""
+  m = cfg.model
+  if not m.moe_experts:
+    return
+  if not family.moe:
+    raise UserError(f"model.moe_experts={m.moe_experts}: the {family.name} objective's loss does not take the "
+                    "experts' balancing terms; set model.moe_experts=0 (a dense model) or train another objective")
+  if m.moe_top_k > m.moe_experts:
+    raise UserError(f"model.moe_top_k={m.moe_top_k} is more than the {m.moe_experts} experts (model.moe_experts); "
+                    "route each token to at most that many")
+  depths = {"model.num_layers": m.num_layers, "model.num_decoder_layers": m.num_decoder_layers}
+  for name, depth in depths.items():
+    if depth and m.moe_every > depth:
+      raise UserError(f"model.moe_every={m.moe_every} is more than {name}={depth}: no layer would have experts; "
+                      "lower model.moe_every")
+    if depth and m.scan_layers and depth % m.moe_every:
+      raise UserError(f"with model.scan_layers the scan repeats units of model.moe_every={m.moe_every} layers; "
+                      f"{name}={depth} is not a multiple: change one, or set model.scan_layers=False")
+  if m.moe_experts % cfg.mesh.expert:
+    raise UserError(f"model.moe_experts={m.moe_experts} does not split over mesh.expert={cfg.mesh.expert} devices; "
+                    "make the experts a multiple of mesh.expert")
 
 
 def bits_per_byte(totals: dict[str, float]) -> dict[str, float]:

@@ -13,6 +13,7 @@ from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig, Encoder
 from pretrain.models.electra import Electra
 from pretrain.models.pair_encoder import PairEncoder
 from pretrain.models.encoder_decoder import EncoderDecoder, EncoderDecoderConfig
+from pretrain.models import moe
 
 # Embedding rows are rounded up to a multiple of this (faster matmuls).
 VOCAB_MULTIPLE = 128
@@ -44,6 +45,13 @@ def resolve(model_cfg, vocabulary_size: int):
 def mode(dropout_rng=None) -> dict:
   """apply() arguments: with `dropout_rng`, training mode (dropout on); without, deterministic."""
   return {"deterministic": dropout_rng is None, "rngs": {} if dropout_rng is None else {"dropout": dropout_rng}}
+
+
+def apply(model, params, *args, dropout_rng=None, **kwargs):
+  """model.apply in training mode with `dropout_rng` (dropout on), else deterministic: (its outputs, what its
+  mixture-of-experts layers sowed, by moe.collected: {} for a dense model)."""
+  outputs, state = model.apply({"params": params}, *args, mutable=["moe"], **mode(dropout_rng), **kwargs)
+  return outputs, moe.collected(state.get("moe", {}))
 
 
 def check_shapes(params, expected, what: str) -> None:

@@ -6,6 +6,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from pretrain.models import attention, layers
+from pretrain.models.moe import MoEConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,17 +26,20 @@ class DecoderOnlyConfig:
   remat: str = "none"        # Rematerialisation of each layer: none | full | save_dots.
   dropout: float = 0.0       # On the embeddings and each residual branch, in training.
   attention: str = "auto"    # auto | xla | splash | gpu_flash (models/attention.py)
+  moe: MoEConfig = MoEConfig()  # which feed-forward layers are mixtures of experts (none by default)
 
   @classmethod
   def from_config(cls, model_cfg, vocab_size: int) -> "DecoderOnlyConfig":
-    return cls(vocab_size=vocab_size, **layers.config_fields(cls, model_cfg))
+    return cls(vocab_size=vocab_size, **layers.config_fields(cls, model_cfg), moe=MoEConfig.from_config(model_cfg))
 
 
 class DecoderOnlyLayer(nn.Module):
-  """One pre-norm block of DecoderOnly (and EncoderOnly): attention, then SwiGLU."""
+  """One pre-norm block of DecoderOnly (and EncoderOnly): attention, then SwiGLU (or, `sparse`, its mixture of
+  experts)."""
   config: DecoderOnlyConfig
   decode: bool = False
   deterministic: bool = True
+  sparse: bool = False
 
   @nn.compact
   def __call__(self, x_BLD, mask, positions_BL):
@@ -44,7 +48,11 @@ class DecoderOnlyLayer(nn.Module):
     attention = layers.Attention(c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, dtype, name="attention")
     x_BLD = layers.pre_norm_residual(x_BLD, "attention", lambda h_BLD: attention(h_BLD, mask, positions_BL,
                                                                                 self.decode), dtype, drop)
-    x_BLD = layers.pre_norm_residual(x_BLD, "mlp", layers.SwiGLU(c.mlp_dim, dtype, name="mlp"), dtype, drop)
+    if self.sparse:
+      experts = c.moe.block(c.mlp_dim, "silu", dtype)
+      x_BLD = layers.pre_norm_residual(x_BLD, "moe", lambda h: experts(h, self.deterministic), dtype, drop)
+    else:
+      x_BLD = layers.pre_norm_residual(x_BLD, "mlp", layers.SwiGLU(c.mlp_dim, dtype, name="mlp"), dtype, drop)
     return layers.block_output(x_BLD, c.scan_layers)
 
 
@@ -96,7 +104,7 @@ def stack(c: DecoderOnlyConfig, x_BLD, mask, positions_BL, decode: bool, determi
   method, whose module holds the parameters (layer_{i} or layers, final_norm)."""
   x_BLD = layers.dropout(c.dropout, deterministic)(x_BLD)
   x_BLD = layers.repeat(DecoderOnlyLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic),
-                        x_BLD, mask, positions_BL)
+                        x_BLD, mask, positions_BL, moe_every=c.moe.layer_every)
   return layers.RMSNorm(dtype=jnp.dtype(c.dtype), name="final_norm")(x_BLD)
 
 

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from pretrain.models import attention, layers
+from pretrain.models.moe import MoEConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,12 +32,13 @@ class EncoderDecoderConfig:
   remat: str = "none"        # none | full | save_dots
   dropout: float = 0.0       # T5's places: embeddings, residual branches, inside the MLP, after the final norms.
   attention: str = "auto"    # auto | xla | splash | gpu_flash: cross-attention only (models/attention.py)
+  moe: MoEConfig = MoEConfig()  # which feed-forward layers are mixtures of experts (none by default)
 
   @classmethod
   def from_config(cls, model_cfg, vocab_size: int) -> "EncoderDecoderConfig":
     fields = layers.config_fields(cls, model_cfg)
     fields["num_decoder_layers"] = fields.get("num_decoder_layers") or model_cfg.num_layers
-    return cls(vocab_size=vocab_size, **fields)
+    return cls(vocab_size=vocab_size, **fields, moe=MoEConfig.from_config(model_cfg))
 
 
 def relative_position_bucket(relative_position, bidirectional: bool, num_buckets: int, max_distance: int):
@@ -134,8 +136,12 @@ class T5Attention(nn.Module):
     return key.value, value.value
 
 
-def _mlp_branch(x_BLD, c: "EncoderDecoderConfig", deterministic: bool, dtype, drop):
-  """The gated-GELU residual branch that ends every T5 block (called inside the block's compact __call__)."""
+def _mlp_branch(x_BLD, c: "EncoderDecoderConfig", deterministic: bool, dtype, drop, sparse: bool):
+  """The gated-GELU residual branch that ends every T5 block (called inside the block's compact __call__), or
+  (`sparse`) its mixture of gated-GELU experts."""
+  if sparse:
+    experts = c.moe.block(c.mlp_dim, "gelu", dtype)
+    return layers.pre_norm_residual(x_BLD, "moe", lambda h: experts(h, deterministic), dtype, drop)
   return layers.pre_norm_residual(x_BLD, "mlp", GatedGelu(c.mlp_dim, dtype, c.dropout, deterministic, name="mlp"),
                                   dtype, drop)
 
@@ -144,6 +150,7 @@ class T5EncoderLayer(nn.Module):
   """One block of the encoder: bidirectional self-attention, then gated GELU."""
   config: EncoderDecoderConfig
   deterministic: bool = True
+  sparse: bool = False
 
   @nn.compact
   def __call__(self, x_BLD, mask, bias_1NLL):
@@ -152,7 +159,7 @@ class T5EncoderLayer(nn.Module):
     attention = T5Attention(c.num_heads, c.head_dim, dtype, name="attention")
     x_BLD = layers.pre_norm_residual(x_BLD, "attention", lambda h_BLD: attention(h_BLD, h_BLD, mask, bias_1NLL),
                                      dtype, drop)
-    return layers.block_output(_mlp_branch(x_BLD, c, self.deterministic, dtype, drop), c.scan_layers)
+    return layers.block_output(_mlp_branch(x_BLD, c, self.deterministic, dtype, drop, self.sparse), c.scan_layers)
 
 
 class T5DecoderLayer(nn.Module):
@@ -161,6 +168,7 @@ class T5DecoderLayer(nn.Module):
   config: EncoderDecoderConfig
   deterministic: bool = True
   decode: bool = False
+  sparse: bool = False
 
   @nn.compact
   def __call__(self, y_BTD, encoded_BSD, self_mask, cross_mask, bias_1NTC):
@@ -172,7 +180,7 @@ class T5DecoderLayer(nn.Module):
     cross_attention = T5Attention(c.num_heads, c.head_dim, dtype, cross=True, name="cross_attention")
     y_BTD = layers.pre_norm_residual(y_BTD, "cross_attention", lambda h_BTD: cross_attention(
         h_BTD, encoded_BSD, cross_mask, decode=self.decode), dtype, drop)
-    return layers.block_output(_mlp_branch(y_BTD, c, self.deterministic, dtype, drop), c.scan_layers)
+    return layers.block_output(_mlp_branch(y_BTD, c, self.deterministic, dtype, drop, self.sparse), c.scan_layers)
 
 
 class Encoder(nn.Module):
@@ -188,7 +196,7 @@ class Encoder(nn.Module):
                                      c.relative_attention_max_distance, name="relative_bias")(length, length)
     mask = attention.Mask.build(c.attention, segment_ids_BS, causal=False, bias=True)
     x_BSD = layers.repeat(T5EncoderLayer, c.num_layers, c.scan_layers, c.remat, (c, deterministic),
-                          drop(x_BSD), mask, bias_1NSS)
+                          drop(x_BSD), mask, bias_1NSS, moe_every=c.moe.layer_every)
     return drop(layers.RMSNorm(dtype=dtype, name="norm")(x_BSD))
 
 
@@ -212,7 +220,7 @@ class Decoder(nn.Module):
     # C is T, or with `decode` the whole cache, of which this call's T positions take their rows.
     bias_1NTC = jax.lax.dynamic_slice_in_dim(bias_1NCC, offset, y_BTD.shape[1], axis=2) if decode else bias_1NCC
     y_BTD = layers.repeat(T5DecoderLayer, c.num_decoder_layers, c.scan_layers, c.remat, (c, deterministic, decode),
-                          drop(y_BTD), encoded_BSD, self_mask, cross_mask, bias_1NTC)
+                          drop(y_BTD), encoded_BSD, self_mask, cross_mask, bias_1NTC, moe_every=c.moe.layer_every)
     return drop(layers.RMSNorm(dtype=dtype, name="norm")(y_BTD))
 
 

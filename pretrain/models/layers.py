@@ -100,22 +100,46 @@ def rematerialised(module_class, policy: str, scanned: bool):
   return nn.remat(module_class, policy=REMAT_POLICIES[policy], prevent_cse=not scanned)
 
 
-def repeat(block_class, count: int, scan: bool, remat: str, module_args: tuple, x, *shared):
+def repeat(block_class, count: int, scan: bool, remat: str, module_args: tuple, x, *shared, moe_every: int = 0):
   """`count` blocks applied in turn to `x` (each also given `shared`), unrolled
   as submodules `layer_{i}` or under one nn.scan named `layers` whose parameters
   (and decoding caches) gain a leading 'layers' axis. Called from a compact method.
 
+  With `moe_every` n > 0, blocks n, 2n, ... (counting from 1, as Switch and Qwen-MoE place them) are built with
+  sparse=True: their feed-forward is a mixture of experts. Scanned, the scan's unit is then n blocks
+  (`layers/block_{j}`), of which the last is sparse.
+
   A block returns (x, None) when scanned: nn.scan wants (carry, output).
   """
   block = rematerialised(block_class, remat, scanned=scan)
+  sparse = (lambda i: {"sparse": (i + 1) % moe_every == 0}) if moe_every else (lambda i: {})
   if not scan:
     for i in range(count):
-      x = block(*module_args, name=f"layer_{i}")(x, *shared)
+      x = block(*module_args, **sparse(i), name=f"layer_{i}")(x, *shared)
     return x
-  scanned = nn.scan(block, variable_axes={"params": 0, "cache": 0}, split_rngs={"params": True, "dropout": True},
-                    in_axes=(nn.broadcast,) * len(shared), length=count,
+  unit = moe_every if moe_every > 1 else 1
+  if unit > 1:
+    block, module_args = BlockUnit, (block, module_args, unit)
+  else:
+    module_args = (*module_args, *sparse(0).values())
+  scanned = nn.scan(block, variable_axes={"params": 0, "cache": 0, "moe": 0},
+                    split_rngs={"params": True, "dropout": True},
+                    in_axes=(nn.broadcast,) * len(shared), length=count // unit,
                     metadata_params={nn.PARTITION_NAME: "layers"})
   return scanned(*module_args, name="layers")(x, *shared)[0]
+
+
+class BlockUnit(nn.Module):
+  """`size` blocks in turn, the last one sparse: the unit that nn.scan repeats when every n-th block is."""
+  block: type
+  module_args: tuple
+  size: int
+
+  @nn.compact
+  def __call__(self, x, *shared):
+    for j in range(self.size):
+      x = self.block(*self.module_args, sparse=j == self.size - 1, name=f"block_{j}")(x, *shared)[0]
+    return x, None
 
 
 def dropout(rate: float, deterministic: bool):

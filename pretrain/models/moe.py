@@ -5,7 +5,8 @@ T x k assignments of tokens to experts, C an expert's capacity.
 
 A float32 router scores the experts of each token; the top_k are its experts, weighted by their router
 probabilities (renormalised over the k, as Mixtral, unless `normalize_top_k` is off: Switch's top-1 keeps the
-raw probability). Each expert is a SwiGLU of width mlp_dim. Two dispatches compute the same thing:
+raw probability). Each expert is a gated feed-forward of width mlp_dim, as the family's dense one: SwiGLU
+(decoder-only) or gated GELU (T5 v1.1), by `activation`. Two dispatches compute the same thing:
 
 - dropless (capacity_factor 0): the assignments sorted by expert, each expert's rows one group of a grouped
   matmul (jax.lax.ragged_dot); no token is dropped.
@@ -25,7 +26,10 @@ Sown into the 'moe' collection, per layer, for the loss and the metrics:
 - load [E]: f_e, the share of assignments routed to each expert.
 """
 
+import dataclasses
+import functools
 import math
+import re
 
 import flax.linen as nn
 import jax
@@ -53,21 +57,26 @@ def auxiliary(logits_TE, probs_TE, experts_TK, num_experts: int) -> dict:
           "load": load_E}
 
 
-def swiglu_experts(x_XD, wi0_EDF, wi1_EDF, wo_EFD, group_sizes_E=None):
-  """Each expert's SwiGLU: of its group of rows of x (grouped matmuls) with `group_sizes_E`, else of x [E, C, D]."""
+ACTIVATIONS = {"silu": nn.silu, "gelu": functools.partial(nn.gelu, approximate=True)}
+
+
+def gated_experts(x_XD, wi0_EDF, wi1_EDF, wo_EFD, activation: str, group_sizes_E=None):
+  """Each expert's gated feed-forward, act(x W0) * x W1 then Wo: of its group of rows of x (grouped matmuls)
+  with `group_sizes_E`, else of x [E, C, D]."""
+  act = ACTIVATIONS[activation]
   if group_sizes_E is None:
-    h = nn.silu(jnp.einsum("ecd,edf->ecf", x_XD, wi0_EDF)) * jnp.einsum("ecd,edf->ecf", x_XD, wi1_EDF)
+    h = act(jnp.einsum("ecd,edf->ecf", x_XD, wi0_EDF)) * jnp.einsum("ecd,edf->ecf", x_XD, wi1_EDF)
     return jnp.einsum("ecf,efd->ecd", h, wo_EFD)
-  h = nn.silu(jax.lax.ragged_dot(x_XD, wi0_EDF, group_sizes_E)) * jax.lax.ragged_dot(x_XD, wi1_EDF, group_sizes_E)
+  h = act(jax.lax.ragged_dot(x_XD, wi0_EDF, group_sizes_E)) * jax.lax.ragged_dot(x_XD, wi1_EDF, group_sizes_E)
   return jax.lax.ragged_dot(h, wo_EFD, group_sizes_E)
 
 
-def dropless(x_TD, weights_TK, experts_TK, num_experts: int, kernels):
+def dropless(x_TD, weights_TK, experts_TK, num_experts: int, kernels, activation: str = "silu"):
   """Every assignment computed: sorted by expert, grouped matmuls, then weighted back onto its token."""
   t, k = experts_TK.shape
   order_A = jnp.argsort(experts_TK.reshape(-1), stable=True)
   group_sizes_E = jnp.bincount(experts_TK.reshape(-1), length=num_experts).astype(jnp.int32)
-  out_AD = swiglu_experts(x_TD[order_A // k], *kernels, group_sizes_E=group_sizes_E)
+  out_AD = gated_experts(x_TD[order_A // k], *kernels, activation, group_sizes_E=group_sizes_E)
   out_TKD = jnp.zeros_like(out_AD).at[order_A].set(out_AD).reshape(t, k, -1)
   return jnp.einsum("tkd,tk->td", out_TKD, weights_TK.astype(out_TKD.dtype)), jnp.zeros((), jnp.float32)
 
@@ -76,7 +85,7 @@ def capacity(num_assignments: int, num_experts: int, factor: float) -> int:
   return max(1, math.ceil(factor * num_assignments / num_experts))
 
 
-def with_capacity(x_TD, weights_TK, experts_TK, num_experts: int, factor: float, kernels):
+def with_capacity(x_TD, weights_TK, experts_TK, num_experts: int, factor: float, kernels, activation: str = "silu"):
   """At most `capacity` assignments per expert, first come first served in GShard's order; returns the output
   and the share of assignments dropped."""
   t, k = experts_TK.shape
@@ -86,9 +95,37 @@ def with_capacity(x_TD, weights_TK, experts_TK, num_experts: int, factor: float,
   kept_KTE = mask_KTE * (position_KTE < c)
   dispatch_TKEC = (kept_KTE[..., None] * jax.nn.one_hot(position_KTE, c, dtype=jnp.int32)).transpose(1, 0, 2, 3)
   dispatch_TKEC = dispatch_TKEC.astype(x_TD.dtype)
-  out_ECD = swiglu_experts(jnp.einsum("tkec,td->ecd", dispatch_TKEC, x_TD), *kernels)
+  # Each expert's rows where its parameters are (mesh.expert): GShard's all-to-all, as XLA partitions it.
+  x_ECD = nn.with_logical_constraint(jnp.einsum("tkec,td->ecd", dispatch_TKEC, x_TD), ("exp", None, "activation_embed"))
+  out_ECD = gated_experts(x_ECD, *kernels, activation)
   y_TD = jnp.einsum("tkec,tk,ecd->td", dispatch_TKEC, weights_TK.astype(x_TD.dtype), out_ECD)
   return y_TD, 1.0 - jnp.sum(kept_KTE) / (t * k)
+
+
+@dataclasses.dataclass(frozen=True)
+class MoEConfig:
+  """The model config's moe_* fields (model.moe_experts, ...): where a model's feed-forward layers are MoE."""
+  experts: int = 0  # 0: every feed-forward layer dense
+  top_k: int = 2
+  every: int = 1  # every n-th layer is MoE (Switch: 2), the others dense
+  capacity_factor: float = 0.0  # 0: dropless
+  mlp_dim: int = 0  # each expert's width; 0: model.mlp_dim
+  shared_mlp_dim: int = 0
+  router_jitter: float = 0.0
+  normalize_top_k: bool = True
+
+  @classmethod
+  def from_config(cls, model_cfg) -> "MoEConfig":
+    return cls(**{f.name: model_cfg[f"moe_{f.name}"] for f in dataclasses.fields(cls) if f"moe_{f.name}" in model_cfg})
+
+  @property
+  def layer_every(self) -> int:
+    """layers.repeat's moe_every: 0 for a dense model."""
+    return self.every if self.experts else 0
+
+  def block(self, dense_mlp_dim: int, activation: str, dtype, name: str = "moe") -> "MoE":
+    return MoE(self.experts, self.top_k, self.mlp_dim or dense_mlp_dim, self.capacity_factor, self.normalize_top_k,
+               self.router_jitter, self.shared_mlp_dim, activation, dtype, name=name)
 
 
 class MoE(nn.Module):
@@ -100,6 +137,7 @@ class MoE(nn.Module):
   normalize_top_k: bool = True
   router_jitter: float = 0.0  # Switch's multiplicative input noise in training, uniform in 1 +- jitter
   shared_mlp_dim: int = 0
+  activation: str = "silu"  # silu (SwiGLU experts) | gelu (gated GELU, T5 v1.1)
   dtype: Dtype = jnp.float32
 
   @nn.compact
@@ -125,9 +163,9 @@ class MoE(nn.Module):
                kernel("wo", (e, f, d), ("exp", "mlp", "embed"), 1, 2))
     x_TD = x_TD.astype(self.dtype)
     if self.capacity_factor:
-      y_TD, dropped = with_capacity(x_TD, weights_TK, experts_TK, e, self.capacity_factor, kernels)
+      y_TD, dropped = with_capacity(x_TD, weights_TK, experts_TK, e, self.capacity_factor, kernels, self.activation)
     else:
-      y_TD, dropped = dropless(x_TD, weights_TK, experts_TK, e, kernels)
+      y_TD, dropped = dropless(x_TD, weights_TK, experts_TK, e, kernels, self.activation)
     for name, value in {**auxiliary(logits_TE, probs_TE, experts_TK, e), "dropped": dropped}.items():
       self.sow("moe", name, value)
     y_BLD = y_TD.reshape(b, l, d)
@@ -136,3 +174,24 @@ class MoE(nn.Module):
       shared_BLD = layers.SwiGLU(self.shared_mlp_dim, dtype=self.dtype, name="shared")(x_BLD)
       y_BLD = y_BLD + (gate_BL1 * shared_BLD).astype(y_BLD.dtype)
     return y_BLD
+
+
+def _layer_order(path) -> tuple:
+  """A sort key of a parameter path: the encoder's layers before the decoder's, layer_10 after layer_9."""
+  name = jax.tree_util.keystr(path)
+  return "encoder" not in name, [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def collected(moe_state) -> dict:
+  """The values the MoE layers of a model sowed (its 'moe' collection), by name, stacked over the layers in
+  their order (a scanned stack's layers in scan order): {'load_balance': [layers], ..., 'load': [layers, E]};
+  {} for a dense model. The layers are in the encoder's order, then the decoder's."""
+  by_name = {}
+  leaves = jax.tree_util.tree_flatten_with_path(moe_state, is_leaf=lambda x: isinstance(x, tuple))[0]
+  for path, sown in sorted(leaves, key=lambda item: _layer_order(item[0])):
+    name = path[-1].key
+    for value in sown:  # One per call: the layer's, or under nn.scan the scanned layers' stacked on axis 0.
+      expected = 1 if name == "load" else 0
+      by_name.setdefault(name, []).extend([value] if value.ndim == expected else list(value.reshape(
+          -1, *value.shape[value.ndim - expected:])))
+  return {name: jnp.stack(values) for name, values in by_name.items()}

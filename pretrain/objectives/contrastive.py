@@ -58,6 +58,7 @@ class ContrastiveFamily(families.EncoderOnly):
   every row of the global batch (in-batch negatives, gathered across data shards by the sharded matmul)."""
   name, architecture = "encoder-only contrastive", "sentence encoder"
   mixes = False
+  moe = False  # InfoNCE's sums do not take the experts' terms yet.
 
   def joint(self, member_families):
     """With MLM rows in a schedule (data.schedule): the encoder trained on both (WithMLM)."""
@@ -89,7 +90,7 @@ class ContrastiveFamily(families.EncoderOnly):
 
   def hidden(self, model, params, batch, rng):
     """The final states [B, L, D] of one dropout view."""
-    return self.forward(model, params, batch, rng)
+    return self.forward(model, params, batch, rng)[0]
 
   def loss_sums(self, model, params, batch, loss_cfg, rng=None):
     rows_B = jnp.any(batch["encoder_segment_ids"] > 0, axis=-1)
@@ -133,7 +134,7 @@ class WithMLM(ContrastiveFamily):
                               outputs="both")
 
   def hidden(self, model, params, batch, rng):
-    return self.forward(model, params, batch, rng)[1]
+    return self.forward(model, params, batch, rng)[0][1]
 
   def representations(self, model, params, tokens_BL):
     return model.apply({"params": params}, tokens_BL)[1]
@@ -144,10 +145,10 @@ class WithMLM(ContrastiveFamily):
     logits without dropout."""
     num_members = max(members, max(self.contrastive_members) + 1)
     rows_BM = jax.nn.one_hot(batch["member"][:, 0], num_members, dtype=jnp.float32)
-    outputs = [self.forward(model, params, batch, key)
+    outputs = [self.forward(model, params, batch, key)[0]
                for key in jax.random.split(jax.random.key(0) if rng is None else rng)]
     views = [layers.mean_pool(hidden_BLD, batch["encoder_segment_ids"]) for _, hidden_BLD in outputs]
-    logits_BLV = outputs[0][0] if rng is not None else self.forward(model, params, batch)[0]
+    logits_BLV = outputs[0][0] if rng is not None else self.forward(model, params, batch)[0][0]
     targets_BL, weights_BL = self.targets_and_weights(batch)
     sums = losses.loss_sums(logits_BLV, targets_BL, weights_BL, loss_cfg.z_loss, loss_cfg.label_smoothing,
                             batch["member"] if members else None, members)

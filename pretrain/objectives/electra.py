@@ -63,9 +63,9 @@ class ElectraFamily(families.EncoderOnly):
     sample_rng = None
     if dropout_rng is not None:
       sample_rng, dropout_rng = jax.random.split(dropout_rng)
-    return model.apply({"params": params}, batch["encoder_input_tokens"], batch["encoder_target_tokens"],
-                       batch["encoder_loss_weights"], batch["encoder_segment_ids"], batch["encoder_positions"],
-                       sample_rng, **models.mode(dropout_rng))
+    return models.apply(model, params, batch["encoder_input_tokens"], batch["encoder_target_tokens"],
+                        batch["encoder_loss_weights"], batch["encoder_segment_ids"], batch["encoder_positions"],
+                        sample_rng, dropout_rng=dropout_rng)
 
   def representations(self, model, params, tokens_BL):
     segments_BL = jnp.ones_like(tokens_BL)
@@ -76,10 +76,10 @@ class ElectraFamily(families.EncoderOnly):
     """The generator's MLM sums plus the discriminator's over every token: ELECTRA's loss, the generator's mean
     cross-entropy plus loss.electra_discriminator_weight times the discriminator's mean binary cross-entropy
     (which enters times the masked tokens, the weight)."""
-    out = self.forward(model, params, batch, rng)
+    out, moe_values = self.forward(model, params, batch, rng)
     targets_BL, weights_BL = batch["encoder_target_tokens"], batch["encoder_loss_weights"]
-    sums = losses.loss_sums(out["generator_logits"], targets_BL, weights_BL, loss_cfg.z_loss,
-                            loss_cfg.label_smoothing)
+    sums = losses.with_moe(losses.loss_sums(out["generator_logits"], targets_BL, weights_BL, loss_cfg.z_loss,
+                                            loss_cfg.label_smoothing), moe_values, loss_cfg)
     tokens_BL = (batch["encoder_segment_ids"] > 0).astype(jnp.float32)
     replaced_BL = models.electra.replaced(out["corrupted"], targets_BL, weights_BL)
     logits_BL = out["discriminator_logits"]
@@ -95,12 +95,13 @@ class ElectraFamily(families.EncoderOnly):
     return sums
 
   def train_metrics(self, sums):
-    metrics = {"loss": ratio(sums["loss"], sums["weight"]), "z_loss": ratio(sums["z_loss"], sums["weight"])}
+    metrics = {"loss": ratio(sums["loss"], sums["weight"]), "z_loss": ratio(sums["z_loss"], sums["weight"]),
+               **losses.moe_metrics(sums, ratio, per_layer=False)}
     return {**metrics, **self._metrics(sums, ratio)}
 
   def eval_metrics(self, totals):
     return {"loss": totals_ratio(totals["joint"], totals["weight"]), **self._metrics(totals, totals_ratio),
-            **bits_per_byte(totals)}  # The generator's MLM
+            **bits_per_byte(totals), **losses.moe_metrics(totals, totals_ratio, per_layer=True)}  # MLM's bits
 
   @staticmethod
   def _metrics(sums, ratio) -> dict:

@@ -251,9 +251,10 @@ class SentencePairs(families.EncoderOnly):
   def loss_sums(self, model, params, batch, loss_cfg, rng=None):
     """MLM's token sums plus the pair head's: its cross-entropy's mean over the pairs enters the loss times the
     masked tokens (the weight), so the step optimises MLM's mean plus the pair loss's mean, as BERT."""
-    logits_BLV, pair_logits_B2 = self.forward(model, params, batch, rng)
-    sums = losses.loss_sums(logits_BLV, batch["encoder_target_tokens"], batch["encoder_loss_weights"],
-                            loss_cfg.z_loss, loss_cfg.label_smoothing)
+    (logits_BLV, pair_logits_B2), moe_values = self.forward(model, params, batch, rng)
+    sums = losses.with_moe(losses.loss_sums(logits_BLV, batch["encoder_target_tokens"],
+                                            batch["encoder_loss_weights"], loss_cfg.z_loss, loss_cfg.label_smoothing),
+                           moe_values, loss_cfg)
     labels_B = batch["encoder_pair_labels"][:, 0]
     rows_B = jnp.any(batch["encoder_segment_ids"] > 0, axis=-1).astype(jnp.float32)  # not padding rows
     log_p_B2 = jax.nn.log_softmax(pair_logits_B2)
@@ -268,7 +269,8 @@ class SentencePairs(families.EncoderOnly):
     return {"loss": ratio(sums["loss"], sums["weight"]), "mlm_loss": ratio(sums["cross_entropy"], sums["weight"]),
             "mlm_accuracy": ratio(sums["correct"], sums["weight"]), "z_loss": ratio(sums["z_loss"], sums["weight"]),
             "pair_loss": ratio(sums["pair_loss"], sums["pairs"]),
-            "pair_accuracy": ratio(sums["pair_correct"], sums["pairs"])}
+            "pair_accuracy": ratio(sums["pair_correct"], sums["pairs"]),
+            **losses.moe_metrics(sums, ratio, per_layer=False)}
 
   def eval_metrics(self, totals):
     mlm_loss, pair = (totals_ratio(totals["cross_entropy"], totals["weight"]),
@@ -276,7 +278,7 @@ class SentencePairs(families.EncoderOnly):
     return {"loss": mlm_loss + pair, "mlm_loss": mlm_loss,
             "mlm_accuracy": totals_ratio(totals["correct"], totals["weight"]),
             "pair_loss": pair, "pair_accuracy": totals_ratio(totals["pair_correct"], totals["pairs"]),
-            **bits_per_byte(totals)}  # MLM's
+            **bits_per_byte(totals), **losses.moe_metrics(totals, totals_ratio, per_layer=True)}  # MLM's bits
 
 class NSP(Objective):
   """BERT's next-sentence prediction, jointly with MLM."""

@@ -14,27 +14,33 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from pretrain.errors import UserError
 
-AXES = ("data", "fsdp", "tensor")
+AXES = ("data", "fsdp", "expert", "tensor")
 
-_ACTIVATIONS = (("activation_batch", ("data", "fsdp")), ("activation_length", None), ("activation_embed", None),
+# The batch is split over the expert axis too: its devices hold different experts and different rows (GShard).
+_ACTIVATIONS = (("activation_batch", ("data", "fsdp", "expert")), ("activation_length", None), ("activation_embed", None),
                 ("activation_mlp", "tensor"), ("activation_heads", "tensor"), ("activation_vocab", "tensor"))
-# Named sets of rules for mesh.rules. Parameters' logical axes: embed, mlp, heads, kv_heads, kv, vocab, layers.
+# Named sets of rules for mesh.rules. Parameters' logical axes: embed, mlp, heads, kv_heads, kv, vocab, layers,
+# exp (a mixture-of-experts layer's experts; also its dispatched activations [experts, capacity, D]).
 PRESETS = {
-    # Parameters sharded over fsdp (their embed axis) and tensor (heads, mlp, vocab): ZeRO-3 plus Megatron.
+    # Parameters sharded over fsdp (their embed axis), tensor (heads, mlp, vocab) and expert (the experts): ZeRO-3
+    # plus Megatron plus expert parallelism.
     "fsdp_tensor": _ACTIVATIONS + (("embed", "fsdp"), ("mlp", "tensor"), ("heads", "tensor"),
-                                   ("kv_heads", "tensor"), ("kv", None), ("vocab", "tensor"), ("layers", None)),
-    # T5X's standard rules: parameters split along the model (tensor) axis only, replicated over the batch axes.
+                                   ("kv_heads", "tensor"), ("kv", None), ("vocab", "tensor"), ("layers", None),
+                                   ("exp", "expert")),
+    # T5X's standard rules: parameters split along the model (tensor) axis only, replicated over the batch axes;
+    # experts over the expert axis.
     "t5x": _ACTIVATIONS + (("embed", None), ("mlp", "tensor"), ("heads", "tensor"), ("kv_heads", "tensor"),
-                           ("kv", None), ("vocab", "tensor"), ("layers", None)),
+                           ("kv", None), ("vocab", "tensor"), ("layers", None), ("exp", "expert")),
     # Pure data parallelism: every parameter replicated.
-    "data_parallel": (("activation_batch", ("data", "fsdp", "tensor")),) + tuple(
+    "data_parallel": (("activation_batch", AXES),) + tuple(
         (name, None) for name in ("activation_length", "activation_embed", "activation_mlp", "activation_heads",
-                                  "activation_vocab", "embed", "mlp", "heads", "kv_heads", "kv", "vocab", "layers")),
+                                  "activation_vocab", "embed", "mlp", "heads", "kv_heads", "kv", "vocab", "layers",
+                                  "exp")),
 }
 
 
 def mesh_shape(mesh_cfg, num_devices: int) -> tuple[int, ...]:
-  """Sizes of (data, fsdp, tensor); one size may be -1 to take the remaining devices."""
+  """Sizes of (data, fsdp, expert, tensor); one size may be -1 to take the remaining devices."""
   sizes = [mesh_cfg[a] for a in AXES]
   if sizes.count(-1) > 1 or any(s == 0 or s < -1 for s in sizes):
     raise UserError(f"mesh sizes {dict(zip(AXES, sizes))} are invalid: use positive sizes and at most one -1")
@@ -46,7 +52,8 @@ def mesh_shape(mesh_cfg, num_devices: int) -> tuple[int, ...]:
     sizes[sizes.index(-1)] = num_devices // known
   if math.prod(sizes) != num_devices:
     raise UserError(f"mesh {dict(zip(AXES, sizes))} has {math.prod(sizes)} devices but {num_devices} are "
-                    "available; make the product of mesh.data, mesh.fsdp and mesh.tensor equal that, or set one to -1")
+                    "available; make the product of mesh.data, mesh.fsdp, mesh.expert and mesh.tensor equal that, or set one to "
+                    "-1")
   return tuple(sizes)
 
 
@@ -59,7 +66,7 @@ def split_over_slices(sizes: tuple[int, ...], dcn: tuple[int, ...]) -> tuple[int
 
 
 def make_mesh(mesh_cfg) -> jax.sharding.Mesh:
-  """The mesh of all devices. On multi-slice TPUs, mesh.dcn_data / dcn_fsdp / dcn_tensor say how much
+  """The mesh of all devices. On multi-slice TPUs, mesh.dcn_data / dcn_fsdp / dcn_expert / dcn_tensor say how much
   of each axis spans slices (over the data-center network): the rest stays within a slice (ICI)."""
   sizes = mesh_shape(mesh_cfg, jax.device_count())
   dcn = tuple(mesh_cfg[f"dcn_{axis}"] for axis in AXES)
@@ -69,7 +76,7 @@ def make_mesh(mesh_cfg) -> jax.sharding.Mesh:
     return jax.make_mesh(sizes, AXES, axis_types=axis_types)
   if not hasattr(jax.devices()[0], "slice_index"):
     raise UserError(f"mesh.dcn_* = {dcn} asks for a multi-slice mesh, but these {jax.devices()[0].platform} "
-                    "devices belong to no TPU slices; leave mesh.dcn_data, dcn_fsdp and dcn_tensor at 1")
+                    "devices belong to no TPU slices; leave mesh.dcn_data, dcn_fsdp, dcn_expert and dcn_tensor at 1")
   ici = split_over_slices(sizes, dcn)
   from jax.experimental import mesh_utils  # pylint: disable=g-import-not-at-top
   devices = mesh_utils.create_hybrid_device_mesh(ici, dcn, jax.devices())

@@ -15,7 +15,7 @@ def evaluate(family, eval_step, params, eval_batches) -> dict[str, float]:
   totals = collections.defaultdict(float)
   for batch in eval_batches:
     for key, value in jax.device_get(eval_step(params, batch)).items():
-      totals[key] += float(value)
+      totals[key] = totals[key] + (float(value) if np.ndim(value) == 0 else np.asarray(value, np.float64))
   return {f"eval/{k}": v for k, v in family.eval_metrics(totals).items()}
 
 

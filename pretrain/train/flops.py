@@ -4,7 +4,8 @@ For a decoder-only model, flops/token = 6 * N + 12 * layers * heads * head_dim
 * seq_len (PaLM appendix B), N counting every parameter that multiplies
 activations: all but the input embedding table (the output projection counts,
 also when tied). An encoder-decoder model counts each parameter against the
-tokens it sees (inputs or targets), and its three kinds of attention.
+tokens it sees (inputs or targets), and its three kinds of attention. A
+mixture-of-experts layer counts its active parameters: top_k of its experts.
 """
 
 import time
@@ -22,6 +23,14 @@ def _tokens_through(path: str, lengths: dict[str, int]) -> int:
   return lengths["targets"]
 
 
+def _active_share(path: str, model_cfg) -> float:
+  """The share of a parameter that a token multiplies: top_k / experts for the experts of a mixture-of-experts
+  layer (their kernels ['moe']['wi_0'], ...; not its router or shared expert), 1 for the rest."""
+  if "['moe']['w" in path:
+    return model_cfg.moe_top_k / model_cfg.moe_experts
+  return 1.0
+
+
 def flops_per_example(params, model_cfg, lengths: dict[str, int]) -> float:
   """Training FLOPs of one example: 6 per parameter per token it multiplies (the
   input embedding gathers, it does not multiply, unless tied to the output)
@@ -32,7 +41,7 @@ def flops_per_example(params, model_cfg, lengths: dict[str, int]) -> float:
     name = jax.tree_util.keystr(path)
     if "'embed'" in name and not model_cfg.tie_embeddings:
       continue
-    total += 6 * leaf.size * _tokens_through(name, lengths)
+    total += 6 * leaf.size * _active_share(name, model_cfg) * _tokens_through(name, lengths)
   width = 12 * model_cfg.num_heads * model_cfg.head_dim
   if "inputs" not in lengths:
     return total + width * model_cfg.num_layers * sum(lengths.values()) ** 2

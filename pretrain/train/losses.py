@@ -40,3 +40,33 @@ def loss_sums(logits_BLV, targets_BL, weights_BL, z_loss: float = 0.0, label_smo
                  "member_weight": jnp.sum(by_member_BLM, axis=(0, 1)),
                  "member_correct": jnp.einsum("bl,blm->m", correct_BL, by_member_BLM)})
   return sums
+
+
+def with_moe(sums: dict, moe_values: dict, loss_cfg) -> dict:
+  """`sums` with the mixture-of-experts layers' terms (`moe_values`: models.moe.collected): the load-balancing
+  and router z losses, their means over the layers times loss.moe_load_balance and loss.moe_z_loss, enter the
+  optimised loss times the weight (the train step divides by it: a mean per batch, as the token loss); kept apart
+  times the weight, for their metrics, are each mean (moe_load_balance, moe_z_loss, moe_dropped) and each layer's
+  share of assignments per expert (moe_load [layers, E]). The cross-entropy, and so perplexity and bits per byte,
+  hold none of them."""
+  if not moe_values:
+    return sums
+  weight = sums["weight"]
+  terms = {f"moe_{name}": jnp.mean(moe_values[name]) * weight for name in ("load_balance", "z_loss", "dropped")}
+  sums = {**sums, **terms, "moe_load": moe_values["load"] * weight}
+  sums["loss"] = sums["loss"] + (loss_cfg.moe_load_balance * terms["moe_load_balance"]
+                                 + loss_cfg.moe_z_loss * terms["moe_z_loss"])
+  return sums
+
+
+def moe_metrics(sums: dict, ratio, per_layer: bool) -> dict:
+  """The MoE metrics of sums (traced, in training) or totals (evaluation): the mean load-balancing and z losses
+  and the share of assignments dropped; `per_layer`: also each MoE layer's share of assignments per expert
+  (moe_load/layer_{i}/expert_{e}, 1 / experts when balanced)."""
+  if "moe_load" not in sums:
+    return {}
+  metrics = {name: ratio(sums[name], sums["weight"]) for name in ("moe_load_balance", "moe_z_loss", "moe_dropped")}
+  if per_layer:
+    for i, load_E in enumerate(sums["moe_load"]):
+      metrics.update({f"moe_load/layer_{i}/expert_{e}": ratio(share, sums["weight"]) for e, share in enumerate(load_E)})
+  return metrics

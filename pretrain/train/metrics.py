@@ -91,16 +91,22 @@ def curves_figure(records: list[dict], title: str = ""):
   def keys_like(prefix: str, suffix: str = "") -> list[str]:
     return sorted({k for r in records for k in r if k.startswith(prefix) and k.endswith(suffix)})
 
+  records = [{**r, **busiest_expert(r)} for r in records]
   extra_losses = [k for k in keys_like("eval/", "/loss") if k != "eval/loss"] + keys_like("train/member/", "/loss")
   (loss_title, loss_keys, loss_log), *others, (rates_title, _, rates_log) = PANELS
   panels = [(loss_title, (*loss_keys, *extra_losses), loss_log), *others,
             (rates_title, tuple(keys_like("data/rate/")), rates_log)]
-  fig = figure.Figure(figsize=(15, 8), layout="constrained")
-  axes = list(fig.subplots(2, 3).flat)
+  expert_load = keys_like("eval/moe_busiest/")
+  if expert_load:  # A mixture-of-experts run: 1 is balanced, the experts' number all tokens to one.
+    panels.append(("MoE: busiest expert's share x experts, per layer", (*expert_load, "train/moe_load_balance"),
+                   False))
+  panels = [panel for panel in panels if panel[1]]  # The schedule's panel of a run without one goes.
+  rows = -(-len(panels) // 3)
+  fig = figure.Figure(figsize=(15, 4 * rows), layout="constrained")
+  axes = list(fig.subplots(rows, 3).flat)
+  for ax in axes[len(panels):]:
+    ax.remove()
   for ax, (panel, keys, log) in zip(axes, panels):
-    if not keys:  # The schedule's panel of a run without one.
-      ax.remove()
-      continue
     for key in keys:
       points = [(r["step"], r[key]) for r in records if key in r]
       if points:
@@ -121,6 +127,17 @@ def curves_figure(records: list[dict], title: str = ""):
   if title:
     fig.suptitle(title)
   return fig
+
+
+def busiest_expert(record: dict) -> dict[str, float]:
+  """From an evaluation's per-expert shares (eval/moe_load/layer_{i}/expert_{e}): each MoE layer's busiest expert's
+  share times the number of experts, eval/moe_busiest/layer_{i} (1 when balanced)."""
+  shares = {}
+  for key, value in record.items():
+    if key.startswith("eval/moe_load/"):
+      layer = key.split("/")[2]
+      shares.setdefault(layer, []).append(value)
+  return {f"eval/moe_busiest/{layer}": max(values) * len(values) for layer, values in shares.items()}
 
 
 def plot_curves(workdir: str, out: str | None = None) -> str:
