@@ -1,6 +1,6 @@
 """Sharding changes nothing but speed: training steps under several mesh layouts and rule presets
-of 8 (fake CPU) devices give the losses of one device, for both model families,
-and FSDP holds 1/8 of the parameters and optimizer state on each device.
+of 8 (fake CPU) devices give the losses of one device, for both model families (dense, and mixtures of experts
+split over the expert axis), and FSDP holds 1/8 of the parameters and optimizer state on each device.
 
 The 8-device runs happen in a subprocess (`python -m tests.test_mesh_layouts`)
 started with --xla_force_host_platform_device_count=8.
@@ -19,10 +19,11 @@ from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import memory
 from tests.conftest import REPO, tiny_run
 
-# Name -> ((data, fsdp, tensor), mesh.rules preset).
-LAYOUTS = {"data8": ((8, 1, 1), "fsdp_tensor"), "fsdp8": ((1, 8, 1), "fsdp_tensor"),
-           "data2_fsdp2_tensor2": ((2, 2, 2), "fsdp_tensor"), "fsdp2_tensor4": ((1, 2, 4), "fsdp_tensor"),
-           "t5x_data2_tensor4": ((2, 1, 4), "t5x"), "data_parallel_4x2": ((4, 2, 1), "data_parallel")}
+# Name -> ((data, fsdp, expert, tensor), mesh.rules preset).
+ONE_DEVICE = ((1, 1, 1, 1), "fsdp_tensor")
+LAYOUTS = {"data8": ((8, 1, 1, 1), "fsdp_tensor"), "fsdp8": ((1, 8, 1, 1), "fsdp_tensor"),
+           "data2_fsdp2_tensor2": ((2, 2, 1, 2), "fsdp_tensor"), "fsdp2_tensor4": ((1, 2, 1, 4), "fsdp_tensor"),
+           "t5x_data2_tensor4": ((2, 1, 1, 4), "t5x"), "data_parallel_4x2": ((4, 2, 1, 1), "data_parallel")}
 MODEL = ["--config.model.d_model=32", "--config.model.num_layers=2", "--config.model.num_heads=4",
          "--config.model.num_kv_heads=4", "--config.model.head_dim=8", "--config.model.mlp_dim=64",
          "--config.model.vocab_size=256", "--config.train.batch_size=8", "--config.optimizer.warmup_steps=1",
@@ -38,14 +39,21 @@ OTHER_FAMILIES = {"contrastive": (("--config.data.objective=contrastive", "--con
                   "electra": (("--config.data.objective=electra", "--config.data.seq_len=16",
                                "--config.model.electra_generator_size=0.5"), "data2_fsdp2_tensor2"),
                   "nsp": (("--config.data.objective=nsp", "--config.data.seq_len=16"), "data2_fsdp2_tensor2")}
+# Mixtures of experts, each under one layout with an expert axis: (family, its flags, layout). The decoder-only
+# model dropless (grouped matmuls), the encoder-decoder with capacity dispatch on every other layer (Switch).
+MOE = "--config.model.moe_experts=4", "--config.model.moe_top_k=2"
+MOE_RUNS = {"moe_decoder_only": ("decoder_only", MOE, ((2, 1, 2, 2), "fsdp_tensor")),
+            "moe_encoder_decoder": ("encoder_decoder", (*MOE, "--config.model.moe_every=2",
+                                                        "--config.model.moe_capacity_factor=2"),
+                                    ((2, 1, 4, 1), "fsdp_tensor"))}
 
 
 def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "adamw", extra=()) -> dict:
   """Losses of `num_steps` steps on a fixed batch, and device 0's share of the train state's bytes."""
-  (data, fsdp, tensor), rules = layout
+  (data, fsdp, expert, tensor), rules = layout
   flags = FAMILIES[family] if family in FAMILIES else OTHER_FAMILIES[family][0]
   run = tiny_run(*MODEL, *flags, *extra, f"--config.mesh.data={data}", f"--config.mesh.fsdp={fsdp}",
-                 f"--config.mesh.tensor={tensor}", f"--config.mesh.rules={rules}",
+                 f"--config.mesh.expert={expert}", f"--config.mesh.tensor={tensor}", f"--config.mesh.rules={rules}",
                  f"--config.optimizer.name={optimizer_name}", vocab_size=256)
   state = run.create_state()
   device = jax.devices()[0]
@@ -74,7 +82,7 @@ def eight_device_runs():
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_layout_gives_the_losses_of_one_device(eight_device_runs, family):
-  one_device = run_layout(family, ((1, 1, 1), "fsdp_tensor"))["losses"]
+  one_device = run_layout(family, ONE_DEVICE)["losses"]
   for layout in LAYOUTS:
     np.testing.assert_allclose(eight_device_runs[family][layout]["losses"], one_device, rtol=2e-5,
                                err_msg=f"{family} under {layout}")
@@ -82,19 +90,27 @@ def test_every_layout_gives_the_losses_of_one_device(eight_device_runs, family):
 
 @pytest.mark.parametrize("family", OTHER_FAMILIES)
 def test_the_encoder_objectives_give_the_losses_of_one_device(eight_device_runs, family):
-  one_device = run_layout(family, ((1, 1, 1), "fsdp_tensor"))["losses"]
+  one_device = run_layout(family, ONE_DEVICE)["losses"]
   np.testing.assert_allclose(eight_device_runs[family]["losses"], one_device, rtol=2e-5, err_msg=family)
 
+
+@pytest.mark.parametrize("name", MOE_RUNS)
+def test_experts_split_over_the_expert_axis_give_the_losses_of_one_device(eight_device_runs, name):
+  family, flags, _ = MOE_RUNS[name]
+  one_device = run_layout(family, ONE_DEVICE, extra=flags)["losses"]
+  np.testing.assert_allclose(eight_device_runs[name]["losses"], one_device, rtol=2e-5, err_msg=name)
+  dense = run_layout(family, ONE_DEVICE, num_steps=1)["losses"]
+  assert abs(one_device[0] - dense[0]) > 1e-4  # The experts were there (a different model, another loss).
 
 def test_an_attention_kernel_shards_over_batch_and_heads(eight_device_runs):
   """A kernel runs per device (shard_map over the batch and head axes; the same wrapper for every kernel) and
   gives one device's XLA-path losses."""
-  one_device = run_layout("decoder_only", ((1, 1, 1), "fsdp_tensor"), extra=KERNEL_LENGTH)["losses"]
+  one_device = run_layout("decoder_only", ONE_DEVICE, extra=KERNEL_LENGTH)["losses"]
   np.testing.assert_allclose(eight_device_runs["splash"]["losses"], one_device, rtol=2e-5)
 
 
 def test_adafactor_state_shards_too(eight_device_runs):
-  one_device = run_layout("decoder_only", ((1, 1, 1), "fsdp_tensor"), optimizer_name="adafactor")["losses"]
+  one_device = run_layout("decoder_only", ONE_DEVICE, optimizer_name="adafactor")["losses"]
   np.testing.assert_allclose(eight_device_runs["adafactor_fsdp2_tensor4"]["losses"], one_device, rtol=2e-5)
 
 
@@ -113,7 +129,7 @@ def test_estimate_memory_tool():
   result = subprocess.run([sys.executable, "-m", "pretrain", "estimate-memory", "--devices=8", "--config.mesh.data=1",
                            "--config.mesh.fsdp=8", *MODEL], cwd=REPO, capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr
-  assert "mesh {'data': 1, 'fsdp': 8, 'tensor': 1}" in result.stdout
+  assert "mesh {'data': 1, 'fsdp': 8, 'expert': 1, 'tensor': 1}" in result.stdout
   lines = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith("  ")}
   assert {"params", "optimizer_state", "activations_and_temporaries", "total"} <= set(lines)
   bad = subprocess.run([sys.executable, "-m", "pretrain", "estimate-memory", "--devices=8", "--config.mesh.data=3"],
@@ -128,13 +144,14 @@ if __name__ == "__main__":
   runs["splash"] = run_layout("decoder_only", LAYOUTS["data2_fsdp2_tensor2"],
                               extra=(*KERNEL_LENGTH, "--config.model.attention=splash"))
   runs.update({family: run_layout(family, LAYOUTS[layout]) for family, (_, layout) in OTHER_FAMILIES.items()})
+  runs.update({name: run_layout(family, layout, extra=flags) for name, (family, flags, layout) in MOE_RUNS.items()})
   print(json.dumps(runs))
 
 
 def test_bad_meshes_and_rules_are_named():
   import ml_collections  # pylint: disable=g-import-not-at-top
   from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
-  mesh_cfg = ml_collections.ConfigDict({"data": 3, "fsdp": -1, "tensor": 1, "rules": "megatron"})
+  mesh_cfg = ml_collections.ConfigDict({"data": 3, "fsdp": -1, "expert": 1, "tensor": 1, "rules": "megatron"})
   with pytest.raises(UserError, match="does not divide the 8 devices"):
     mesh_lib.mesh_shape(mesh_cfg, 8)
   with pytest.raises(UserError, match="'megatron' is not a preset; use one of fsdp_tensor, t5x, data_parallel"):
@@ -147,11 +164,11 @@ def test_bad_meshes_and_rules_are_named():
 def test_multi_slice_split():
   import ml_collections  # pylint: disable=g-import-not-at-top
   from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
-  assert mesh_lib.split_over_slices((16, 32, 4), (2, 1, 1)) == (8, 32, 4)
+  assert mesh_lib.split_over_slices((16, 32, 2, 4), (2, 1, 2, 1)) == (8, 32, 1, 4)
   with pytest.raises(UserError, match="mesh.dcn_fsdp=3 must be a positive divisor of the fsdp axis size 8"):
-    mesh_lib.split_over_slices((2, 8, 1), (1, 3, 1))
-  mesh_cfg = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "tensor": 1, "dcn_data": 1, "dcn_fsdp": 1,
-                                        "dcn_tensor": 1})
+    mesh_lib.split_over_slices((2, 8, 1, 1), (1, 3, 1, 1))
+  mesh_cfg = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "expert": 1, "tensor": 1, "dcn_data": 1,
+                                        "dcn_fsdp": 1, "dcn_expert": 1, "dcn_tensor": 1})
   assert mesh_lib.make_mesh(mesh_cfg).shape["data"] == jax.device_count()
   if not hasattr(jax.devices()[0], "slice_index"):  # CPUs and GPUs belong to no slices.
     mesh_cfg.dcn_data = 2
