@@ -133,3 +133,120 @@ def test_shared_experts_add_a_gated_swiglu_and_jitter_only_trains():
 def _shared(width):
   from pretrain.models import layers  # pylint: disable=g-import-not-at-top
   return layers.SwiGLU(width)
+
+
+# The block in the models: tiny decoder-only and T5 stacks.
+MODEL = dict(vocab_size=64, d_model=16, num_heads=2, head_dim=8, mlp_dim=32)
+
+
+def _decoder_only(moe_config, **fields):
+  from pretrain.models import DecoderOnly, DecoderOnlyConfig  # pylint: disable=g-import-not-at-top
+  return DecoderOnly(DecoderOnlyConfig(**{**MODEL, "num_layers": 4, "num_kv_heads": 2, "moe": moe_config, **fields}))
+
+
+def _encoder_decoder(moe_config, **fields):
+  from pretrain.models import EncoderDecoder, EncoderDecoderConfig  # pylint: disable=g-import-not-at-top
+  return EncoderDecoder(EncoderDecoderConfig(**{**MODEL, "num_layers": 2, "num_decoder_layers": 2,
+                                                "moe": moe_config, **fields}))
+
+
+def _as_experts(dense_params, sparse_params, num_experts):
+  """`sparse_params` with every MoE layer's experts copies of the dense model's feed-forward layer there."""
+  def convert(dense, sparse):
+    if not isinstance(sparse, dict):
+      return dense
+    if "moe" in sparse:
+      mlp = dense["mlp"]
+      experts = {name: jnp.stack([mlp[name]["kernel"]] * num_experts) for name in ("wi_0", "wi_1", "wo")}
+      dense = {**{k: v for k, v in dense.items() if k not in ("mlp", "mlp_norm")},
+               "moe": {**sparse["moe"], **experts}, "moe_norm": dense["mlp_norm"]}
+    return {k: convert(dense[k], v) for k, v in sparse.items()}
+  return convert(dense_params, sparse_params)
+
+
+@pytest.mark.parametrize("family", ["decoder_only", "encoder_decoder"])
+def test_experts_that_copy_the_dense_layer_give_the_dense_model(family):
+  """Every token's k weights sum to 1, so identical experts compute the dense feed-forward layer: the model's
+  logits are the dense model's, every other layer (Switch) or every layer."""
+  build = _decoder_only if family == "decoder_only" else _encoder_decoder
+  tokens = jax.random.randint(jax.random.PRNGKey(0), (2, 8), 3, 64)
+  args = (tokens,) if family == "decoder_only" else (tokens, tokens[:, ::-1])
+  dense = build(moe.MoEConfig())
+  dense_params = nn.meta.unbox(dense.init(jax.random.PRNGKey(1), *args)["params"])
+  for every in (1, 2):
+    sparse = build(moe.MoEConfig(experts=E, top_k=2, every=every))
+    params = _as_experts(dense_params, nn.meta.unbox(sparse.init(jax.random.PRNGKey(2), *args)["params"]), E)
+    logits, state = sparse.apply({"params": params}, *args, mutable=["moe"])
+    np.testing.assert_allclose(logits, dense.apply({"params": dense_params}, *args), atol=1e-5)
+    layers_with_experts = moe.collected(state["moe"])["load"].shape[0]
+    assert layers_with_experts == 4 // every  # Four layers in either model.
+
+
+def _unstack(scanned, every):
+  """Parameters of a scanned stack (layers/..., or layers/block_j/... in units of `every`) as layer_{i}/..."""
+  out = {k: v for k, v in scanned.items() if k != "layers"}
+  units = scanned["layers"] if every > 1 else {"block_0": scanned["layers"]}
+  size = len(units)
+  for j, unit in units.items():
+    for u in range(jax.tree.leaves(unit)[0].shape[0]):
+      out[f"layer_{u * size + int(j.split('_')[1])}"] = jax.tree.map(lambda x, u=u: x[u], unit)
+  return out
+
+
+@pytest.mark.parametrize("every", [1, 2])
+def test_a_scanned_stack_places_its_experts_as_the_unrolled_one(every):
+  tokens = jax.random.randint(jax.random.PRNGKey(0), (2, 8), 3, 64)
+  config = moe.MoEConfig(experts=E, top_k=2, every=every)
+  scanned = _decoder_only(config, scan_layers=True)
+  params = nn.meta.unbox(scanned.init(jax.random.PRNGKey(3), tokens)["params"])
+  logits, state = scanned.apply({"params": params}, tokens, mutable=["moe"])
+  unrolled_logits, unrolled_state = _decoder_only(config).apply({"params": _unstack(params, every)}, tokens,
+                                                                mutable=["moe"])
+  np.testing.assert_allclose(logits, unrolled_logits, atol=1e-5)
+  for name, values in moe.collected(state["moe"]).items():
+    np.testing.assert_allclose(values, moe.collected(unrolled_state["moe"])[name], atol=1e-6, err_msg=name)
+
+
+def test_the_loss_holds_the_weighted_auxiliary_terms_and_the_metrics_keep_them_apart():
+  from tests.conftest import tiny_run  # pylint: disable=g-import-not-at-top
+  flags = ("--config.model.moe_experts=4", "--config.model.num_layers=2", "--config.model.moe_every=2")
+  runs = {weights: tiny_run(*flags, f"--config.loss.moe_load_balance={weights[0]}",
+                            f"--config.loss.moe_z_loss={weights[1]}") for weights in ((0.0, 0.0), (0.5, 0.25))}
+  plain, weighted = runs.values()
+  params = nn.meta.unbox(plain.create_state().params)
+  batch = plain.random_batch()
+  sums = [jax.device_get(r.family.loss_sums(r.model, params, batch, r.cfg.loss)) for r in runs.values()]
+  assert sums[0]["cross_entropy"] == sums[1]["cross_entropy"] and sums[0]["moe_load"].shape == (1, 4)
+  extra = 0.5 * sums[1]["moe_load_balance"] + 0.25 * sums[1]["moe_z_loss"]
+  np.testing.assert_allclose(sums[1]["loss"] - sums[0]["loss"], extra, rtol=1e-5)
+  assert sums[1]["moe_load_balance"] > 0.9 * sums[1]["weight"]  # The mean over tokens is >= 1, times the weight.
+  metrics = weighted.family.eval_metrics(sums[1])
+  assert metrics["loss"] == pytest.approx(sums[1]["cross_entropy"] / sums[1]["weight"])
+  np.testing.assert_allclose(sum(metrics[f"moe_load/layer_0/expert_{e}"] for e in range(4)), 1.0, rtol=1e-5)
+  assert {"moe_load_balance", "moe_z_loss", "moe_dropped"} <= set(weighted.family.train_metrics(sums[1]))
+
+
+def test_flops_count_the_active_experts_only():
+  """top_k experts of width F / top_k multiply a token as one dense layer of width F does: the FLOPs differ by the
+  router alone."""
+  from tests.conftest import tiny_run  # pylint: disable=g-import-not-at-top
+  dense = tiny_run("--config.model.mlp_dim=64")
+  sparse = tiny_run("--config.model.moe_experts=8", "--config.model.moe_top_k=2", "--config.model.moe_mlp_dim=32")
+  flops = [r.family.flops_per_example(nn.meta.unbox(r.create_state().params), r.cfg.model, r.task_lengths)
+           for r in (dense, sparse)]
+  router = 6 * 32 * 8 * 32  # 6 x d_model x experts per token, 32 tokens a row
+  assert flops[1] - flops[0] == router
+
+
+@pytest.mark.parametrize("flags, message", [
+    (("--config.model.moe_top_k=5",), "model.moe_top_k=5 is more than the 4 experts"),
+    (("--config.model.moe_every=2", "--config.model.scan_layers=True", "--config.model.num_layers=3"),
+     "model.num_layers=3 is not a multiple"),
+    (("--config.data.objective=contrastive", "--config.model.dropout=0.1"), "does not take the experts"),
+    (("--config.mesh.expert=3",), "does not split over mesh.expert=3"),
+])
+def test_settings_the_model_cannot_take_are_refused(flags, message):
+  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from tests.conftest import tiny_run  # pylint: disable=g-import-not-at-top
+  with pytest.raises(UserError, match=message):
+    tiny_run("--config.model.moe_experts=4", *flags)

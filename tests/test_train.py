@@ -302,7 +302,10 @@ def _train_losses(workdir):
   return {r["step"]: r["train/loss"] for r in metrics.read(str(workdir)) if "train/loss" in r}
 
 
-_KILLED_RUN = ("--config.train.steps=160", "--config.train.checkpoint_every=20", "--config.train.eval_every=40")
+# A mixture-of-experts model with router jitter: its random draws too must be the same after a resume.
+_MOE = ("--config.model.moe_experts=4", "--config.model.moe_router_jitter=0.1")
+_KILLED_RUN = ("--config.train.steps=160", "--config.train.checkpoint_every=20", "--config.train.eval_every=40",
+               *_MOE)
 
 
 @pytest.fixture(scope="module")
@@ -340,7 +343,7 @@ def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, uninterrupted
 
 
 def test_dropout_draws_the_same_masks_after_a_resume(tmp_path, run_train, uninterrupted_losses):
-  args = ["--config.model.dropout=0.1", "--config.train.checkpoint_every=2"]
+  args = ["--config.model.dropout=0.1", "--config.train.checkpoint_every=2", *_MOE]
   assert run_train(tmp_path / "straight", *args, "--config.train.steps=4").returncode == 0
   assert run_train(tmp_path / "resumed", *args, "--config.train.steps=2").returncode == 0
   resumed = run_train(tmp_path / "resumed", *args, "--config.train.steps=4")

@@ -3,6 +3,7 @@ optionally the same step in transformers (PyTorch) side by side.
 
   pretrain bench [--config=quickstart] [--steps=10] [--config.KEY=VALUE ...]
   pretrain bench --compare=hf [--only=t5|llama|config] [--steps=5]
+  pretrain bench --config=quickstart_moe --compare=dense
 
 Times `--steps` steps after `--warmup` on a fixed batch of random tokens (the
 data pipeline is not timed) and prints their median, min and max, tokens/s
@@ -14,7 +15,12 @@ machine's load reaches both, and prints the ratio of tokens/s; by default on
 two fixed shapes (T5 v1.1 and Llama, PEERS below), with `--only=config` on
 the config itself. `--matmuls` also times the step's matrix products alone,
 each compiled by itself (and through torch): what the step would take if
-every other op were free. Figures and machines are recorded in
+every other op were free. `--compare=dense` times a mixture-of-experts config
+against its dense counterpart of equal active parameters (each feed-forward
+layer one SwiGLU as wide as its top_k experts together, no router), in turn,
+and prints the MoE step's time over the dense one's. FLOPs and MFU count the
+active parameters of an MoE layer (top_k of its experts), so MFU compares the
+two on the same work per token. Figures and machines are recorded in
 tools/bench_train.md.
 """
 
@@ -83,6 +89,21 @@ def time_alternately(steps: dict, num_steps: int, warmup: int) -> dict[str, list
   return times
 
 
+def dense_counterpart(cfg):
+  """The config with each mixture-of-experts layer replaced by a dense SwiGLU of its active width (top_k x the
+  experts' width): equal active parameters, no routing."""
+  if not cfg.model.moe_experts:
+    raise UserError("--compare=dense times a mixture-of-experts config against its dense counterpart; set "
+                    "model.moe_experts (e.g. --config=quickstart_moe)")
+  if cfg.model.moe_every != 1 or cfg.model.moe_shared_mlp_dim:
+    raise UserError("--compare=dense needs every feed-forward layer MoE (model.moe_every=1) and no shared expert: "
+                    "only then is the counterpart one dense layer of the active width")
+  dense = cfg.copy_and_resolve_references()
+  dense.model.mlp_dim = cfg.model.moe_top_k * (cfg.model.moe_mlp_dim or cfg.model.mlp_dim)
+  dense.model.moe_experts = 0
+  return dense
+
+
 def timing_rows(times: list[float], tokens: int, step_flops: float, peak: float) -> dict:
   median = statistics.median(times)
   return {"tokens/step": tokens, "step s (median)": median, "step s (min)": min(times), "step s (max)": max(times),
@@ -131,6 +152,15 @@ def _matmuls_alone(run, state, name: str, with_torch: bool, top: int = 12) -> di
   return info
 
 
+def print_profile(name: str, run, step, state) -> None:
+  """Where one step's time goes, by XLA op (pretrain.bench.step_profile)."""
+  with run.activated():
+    hlo_text = run.train_step.lower(state, run.random_batch()).compile().as_text()
+  print(f"Profile of one step of {name} (ms of its wall clock, shared among the ops running at once):")
+  for op, ms in step_profile.profile(step, hlo_text):
+    print(f"  {ms:10.1f}  {op}")
+
+
 def print_table(rows: dict[str, dict]) -> None:
   names = list(rows)
   keys = list(dict.fromkeys(k for row in rows.values() for k in row))
@@ -153,7 +183,8 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
                       help="untimed steps first, after the one that compiles")
   parser.add_argument("--vocab_size", type=cli.at_least(0), default=0,
                       help="vocabulary size (default: model.vocab_size, else tokenizer.vocab_size)")
-  parser.add_argument("--compare", choices=["hf"], help="also time transformers, the two sides in turn")
+  parser.add_argument("--compare", choices=["hf", "dense"],
+                      help="also time transformers (hf), or the MoE config's dense counterpart (dense), in turn")
   parser.add_argument("--only", choices=[*PEERS, "config"],
                       help="with --compare: one of the fixed shapes, or the --config itself")
   parser.add_argument("--profile", action="store_true", help="print where one step's time goes, by XLA op")
@@ -161,6 +192,8 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
                       help="also time the step's matrix products alone, each compiled by itself (with --compare=hf, "
                            "also through torch): a floor for the step with this machine's matmul kernels")
   args, cfg = cli.parse_command_line(parser, argv)
+  if args.compare == "dense":
+    return compare_dense(args, cfg)
   if not args.compare:
     runs = {f"{os.path.basename(args.config)} ({cfg.data.objective})": run_lib.Run.build(cfg, args.vocab_size)}
   elif args.only == "config":
@@ -187,11 +220,7 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
     ours_info["checkpoint MB"] = checkpoint_bytes / 1e6
     ours_info["save blocks / step"] = ours_info["save blocks s"] / ours_info["step s (median)"]
     if args.profile:
-      with run.activated():
-        hlo_text = run.train_step.lower(final_state(), run.random_batch()).compile().as_text()
-      print(f"Profile of one step of {name} (ms of its wall clock, shared among the ops running at once):")
-      for op, ms in step_profile.profile(ours, hlo_text):
-        print(f"  {ms:10.1f}  {op}")
+      print_profile(name, run, ours, final_state())
     if args.matmuls:
       ours_info |= _matmuls_alone(run, final_state(), name, with_torch=bool(args.compare))
     if not args.compare:
@@ -208,6 +237,32 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
     table[f"{name} (pretrain)"], table[f"{name} (transformers)"] = ours_info, theirs_info
   print(f"matmul peak: {max(peaks) / 1e9:,.0f} GFLOP/s (best of {len(peaks)} measurements in this run); "
         f"{args.steps} timed steps per side after {args.warmup} warm-up" + (", sides in turn" if args.compare else ""))
+  print_table(table)
+
+
+def compare_dense(args, cfg) -> None:
+  """Times the MoE config's step and its dense counterpart's (dense_counterpart), in turn, and prints both and
+  their ratio."""
+  runs = {"moe": run_lib.Run.build(cfg, args.vocab_size), "dense": run_lib.Run.build(dense_counterpart(cfg),
+                                                                                     args.vocab_size)}
+  peaks = [flops.matmul_peak()]
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  print(versions(cores))
+  prepared = {name: prepare(run) for name, run in runs.items()}
+  times = time_alternately({name: step for name, (step, _, _) in prepared.items()}, args.steps, args.warmup)
+  peaks.append(flops.matmul_peak())
+  table = {}
+  for name, (_, info, final_state) in prepared.items():
+    tokens, step_flops = tokens_and_flops(runs[name], final_state().params)
+    table[name] = info | timing_rows(times[name], tokens, step_flops, max(peaks))
+  table["moe"]["step vs dense (median)"] = table["moe"]["step s (median)"] / table["dense"]["step s (median)"]
+  table["moe"]["step vs dense (fastest)"] = table["moe"]["step s (min)"] / table["dense"]["step s (min)"]
+  if args.profile:
+    for name, (step, _, final_state) in prepared.items():
+      print_profile(name, runs[name], step, final_state())
+  print(f"matmul peak: {max(peaks) / 1e9:,.0f} GFLOP/s (best of {len(peaks)} measurements in this run); "
+        f"{args.steps} timed steps per side after {args.warmup} warm-up, sides in turn; dense: model.mlp_dim="
+        f"{runs['dense'].cfg.model.mlp_dim}, no experts")
   print_table(table)
 
 
