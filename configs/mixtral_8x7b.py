@@ -2,7 +2,7 @@
 14336 with 2 per token (dropless), grouped-query attention (32 query, 8 key/value heads), rope theta 1e6; about
 46.7B parameters, 12.9B active per token; on C4.
 
-Sized for 256 x H100 80GB (FSDP 16 x expert 4 x tensor 4): batch 1024 x 4096 tokens in 32 microbatches, AdamW
+Sized for 256 x H100 80GB (FSDP 16 x expert 4 x tensor 4): batch 1024 x 4096 tokens in 16 microbatches, AdamW
 with warmup and cosine decay, bfloat16 parameters and activations, saved matmul outputs only: about 52 GiB per
 device (pretrain estimate-memory --devices=256 --config=configs/mixtral_8x7b.py --config.model.dtype=bfloat16
 --config.model.attention=splash).
@@ -15,9 +15,10 @@ def get_config():
   return _zoo.apply(_zoo.c4(_zoo.base(), "clm"), {
       "model.d_model": 4096, "model.num_layers": 32, "model.num_heads": 32, "model.num_kv_heads": 8,
       "model.head_dim": 128, "model.mlp_dim": 14336, "model.tie_embeddings": False, "model.rope_theta": 1e6,
-      "model.moe_experts": 8, "model.moe_top_k": 2, "model.scan_layers": True, "model.remat": "save_dots",
+      "model.moe_experts": 8, "model.moe_top_k": 2, "model.moe_capacity_factor": 1.25, "model.norm_eps": 1e-5,
+      "model.scan_layers": True, "model.remat": "save_dots",
       "model.param_dtype": "bfloat16", "data.seq_len": 4096, "loss.moe_load_balance": 0.02, "loss.moe_z_loss": 0.0,
       "optimizer.learning_rate": 0.0003, "optimizer.warmup_steps": 2000, "optimizer.end_lr_ratio": 0.1,
       "optimizer.weight_decay": 0.1, "optimizer.b2": 0.95, "train.steps": 100_000, "train.batch_size": 1024,
-      "train.microbatches": 32, "mesh.data": -1, "mesh.fsdp": 16, "mesh.expert": 4, "mesh.tensor": 4,
+      "train.microbatches": 16, "mesh.data": -1, "mesh.fsdp": 16, "mesh.expert": 4, "mesh.tensor": 4,
   })

@@ -88,6 +88,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.model.head_dim = 64
   c.model.mlp_dim = 768
   c.model.rope_theta = 10000.0
+  c.model.norm_eps = 1e-6         # RMSNorm's epsilon, decoder-only (Llama 2 and Mixtral checkpoints use 1e-5)
   c.model.tie_embeddings = False
   c.model.dtype = "auto"          # activations: auto (bfloat16 on GPU/TPU, float32 on CPU) | float32 | bfloat16
   c.model.param_dtype = "float32"  # parameters and optimizer moments: float32 | bfloat16 (half the memory)

@@ -4,7 +4,7 @@ with capacity factor 1.25 (tokens over capacity pass through the residual) and t
 as the Switch paper; span corruption on C4 with T5's recipe. About 0.64B parameters, 0.25B active per token.
 
 Sized for a v4-8 or 8 x A100 40GB: experts split over mesh.expert=4 (2 per device), batch 128 x (512 inputs,
-114 targets) over the 8 devices in 2 microbatches: about 14 GiB per device (pretrain estimate-memory
+114 targets) over the 8 devices in 2 microbatches: about 15.5 GiB per device (pretrain estimate-memory
 --devices=8 --config=configs/switch_base_8.py --config.model.dtype=bfloat16).
 """
 

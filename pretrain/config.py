@@ -68,7 +68,7 @@ NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "",
                 "model.moe_experts": 0, "model.moe_top_k": 2, "model.moe_every": 1, "model.moe_capacity_factor": 0.0,
                 "model.moe_mlp_dim": 0, "model.moe_shared_mlp_dim": 0, "model.moe_router_jitter": 0.0,
                 "model.moe_normalize_top_k": True, "loss.moe_load_balance": 0.01, "loss.moe_z_loss": 0.001,
-                "mesh.expert": 1, "mesh.dcn_expert": 1}
+                "mesh.expert": 1, "mesh.dcn_expert": 1, "model.norm_eps": 1e-6}
 
 
 def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -267,6 +267,7 @@ RANGES = {
     "model.head_dim": POSITIVE,
     "model.mlp_dim": POSITIVE,
     "model.rope_theta": POSITIVE,
+    "model.norm_eps": POSITIVE,
     "model.dtype": one_of("auto", "float32", "bfloat16", "float16"),
     "model.param_dtype": one_of("float32", "bfloat16"),
     "model.remat": one_of("none", "full", "save_dots"),

@@ -25,13 +25,20 @@ LLAMA_SHAPES = {
     "gqa": dict(d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, mlp_dim=160),
     "three_heads_tied_odd_vocab_scanned": dict(d_model=48, num_layers=2, num_heads=3, num_kv_heads=3, head_dim=8,
                                                mlp_dim=96, tie_embeddings=True, vocab_size=4111, scan_layers=True,
-                                               rope_theta=500.0),
+                                               rope_theta=500.0, norm_eps=1e-5),
 }
 T5_SHAPES = {
     "small": dict(d_model=64, num_layers=2, num_decoder_layers=3, num_heads=4, head_dim=16, mlp_dim=96),
     "six_heads_odd_vocab_scanned": dict(d_model=48, num_layers=2, num_decoder_layers=2, num_heads=6, head_dim=8,
                                         mlp_dim=64, vocab_size=4100, scan_layers=True,
                                         relative_attention_num_buckets=16, relative_attention_max_distance=64),
+}
+# Mixtral: experts in every layer (dropless), top-2 renormalised; one unrolled, one scanned with grouped queries.
+MIXTRAL_SHAPES = {
+    "four_experts": dict(d_model=64, num_layers=2, num_heads=4, num_kv_heads=4, head_dim=16, mlp_dim=160,
+                         moe_experts=4, moe_top_k=2, moe_mlp_dim=48),
+    "gqa_scanned_top1": dict(d_model=48, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=12, mlp_dim=96,
+                             moe_experts=3, moe_top_k=1, scan_layers=True),
 }
 MAX_LENGTH = 128
 
@@ -62,9 +69,9 @@ def _text_ids(vocabulary, corpus_source, count):
   return vocabulary.encode(text)[:count]
 
 
-def _check_llama(out, model, params, ids):
+def _check_llama(out, model, params, ids, architecture="LlamaForCausalLM"):
   theirs = transformers.AutoModelForCausalLM.from_pretrained(out, attn_implementation="eager").eval()
-  assert type(theirs).__name__ == "LlamaForCausalLM"
+  assert type(theirs).__name__ == architecture
   tokens = np.asarray([[0] + ids])
   ours = np.asarray(model.apply({"params": params}, jnp.asarray(tokens)))
   with torch.no_grad():
@@ -99,6 +106,7 @@ def _check_t5(out, model, params, ids):
 
 RANDOM_MODELS = {f"llama_{name}": ("clm", shape) for name, shape in LLAMA_SHAPES.items()}
 RANDOM_MODELS.update({f"t5_{name}": ("span_corruption", shape) for name, shape in T5_SHAPES.items()})
+RANDOM_MODELS.update({f"mixtral_{name}": ("clm", shape) for name, shape in MIXTRAL_SHAPES.items()})
 
 
 @pytest.mark.parametrize("name", RANDOM_MODELS)
@@ -110,11 +118,34 @@ def test_random_model_matches_transformers(tmp_path, vocabulary, corpus_source, 
   os.umask(umask)
   modes = {name: stat.S_IMODE(os.stat(os.path.join(out, name)).st_mode) for name in os.listdir(out)}
   assert stat.S_IMODE(os.stat(out).st_mode) == 0o777 & ~umask and set(modes.values()) == {0o666 & ~umask}
-  check = _check_llama if objective == "clm" else _check_t5
-  check(out, run.model, params, _text_ids(vocabulary, corpus_source, 60))
+  ids = _text_ids(vocabulary, corpus_source, 60)
+  if name.startswith("mixtral"):
+    _check_llama(out, run.model, params, ids, architecture="MixtralForCausalLM")
+  else:
+    (_check_llama if objective == "clm" else _check_t5)(out, run.model, params, ids)
   # Import reproduces every parameter exactly, in the layout the config asks for.
   imported = hf.import_params(out, run.family, run.cfg.model, params)
   jax.tree.map(np.testing.assert_array_equal, imported, jax.tree.map(np.asarray, params))
+
+
+def test_a_mixtral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
+  """A checkpoint written by transformers' own save_pretrained (Mixtral's per-expert w1/w2/w3 tensors)."""
+  hf_config = transformers.MixtralConfig(vocab_size=256, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                         num_local_experts=4, num_experts_per_tok=2, rope_theta=1e4)
+  torch.manual_seed(0)
+  theirs = transformers.MixtralForCausalLM(hf_config).eval()
+  theirs.save_pretrained(tmp_path / "mixtral")
+  with open(tmp_path / "mixtral" / "config.json") as f:
+    settings, unsupported = hf.llama.model_config(json.load(f))
+  assert not unsupported and settings["moe_experts"] == 4 and settings["num_kv_heads"] == 2
+  run = tiny_run(*(f"--config.model.{k}={v}" for k, v in settings.items()), vocab_size=256)
+  params = hf.import_params(str(tmp_path / "mixtral"), run.family, run.cfg.model, run.abstract_state().params)
+  tokens = np.random.default_rng(0).integers(3, 256, (2, 24))
+  ours = np.asarray(run.model.apply({"params": params}, jnp.asarray(tokens)))
+  with torch.no_grad():
+    reference = theirs(torch.from_numpy(tokens)).logits.numpy()
+  assert np.abs(ours - reference).max() < 1e-4
 
 
 def test_import_reads_a_sharded_checkpoint(tmp_path, vocabulary):

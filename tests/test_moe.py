@@ -84,17 +84,18 @@ def test_gradients_equal_the_loop_s():
 
 
 def test_tokens_over_capacity_are_dropped_and_counted():
-  """Every token prefers expert 0: with capacity 1 x 10 / 4 -> 3, the first 3 tokens are computed, 7 dropped."""
+  """Every token prefers expert 0: with capacity 1 x 5 / 4 -> 2 in each row of 5 tokens, each row's first 2
+  tokens are computed, 3 dropped."""
   block = _block(top_k=1, capacity_factor=1.0, normalize_top_k=False)
   params, x = _params_and_input(block)
   params = {**params, "router": jnp.zeros((D, E)).at[:, 0].set(1.0)}
   x = jnp.abs(x) + 0.1  # Positive inputs: expert 0's logit the largest for every token.
   y, state = block.apply({"params": params}, x, mutable=["moe"])
-  assert moe.capacity(B * L, E, 1.0) == 3
-  np.testing.assert_allclose(float(state["moe"]["dropped"][0]), 0.7, atol=1e-6)
-  y = np.asarray(y).reshape(-1, D)
-  assert np.abs(y[:3]).min(axis=1).all() > 0 and not np.abs(y[3:]).any()
-  np.testing.assert_allclose(y[:3], _loop(params, x, 1, normalize_top_k=False).reshape(-1, D)[:3], atol=1e-5)
+  assert moe.capacity(L, E, 1.0) == 2
+  np.testing.assert_allclose(float(state["moe"]["dropped"][0]), 0.6, atol=1e-6)
+  y, expected = np.asarray(y), _loop(params, x, 1, normalize_top_k=False)
+  assert np.abs(y[:, :2]).min(axis=-1).all() > 0 and not np.abs(y[:, 2:]).any()
+  np.testing.assert_allclose(y[:, :2], expected[:, :2], atol=1e-5)
   np.testing.assert_allclose(state["moe"]["load"][0], [1.0, 0, 0, 0])
 
 

@@ -1,8 +1,9 @@
 """Hugging Face format: export a run to a directory `transformers` loads, and
 import such a directory to continue pre-training.
 
-Decoder-only models are Llama (LlamaForCausalLM), encoder-decoder models T5
-v1.1 (T5ForConditionalGeneration); the tokenizer is the run's SentencePiece
+Decoder-only models are Llama (LlamaForCausalLM), or with experts Mixtral
+(MixtralForCausalLM), encoder-decoder models T5 v1.1
+(T5ForConditionalGeneration); the tokenizer is the run's SentencePiece
 model as tokenizer.json (see tokenizer.py) plus the .model file itself. An
 ELECTRA run exports its discriminator in a format of its own (electra.py),
 which is not imported.
@@ -25,6 +26,7 @@ from pretrain.hf import electra, llama, t5, tokenizer
 
 FAMILIES = {"llama": llama, "t5": t5}  # exported and imported
 EXPORTS = {**FAMILIES, "electra": electra}
+MODEL_TYPES = {"llama": "llama", "mixtral": "llama", "t5": "t5"}  # config.json's model_type -> its FAMILIES key
 WEIGHTS = "model.safetensors"
 
 
@@ -84,11 +86,11 @@ def read_config(hf_dir: str) -> tuple[str, dict]:
   with open(path) as f:
     config = json.load(f)
   model_type = config.get("model_type")
-  if model_type not in FAMILIES:
-    supported = ", ".join(m.ARCHITECTURE for m in FAMILIES.values())
+  if model_type not in MODEL_TYPES:
+    supported = ", ".join([*(m.ARCHITECTURE for m in FAMILIES.values()), llama.MIXTRAL])
     raise UserError(f"{hf_dir!r} holds a {model_type!r} model ({', '.join(config.get('architectures') or [])}); "
                     f"only {supported} can be imported")
-  return model_type, config
+  return MODEL_TYPES[model_type], config
 
 
 def import_config(cfg, hf_dir: str):

@@ -8,6 +8,7 @@ is exported: the generator stays in the run's checkpoints. config.json names it 
 
 import numpy as np
 
+from pretrain.errors import UserError
 from pretrain.hf import llama
 
 ARCHITECTURE = "PretrainElectraDiscriminator"
@@ -22,6 +23,8 @@ def _as_encoder(model_cfg):
 
 
 def hf_config(model_cfg, vocab_size: int, max_length: int) -> dict:
+  if model_cfg.get("moe_experts"):
+    raise UserError("an ELECTRA model with experts (model.moe_experts) has no export here; export a dense one")
   config = llama.hf_config(_as_encoder(model_cfg), vocab_size, max_length)
   for key in ("tie_word_embeddings", "bos_token_id"):
     del config[key]

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from pretrain.errors import UserError
 from pretrain.hf import layers
 
 ARCHITECTURE = "T5ForConditionalGeneration"
@@ -11,6 +12,9 @@ PREPENDS_BOS = False
 
 def hf_config(model_cfg, vocab_size: int, max_length: int) -> dict:
   del max_length  # Relative positions: T5 has no maximum length.
+  if model_cfg.get("moe_experts"):
+    raise UserError("an encoder-decoder model with experts (model.moe_experts) has no transformers export here: "
+                    "SwitchTransformers' layers are T5 v1.0's ReLU feed-forward layers, not v1.1's gated GELU")
   return {
       "architectures": [ARCHITECTURE], "model_type": "t5", "vocab_size": vocab_size,
       "d_model": model_cfg.d_model, "d_kv": model_cfg.head_dim, "d_ff": model_cfg.mlp_dim,

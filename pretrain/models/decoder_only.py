@@ -19,6 +19,7 @@ class DecoderOnlyConfig:
   head_dim: int
   mlp_dim: int
   rope_theta: float = 10000.0
+  norm_eps: float = 1e-6     # RMSNorm's epsilon (Llama 2 and Mixtral checkpoints: 1e-5)
   tie_embeddings: bool = False
   dtype: str = "float32"
   param_dtype: str = "float32"  # How parameters are stored (the train state casts them; see train/state.py).
@@ -47,12 +48,14 @@ class DecoderOnlyLayer(nn.Module):
     drop = layers.dropout(c.dropout, self.deterministic)
     attention = layers.Attention(c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, dtype, name="attention")
     x_BLD = layers.pre_norm_residual(x_BLD, "attention", lambda h_BLD: attention(h_BLD, mask, positions_BL,
-                                                                                self.decode), dtype, drop)
+                                                                                self.decode), dtype, drop, c.norm_eps)
     if self.sparse:
       experts = c.moe.block(c.mlp_dim, "silu", dtype)
-      x_BLD = layers.pre_norm_residual(x_BLD, "moe", lambda h: experts(h, self.deterministic), dtype, drop)
+      x_BLD = layers.pre_norm_residual(x_BLD, "moe", lambda h: experts(h, self.deterministic), dtype, drop,
+                                       c.norm_eps)
     else:
-      x_BLD = layers.pre_norm_residual(x_BLD, "mlp", layers.SwiGLU(c.mlp_dim, dtype, name="mlp"), dtype, drop)
+      x_BLD = layers.pre_norm_residual(x_BLD, "mlp", layers.SwiGLU(c.mlp_dim, dtype, name="mlp"), dtype, drop,
+                                       c.norm_eps)
     return layers.block_output(x_BLD, c.scan_layers)
 
 
@@ -105,7 +108,7 @@ def stack(c: DecoderOnlyConfig, x_BLD, mask, positions_BL, decode: bool, determi
   x_BLD = layers.dropout(c.dropout, deterministic)(x_BLD)
   x_BLD = layers.repeat(DecoderOnlyLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic),
                         x_BLD, mask, positions_BL, moe_every=c.moe.layer_every)
-  return layers.RMSNorm(dtype=jnp.dtype(c.dtype), name="final_norm")(x_BLD)
+  return layers.RMSNorm(c.norm_eps, dtype=jnp.dtype(c.dtype), name="final_norm")(x_BLD)
 
 
 class EncoderOnly(DecoderOnly):

@@ -147,9 +147,9 @@ def dropout(rate: float, deterministic: bool):
   return nn.Dropout(rate, deterministic=deterministic or rate == 0.0)
 
 
-def pre_norm_residual(x_BLD, name: str, branch, dtype, drop):
+def pre_norm_residual(x_BLD, name: str, branch, dtype, drop, eps: float = 1e-6):
   """x + drop(branch(RMSNorm(x))): one residual branch of a pre-norm block; the norm is named `{name}_norm`."""
-  return x_BLD + drop(branch(RMSNorm(dtype=dtype, name=f"{name}_norm")(x_BLD)))
+  return x_BLD + drop(branch(RMSNorm(eps, dtype=dtype, name=f"{name}_norm")(x_BLD)))
 
 
 def block_output(x_BLD, scan_layers: bool):

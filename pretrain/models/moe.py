@@ -10,10 +10,10 @@ raw probability). Each expert is a gated feed-forward of width mlp_dim, as the f
 
 - dropless (capacity_factor 0): the assignments sorted by expert, each expert's rows one group of a grouped
   matmul (jax.lax.ragged_dot); no token is dropped.
-- capacity (capacity_factor > 0): each expert takes at most C = ceil(capacity_factor x A / E) assignments, the
-  first come in GShard's order (every token's first choice before any second choice, tokens in order); an
-  assignment over capacity is dropped: the token's other experts and the residual carry it. One-hot dispatch and
-  combine tensors [T, k, E, C], as GShard and Switch compute it.
+- capacity (capacity_factor > 0): in each row (a group, as GShard's), each expert takes at most
+  C = ceil(capacity_factor x L x k / E) assignments, the first come in GShard's order (every token's first choice
+  before any second choice, tokens in order); an assignment over capacity is dropped: the token's other experts
+  and the residual carry it. One-hot dispatch and combine tensors [B, L, k, E, C], as GShard and Switch.
 
 Optional shared experts (Qwen-MoE): a SwiGLU of width shared_mlp_dim that every token passes through, scaled by
 a sigmoid gate of the token.
@@ -62,11 +62,11 @@ ACTIVATIONS = {"silu": nn.silu, "gelu": functools.partial(nn.gelu, approximate=T
 
 def gated_experts(x_XD, wi0_EDF, wi1_EDF, wo_EFD, activation: str, group_sizes_E=None):
   """Each expert's gated feed-forward, act(x W0) * x W1 then Wo: of its group of rows of x (grouped matmuls)
-  with `group_sizes_E`, else of x [E, C, D]."""
+  with `group_sizes_E`, else of x [..., E, C, D]."""
   act = ACTIVATIONS[activation]
   if group_sizes_E is None:
-    h = act(jnp.einsum("ecd,edf->ecf", x_XD, wi0_EDF)) * jnp.einsum("ecd,edf->ecf", x_XD, wi1_EDF)
-    return jnp.einsum("ecf,efd->ecd", h, wo_EFD)
+    h = act(jnp.einsum("...ecd,edf->...ecf", x_XD, wi0_EDF)) * jnp.einsum("...ecd,edf->...ecf", x_XD, wi1_EDF)
+    return jnp.einsum("...ecf,efd->...ecd", h, wo_EFD)
   h = act(jax.lax.ragged_dot(x_XD, wi0_EDF, group_sizes_E)) * jax.lax.ragged_dot(x_XD, wi1_EDF, group_sizes_E)
   return jax.lax.ragged_dot(h, wo_EFD, group_sizes_E)
 
@@ -85,21 +85,23 @@ def capacity(num_assignments: int, num_experts: int, factor: float) -> int:
   return max(1, math.ceil(factor * num_assignments / num_experts))
 
 
-def with_capacity(x_TD, weights_TK, experts_TK, num_experts: int, factor: float, kernels, activation: str = "silu"):
-  """At most `capacity` assignments per expert, first come first served in GShard's order; returns the output
-  and the share of assignments dropped."""
-  t, k = experts_TK.shape
-  c = capacity(t * k, num_experts, factor)
-  mask_KTE = jax.nn.one_hot(experts_TK.T, num_experts, dtype=jnp.int32)  # Every first choice before a second.
-  position_KTE = jnp.cumsum(mask_KTE.reshape(k * t, num_experts), axis=0).reshape(k, t, num_experts) - 1
-  kept_KTE = mask_KTE * (position_KTE < c)
-  dispatch_TKEC = (kept_KTE[..., None] * jax.nn.one_hot(position_KTE, c, dtype=jnp.int32)).transpose(1, 0, 2, 3)
-  dispatch_TKEC = dispatch_TKEC.astype(x_TD.dtype)
+def with_capacity(x_GSD, weights_GSK, experts_GSK, num_experts: int, factor: float, kernels, activation: str = "silu"):
+  """Per group of S tokens (a row: GShard's groups, MaxText's per-sequence capacity), at most `capacity`
+  assignments per expert, first come first served in GShard's order; returns the output and the share of
+  assignments dropped. Per row, the dispatch tensors grow with the row's length squared, not the batch's."""
+  g, s, k = experts_GSK.shape
+  c = capacity(s * k, num_experts, factor)
+  mask_GKSE = jax.nn.one_hot(experts_GSK.transpose(0, 2, 1), num_experts, dtype=jnp.int32)  # First choices first.
+  position_GKSE = jnp.cumsum(mask_GKSE.reshape(g, k * s, num_experts), axis=1).reshape(g, k, s, num_experts) - 1
+  kept_GKSE = mask_GKSE * (position_GKSE < c)
+  dispatch_GSKEC = (kept_GKSE[..., None] * jax.nn.one_hot(position_GKSE, c, dtype=jnp.int32)).transpose(0, 2, 1, 3, 4)
+  dispatch_GSKEC = dispatch_GSKEC.astype(x_GSD.dtype)
   # Each expert's rows where its parameters are (mesh.expert): GShard's all-to-all, as XLA partitions it.
-  x_ECD = nn.with_logical_constraint(jnp.einsum("tkec,td->ecd", dispatch_TKEC, x_TD), ("exp", None, "activation_embed"))
-  out_ECD = gated_experts(x_ECD, *kernels, activation)
-  y_TD = jnp.einsum("tkec,tk,ecd->td", dispatch_TKEC, weights_TK.astype(x_TD.dtype), out_ECD)
-  return y_TD, 1.0 - jnp.sum(kept_KTE) / (t * k)
+  x_GECD = nn.with_logical_constraint(jnp.einsum("gskec,gsd->gecd", dispatch_GSKEC, x_GSD),
+                                      (None, "exp", None, "activation_embed"))
+  out_GECD = gated_experts(x_GECD, *kernels, activation)
+  y_GSD = jnp.einsum("gskec,gsk,gecd->gsd", dispatch_GSKEC, weights_GSK.astype(x_GSD.dtype), out_GECD)
+  return y_GSD, 1.0 - jnp.sum(kept_GKSE) / (g * s * k)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,7 +165,9 @@ class MoE(nn.Module):
                kernel("wo", (e, f, d), ("exp", "mlp", "embed"), 1, 2))
     x_TD = x_TD.astype(self.dtype)
     if self.capacity_factor:
-      y_TD, dropped = with_capacity(x_TD, weights_TK, experts_TK, e, self.capacity_factor, kernels, self.activation)
+      y_BLD, dropped = with_capacity(x_TD.reshape(b, l, d), weights_TK.reshape(b, l, -1),
+                                     experts_TK.reshape(b, l, -1), e, self.capacity_factor, kernels, self.activation)
+      y_TD = y_BLD.reshape(b * l, d)
     else:
       y_TD, dropped = dropless(x_TD, weights_TK, experts_TK, e, kernels, self.activation)
     for name, value in {**auxiliary(logits_TE, probs_TE, experts_TK, e), "dropped": dropped}.items():
