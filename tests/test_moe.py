@@ -64,6 +64,24 @@ def test_capacity_and_dropless_dispatch_give_the_same_outputs_and_gradients_when
   assert jax.tree.reduce(lambda s, g: s + float(jnp.abs(g).sum()), grads[0], 0.0) > 0
 
 
+def test_blocked_grouped_matmuls_equal_ragged_dot_with_their_gradients():
+  """The CPU path (blocks of one expert's rows) against jax.lax.ragged_dot, for groups of every size: empty, one
+  row, over a block, all rows of one expert."""
+  k = jax.random.split(jax.random.PRNGKey(0), 4)
+  x = jax.random.normal(k[0], (300, D))
+  kernels = tuple(jax.random.normal(key, shape) / np.sqrt(shape[1])
+                  for key, shape in zip(k[1:], [(E, D, F), (E, D, F), (E, F, D)]))
+  for sizes in ([0, 1, 150, 149], [300, 0, 0, 0], [75, 75, 75, 75]):
+    group_sizes = jnp.asarray(sizes, jnp.int32)
+    ragged = lambda x, *w, g=group_sizes: jnp.sum(jnp.sin(moe.gated_experts(x, *w, "silu", group_sizes_E=g)))
+    blocked = lambda x, *w, g=group_sizes: jnp.sum(jnp.sin(moe.blocked_experts(x, *w, "silu", g, block=64)))
+    (value, grads), (expected, expected_grads) = (jax.value_and_grad(f, argnums=(0, 1, 2, 3))(x, *kernels)
+                                                  for f in (blocked, ragged))
+    np.testing.assert_allclose(value, expected, rtol=1e-5, err_msg=str(sizes))
+    for a, b in zip(grads, expected_grads):
+      np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4, err_msg=str(sizes))
+
+
 def test_gradients_equal_the_loop_s():
   """Dropless against the float64 loop's numerical gradient along a random direction of the parameters."""
   block = _block()

@@ -9,7 +9,7 @@ raw probability). Each expert is a gated feed-forward of width mlp_dim, as the f
 (decoder-only) or gated GELU (T5 v1.1), by `activation`. Two dispatches compute the same thing:
 
 - dropless (capacity_factor 0): the assignments sorted by expert, each expert's rows one group of a grouped
-  matmul (jax.lax.ragged_dot); no token is dropped.
+  matmul (jax.lax.ragged_dot; on CPUs blocks of one expert's rows, blocked_experts); no token is dropped.
 - capacity (capacity_factor > 0): in each row (a group, as GShard's), each expert takes at most
   C = ceil(capacity_factor x L x k / E) assignments, the first come in GShard's order (every token's first choice
   before any second choice, tokens in order); an assignment over capacity is dropped: the token's other experts
@@ -71,12 +71,42 @@ def gated_experts(x_XD, wi0_EDF, wi1_EDF, wo_EFD, activation: str, group_sizes_E
   return jax.lax.ragged_dot(h, wo_EFD, group_sizes_E)
 
 
+BLOCK = 128  # rows of one expert that blocked_experts multiplies at a time
+
+
+def blocked_experts(x_AD, wi0_EDF, wi1_EDF, wo_EFD, activation: str, group_sizes_E, block: int = BLOCK):
+  """gated_experts of rows sorted by expert (`group_sizes_E` of each), as blocks of `block` rows of one expert each
+  (each expert's rows padded to a multiple of it), multiplied by their expert's kernels gathered per block: the
+  work of the rows, plus the padding.
+
+  For CPUs, where jax.lax.ragged_dot multiplies every row by every expert's kernel and masks (E times the work:
+  4.1x the dense step in the quickstart_moe benchmark, tools/bench_train.md); accelerators have grouped kernels,
+  and would not want the kernels copied per block."""
+  a, d = x_AD.shape
+  e = wi0_EDF.shape[0]
+  padded_E = (group_sizes_E + block - 1) // block * block
+  padded_end_E = jnp.cumsum(padded_E)
+  expert_A = jnp.repeat(jnp.arange(e), group_sizes_E, total_repeat_length=a)
+  row_A = jnp.arange(a) - (jnp.cumsum(group_sizes_E) - group_sizes_E)[expert_A] + (padded_end_E - padded_E)[expert_A]
+  blocks = (a + e * (block - 1)) // block  # At most this many, whatever the group sizes.
+  x_NBD = jnp.zeros((blocks * block, d), x_AD.dtype).at[row_A].set(x_AD).reshape(blocks, block, d)
+  expert_N = jnp.minimum(jnp.searchsorted(padded_end_E, jnp.arange(blocks) * block, side="right"), e - 1)
+  act = ACTIVATIONS[activation]
+  h_NBF = act(jnp.einsum("nbd,ndf->nbf", x_NBD, wi0_EDF[expert_N])) * jnp.einsum("nbd,ndf->nbf", x_NBD,
+                                                                                  wi1_EDF[expert_N])
+  out_NBD = jnp.einsum("nbf,nfd->nbd", h_NBF, wo_EFD[expert_N])
+  return out_NBD.reshape(blocks * block, -1)[row_A]
+
+
 def dropless(x_TD, weights_TK, experts_TK, num_experts: int, kernels, activation: str = "silu"):
   """Every assignment computed: sorted by expert, grouped matmuls, then weighted back onto its token."""
   t, k = experts_TK.shape
   order_A = jnp.argsort(experts_TK.reshape(-1), stable=True)
   group_sizes_E = jnp.bincount(experts_TK.reshape(-1), length=num_experts).astype(jnp.int32)
-  out_AD = gated_experts(x_TD[order_A // k], *kernels, activation, group_sizes_E=group_sizes_E)
+  if jax.default_backend() == "cpu":
+    out_AD = blocked_experts(x_TD[order_A // k], *kernels, activation, group_sizes_E)
+  else:
+    out_AD = gated_experts(x_TD[order_A // k], *kernels, activation, group_sizes_E=group_sizes_E)
   out_TKD = jnp.zeros_like(out_AD).at[order_A].set(out_AD).reshape(t, k, -1)
   return jnp.einsum("tkd,tk->td", out_TKD, weights_TK.astype(out_TKD.dtype)), jnp.zeros((), jnp.float32)
 
