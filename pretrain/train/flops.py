@@ -31,6 +31,12 @@ def _active_share(path: str, model_cfg) -> float:
   return 1.0
 
 
+def active_parameters(params, model_cfg) -> float:
+  """The parameters a token multiplies or gathers: all, but only top_k of each mixture-of-experts layer's experts."""
+  return sum(leaf.size * _active_share(jax.tree_util.keystr(path), model_cfg)
+             for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0])
+
+
 def flops_per_example(params, model_cfg, lengths: dict[str, int]) -> float:
   """Training FLOPs of one example: 6 per parameter per token it multiplies (the
   input embedding gathers, it does not multiply, unless tied to the output)

@@ -1,0 +1,173 @@
+"""Dense or mixture of experts? Each family's dense model against its MoE twin of equal active parameters, on the
+same tokens.
+
+  python tools/compare_moe.py [--families=decoder_only,encoder_decoder] [--seeds=0,1] [--experts=8] [--top_k=2]
+      [--steps=300] [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2]
+      [--out=docs/moe] [--out_dir=runs/moe] [--config.KEY=VALUE ...]
+
+Families (FAMILIES): the decoder-only causal LM (clm) and the T5 encoder-decoder (span corruption, its row of
+--seq_len tokens split into inputs and targets as the objective fits them). Per family two models: dense (a
+feed-forward layer of 3 x d_model) and MoE (every feed-forward layer --experts experts of width 3 x d_model /
+--top_k, each token routed to --top_k of them, dropless): the same active parameters and FLOPs per token but the
+router's. Every run: the same steps, batch and rows of the bundled corpus, the same optimizer, schedule and
+model otherwise, for each of --seeds (train.seed), in OUT_DIR/FAMILY/MODEL/seedS.
+
+Measured: validation loss and bits per byte (the task loss alone: the auxiliary losses are not in them) against
+the tokens trained on; tokens/s of each run (the median logged interval); the experts' balance, each MoE layer's
+busiest expert's share of the tokens times the experts (1: balanced), over training. A figure 'a +- b' is the
+mean and the half-width of its 95% interval over the seeds; a difference counts as real only where the
+intervals are apart.
+"""
+
+import os
+
+from pretrain import cli, run as run_lib
+from pretrain.downstream import stats
+from pretrain.errors import UserError, exit_on_user_error
+from pretrain.experiments import compare_objectives, runs
+from pretrain.train import flops, metrics
+
+FAMILIES = {"decoder_only": "clm", "encoder_decoder": "span_corruption"}
+MODELS = ("dense", "moe")
+
+
+def run_config(base, family: str, model: str, args):
+  cfg = base.copy_and_resolve_references()
+  c = cfg.data
+  c.objective, c.seq_len, c.eval_objectives = FAMILIES[family], args.seq_len, ()
+  if runs.splits_rows(run_lib.objective(cfg).family):
+    c.inputs_length, c.targets_length = compare_objectives.split_row(c.objective, c, cfg.tokenizer.extra_ids,
+                                                                     args.seq_len)
+  runs.set_budget(cfg, args.steps, args.batch_size, args.evals)
+  runs.set_model(cfg, args.d_model, args.num_layers, args.head_dim)
+  m = cfg.model
+  m.num_decoder_layers = m.num_layers
+  if model == "moe":
+    if m.mlp_dim % args.top_k:
+      raise UserError(f"--top_k={args.top_k} does not divide the dense width {m.mlp_dim} (3 x --d_model)")
+    m.moe_experts, m.moe_top_k, m.moe_mlp_dim, m.moe_every = args.experts, args.top_k, m.mlp_dim // args.top_k, 1
+  return cfg
+
+
+def busiest(workdir: str) -> list[tuple[int, float]]:
+  """(step, the mean over MoE layers of the busiest expert's share times the experts) of each evaluation."""
+  points = []
+  for record in metrics.read(workdir):
+    layers = metrics.busiest_expert(record)
+    if layers:
+      points.append((record["step"], sum(layers.values()) / len(layers)))
+  return points
+
+
+def bits_per_byte_curve(workdir: str, tokens_per_step: int) -> list[tuple[int, float]]:
+  return [(r["step"] * tokens_per_step, r["eval/bits_per_byte"]) for r in metrics.read(workdir)
+          if "eval/bits_per_byte" in r]
+
+
+def table(results: dict) -> str:
+  rows = ["| family | model | params | active params | GFLOP/step | val loss | val bits/byte | tokens/s | "
+          "step time / dense | busiest expert x E, first eval -> last |",
+          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+  for family, by_model in results.items():
+    dense_speed = [r["tokens_per_second"] for r in by_model["dense"]]
+    for model, seeds in by_model.items():
+      r = seeds[0]
+      speed = [s["tokens_per_second"] for s in seeds]
+      ratio = stats.text([d / s for d, s in zip(dense_speed, speed)], 2) if model == "moe" else "1"
+      balance = (f"{stats.text([s['busiest'][0][1] for s in seeds], 2)} -> "
+                 f"{stats.text([s['busiest'][-1][1] for s in seeds], 2)}") if r["busiest"] else ""
+      rows.append(f"| {family} | {model} | {r['params'] / 1e6:.2f}M | {r['active'] / 1e6:.2f}M | "
+                  f"{r['gflop_per_step']:.1f} | {stats.text([s['loss'] for s in seeds])} | "
+                  f"{stats.text([s['bpb'][-1][1] for s in seeds])} | {stats.text(speed, 0)} | {ratio} | {balance} |")
+  return "\n".join(rows)
+
+
+def plot(results: dict, path: str) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+  for family, by_model in results.items():
+    for model, seeds in by_model.items():
+      line, = axes[0].plot(*zip(*seeds[0]["bpb"][1:]), "o-" if model == "moe" else "s--", markersize=3,
+                           label=f"{family} {model}")
+      for r in seeds[1:]:
+        axes[0].plot(*zip(*r["bpb"][1:]), "-", color=line.get_color(), alpha=0.35)
+      if model == "moe":
+        for i, r in enumerate(seeds):
+          axes[1].plot(*zip(*r["busiest"]), "o-", markersize=3, color=line.get_color(), alpha=1 if i == 0 else 0.35,
+                       label=family if i == 0 else None)
+  axes[0].set(xlabel="tokens trained on", ylabel="validation bits per byte",
+              title="validation bits per byte (each seed; markers: the first)")
+  axes[1].axhline(1.0, color="gray", lw=0.8)
+  axes[1].set(xlabel="step", ylabel="busiest expert's share x experts",
+              title="expert balance (mean over MoE layers; 1: balanced)")
+  for ax in axes:
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def report(results, args, argv, load) -> str:
+  verdicts = []
+  for family, by_model in results.items():
+    finals = {model: [s["bpb"][-1][1] for s in seeds] for model, seeds in by_model.items()}
+    apart = stats.apart(finals, higher_better=False)
+    verdicts.append(f"- {family}: " + (", ".join(apart) or "dense and MoE not apart") + ".")
+  return runs.report("tools/compare_moe.py", argv, load, [
+      "# Dense or mixture of experts, at equal active parameters and equal tokens",
+      f"Every run: {args.steps} steps x {args.batch_size} rows of {args.seq_len} tokens of the bundled corpus, "
+      f"{args.d_model} wide with {args.num_layers} layers (the encoder-decoder: {args.num_layers} in each stack), "
+      f"AdamW with warmup and cosine decay, seeds {args.seeds}. dense: each feed-forward layer {3 * args.d_model} "
+      f"wide. moe: each one {args.experts} experts {3 * args.d_model // args.top_k} wide of which each token takes "
+      f"{args.top_k} (dropless; loss.moe_load_balance and loss.moe_z_loss at their defaults). A figure 'a +- b' "
+      "is the mean and the half-width of its 95% interval over the seeds.",
+      table(results),
+      "params: all; active params: those a token multiplies (top_k of each layer's experts), embeddings included. "
+      "val loss: the task's cross-entropy on the validation rows (decoder-only: next token; encoder-decoder: the "
+      "span-corruption targets), without the auxiliary losses; val bits/byte: the same in bits per UTF-8 byte of "
+      "the target tokens' text. tokens/s and step time: measured on this 2-core CPU, where the experts run as "
+      f"padded blocks (tools/bench_train.md); {runs.TIMING_NOTE}",
+      "Beyond the noise (the two 95% intervals of the last validation bits per byte apart), lower is better:",
+      "\n".join(verdicts),
+      f"![validation bits per byte and expert balance]({os.path.basename(args.out)}.png)"])
+
+
+@exit_on_user_error
+def main(argv: list[str], prog: str = "tools/compare_moe.py") -> int:
+  parser = cli.parser_for(prog, __doc__)
+  parser.add_argument("--families", default=",".join(FAMILIES), help=f"comma-separated, of {', '.join(FAMILIES)}")
+  parser.add_argument("--seeds", default="0,1", help="pre-training seeds of every model, comma-separated")
+  parser.add_argument("--experts", type=cli.at_least(2), default=8, help="experts of each MoE layer")
+  parser.add_argument("--top_k", type=cli.at_least(1), default=2, help="experts per token")
+  parser.add_argument("--d_model", type=cli.at_least(8), default=128, help="model width")
+  parser.add_argument("--num_layers", type=cli.at_least(1), default=2, help="layers (of each stack)")
+  parser.add_argument("--head_dim", type=cli.at_least(8), default=64, help="dimension of each attention head")
+  runs.add_flags(parser, "moe", "tokens per row (encoder-decoder: inputs + targets)", "FAMILY/MODEL/seedS")
+  args, base = cli.parse_command_line(parser, argv)
+  names = [f.strip() for f in args.families.split(",") if f.strip()]
+  if not names or len(set(names)) != len(names) or set(names) - set(FAMILIES):
+    raise UserError(f"--families={args.families!r}: give distinct families of {', '.join(FAMILIES)}")
+  if args.top_k > args.experts:
+    raise UserError(f"--top_k={args.top_k} is more than --experts={args.experts}")
+  seeds = runs.seeds(args.seeds)
+  configs = {(f, m): run_config(base, f, m, args) for f in names for m in MODELS}
+  for cfg in configs.values():
+    run_lib.Run.build(cfg)  # Every check before the first run.
+  load = runs.machine()
+  results = {f: {m: [] for m in MODELS} for f in names}
+  for seed in seeds:
+    for (family, model), cfg in configs.items():
+      seeded = cfg.copy_and_resolve_references()
+      seeded.train.seed = seed
+      workdir = os.path.join(args.out_dir, family, model, f"seed{seed}")
+      r = runs.train_one(seeded, workdir)
+      r["active"] = flops.active_parameters(run_lib.Run.build(seeded).abstract_state().params, seeded.model)
+      r["busiest"], r["bpb"] = busiest(workdir), bits_per_byte_curve(workdir, r["tokens_per_step"])
+      results[family][model].append(r)
+      print(f"[seed {seed}] {family:<16} {model:<6} val bits/byte {r['bpb'][-1][1]:.3f}  "
+            f"{r['tokens_per_second']:.0f} tokens/s  {r['wall']:.0f} s", flush=True)
+  runs.write_report(args.out, lambda path: plot(results, path), report(results, args, argv, load), table(results))
+  return 0

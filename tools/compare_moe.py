@@ -1,0 +1,13 @@
+"""Dense or mixture of experts? The command line of pretrain.experiments.compare_moe (see --help)."""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from pretrain import host_memory  # pylint: disable=g-import-not-at-top
+
+host_memory.keep_freed_memory()  # Before JAX starts its threads.
+from pretrain.experiments import compare_moe  # pylint: disable=g-import-not-at-top
+
+if __name__ == "__main__":
+  sys.exit(compare_moe.main(sys.argv[1:]))
