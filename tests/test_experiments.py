@@ -14,7 +14,8 @@ import pytest
 from pretrain import configs
 from pretrain.errors import UserError
 from pretrain.data import dedup
-from pretrain.experiments import compare_objectives, compare_tokenizers, curriculum, data_quality, scaling, web_defects
+from pretrain.experiments import (compare_moe, compare_objectives, compare_tokenizers, curriculum, data_quality, scaling,
+                                  web_defects)
 from tests.conftest import REPO
 
 # A model and budget small enough for a CPU test: a few seconds of training per run.
@@ -199,3 +200,20 @@ def test_compare_tokenizers_writes_table_and_plot(tmp_path, cache_dir, monkeypat
   assert all(re.fullmatch(r"\d\.\d{3}", row[-3]) and re.fullmatch(r"\d\.\d{3}", row[-2]) for row in rows.values())
   assert "Beyond the noise" in open(out + ".md").read()
   assert re.search(r"\[seed 0\] bytes +val bits/byte \d", capsys.readouterr().out)
+
+
+def test_compare_moe_writes_table_and_plot(tmp_path, cache_dir, monkeypatch, capsys):
+  """The decoder-only family (the encoder-decoder's MoE runs in tests/test_mesh_layouts.py and test_moe.py)."""
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  out = str(tmp_path / "docs" / "moe")
+  compare_moe.main(["--families=decoder_only", "--seeds=0", "--experts=4", "--d_model=32", "--num_layers=1",
+                    "--head_dim=16", *TINY, f"--out={out}", f"--out_dir={tmp_path / 'runs'}"])
+  assert os.path.getsize(out + ".png") > 0
+  rows = {tuple(c.strip() for c in row.split("|")[1:3]): [c.strip() for c in row.split("|")[3:-1]]
+          for row in _table_rows(out + ".md")}
+  assert list(rows) == [("decoder_only", "dense"), ("decoder_only", "moe")]
+  dense, moe = rows.values()
+  assert dense[1] == moe[1] and float(moe[0][:-1]) > float(dense[0][:-1])  # Active parameters equal; all more.
+  assert moe[-1] and not dense[-1]  # The experts' balance, of the MoE run alone.
+  assert "Beyond the noise" in open(out + ".md").read()
+  assert re.search(r"\[seed 0\] decoder_only +moe +val bits/byte \d", capsys.readouterr().out)

@@ -40,6 +40,15 @@ MIXTRAL_SHAPES = {
     "gqa_scanned_top1": dict(d_model=48, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=12, mlp_dim=96,
                              moe_experts=3, moe_top_k=1, scan_layers=True),
 }
+# Qwen2-MoE: experts every other layer, raw top-k weights; with a gated shared expert (scanned: units of two
+# layers), and without one (transformers' model always has it: exported empty).
+QWEN2_MOE_SHAPES = {
+    "shared_every2_scanned": dict(d_model=64, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=16, mlp_dim=160,
+                                  moe_experts=4, moe_top_k=2, moe_mlp_dim=48, moe_every=2, moe_shared_mlp_dim=40,
+                                  moe_normalize_top_k=False, scan_layers=True),
+    "no_shared_every2": dict(d_model=48, num_layers=2, num_heads=4, num_kv_heads=4, head_dim=12, mlp_dim=96,
+                             moe_experts=3, moe_top_k=2, moe_every=2),
+}
 MAX_LENGTH = 128
 
 
@@ -107,6 +116,8 @@ def _check_t5(out, model, params, ids):
 RANDOM_MODELS = {f"llama_{name}": ("clm", shape) for name, shape in LLAMA_SHAPES.items()}
 RANDOM_MODELS.update({f"t5_{name}": ("span_corruption", shape) for name, shape in T5_SHAPES.items()})
 RANDOM_MODELS.update({f"mixtral_{name}": ("clm", shape) for name, shape in MIXTRAL_SHAPES.items()})
+RANDOM_MODELS.update({f"qwen2_moe_{name}": ("clm", shape) for name, shape in QWEN2_MOE_SHAPES.items()})
+MOE_ARCHITECTURES = {"mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM"}
 
 
 @pytest.mark.parametrize("name", RANDOM_MODELS)
@@ -119,8 +130,9 @@ def test_random_model_matches_transformers(tmp_path, vocabulary, corpus_source, 
   modes = {name: stat.S_IMODE(os.stat(os.path.join(out, name)).st_mode) for name in os.listdir(out)}
   assert stat.S_IMODE(os.stat(out).st_mode) == 0o777 & ~umask and set(modes.values()) == {0o666 & ~umask}
   ids = _text_ids(vocabulary, corpus_source, 60)
-  if name.startswith("mixtral"):
-    _check_llama(out, run.model, params, ids, architecture="MixtralForCausalLM")
+  moe = next((arch for prefix, arch in MOE_ARCHITECTURES.items() if name.startswith(prefix)), None)
+  if moe:
+    _check_llama(out, run.model, params, ids, architecture=moe)
   else:
     (_check_llama if objective == "clm" else _check_t5)(out, run.model, params, ids)
   # Import reproduces every parameter exactly, in the layout the config asks for.
@@ -252,3 +264,8 @@ def test_bad_exports_and_imports_are_refused(tmp_path, run_train, trained_run, v
   t5_dir = _export(tmp_path / "t5", run, params, vocabulary)
   result = run_train(tmp_path / "t5_into_clm", f"--config.train.init_from_hf={t5_dir}")
   assert result.returncode == 2 and "holds a t5 model, but data.objective='clm' trains llama" in result.stderr
+
+  run, params = _random_model("span_corruption", vocabulary, {"moe_experts": 4, "moe_every": 2, "num_layers": 2})
+  with pytest.raises(UserError, match="encoder-decoder model with experts .* T5 v1.0's ReLU"):
+    hf.export(str(tmp_path / "switch"), run, params, vocabulary)
+  assert not os.path.exists(tmp_path / "switch")

@@ -2,7 +2,7 @@
 import such a directory to continue pre-training.
 
 Decoder-only models are Llama (LlamaForCausalLM), or with experts Mixtral
-(MixtralForCausalLM), encoder-decoder models T5 v1.1
+(MixtralForCausalLM) or Qwen2-MoE (Qwen2MoeForCausalLM), encoder-decoder models T5 v1.1
 (T5ForConditionalGeneration); the tokenizer is the run's SentencePiece
 model as tokenizer.json (see tokenizer.py) plus the .model file itself. An
 ELECTRA run exports its discriminator in a format of its own (electra.py),
@@ -26,7 +26,7 @@ from pretrain.hf import electra, llama, t5, tokenizer
 
 FAMILIES = {"llama": llama, "t5": t5}  # exported and imported
 EXPORTS = {**FAMILIES, "electra": electra}
-MODEL_TYPES = {"llama": "llama", "mixtral": "llama", "t5": "t5"}  # config.json's model_type -> its FAMILIES key
+MODEL_TYPES = {"llama": "llama", "mixtral": "llama", "qwen2_moe": "llama", "t5": "t5"}  # config.json's model_type -> its FAMILIES key
 WEIGHTS = "model.safetensors"
 
 
@@ -44,8 +44,8 @@ def export(out_dir: str, run, params, vocabulary=None) -> str:
     raise UserError(f"--out={out_dir!r} exists and is not an empty directory; give a new directory")
   params = jax.tree.map(np.asarray, jax.device_get(nn.meta.unbox(params)))
   models.check_shapes(params, run.abstract_state().params, "the checkpoint")
+  config = module.hf_config(model_cfg, run.model.config.vocab_size, max_length)  # Refuses what it cannot write.
   state = {k: np.ascontiguousarray(v, np.float32) for k, v in module.to_hf(params, model_cfg).items()}
-  config = module.hf_config(model_cfg, run.model.config.vocab_size, max_length)
   parent = os.path.dirname(os.path.abspath(out_dir))
   os.makedirs(parent, exist_ok=True)
   staging = tempfile.mkdtemp(dir=parent, prefix=".export-")
@@ -87,7 +87,7 @@ def read_config(hf_dir: str) -> tuple[str, dict]:
     config = json.load(f)
   model_type = config.get("model_type")
   if model_type not in MODEL_TYPES:
-    supported = ", ".join([*(m.ARCHITECTURE for m in FAMILIES.values()), llama.MIXTRAL])
+    supported = ", ".join([*(m.ARCHITECTURE for m in FAMILIES.values()), llama.MIXTRAL, llama.QWEN2_MOE])
     raise UserError(f"{hf_dir!r} holds a {model_type!r} model ({', '.join(config.get('architectures') or [])}); "
                     f"only {supported} can be imported")
   return MODEL_TYPES[model_type], config

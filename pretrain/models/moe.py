@@ -204,7 +204,8 @@ class MoE(nn.Module):
       self.sow("moe", name, value)
     y_BLD = y_TD.reshape(b, l, d)
     if self.shared_mlp_dim:
-      gate_BL1 = nn.sigmoid(layers.Dense(1, dtype=jnp.float32, name="shared_gate")(x_BLD.astype(jnp.float32)))
+      gate_BL1 = nn.sigmoid(layers.Dense(1, dtype=jnp.float32, kernel_init=layers.kernel_init("embed", None),
+                                         name="shared_gate")(x_BLD.astype(jnp.float32)))
       shared_BLD = layers.SwiGLU(self.shared_mlp_dim, dtype=self.dtype, name="shared")(x_BLD)
       y_BLD = y_BLD + (gate_BL1 * shared_BLD).astype(y_BLD.dtype)
     return y_BLD
