@@ -41,7 +41,7 @@ def test_replaced_positions_are_where_the_sample_differs(run):
   params = run.create_state().params
   key = jax.random.key(7)
   sample_key, _ = jax.random.split(key)
-  out = run.family.forward(run.model, params, batch, key)
+  out, _ = run.family.forward(run.model, params, batch, key)  # (outputs, what MoE layers sowed)
   masked = batch["encoder_loss_weights"] > 0
   sampled = np.asarray(jax.random.categorical(sample_key, out["generator_logits"]))
   corrupted = np.asarray(out["corrupted"])

@@ -51,7 +51,7 @@ def test_bits_per_byte_is_the_loss_in_bits_over_the_bytes_of_the_text(vocabulary
   params = run.create_state().params
   with run.activated():
     totals = jax.device_get(run.eval_step(params, mesh_lib.global_batch(local, run.batch_sharding)))
-    logits = np.asarray(run.family.forward(run.model, params, local), np.float64)[0, :len(tokens)]
+    logits = np.asarray(run.family.forward(run.model, params, local)[0], np.float64)[0, :len(tokens)]
   nats = -sum(row_logits[t] - np.log(np.exp(row_logits - row_logits.max()).sum()) - row_logits.max()
               for row_logits, t in zip(logits, tokens))
   expected = nats / math.log(2) / (len(text.encode("utf-8")) + 1)

@@ -8,6 +8,7 @@ import json
 import os
 import re
 
+import jax
 import numpy as np
 import pytest
 
@@ -202,18 +203,22 @@ def test_compare_tokenizers_writes_table_and_plot(tmp_path, cache_dir, monkeypat
   assert re.search(r"\[seed 0\] bytes +val bits/byte \d", capsys.readouterr().out)
 
 
-def test_compare_moe_writes_table_and_plot(tmp_path, cache_dir, monkeypatch, capsys):
-  """The decoder-only family (the encoder-decoder's MoE runs in tests/test_mesh_layouts.py and test_moe.py)."""
-  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
-  out = str(tmp_path / "docs" / "moe")
-  compare_moe.main(["--families=decoder_only", "--seeds=0", "--experts=4", "--d_model=32", "--num_layers=1",
-                    "--head_dim=16", *TINY, f"--out={out}", f"--out_dir={tmp_path / 'runs'}"])
-  assert os.path.getsize(out + ".png") > 0
-  rows = {tuple(c.strip() for c in row.split("|")[1:3]): [c.strip() for c in row.split("|")[3:-1]]
-          for row in _table_rows(out + ".md")}
-  assert list(rows) == [("decoder_only", "dense"), ("decoder_only", "moe")]
-  dense, moe = rows.values()
-  assert dense[1] == moe[1] and float(moe[0][:-1]) > float(dense[0][:-1])  # Active parameters equal; all more.
-  assert moe[-1] and not dense[-1]  # The experts' balance, of the MoE run alone.
-  assert "Beyond the noise" in open(out + ".md").read()
-  assert re.search(r"\[seed 0\] decoder_only +moe +val bits/byte \d", capsys.readouterr().out)
+def test_compare_moe_gives_both_models_the_same_active_parameters_and_refuses_bad_flags(capsys):
+  """Its runs' configs (the training itself is the other experiments' and test_moe.py's): the dense model and its
+  MoE twin multiply the same parameters per token, the MoE holding more."""
+  from pretrain import cli, run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.train import flops  # pylint: disable=g-import-not-at-top
+  base = cli.parse_command_line(argparse.ArgumentParser(), ["--config=configs/quickstart.py"])[1]
+  args = argparse.Namespace(seq_len=64, steps=3, batch_size=4, evals=3, d_model=32, num_layers=1, head_dim=16,
+                            experts=8, top_k=2)
+  for family in compare_moe.FAMILIES:
+    counts = {}
+    for model in compare_moe.MODELS:
+      cfg = compare_moe.run_config(base, family, model, args)
+      params = run_lib.Run.build(cfg, 128).abstract_state().params
+      counts[model] = (flops.active_parameters(params, cfg.model), sum(x.size for x in jax.tree.leaves(params)))
+    router = 32 * 8 * (1 if family == "decoder_only" else 2)  # d_model x experts, per MoE layer
+    assert counts["moe"][0] - counts["dense"][0] == router and counts["moe"][1] > counts["dense"][1]
+  with pytest.raises(SystemExit):
+    compare_moe.main(["--experts=2", "--top_k=3"])
+  assert "--top_k=3 is more than --experts=2" in capsys.readouterr().err

@@ -33,10 +33,9 @@ T5_SHAPES = {
                                         mlp_dim=64, vocab_size=4100, scan_layers=True,
                                         relative_attention_num_buckets=16, relative_attention_max_distance=64),
 }
-# Mixtral: experts in every layer (dropless), top-2 renormalised; one unrolled, one scanned with grouped queries.
+# Mixtral: experts in every layer, scanned, grouped queries, top-1 (unrolled experts: Qwen2-MoE below, and the
+# Mixtral that transformers writes).
 MIXTRAL_SHAPES = {
-    "four_experts": dict(d_model=64, num_layers=2, num_heads=4, num_kv_heads=4, head_dim=16, mlp_dim=160,
-                         moe_experts=4, moe_top_k=2, moe_mlp_dim=48),
     "gqa_scanned_top1": dict(d_model=48, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=12, mlp_dim=96,
                              moe_experts=3, moe_top_k=1, scan_layers=True),
 }
