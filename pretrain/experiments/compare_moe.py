@@ -147,9 +147,7 @@ def main(argv: list[str], prog: str = "tools/compare_moe.py") -> int:
   parser.add_argument("--head_dim", type=cli.at_least(8), default=64, help="dimension of each attention head")
   runs.add_flags(parser, "moe", "tokens per row (encoder-decoder: inputs + targets)", "FAMILY/MODEL/seedS")
   args, base = cli.parse_command_line(parser, argv)
-  names = [f.strip() for f in args.families.split(",") if f.strip()]
-  if not names or len(set(names)) != len(names) or set(names) - set(FAMILIES):
-    raise UserError(f"--families={args.families!r}: give distinct families of {', '.join(FAMILIES)}")
+  names = runs.names(args.families, FAMILIES, "--families", "families")
   if args.top_k > args.experts:
     raise UserError(f"--top_k={args.top_k} is more than --experts={args.experts}")
   seeds = runs.seeds(args.seeds)

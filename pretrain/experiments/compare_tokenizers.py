@@ -26,7 +26,7 @@ import time
 from pretrain import cli, objectives, run as run_lib
 from pretrain.data import sources, vocab
 from pretrain.downstream import stats
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.errors import exit_on_user_error
 from pretrain.experiments import runs
 from pretrain.train import metrics
 
@@ -150,9 +150,7 @@ def main(argv: list[str], prog: str = "tools/compare_tokenizers.py") -> int:
   parser.add_argument("--out", default="docs/tokenizers", help="writes OUT.png and OUT.md")
   parser.add_argument("--out_dir", default="runs/tokenizers", help="the runs' workdirs, OUT_DIR/KIND/seedS")
   args, base = cli.parse_command_line(parser, argv)
-  names = [k.strip() for k in args.kinds.split(",") if k.strip()]
-  if not names or len(set(names)) != len(names) or set(names) - set(KINDS):
-    raise UserError(f"--kinds={args.kinds!r}: give distinct kinds of {', '.join(KINDS)}")
+  names = runs.names(args.kinds, KINDS, "--kinds", "kinds")
   seeds = runs.seeds(args.seeds)
   base.tokenizer.vocab_size = args.vocab_size
   source = sources.make_source(base.data)

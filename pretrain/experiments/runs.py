@@ -67,6 +67,14 @@ def seeds(text: str) -> list[int]:
   return values
 
 
+def names(text: str, known, flag: str, what: str) -> list[str]:
+  """The distinct names of a comma-separated flag, each one of `known` (e.g. --kinds, of the tokenizer kinds)."""
+  chosen = [name.strip() for name in text.split(",") if name.strip()]
+  if not chosen or len(set(chosen)) != len(chosen) or set(chosen) - set(known):
+    raise UserError(f"{flag}={text!r}: give distinct {what} of {', '.join(known)}")
+  return chosen
+
+
 def fresh_workdir(path: str) -> None:
   """Deletes an earlier run of this tool there (so the run starts over rather than resumes); refuses anything else."""
   if os.path.isdir(path) and os.listdir(path):
