@@ -31,10 +31,13 @@ import tempfile
 import time
 
 import jax
+import jax.numpy as jnp
 
 from pretrain import cli
 from pretrain import config as config_lib
+from pretrain import models
 from pretrain import run as run_lib
+from pretrain.console import log
 from pretrain.errors import UserError, exit_on_user_error
 from pretrain.bench import matmul_floor, step_profile
 from pretrain.train import checkpoint, flops
@@ -71,6 +74,8 @@ def prepare(run) -> tuple:
   step()
   info = {"params": sum(x.size for x in jax.tree.leaves(state.params)), "microbatches": cfg.train.microbatches,
           "compile s": time.perf_counter() - start}
+  log(f"{run.cfg.data.objective}: compiled and ran the first step in {info['compile s']:.1f} s")  # Before the
+  # timing, so that a run stopped by a time limit still tells where its time went.
   return step, info, lambda: state
 
 
@@ -187,6 +192,8 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
                       help="also time transformers (hf), or the MoE config's dense counterpart (dense), in turn")
   parser.add_argument("--only", choices=[*PEERS, "config"],
                       help="with --compare: one of the fixed shapes, or the --config itself")
+  parser.add_argument("--no_save", action="store_true",
+                      help="skip timing a checkpoint save (it writes the state twice: minutes for a large model)")
   parser.add_argument("--profile", action="store_true", help="print where one step's time goes, by XLA op")
   parser.add_argument("--matmuls", action="store_true",
                       help="also time the step's matrix products alone, each compiled by itself (with --compare=hf, "
@@ -201,11 +208,12 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
   else:
     runs = {name: run_lib.Run.build(config_lib.update(cfg.copy_and_resolve_references(), overrides, "bench peer"))
             for name, overrides in PEERS.items() if not args.only or name == args.only}
-  peaks = [flops.matmul_peak()]
+  dtype = peak_dtype(cfg)
+  peaks = [flops.matmul_peak(dtype=dtype)]
   if args.compare:
     from pretrain.bench import hf_peer  # pylint: disable=g-import-not-at-top  (torch is only needed here)
   cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-  print(versions(cores, hf_peer if args.compare else None))
+  print(versions(cores, dtype, hf_peer if args.compare else None))
   table = {}
   for name, run in runs.items():
     ours, ours_info, final_state = prepare(run)
@@ -213,12 +221,13 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
     if args.compare:
       steps["transformers"], theirs_info = hf_peer.prepare(run, threads=cores)
     times = time_alternately(steps, args.steps, args.warmup)
-    peaks.append(flops.matmul_peak())  # Measured again after the steps: the best of both is the peak.
+    peaks.append(flops.matmul_peak(dtype=dtype))  # Measured again after the steps: the best of both is the peak.
     tokens, step_flops = tokens_and_flops(run, final_state().params)
     ours_info |= timing_rows(times["pretrain"], tokens, step_flops, max(peaks))
-    checkpoint_bytes, ours_info["save blocks s"] = _checkpoint_cost(final_state())
-    ours_info["checkpoint MB"] = checkpoint_bytes / 1e6
-    ours_info["save blocks / step"] = ours_info["save blocks s"] / ours_info["step s (median)"]
+    if not args.no_save:
+      checkpoint_bytes, ours_info["save blocks s"] = _checkpoint_cost(final_state())
+      ours_info["checkpoint MB"] = checkpoint_bytes / 1e6
+      ours_info["save blocks / step"] = ours_info["save blocks s"] / ours_info["step s (median)"]
     if args.profile:
       print_profile(name, run, ours, final_state())
     if args.matmuls:
@@ -245,12 +254,13 @@ def compare_dense(args, cfg) -> None:
   their ratio."""
   runs = {"moe": run_lib.Run.build(cfg, args.vocab_size), "dense": run_lib.Run.build(dense_counterpart(cfg),
                                                                                      args.vocab_size)}
-  peaks = [flops.matmul_peak()]
+  dtype = peak_dtype(cfg)
+  peaks = [flops.matmul_peak(dtype=dtype)]
   cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-  print(versions(cores))
+  print(versions(cores, dtype))
   prepared = {name: prepare(run) for name, run in runs.items()}
   times = time_alternately({name: step for name, (step, _, _) in prepared.items()}, args.steps, args.warmup)
-  peaks.append(flops.matmul_peak())
+  peaks.append(flops.matmul_peak(dtype=dtype))
   table = {}
   for name, (_, info, final_state) in prepared.items():
     tokens, step_flops = tokens_and_flops(runs[name], final_state().params)
@@ -266,15 +276,20 @@ def compare_dense(args, cfg) -> None:
   print_table(table)
 
 
-def versions(cores: int, peer=None) -> str:
+def peak_dtype(cfg) -> jnp.dtype:
+  """The dtype of the matmul whose peak MFU divides by: the model's activations' (as training's MFU)."""
+  return jnp.dtype(models.activation_dtype(cfg.model.dtype))
+
+
+def versions(cores: int, dtype: jnp.dtype, peer=None) -> str:
   """The libraries and threads of each side, and the machine."""
   import flax  # pylint: disable=g-import-not-at-top
   line = (f"{jax.device_count()} x {jax.devices()[0].device_kind}, {cores} cores; pretrain: jax {jax.__version__}, "
           f"flax {flax.__version__}, XLA's thread pool over the {cores} cores")
   if peer is not None:
     line += "; transformers: " + peer.versions()
-  return line + ("\nMFU = model FLOPs (6 per parameter per token + full attention) / the measured 2048^2 "
-                 "float32 matmul peak")
+  return line + ("\nMFU = model FLOPs (6 per parameter per token + full attention) / the measured "
+                 f"{flops.peak_size()}^2 {dtype} matmul peak")
 
 
 if __name__ == "__main__":
