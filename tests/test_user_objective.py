@@ -86,3 +86,21 @@ def test_a_broken_objective_is_named(tmp_path):
     objectives.get("missing/objective.py:Objective")
   with pytest.raises(UserError, match="the module 'no_such_module_here' cannot be imported"):
     objectives.get("no_such_module_here:Objective")
+
+
+def test_a_users_python_control_flow_is_converted_and_the_packages_functions_are_traced_as_written():
+  """AutoGraph still rewrites a user's preprocessor (Python `if` on a tensor becomes a graph op), while the
+  package's own pipeline functions are traced as written (pretrain.tf_loader.trace_as_written)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.autograph.impl import conversion  # pylint: disable=g-import-not-at-top
+  from pretrain.data import packing  # pylint: disable=g-import-not-at-top  (applies the rule)
+  from pretrain.objectives import common  # pylint: disable=g-import-not-at-top
+
+  def users(x):
+    if x > 1:  # A tensor: fails unless converted.
+      return x * 10
+    return x
+
+  assert list(tf.data.Dataset.range(3).map(users).as_numpy_iterator()) == [0, 1, 20]
+  assert conversion.is_allowlisted(common.finish_example) and conversion.is_allowlisted(packing.trim_and_pack)
+  assert not conversion.is_allowlisted(users)
