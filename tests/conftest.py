@@ -1,14 +1,24 @@
 """Shared fixtures: the bundled corpus and its vocabulary, built once per session."""
 
 import argparse
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import ml_collections
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# One XLA compilation cache for the whole session: its two workers and every process they start (they inherit the
+# environment) compile the same tiny steps again and again, and compiling is about a third of a tiny run's time.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="pretrain-tests-xla-")
+  atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+  os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # Every program, however quick to compile.
+  os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
 
 from pretrain import host_memory  # pylint: disable=g-import-not-at-top
 
