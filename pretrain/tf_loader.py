@@ -30,7 +30,7 @@ def tensorflow():
 
 def trace_as_written(package: str = "pretrain") -> None:
   """tf.data traces `package`'s functions as written, as it does TensorFlow's own. AutoGraph would rewrite every
-  function a pipeline maps, and its callees, from their source (about 2 s of each run's start) to turn Python
+  function a pipeline maps, and its callees, from their source (1-3 s of each run's start) to turn Python
   control flow on tensors into graph ops; this package's pipelines have none (a function that had would fail
   while tracing, not run differently). Other code, a user's preprocessors and seqio's, is converted as before."""
   from tensorflow.python.autograph.core import config  # pylint: disable=g-import-not-at-top

@@ -35,7 +35,6 @@ import jax.numpy as jnp
 
 from pretrain import cli
 from pretrain import config as config_lib
-from pretrain import models
 from pretrain import run as run_lib
 from pretrain.console import log
 from pretrain.errors import UserError, exit_on_user_error
@@ -74,8 +73,8 @@ def prepare(run) -> tuple:
   step()
   info = {"params": sum(x.size for x in jax.tree.leaves(state.params)), "microbatches": cfg.train.microbatches,
           "compile s": time.perf_counter() - start}
-  log(f"{run.cfg.data.objective}: compiled and ran the first step in {info['compile s']:.1f} s")  # Before the
-  # timing, so that a run stopped by a time limit still tells where its time went.
+  # Logged before the timing, so that a run stopped by a time limit still tells where its time went.
+  log(f"{run.cfg.data.objective}: compiled and ran the first step in {info['compile s']:.1f} s")
   return step, info, lambda: state
 
 
@@ -208,7 +207,7 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
   else:
     runs = {name: run_lib.Run.build(config_lib.update(cfg.copy_and_resolve_references(), overrides, "bench peer"))
             for name, overrides in PEERS.items() if not args.only or name == args.only}
-  dtype = peak_dtype(cfg)
+  dtype = flops.peak_dtype(cfg.model)
   peaks = [flops.matmul_peak(dtype=dtype)]
   if args.compare:
     from pretrain.bench import hf_peer  # pylint: disable=g-import-not-at-top  (torch is only needed here)
@@ -254,7 +253,7 @@ def compare_dense(args, cfg) -> None:
   their ratio."""
   runs = {"moe": run_lib.Run.build(cfg, args.vocab_size), "dense": run_lib.Run.build(dense_counterpart(cfg),
                                                                                      args.vocab_size)}
-  dtype = peak_dtype(cfg)
+  dtype = flops.peak_dtype(cfg.model)
   peaks = [flops.matmul_peak(dtype=dtype)]
   cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
   print(versions(cores, dtype))
@@ -274,11 +273,6 @@ def compare_dense(args, cfg) -> None:
         f"{args.steps} timed steps per side after {args.warmup} warm-up, sides in turn; dense: model.mlp_dim="
         f"{runs['dense'].cfg.model.mlp_dim}, no experts")
   print_table(table)
-
-
-def peak_dtype(cfg) -> jnp.dtype:
-  """The dtype of the matmul whose peak MFU divides by: the model's activations' (as training's MFU)."""
-  return jnp.dtype(models.activation_dtype(cfg.model.dtype))
 
 
 def versions(cores: int, dtype: jnp.dtype, peer=None) -> str:

@@ -13,6 +13,8 @@ import time
 import jax
 import jax.numpy as jnp
 
+from pretrain import models
+
 
 def _tokens_through(path: str, lengths: dict[str, int]) -> int:
   """How many tokens of an example a parameter multiplies: encoder parameters
@@ -60,6 +62,11 @@ def peak_size() -> int:
   """The side of the square matmul that measures the peak: 2048 on CPUs; 8192 on accelerators, where a 2048
   product leaves much of the chip idle."""
   return 2048 if jax.default_backend() == "cpu" else 8192
+
+
+def peak_dtype(model_cfg) -> jnp.dtype:
+  """The dtype of the matmul whose peak MFU divides by: the model's activations'."""
+  return jnp.dtype(models.activation_dtype(model_cfg.dtype))
 
 
 def matmul_peak(size: int | None = None, repeats: int = 10, dtype=jnp.float32) -> float:

@@ -9,10 +9,8 @@ import os
 import time
 
 import jax
-import jax.numpy as jnp
 import tqdm
 
-from pretrain import models
 from pretrain.console import log
 from pretrain import schedule
 from pretrain.errors import UserError
@@ -42,7 +40,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
     stage_costs = [(s.rows * sum(run.family.row_lengths(s.scaled(run.task_lengths)).values()),
                     s.rows * run.flops_per_example(state.params, s.scaled(run.task_lengths)))
                    for s in run.length_stages]
-    peak = flops.matmul_peak(dtype=jnp.dtype(models.activation_dtype(cfg.model.dtype))) * jax.device_count()
+    peak = flops.matmul_peak(dtype=flops.peak_dtype(cfg.model)) * jax.device_count()
     profile_start, profile_stop = tuple(c.profile_steps) or (None, None)
     tracing = False
     step, saved, latest_eval = start, start, {}
