@@ -24,7 +24,7 @@ import ml_collections
 import numpy as np
 
 from pretrain import config as config_lib
-from pretrain import files, models, objectives
+from pretrain import files, models, objectives, text_vocab
 from pretrain import schedule as schedule_lib
 from pretrain.console import log
 from pretrain.errors import UserError
@@ -64,7 +64,7 @@ class Run:
   rules: tuple
   tx: object                 # optax.GradientTransformation
   # With data (build_with_data, load): the vocabulary, the sources and the registered tasks.
-  vocabulary: object = None  # seqio.SentencePieceVocabulary
+  vocabulary: object = None  # pretrain.data.vocab's (seqio's), or text_vocab's (run.load(pipeline=False))
   sources: list = dataclasses.field(default_factory=list)  # the Source of each member of the schedule
   task: str = ""
   eval_tasks: dict = dataclasses.field(default_factory=dict)  # {task name: objective}, from data.eval_objectives
@@ -218,8 +218,7 @@ class Run:
     bytes of the targets' text, for bits per byte."""
     bytes_per_id = None
     if self.vocabulary is not None:
-      from pretrain.data import vocab  # pylint: disable=g-import-not-at-top  (the data stack)
-      bytes_per_id = vocab.bytes_per_id(self.vocabulary)
+      bytes_per_id = text_vocab.bytes_per_id(self.vocabulary)
     return jax.jit(steps.make_eval_step(self.family, self.model, self.cfg.loss, bytes_per_id),
                    in_shardings=(self.state_shardings.params, self.batch_sharding))
 
@@ -296,11 +295,16 @@ def vocabulary_file(workdir: str) -> str:
   return next((path for path in paths if files.exists(path)), paths[0])
 
 
-def load(workdir: str) -> tuple[Run, object, int]:
-  """(run, parameters, step) of the latest checkpoint of a training run's workdir."""
-  from pretrain.data import vocab  # pylint: disable=g-import-not-at-top
+def load(workdir: str, pipeline: bool = True) -> tuple[Run, object, int]:
+  """(run, parameters, step) of the latest checkpoint of a training run's workdir. Its vocabulary is a seqio
+  vocabulary, for the data pipelines; with `pipeline` False, for commands that only encode and decode text, read
+  without TensorFlow (text_vocab)."""
   cfg = saved_config(workdir)
-  vocabulary = vocab.load(vocabulary_file(workdir), cfg.tokenizer.extra_ids)
+  if pipeline:
+    from pretrain.data import vocab  # pylint: disable=g-import-not-at-top  (the data stack)
+    vocabulary = vocab.load(vocabulary_file(workdir), cfg.tokenizer.extra_ids)
+  else:
+    vocabulary = text_vocab.load(vocabulary_file(workdir), cfg.tokenizer.extra_ids)
   run = Run.build(cfg, vocabulary=vocabulary)
   saver = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints, move_aside=False)
   try:

@@ -65,3 +65,21 @@ def test_generate_tool(tmp_path, trained_run):
   assert too_long.returncode == 2 and "more than the 32 positions" in too_long.stderr
   missing = generate("--prompt=x", "--workdir=" + str(tmp_path / "nothing"))
   assert missing.returncode == 2 and "holds no run" in missing.stderr
+
+
+def test_generate_and_export_start_without_tensorflow_or_seqio(tmp_path, trained_run):
+  """Commands that read no data import neither (their seconds of start-up): the vocabulary is text_vocab's."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  from tests.conftest import REPO  # pylint: disable=g-import-not-at-top
+  command = ("import runpy, sys\n"
+             "sys.argv = ['pretrain', *sys.argv[1:]]\n"
+             "try:\n  runpy.run_module('pretrain', run_name='__main__')\n"
+             "finally:\n  print('imported:', sorted({'tensorflow', 'seqio'} & set(sys.modules)))")
+  for args in (["generate", f"--workdir={trained_run}", "--prompt=Return the", "--max_new_tokens=3"],
+               ["export", f"--workdir={trained_run}", f"--out={tmp_path / 'hf'}"]):
+    result = subprocess.run([sys.executable, "-c", command, *args], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "imported: []", args[0]
+  assert (tmp_path / "hf" / "model.safetensors").exists()
+

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from pretrain import objectives
-from pretrain.data import tasks, tokenizers_vocab, vocab
+from pretrain import objectives, text_vocab, tokenizers_vocab
+from pretrain.data import tasks, vocab
 from pretrain.objectives import common, fim, ul2
 from tests.conftest import TINY
 
@@ -94,6 +94,28 @@ def test_objectives_make_their_examples(kind_vocabulary, corpus_source, objectiv
     pieces = {vocab.single_piece_id(vocabulary, t) for t in fim.FIM_TOKENS}
     assert any(pieces <= set(ex["targets"].tolist()) for ex in examples)
   assert common.sentence_ends(vocabulary).terminal.any()
+
+
+def _read_without_tensorflow_as_seqio_reads(vocabulary):
+  plain = text_vocab.load(vocabulary.file, vocabulary.extra_ids)
+  assert (plain.kind, plain.workdir_name, plain.identity, plain.extra_ids, plain.vocab_size) == (
+      vocabulary.kind, vocabulary.workdir_name, vocabulary.identity, vocabulary.extra_ids, vocabulary.vocab_size)
+  assert (plain.pad_id, plain.eos_id, plain.unk_id) == (vocabulary.pad_id, vocabulary.eos_id, vocabulary.unk_id)
+  assert plain.piece_bytes == vocabulary.piece_bytes
+  for text in [*HARD, UNSEEN, "<extra_id_0> and <extra_id_7>"]:
+    ids = plain.encode(text)
+    assert ids == vocabulary.encode(text)
+    # Decoding stops after the first EOS; ids past the vocabulary read as unknown.
+    for row in (ids, ids[:5] + [1] + ids[5:], [vocabulary.vocab_size + 3, *ids[:4], 0, 0]):
+      assert plain.decode(row) == vocabulary.decode(row)
+
+
+def test_generate_and_export_read_the_vocabulary_without_tensorflow_as_the_pipeline_does(kind_vocabulary):
+  _read_without_tensorflow_as_seqio_reads(kind_vocabulary[1])
+
+
+def test_a_sentencepiece_unigram_vocabulary_reads_without_tensorflow_as_the_pipeline_does(vocabulary):
+  _read_without_tensorflow_as_seqio_reads(vocabulary)
 
 
 def test_a_tokenizer_json_of_another_kind_is_refused(vocabulary, tmp_path):

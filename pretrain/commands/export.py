@@ -27,7 +27,7 @@ def main(argv: list[str], prog: str = "pretrain export") -> None:
 
   from pretrain import hf, run as run_lib  # pylint: disable=g-import-not-at-top
 
-  run, params, step = run_lib.load(args.workdir)
+  run, params, step = run_lib.load(args.workdir, pipeline=False)
   if run.family.prefix_lm:
     print(f"warning: {run.cfg.data.objective} trained a prefix-LM; LlamaForCausalLM attends causally everywhere, so "
           "on a prompt it computes what this model computes without the bidirectional prefix", file=sys.stderr)

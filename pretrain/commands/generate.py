@@ -36,14 +36,13 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
     raise UserError(f"--top_p={args.top_p} is outside (0, 1]; use e.g. 0.95 (1 keeps every token)")
 
   import jax  # pylint: disable=g-import-not-at-top
-  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.data import vocab  # pylint: disable=g-import-not-at-top
+  from pretrain import run as run_lib, text_vocab  # pylint: disable=g-import-not-at-top
 
-  run, params, _ = run_lib.load(args.workdir)
+  run, params, _ = run_lib.load(args.workdir, pipeline=False)
   prompt = run.vocabulary.encode(args.prompt)
   run.family.check_prompt(len(prompt), args.max_new_tokens, run.task_lengths)
   [tokens] = run.family.generate(run.model, params, [prompt], args.max_new_tokens, jax.random.key(args.seed),
-                                 sentinel=vocab.sentinel_id(run.vocabulary, 0), temperature=temperature,
+                                 sentinel=text_vocab.sentinel_id(run.vocabulary, 0), temperature=temperature,
                                  top_k=args.top_k, top_p=args.top_p, num_valid=run.vocabulary.vocab_size)
   print(run.vocabulary.decode(tokens))
 

@@ -10,7 +10,7 @@ import os
 
 import seqio
 
-from pretrain.data import long_documents, tokenizers_vocab, vocab
+from pretrain.data import long_documents, vocab
 from pretrain.data.sources import Source
 from pretrain.errors import UserError
 
@@ -81,9 +81,9 @@ def user_task(data_cfg, tokenizer_cfg, family) -> tuple[str, seqio.SentencePiece
                     f"data.objective={data_cfg.objective!r} reads {list(family.task_features)}; choose the objective "
                     "of the task's model family")
   vocabulary = features["targets"].vocabulary
-  if not isinstance(vocabulary, (seqio.SentencePieceVocabulary, tokenizers_vocab.TokenizersVocabulary)):
+  if not isinstance(vocabulary, (seqio.SentencePieceVocabulary, vocab.TokenizersVocabulary)):
     raise UserError(f"data.task={name!r} uses a {type(vocabulary).__name__}; the project's runs need a "
-                    "seqio.SentencePieceVocabulary or pretrain.data.tokenizers_vocab.TokenizersVocabulary (the "
+                    "seqio.SentencePieceVocabulary or pretrain.data.vocab.TokenizersVocabulary (the "
                     "workdir keeps its model for generate, eval and export)")
   if vocabulary.extra_ids != tokenizer_cfg.extra_ids:
     raise UserError(f"data.task={name!r}'s vocabulary has {vocabulary.extra_ids} extra ids; set "

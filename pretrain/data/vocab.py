@@ -1,14 +1,9 @@
-"""Vocabularies: training, caching by content, loading, and what the objectives read of them.
+"""Vocabularies of the data path: training, caching by content, and loading as seqio vocabularies.
 
 `tokenizer.kind` picks one: SentencePiece (unigram or BPE, `tokenizer.model_type`; the default), or WordPiece,
-byte-level BPE or raw bytes (tokenizers_vocab.py). Ids follow T5 and seqio in every kind: pad 0, eos 1, unk 2,
-no bos; sentinels (100 unless tokenizer.extra_ids says otherwise) appended at load time, `<extra_id_0>` the
-highest id. The objectives' special tokens (UL2 mode tokens, FIM markers, the MLM mask:
-pretrain.objectives.pieces) are single pieces, ids 3 and up, and the text's pieces follow them.
-
-Each vocabulary has `file` (the model it was loaded from), `workdir_name` (that file's name in a run's workdir),
-`identity` (bytes that tell it from any other), `kind`, and `piece_bytes`: the text each id stands for, which
-bits per byte, MLM's random tokens and the sentence boundaries are computed from.
+byte-level BPE or raw bytes (pretrain/tokenizers_vocab.py). What each holds, its ids and the helpers that read
+them (sentinel_id, single_piece_id, bytes_per_id, ...) are pretrain/text_vocab.py's, which reads a vocabulary
+without TensorFlow; here they become seqio vocabularies, whose TensorFlow ops the pipelines map.
 """
 
 import functools
@@ -22,15 +17,16 @@ import numpy as np
 import seqio
 import sentencepiece as spm
 import tensorflow as tf
-from sentencepiece import sentencepiece_model_pb2
 
-from pretrain import files, tf_loader
-from pretrain.data import cache_lock, long_documents, tokenizers_vocab
+from pretrain import files, text_vocab, tf_loader, tokenizers_vocab
+from pretrain.data import cache_lock, long_documents
 from pretrain.data.sources import cache_dir
 from pretrain.errors import UserError
+# What the data path reads of any vocabulary, here beside the vocabularies it loads.
+from pretrain.text_vocab import EOS_ID, EXTRA_IDS, PAD_ID, UNK_ID  # pylint: disable=unused-import
+from pretrain.text_vocab import (bytes_per_id, first_regular_id, sentinel_id,  # pylint: disable=unused-import
+                                 single_piece_id)
 
-PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
-EXTRA_IDS = 100  # Sentinels by default, as T5; tokenizer.extra_ids sets another count.
 # SentencePiece skips longer sentences (its max_sentence_length); documents are fed paragraph by paragraph,
 # a longer paragraph in pieces.
 _MAX_LINE_BYTES = 4192
@@ -125,46 +121,17 @@ def cached_model(texts, vocab_size: int, model_type: str, cache: str, special: t
     print(f"Training a {vocab_size}-token {kind} vocabulary (once) -> {path}", file=sys.stderr, flush=True)
     files.write_atomically(path, train(texts, kind, vocab_size, model_type, extra_ids, special))
 
-  cache_lock.build_once(path, lambda: os.path.exists(path) and _parse(_read(path)) is not None, build)
+  cache_lock.build_once(path, lambda: os.path.exists(path) and text_vocab.parse(text_vocab.read(path)) is not None,
+                        build)
   return path
-
-
-def _read(path: str) -> bytes:
-  with tf.io.gfile.GFile(path, "rb") as f:  # Also from gs://, as seqio reads it.
-    return f.read()
-
-
-def _parse(data: bytes):
-  """The SentencePiece processor or `tokenizers` tokenizer in `data`, with our control ids; None if neither."""
-  tokenizer = tokenizers_vocab.parse(data) if data[:1] == b"{" else None
-  if tokenizer is not None:
-    return tokenizer
-  try:
-    processor = spm.SentencePieceProcessor(model_proto=data)
-  except RuntimeError:
-    return None
-  ok = processor.get_piece_size() > 0 and (processor.pad_id(), processor.eos_id(), processor.unk_id()) == (
-      PAD_ID, EOS_ID, UNK_ID)
-  return processor if ok else None
 
 
 def load(path: str, extra_ids: int = EXTRA_IDS):
   """Loads a SentencePiece model or a tokenizer.json with seqio's sentinels, checking the ids we rely on."""
-  if not files.exists(path) or tf.io.gfile.isdir(path):
-    raise UserError(f"vocabulary file {path!r} does not exist; give an existing .model or tokenizer .json file "
-                    "in tokenizer.path, or leave it empty to train one")
-  try:
-    data = _read(path)
-  except OSError as e:
-    raise UserError(f"cannot read the vocabulary {path!r} ({e})") from None
-  parsed = _parse(data)
-  if parsed is None:
-    raise UserError(f"{path!r} is neither a SentencePiece model nor a tokenizer.json of the kinds "
-                    f"{', '.join(tokenizers_vocab.KINDS)}, with pad/eos/unk ids {(PAD_ID, EOS_ID, UNK_ID)}; train "
-                    "one with `pretrain train-tokenizer`")
+  data, parsed = text_vocab.checked(path)
   if isinstance(parsed, spm.SentencePieceProcessor):
     return SentencePieceVocabulary(path, extra_ids=extra_ids)
-  return tokenizers_vocab.TokenizersVocabulary(path, data, extra_ids=extra_ids)
+  return TokenizersVocabulary(tokenizers_vocab.TokenizersText(path, data, extra_ids))
 
 
 class SentencePieceVocabulary(seqio.SentencePieceVocabulary):
@@ -193,17 +160,7 @@ class SentencePieceVocabulary(seqio.SentencePieceVocabulary):
 
   @functools.cached_property
   def piece_bytes(self) -> list[bytes | None]:
-    """The bytes each id stands for ('\u2581' is a space); None for control ids, the objectives' special pieces
-    and the sentinels, which stand for no text."""
-    piece = sentencepiece_model_pb2.ModelProto.SentencePiece
-    pieces = sentencepiece_model_pb2.ModelProto.FromString(self.sp_model).pieces
-    table = [None] * self.vocab_size
-    for i, p in enumerate(pieces[:self.vocab_size]):
-      if p.type == piece.BYTE:
-        table[i] = bytes([int(p.piece[3:-1], 16)])
-      elif p.type == piece.NORMAL:
-        table[i] = p.piece.replace("\u2581", " ").encode("utf-8")
-    return table
+    return text_vocab.sentencepiece_piece_bytes(self.sp_model, self.vocab_size)
 
   def __getstate__(self):  # What seqio compares (__eq__) and pickles: the model, not what is made of it.
     state = super().__getstate__()
@@ -212,33 +169,68 @@ class SentencePieceVocabulary(seqio.SentencePieceVocabulary):
     return state
 
 
-def single_piece_id(vocabulary, token: str) -> int:
-  """The id of a special token, which must encode to exactly one piece (a space SentencePiece puts before it
-  aside)."""
-  ids = [i for i in vocabulary.encode(token) if vocabulary.piece_bytes[i] != b" "]
-  if len(ids) != 1:
-    raise UserError(f"the vocabulary encodes {token!r} as {len(ids)} pieces, not one; train a vocabulary "
-                    "with `pretrain train-tokenizer`, which adds the special tokens as single pieces")
-  return ids[0]
+class TokenizersVocabulary(seqio.Vocabulary):
+  """A `tokenizers` vocabulary (pretrain/tokenizers_vocab.py) as seqio reads one. The data pipeline tokenizes
+  once, into the token store, so its TensorFlow ops call the Rust tokenizer through tf.numpy_function."""
 
+  def __init__(self, text: tokenizers_vocab.TokenizersText):
+    super().__init__(extra_ids=text.extra_ids)
+    self.text = text
+    self.file, self.identity, self.kind, self.tokenizer = text.file, text.identity, text.kind, text.tokenizer
+    self.workdir_name = text.workdir_name
 
-def sentinel_id(vocabulary, index: int) -> int:
-  """The id of `<extra_id_{index}>`: sentinels count down from the top of the vocabulary."""
-  return vocabulary.vocab_size - 1 - index
+  @property
+  def piece_bytes(self) -> list[bytes | None]:
+    return self.text.piece_bytes
 
+  @property
+  def eos_id(self) -> int:
+    return self.text.eos_id
 
-def first_regular_id(vocabulary) -> int:
-  """Ids below this are control ids and special pieces (the objectives' tokens): the first id of text."""
-  return next((i for i, text in enumerate(vocabulary.piece_bytes) if text is not None), vocabulary.vocab_size)
+  @property
+  def unk_id(self) -> int:
+    return self.text.unk_id
 
+  @property
+  def vocab_size(self) -> int:
+    return self.text.vocab_size
 
-def bytes_per_id(vocabulary) -> np.ndarray:
-  """The UTF-8 bytes of the text each id stands for: 0 for control ids, the objectives' special pieces and the
-  sentinels. Bits per byte divide by their sum over the loss-bearing targets. The space SentencePiece puts
-  before a document's first word counts: one byte per document that the text does not hold (about 0.1% of the
-  bundled corpus's bytes); so does the space WordPiece's decoding puts before each word (see
-  tokenizers_vocab.py)."""
-  return np.asarray([len(text or b"") for text in vocabulary.piece_bytes], np.float32)
+  @property
+  def _base_vocab_size(self) -> int:
+    return self.text.vocab_size
+
+  def _encode(self, s: str):
+    return self.text.encode(s)
+
+  def _decode(self, ids) -> str:
+    return self.text.decode_ids(ids)
+
+  def _encode_tf(self, s):
+    def encode(text):  # A scalar string arrives as a 0-d array of bytes.
+      return np.asarray(self._encode(np.asarray(text).item().decode("utf-8")), np.int32)
+    ids = tf.numpy_function(encode, [s], tf.int32, stateful=False)
+    ids.set_shape([None])
+    return ids
+
+  def _decode_tf(self, ids):
+    def decode(rows):
+      return np.asarray([self._decode(row) for row in rows.reshape(-1, rows.shape[-1])], object).reshape(
+          rows.shape[:-1])
+    text = tf.numpy_function(decode, [ids], tf.string, stateful=False)
+    text.set_shape(ids.shape[:-1])
+    return text
+
+  def __getstate__(self):
+    return {"file": self.file, "data": self.identity, "extra_ids": self.extra_ids}
+
+  def __setstate__(self, state):
+    self.__init__(tokenizers_vocab.TokenizersText(state["file"], state["data"], state["extra_ids"]))
+
+  def __eq__(self, other):
+    return isinstance(other, TokenizersVocabulary) and self.__getstate__() == other.__getstate__()
+
+  def __str__(self) -> str:
+    return f"TokenizersVocabulary(file={self.file}, kind={self.kind}, size={self.vocab_size})"
 
 
 def get_vocabulary(cfg, source, special: tuple[str, ...]):

@@ -1,12 +1,12 @@
 """A Hugging Face fast tokenizer (tokenizer.json) equal to a run's vocabulary.
 
-A vocabulary of the `tokenizers` kinds (pretrain/data/tokenizers_vocab.py) is a tokenizer.json already: it is
+A vocabulary of the `tokenizers` kinds (pretrain/tokenizers_vocab.py) is a tokenizer.json already: it is
 written with the sentinels and the post-processor below. The SentencePiece model is unigram (or BPE, as ranked
-merges) with byte fallback, identity normalisation and a dummy-prefix space (vocab.py). SentencePiece first cuts the text into
-words, each a run of spaces followed by non-spaces, then segments each word;
-the pre-tokenizer below cuts the same words, so the unigram lattice is the
-same. The objectives' special pieces and seqio's sentinels are added tokens,
-matched whole wherever they occur, as SentencePiece matches user symbols.
+merges) with byte fallback, identity normalisation and a dummy-prefix space (pretrain/data/vocab.py).
+SentencePiece first cuts the text into words, each a run of spaces followed by non-spaces, then segments each
+word; the pre-tokenizer below cuts the same words, so the unigram lattice is the same. The objectives' special
+pieces and seqio's sentinels are added tokens, matched whole wherever they occur, as SentencePiece matches user
+symbols.
 """
 
 import json
@@ -16,8 +16,7 @@ import tokenizers
 from sentencepiece import sentencepiece_model_pb2
 from tokenizers import decoders, models as tok_models, pre_tokenizers, processors
 
-from pretrain import files
-from pretrain.data import vocab
+from pretrain import files, text_vocab
 
 SPACE = "\u2581"
 TOKENIZER_MODEL = "tokenizer.model"  # The SentencePiece model itself, for import and for slow tokenizers.
@@ -30,7 +29,7 @@ def build(vocabulary, bos: bool) -> tokenizers.Tokenizer:
     tokenizer = _from_sentencepiece(vocabulary)
   else:  # The vocabulary's own tokenizer, sentinels included.
     tokenizer = tokenizers.Tokenizer.from_str(vocabulary.tokenizer.to_str())
-  pad, eos = ("<pad>", vocab.PAD_ID), ("</s>", vocab.EOS_ID)
+  pad, eos = ("<pad>", text_vocab.PAD_ID), ("</s>", text_vocab.EOS_ID)
   if bos:
     tokenizer.post_processor = processors.TemplateProcessing(single="<pad> $A", pair="<pad> $A $B:1",
                                                              special_tokens=[pad])
@@ -47,9 +46,9 @@ def _from_sentencepiece(vocabulary) -> tokenizers.Tokenizer:
   extra_ids = vocabulary.extra_ids
   if proto.trainer_spec.model_type == proto.trainer_spec.BPE:
     model = tok_models.BPE({p.piece: i for i, p in enumerate(proto.pieces)}, _bpe_merges(proto),
-                           unk_token=proto.pieces[vocab.UNK_ID].piece, byte_fallback=True)
+                           unk_token=proto.pieces[text_vocab.UNK_ID].piece, byte_fallback=True)
   else:
-    model = tok_models.Unigram([(p.piece, p.score) for p in proto.pieces], unk_id=vocab.UNK_ID, byte_fallback=True)
+    model = tok_models.Unigram([(p.piece, p.score) for p in proto.pieces], unk_id=text_vocab.UNK_ID, byte_fallback=True)
   tokenizer = tokenizers.Tokenizer(model)
   prepend = "first" if proto.normalizer_spec.add_dummy_prefix else "never"
   tokenizer.pre_tokenizer = pre_tokenizers.Sequence([

@@ -2,7 +2,7 @@
 
 import jax
 
-from pretrain.data import vocab
+from pretrain import text_vocab
 
 
 def samples(run, params) -> list[tuple[str, str]]:
@@ -23,5 +23,5 @@ def samples(run, params) -> list[tuple[str, str]]:
   params = jax.device_put(params, jax.sharding.NamedSharding(run.mesh, jax.sharding.PartitionSpec()))
   continuations = run.family.generate(
       run.model, params, prompts, c.max_new_tokens, jax.random.key(run.cfg.train.seed),
-      sentinel=vocab.sentinel_id(run.vocabulary, 0), temperature=c.temperature, num_valid=run.vocabulary.vocab_size)
+      sentinel=text_vocab.sentinel_id(run.vocabulary, 0), temperature=c.temperature, num_valid=run.vocabulary.vocab_size)
   return [(run.vocabulary.decode(p), run.vocabulary.decode(n)) for p, n in zip(prompts, continuations)]

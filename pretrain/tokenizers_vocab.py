@@ -1,7 +1,7 @@
 """Vocabularies made with the `tokenizers` library (the Rust tokenizers of transformers): WordPiece, byte-level
 BPE, and raw UTF-8 bytes.
 
-Each is a tokenizer.json with the ids every objective relies on (vocab.py): pad 0, eos 1, unk 2, then the
+Each is a tokenizer.json with the ids every objective relies on (text_vocab.py): pad 0, eos 1, unk 2, then the
 objectives' special tokens, single ids matched whole in the text as SentencePiece matches its user symbols, then
 the learned pieces; seqio's sentinels are added at load time, `<extra_id_0>` the highest id.
 
@@ -18,18 +18,13 @@ import functools
 import json
 import re
 
-import numpy as np
-import seqio
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-from pretrain import tf_loader
 from pretrain.errors import UserError
 
-tf = tf_loader.Lazy("tensorflow")
-
 KINDS = ("wordpiece", "byte_bpe", "bytes")
-CONTROL = ("<pad>", "</s>", "<unk>")  # Ids 0, 1, 2 (vocab.PAD_ID, EOS_ID, UNK_ID).
+CONTROL = ("<pad>", "</s>", "<unk>")  # Ids 0, 1, 2 (text_vocab.PAD_ID, EOS_ID, UNK_ID).
 WORD_PREFIX = "##"  # WordPiece's mark of a piece that continues a word.
 SENTINEL = re.compile(r"<extra_id_\d+>")
 
@@ -102,13 +97,15 @@ def kind_of(tokenizer: tokenizers.Tokenizer) -> str | None:
   return None
 
 
-class TokenizersVocabulary(seqio.Vocabulary):
-  """A seqio vocabulary over a tokenizer.json. The data pipeline tokenizes once, into the token store, so its
-  TensorFlow ops call the Rust tokenizer through tf.numpy_function."""
+class TokenizersText:
+  """A vocabulary over a tokenizer.json, encoding and decoding in Python as seqio's vocabularies do; the data
+  path wraps it as a seqio vocabulary (pretrain/data/vocab.py)."""
+
+  workdir_name = "tokenizer.json"
+  pad_id, eos_id, unk_id = 0, 1, 2
 
   def __init__(self, path: str, data: bytes, extra_ids: int = 0):
-    super().__init__(extra_ids=extra_ids)
-    self.file, self.data = path, data
+    self.file, self.identity, self.extra_ids = path, data, extra_ids
     self.tokenizer = parse(data)
     self.kind = kind_of(self.tokenizer)
     # seqio's sentinels, as SentencePiece's: `<extra_id_0>` the highest id, matched whole in the text. An export
@@ -117,52 +114,20 @@ class TokenizersVocabulary(seqio.Vocabulary):
     if held not in (0, extra_ids):
       raise UserError(f"{path!r} holds {held} sentinels <extra_id_N>, not tokenizer.extra_ids={extra_ids}; set "
                       f"--config.tokenizer.extra_ids={held}")
-    self._pieces = self.tokenizer.get_vocab_size() - held
+    self.vocab_size = self.tokenizer.get_vocab_size() - held + extra_ids  # The sentinels are the tokenizer's ids.
     self.tokenizer.add_special_tokens([tokenizers.AddedToken(f"<extra_id_{i}>", normalized=False)
                                        for i in reversed(range(extra_ids))])
 
-  workdir_name = "tokenizer.json"
+  def encode(self, text: str) -> list[int]:
+    return self.tokenizer.encode(text, add_special_tokens=False).ids
 
-  @property
-  def identity(self) -> bytes:
-    return self.data
+  def decode(self, ids) -> str:
+    """The text of `ids` up to the first EOS (seqio's decode); ids past the vocabulary read as unknown."""
+    ids = [self.unk_id if i >= self.vocab_size else int(i) for i in ids]
+    return self.decode_ids(ids[:ids.index(self.eos_id) + 1] if self.eos_id in ids else ids)
 
-  @property
-  def eos_id(self) -> int:
-    return 1
-
-  @property
-  def unk_id(self) -> int:
-    return 2
-
-  @property
-  def vocab_size(self) -> int:  # The sentinels are the tokenizer's own ids, as in seqio's SentencePiece.
-    return self._pieces + self.extra_ids
-
-  @property
-  def _base_vocab_size(self) -> int:
-    return self.vocab_size
-
-  def _encode(self, s: str):
-    return self.tokenizer.encode(s, add_special_tokens=False).ids
-
-  def _decode(self, ids) -> str:  # Padding and EOS stand for no text, as in SentencePiece's decoding.
+  def decode_ids(self, ids) -> str:  # Padding and EOS stand for no text, as in SentencePiece's decoding.
     return self.tokenizer.decode([int(i) for i in ids if i not in (0, 1)], skip_special_tokens=False)
-
-  def _encode_tf(self, s):
-    def encode(text):  # A scalar string arrives as a 0-d array of bytes.
-      return np.asarray(self._encode(np.asarray(text).item().decode("utf-8")), np.int32)
-    ids = tf.numpy_function(encode, [s], tf.int32, stateful=False)
-    ids.set_shape([None])
-    return ids
-
-  def _decode_tf(self, ids):
-    def decode(rows):
-      return np.asarray([self._decode(row) for row in rows.reshape(-1, rows.shape[-1])], object).reshape(
-          rows.shape[:-1])
-    text = tf.numpy_function(decode, [ids], tf.string, stateful=False)
-    text.set_shape(ids.shape[:-1])
-    return text
 
   @functools.cached_property
   def piece_bytes(self) -> list[bytes | None]:
@@ -181,15 +146,3 @@ class TokenizersVocabulary(seqio.Vocabulary):
       else:
         table.append(bytes(byte_of[c] for c in token))
     return table
-
-  def __getstate__(self):
-    return {"file": self.file, "data": self.data, "extra_ids": self.extra_ids}
-
-  def __setstate__(self, state):
-    self.__init__(state["file"], state["data"], state["extra_ids"])
-
-  def __eq__(self, other):
-    return isinstance(other, TokenizersVocabulary) and self.__getstate__() == other.__getstate__()
-
-  def __str__(self) -> str:
-    return f"TokenizersVocabulary(file={self.file}, kind={self.kind}, size={self.vocab_size})"
