@@ -1,12 +1,14 @@
 """Decoder-only causal LM, Llama shape, about 350M parameters, on C4.
 
-Sized for 8 x A100 40GB or a v4-8: batch 256 x 2048 tokens in 4 microbatches,
+Sized for 8 x A100 40GB (or a v4-16, 8 chips): batch 256 x 2048 tokens in 4 microbatches,
 full rematerialisation (13.0 GiB per device on 8, by pretrain estimate-memory
 --devices=8 --config.model.dtype=bfloat16), AdamW with warmup and cosine decay,
 bfloat16 activations on accelerators.
 """
 
 from pretrain.configs import _zoo
+
+SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=13.0)
 
 
 def get_config():

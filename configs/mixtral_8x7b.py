@@ -1,14 +1,19 @@
 """Decoder-only causal LM of Mixtral 8x7B's shape: 32 layers, each feed-forward layer 8 SwiGLU experts of width
-14336 with 2 per token (dropless), grouped-query attention (32 query, 8 key/value heads), rope theta 1e6; about
-46.7B parameters, 12.9B active per token; on C4.
+14336 with 2 per token, grouped-query attention (32 query, 8 key/value heads), rope theta 1e6; about 46.7B
+parameters, 12.9B active per token; on C4.
 
 Sized for 256 x H100 80GB (FSDP 16 x expert 4 x tensor 4): batch 1024 x 4096 tokens in 16 microbatches, AdamW
-with warmup and cosine decay, bfloat16 parameters and activations, saved matmul outputs only: about 52 GiB per
+with warmup and cosine decay, bfloat16 parameters and activations, saved matmul outputs only: about 24.2 GiB per
 device (pretrain estimate-memory --devices=256 --config=configs/mixtral_8x7b.py --config.model.dtype=bfloat16
---config.model.attention=splash).
+--config.model.attention=splash). The experts take capacity dispatch (factor 1.25, a token over capacity passes
+through the residual): the dropless dispatch is not yet partitioned over devices, and replicated it needs
+99.5 GiB per device.
 """
 
 from pretrain.configs import _zoo
+
+SIZED_FOR = _zoo.SizedFor("256 x H100 80GB", devices=256, device_gib=80, estimate_gib=24.2,
+                          flags=("--config.model.attention=splash",))
 
 
 def get_config():

@@ -1,9 +1,12 @@
 """A BERT-base-sized masked-language-model encoder (12 layers, d_model 768, 12 heads), on C4.
 
-Sized for 8 x A100 40GB or a v4-8: batch 256 x 512 tokens, 15% masking (80/10/10).
+Sized for 8 x A100 40GB: batch 256 x 512 tokens, 15% masking (80/10/10): about 32.4 GiB per device
+(pretrain estimate-memory --devices=8 --config=configs/mlm_base.py --config.model.dtype=bfloat16).
 """
 
 from pretrain.configs import _zoo
+
+SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=32.4)
 
 
 def get_config():

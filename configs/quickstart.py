@@ -95,6 +95,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.model.scan_layers = False     # one nn.scan over the layers (faster compiles for deep models)
   c.model.remat = "none"          # none | full | save_dots (recompute activations to save memory)
   c.model.attention = "auto"      # auto (splash on TPU, gpu_flash on GPU, xla on CPU) | xla | splash | gpu_flash
+  # The feed-forward layers (and experts): gated (SwiGLU; T5: gated GELU, T5 v1.1) | relu (T5 only: plain ReLU as
+  # T5 v1.0 and the Switch Transformer; exports as SwitchTransformers when it has experts).
+  c.model.feed_forward = "gated"
   c.model.dropout = 0.0           # in training, on embeddings and residual branches (T5 used 0.1 when fine-tuning)
   c.model.vocab_size = 0          # embedding rows; 0: the tokenizer's size rounded up to a multiple of 128
   # Mixture of experts (pretrain/models/moe.py): every moe_every-th feed-forward layer is moe_experts experts of

@@ -3,12 +3,14 @@ the decoder) is 8 gated-GELU experts, each token routed to 1 (top-1, its raw rou
 with capacity factor 1.25 (tokens over capacity pass through the residual) and the load-balancing loss at 0.01,
 as the Switch paper; span corruption on C4 with T5's recipe. About 0.64B parameters, 0.25B active per token.
 
-Sized for a v4-8 or 8 x A100 40GB: experts split over mesh.expert=4 (2 per device), batch 128 x (512 inputs,
+Sized for 8 x A100 40GB (or a v4-16): experts split over mesh.expert=4 (2 per device), batch 128 x (512 inputs,
 114 targets) over the 8 devices in 2 microbatches: about 15.5 GiB per device (pretrain estimate-memory
 --devices=8 --config=configs/switch_base_8.py --config.model.dtype=bfloat16).
 """
 
 from pretrain.configs import _zoo
+
+SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=15.5)
 
 
 def get_config():

@@ -1,11 +1,13 @@
 """T5 v1.1 base (248M parameters): span corruption on C4, T5's recipe.
 
-Sized for v4-8 or 4 x A100 40GB: batch 128 x (512 inputs, 114 targets) in 2 microbatches (about
-22 GiB per device on 4, by pretrain estimate-memory --config.model.dtype=bfloat16), Adafactor with
+Sized for 4 x A100 40GB (or a v4-8, 4 chips): batch 128 x (512 inputs, 114 targets) in 2 microbatches (about
+23 GiB per device on 4, by pretrain estimate-memory --devices=4 --config.model.dtype=bfloat16), Adafactor with
 T5's inverse-square-root schedule, 524,288 (2^19) steps as T5.
 """
 
 from pretrain.configs import _zoo
+
+SIZED_FOR = _zoo.SizedFor("4 x A100 40GB", devices=4, device_gib=40, estimate_gib=23)
 
 
 def get_config():

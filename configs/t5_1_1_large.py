@@ -1,10 +1,13 @@
 """T5 v1.1 large (783M parameters): span corruption on C4, T5's recipe.
 
-Sized for v4-32 or 8 x A100 80GB: batch 128 x (512 inputs, 114 targets), Adafactor with
-T5's inverse-square-root schedule, 524,288 (2^19) steps as T5.
+Sized for 8 x A100 40GB (or a v4-16), FSDP 8: batch 128 x (512 inputs, 114 targets), full rematerialisation:
+about 3.2 GiB per device (pretrain estimate-memory --devices=8 --config=configs/t5_1_1_large.py
+--config.model.dtype=bfloat16), Adafactor with T5's inverse-square-root schedule, 524,288 (2^19) steps as T5.
 """
 
 from pretrain.configs import _zoo
+
+SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=3.2)
 
 
 def get_config():

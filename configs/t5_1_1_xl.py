@@ -1,10 +1,13 @@
 """T5 v1.1 XL (2.85B parameters): span corruption on C4, T5's recipe.
 
-Sized for v4-64 or 16 x A100 80GB (FSDP): batch 128 x (512 inputs, 114 targets), Adafactor with
-T5's inverse-square-root schedule, 524,288 (2^19) steps as T5.
+Sized for 16 x A100 40GB (or a v4-32), FSDP 8: batch 128 x (512 inputs, 114 targets), full rematerialisation:
+about 5.9 GiB per device (pretrain estimate-memory --devices=16 --config=configs/t5_1_1_xl.py
+--config.model.dtype=bfloat16), Adafactor with T5's inverse-square-root schedule, 524,288 (2^19) steps as T5.
 """
 
 from pretrain.configs import _zoo
+
+SIZED_FOR = _zoo.SizedFor("16 x A100 40GB", devices=16, device_gib=40, estimate_gib=5.9)
 
 
 def get_config():

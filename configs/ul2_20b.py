@@ -1,11 +1,14 @@
 """UL2 20B: the paper's encoder-decoder (32 + 32 layers, d_model 4096, 16 heads of 256,
 d_ff 16384) with its mixture of denoisers and mode tokens, on C4.
 
-Sized for a v4-512 or 256 x H100: batch 1024 x (512 inputs, 512 targets),
-FSDP 32 x tensor 8, Adafactor with the rsqrt schedule.
+Sized for 256 x H100 80GB (or a v4-512): batch 1024 x (512 inputs, 512 targets), FSDP 32 x tensor 8, Adafactor
+with the rsqrt schedule: about 21.9 GiB per device (pretrain estimate-memory --devices=256
+--config=configs/ul2_20b.py --config.model.dtype=bfloat16).
 """
 
 from pretrain.configs import _zoo
+
+SIZED_FOR = _zoo.SizedFor("256 x H100 80GB", devices=256, device_gib=80, estimate_gib=21.9)
 
 
 def get_config():

@@ -1,10 +1,12 @@
 """UL2 at T5 v1.1 small's shape (77M parameters): the mixture of denoisers, encoder-decoder, on C4.
 
-Sized for one A100 40GB or a v4-8: batch 128 x (512 inputs, 512 targets) in 4 microbatches (about
-29 GiB on one device, by pretrain estimate-memory --config.model.dtype=bfloat16).
+Sized for 1 x A100 40GB (or a v4-8): batch 128 x (512 inputs, 512 targets) in 4 microbatches (about
+30 GiB on one device, by pretrain estimate-memory --config.model.dtype=bfloat16).
 """
 
 from pretrain.configs import _zoo
+
+SIZED_FOR = _zoo.SizedFor("1 x A100 40GB", devices=1, device_gib=40, estimate_gib=30)
 
 
 def get_config():

@@ -1,8 +1,13 @@
 """Every config of the zoo builds: its model abstractly (no parameter is
 allocated), its mesh for the device count it was sized for, and its data
-pipeline's spec. The large ones have their published parameter counts."""
+pipeline's spec. The large ones have their published parameter counts, and each
+fits the hardware it says it is sized for."""
 
+import importlib
 import math
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -11,18 +16,21 @@ import pytest
 from pretrain import cli, configs, models, objectives
 from pretrain.parallel import mesh as mesh_lib
 
-# Config -> (devices it was sized for, published parameter count or None).
+# Config -> published parameter count.
 ZOO = {
-    "t5_1_1_small": (8, 77e6), "t5_1_1_base": (8, 248e6), "t5_1_1_large": (32, 783e6), "t5_1_1_xl": (64, 2.85e9),
-    "t5_1_1_xxl": (256, 11.3e9), "ul2_small": (8, 77e6), "ul2_20b": (512, 20e9), "lm_125m": (8, 125e6),
-    "lm_350m": (8, 350e6), "lm_1b": (32, 1.1e9), "lm_7b": (256, 6.74e9), "ul2_decoder_1b": (32, 1.1e9),
-    "mlm_base": (8, 110e6), "switch_base_8": (8, 619e6), "mixtral_8x7b": (256, 46.7e9),
+    "t5_1_1_small": 77e6, "t5_1_1_base": 248e6, "t5_1_1_large": 783e6, "t5_1_1_xl": 2.85e9, "t5_1_1_xxl": 11.3e9,
+    "ul2_small": 77e6, "ul2_20b": 20e9, "lm_125m": 125e6, "lm_350m": 350e6, "lm_1b": 1.1e9, "lm_7b": 6.74e9,
+    "ul2_decoder_1b": 1.1e9, "mlm_base": 110e6, "switch_base_8": 619e6, "mixtral_8x7b": 46.7e9,
 }
+
+
+def _module(name):
+  return importlib.import_module(f"pretrain.configs.{name}")
 
 
 @pytest.mark.parametrize("name", ZOO)
 def test_zoo_config_builds_without_allocating(name):
-  devices, published = ZOO[name]
+  devices, published = _module(name).SIZED_FOR.devices, ZOO[name]
   cfg = configs.load(name)
   objectives.validate(cfg)
   family = objectives.get(cfg.data.objective).family
@@ -39,6 +47,50 @@ def test_zoo_config_builds_without_allocating(name):
   assert cfg.train.batch_size % (cfg.train.microbatches * sizes["data"] * sizes["fsdp"]) == 0
   assert cfg.data.source == "tfds" and cfg.data.tfds_name == "c4/en:3.1.0"
   assert jnp.dtype(models.activation_dtype(cfg.model.dtype, "tpu")) == jnp.bfloat16
+
+
+def test_every_config_of_the_zoo_says_what_it_is_sized_for():
+  assert sorted(name for name in configs.names() if hasattr(_module(name), "SIZED_FOR")) == sorted(ZOO)
+
+
+_LOWER_BOUNDS = """
+import sys
+from pretrain import configs, run as run_lib
+from pretrain.train import memory
+for name in sys.argv[1:]:
+  cfg = configs.load(name)
+  cfg.model.dtype = "bfloat16"
+  print(name, memory.lower_bound(run_lib.Run.build(cfg)) / 2**30)
+"""
+
+
+@pytest.fixture(scope="module")
+def lower_bounds():
+  """GiB per device that each zoo run needs at the least (parameters, optimizer state, one microbatch's logits and
+  attention scores), on the devices it is sized for: a process per device count, all at once."""
+  by_count = {}
+  for name in ZOO:
+    by_count.setdefault(_module(name).SIZED_FOR.devices, []).append(name)
+  processes = [subprocess.Popen(
+      [sys.executable, "-c", _LOWER_BOUNDS, *names], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      env={**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count={count}"})
+      for count, names in by_count.items()]
+  result = {}
+  for process in processes:
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-3000:]
+    result.update((name, float(gib)) for name, gib in (line.split() for line in out.splitlines()))
+  return result
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_config_fits_the_hardware_it_is_sized_for(name, lower_bounds):
+  """The config's recorded `pretrain estimate-memory` figure (tools/zoo_memory.py measures it again, compiled)
+  fits one device of its hardware, is not below what the run needs at the least, and is what its docstring says."""
+  s = _module(name).SIZED_FOR
+  assert lower_bounds[name] <= s.estimate_gib <= s.device_gib
+  doc = " ".join(_module(name).__doc__.split())
+  assert f"Sized for {s.hardware}" in doc and f"{s.estimate_gib} GiB" in doc
 
 
 def _parse(argv):
