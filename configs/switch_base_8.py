@@ -5,7 +5,9 @@ as the Switch paper; span corruption on C4 with T5's recipe. About 0.64B paramet
 
 Sized for 8 x A100 40GB (or a v4-16): experts split over mesh.expert=4 (2 per device), batch 128 x (512 inputs,
 114 targets) over the 8 devices in 2 microbatches: about 15.5 GiB per device (pretrain estimate-memory
---devices=8 --config=configs/switch_base_8.py --config.model.dtype=bfloat16).
+--devices=8 --config=configs/switch_base_8.py --config.model.dtype=bfloat16). With
+--config.model.feed_forward=relu (the Switch paper's ReLU layers and experts) it exports as transformers'
+SwitchTransformersForConditionalGeneration.
 """
 
 from pretrain.configs import _zoo

@@ -68,7 +68,7 @@ NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "",
                 "model.moe_experts": 0, "model.moe_top_k": 2, "model.moe_every": 1, "model.moe_capacity_factor": 0.0,
                 "model.moe_mlp_dim": 0, "model.moe_shared_mlp_dim": 0, "model.moe_router_jitter": 0.0,
                 "model.moe_normalize_top_k": True, "loss.moe_load_balance": 0.01, "loss.moe_z_loss": 0.001,
-                "mesh.expert": 1, "mesh.dcn_expert": 1, "model.norm_eps": 1e-6}
+                "mesh.expert": 1, "mesh.dcn_expert": 1, "model.norm_eps": 1e-6, "model.feed_forward": "gated"}
 
 
 def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -272,6 +272,7 @@ RANGES = {
     "model.param_dtype": one_of("float32", "bfloat16"),
     "model.remat": one_of("none", "full", "save_dots"),
     "model.attention": one_of("auto", "xla", "splash", "gpu_flash"),
+    "model.feed_forward": one_of("gated", "relu"),
     "model.dropout": BELOW_ONE,
     "model.vocab_size": Valid(lambda v: v >= 0, "at least 0 (0: the tokenizer's size rounded up to 128)"),
     "model.num_decoder_layers": Valid(lambda v: v >= 0, "at least 0 (0: as many as model.num_layers)"),

@@ -341,6 +341,13 @@ class EncoderOnly(Family):
     return batch["encoder_target_tokens"], batch["encoder_loss_weights"]
 
 
+def check_feed_forward(cfg, family: Family) -> None:
+  """model.feed_forward=relu (T5 v1.0's and Switch's plain ReLU layers) is the encoder-decoder's only."""
+  if cfg.model.feed_forward != "gated" and family.architecture != "t5":
+    raise UserError(f"model.feed_forward={cfg.model.feed_forward!r} is for the encoder-decoder (T5 v1.0, Switch); "
+                    f"the {family.name} model's feed-forward layers are gated: set model.feed_forward='gated'")
+
+
 def check_moe(cfg, family: Family) -> None:
   """Refuses mixture-of-experts settings (model.moe_*) that the family or the model's shape cannot take."""
   m = cfg.model

@@ -28,7 +28,7 @@ from pretrain import files, models, objectives, text_vocab
 from pretrain import schedule as schedule_lib
 from pretrain.console import log
 from pretrain.errors import UserError
-from pretrain.family import Family, check_moe
+from pretrain.family import Family, check_feed_forward, check_moe
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import checkpoint, optimizer, state as state_lib, steps
 
@@ -46,6 +46,7 @@ def _checked_family(cfg) -> Family:
   objectives.validate(cfg)
   family = objectives.run_family(cfg)
   family.check(cfg)
+  check_feed_forward(cfg, family)
   check_moe(cfg, family)
   if schedule_lib.length_stages(cfg.data, family.task_lengths(cfg.data), cfg.train.batch_size)[1:] and (
       cfg.data.task or cfg.data.pipeline != "indexed"):

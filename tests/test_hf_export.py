@@ -32,6 +32,18 @@ T5_SHAPES = {
     "six_heads_odd_vocab_scanned": dict(d_model=48, num_layers=2, num_decoder_layers=2, num_heads=6, head_dim=8,
                                         mlp_dim=64, vocab_size=4100, scan_layers=True,
                                         relative_attention_num_buckets=16, relative_attention_max_distance=64),
+    "relu_v1_0": dict(d_model=48, num_layers=2, num_decoder_layers=2, num_heads=4, head_dim=12, mlp_dim=64,
+                      feed_forward="relu"),
+}
+# Switch Transformers: ReLU layers and experts, top-1 with the raw router probability; experts every layer
+# (unrolled, capacity ample enough to drop nothing) and every other layer (scanned: units of two layers).
+SWITCH_SHAPES = {
+    "every1_capacity": dict(d_model=48, num_layers=2, num_decoder_layers=2, num_heads=4, head_dim=12, mlp_dim=64,
+                            feed_forward="relu", moe_experts=3, moe_top_k=1, moe_normalize_top_k=False,
+                            moe_capacity_factor=8.0),
+    "every2_scanned": dict(d_model=48, num_layers=4, num_decoder_layers=4, num_heads=4, head_dim=12, mlp_dim=64,
+                           feed_forward="relu", moe_experts=4, moe_top_k=1, moe_normalize_top_k=False, moe_every=2,
+                           scan_layers=True),
 }
 # Mixtral: experts in every layer, scanned, grouped queries, top-1 (unrolled experts: Qwen2-MoE below, and the
 # Mixtral that transformers writes).
@@ -95,9 +107,9 @@ def _check_llama(out, model, params, ids, architecture="LlamaForCausalLM"):
   np.testing.assert_array_equal(greedy, generated)
 
 
-def _check_t5(out, model, params, ids):
+def _check_t5(out, model, params, ids, architecture="T5ForConditionalGeneration"):
   theirs = transformers.AutoModelForSeq2SeqLM.from_pretrained(out, attn_implementation="eager").eval()
-  assert type(theirs).__name__ == "T5ForConditionalGeneration"
+  assert type(theirs).__name__ == architecture
   inputs, targets = np.asarray([ids[:40]]), np.asarray([[0] + ids[40:60]])
   ours = np.asarray(model.apply({"params": params}, jnp.asarray(inputs), jnp.asarray(targets)))
   with torch.no_grad():
@@ -116,6 +128,7 @@ RANDOM_MODELS = {f"llama_{name}": ("clm", shape) for name, shape in LLAMA_SHAPES
 RANDOM_MODELS.update({f"t5_{name}": ("span_corruption", shape) for name, shape in T5_SHAPES.items()})
 RANDOM_MODELS.update({f"mixtral_{name}": ("clm", shape) for name, shape in MIXTRAL_SHAPES.items()})
 RANDOM_MODELS.update({f"qwen2_moe_{name}": ("clm", shape) for name, shape in QWEN2_MOE_SHAPES.items()})
+RANDOM_MODELS.update({f"switch_{name}": ("span_corruption", shape) for name, shape in SWITCH_SHAPES.items()})
 MOE_ARCHITECTURES = {"mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM"}
 
 
@@ -132,6 +145,8 @@ def test_random_model_matches_transformers(tmp_path, vocabulary, corpus_source, 
   moe = next((arch for prefix, arch in MOE_ARCHITECTURES.items() if name.startswith(prefix)), None)
   if moe:
     _check_llama(out, run.model, params, ids, architecture=moe)
+  elif name.startswith("switch"):
+    _check_t5(out, run.model, params, ids, architecture="SwitchTransformersForConditionalGeneration")
   else:
     (_check_llama if objective == "clm" else _check_t5)(out, run.model, params, ids)
   # Import reproduces every parameter exactly, in the layout the config asks for.
@@ -157,6 +172,39 @@ def test_a_mixtral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   with torch.no_grad():
     reference = theirs(torch.from_numpy(tokens)).logits.numpy()
   assert np.abs(ours - reference).max() < 1e-4
+
+
+def test_a_switch_transformer_made_by_transformers_imports_and_gives_its_logits(tmp_path):
+  """A checkpoint written by transformers' save_pretrained (per-expert wi/wo, a router per sparse layer), with
+  the one embedding table our model has, untied from the output; refused when its stacks' embeddings differ."""
+  hf_config = transformers.SwitchTransformersConfig(
+      vocab_size=300, d_model=32, d_kv=8, d_ff=48, num_layers=2, num_decoder_layers=2, num_heads=4, num_experts=4,
+      expert_capacity=1 << 30, encoder_sparse_step=2, decoder_sparse_step=2, num_sparse_encoder_layers=1,
+      num_sparse_decoder_layers=1, tie_word_embeddings=False, router_jitter_noise=0.0)
+  torch.manual_seed(0)
+  theirs = transformers.SwitchTransformersForConditionalGeneration(hf_config).eval()
+  theirs.encoder.embed_tokens.weight = theirs.decoder.embed_tokens.weight = theirs.shared.weight
+  theirs.save_pretrained(tmp_path / "switch")
+  with open(tmp_path / "switch" / "config.json") as f:
+    settings, unsupported = hf.t5.model_config(json.load(f))
+  assert not unsupported and (settings["moe_experts"], settings["moe_every"]) == (4, 2)
+  run = tiny_run("--config.data.objective=span_corruption", *(f"--config.model.{k}={v}" for k, v in settings.items()),
+                 vocab_size=300)
+  params = hf.import_params(str(tmp_path / "switch"), run.family, run.cfg.model, run.abstract_state().params)
+  rng = np.random.default_rng(0)
+  inputs, targets = rng.integers(3, 300, (2, 24)), rng.integers(3, 300, (2, 12))
+  ours = np.asarray(run.model.apply({"params": params}, jnp.asarray(inputs), jnp.asarray(targets)))
+  with torch.no_grad():
+    reference = theirs(input_ids=torch.from_numpy(inputs), decoder_input_ids=torch.from_numpy(targets)).logits.numpy()
+  assert np.abs(ours - reference).max() < 1e-4
+
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  weights = tmp_path / "switch" / hf.WEIGHTS
+  tensors = safetensors.numpy.load_file(str(weights))
+  tensors["decoder.embed_tokens.weight"] = tensors["shared.weight"] + 1.0  # Saved once, as tied; now apart.
+  safetensors.numpy.save_file(tensors, str(weights), metadata={"format": "pt"})
+  with pytest.raises(UserError, match="decoder.embed_tokens differs from its shared embedding"):
+    hf.import_params(str(tmp_path / "switch"), run.family, run.cfg.model, run.abstract_state().params)
 
 
 def test_import_reads_a_sharded_checkpoint(tmp_path, vocabulary):
@@ -264,7 +312,19 @@ def test_bad_exports_and_imports_are_refused(tmp_path, run_train, trained_run, v
   result = run_train(tmp_path / "t5_into_clm", f"--config.train.init_from_hf={t5_dir}")
   assert result.returncode == 2 and "holds a t5 model, but data.objective='clm' trains llama" in result.stderr
 
-  run, params = _random_model("span_corruption", vocabulary, {"moe_experts": 4, "moe_every": 2, "num_layers": 2})
-  with pytest.raises(UserError, match="encoder-decoder model with experts .* T5 v1.0's ReLU"):
-    hf.export(str(tmp_path / "switch"), run, params, vocabulary)
-  assert not os.path.exists(tmp_path / "switch")
+  switch = {"moe_experts": 4, "moe_every": 2, "num_layers": 2, "feed_forward": "relu", "moe_top_k": 1,
+            "moe_normalize_top_k": False}
+  for change, reason in [({"feed_forward": "gated"}, "model.feed_forward='gated' .*: model.feed_forward='relu'"),
+                         ({"moe_top_k": 2}, "model.moe_top_k=2 .*routes each token to 1 expert"),
+                         ({"moe_normalize_top_k": True}, "model.moe_normalize_top_k=True"),
+                         ({"moe_every": 3, "num_layers": 3}, "model.moe_every=3 .*: 1 or 2"),
+                         ({"moe_mlp_dim": 48}, "model.moe_mlp_dim=48")]:
+    run, params = _random_model("span_corruption", vocabulary, {**switch, **change})
+    with pytest.raises(UserError, match=f"cannot be exported as SwitchTransformersForConditionalGeneration: {reason}"):
+      hf.export(str(tmp_path / "switch"), run, params, vocabulary)
+    assert not os.path.exists(tmp_path / "switch")
+  settings, unsupported = hf.t5.model_config({"model_type": "switch_transformers", "d_model": 8, "d_kv": 4,
+                                              "d_ff": 16, "num_layers": 2, "num_heads": 2, "vocab_size": 300,
+                                              "num_experts": 4, "dense_act_fn": "gelu", "router_bias": True,
+                                              "encoder_sparse_step": 2, "decoder_sparse_step": 1})
+  assert settings["moe_experts"] == 4 and len(unsupported) == 4  # The activation, tied outputs, bias, steps.

@@ -35,15 +35,20 @@ def _loop(params, x_BLD, top_k, normalize_top_k=True):
     chosen = np.argsort(-probs, kind="stable")[:top_k]
     weights = probs[chosen] / (probs[chosen].sum() if normalize_top_k else 1.0)
     for e, weight in zip(chosen, weights):
-      gate, up = x[t] @ w["wi_0"][e], x[t] @ w["wi_1"][e]
-      y[t] += weight * ((gate / (1 + np.exp(-gate)) * up) @ w["wo"][e])
+      if "wi" in w:  # A plain ReLU expert (T5 v1.0, Switch).
+        hidden = np.maximum(x[t] @ w["wi"][e], 0.0)
+      else:  # SwiGLU.
+        gate, up = x[t] @ w["wi_0"][e], x[t] @ w["wi_1"][e]
+        hidden = gate / (1 + np.exp(-gate)) * up
+      y[t] += weight * (hidden @ w["wo"][e])
   return y.reshape(x_BLD.shape)
 
 
+@pytest.mark.parametrize("activation", ["silu", "relu"])
 @pytest.mark.parametrize("top_k", [1, 2])
 @pytest.mark.parametrize("capacity_factor", [0.0, 8.0], ids=["dropless", "ample_capacity"])
-def test_outputs_equal_the_loop_over_tokens_and_experts(top_k, capacity_factor):
-  block = _block(top_k=top_k, capacity_factor=capacity_factor, normalize_top_k=top_k > 1)
+def test_outputs_equal_the_loop_over_tokens_and_experts(top_k, capacity_factor, activation):
+  block = _block(top_k=top_k, capacity_factor=capacity_factor, normalize_top_k=top_k > 1, activation=activation)
   params, x = _params_and_input(block)
   y, state = block.apply({"params": params}, x, mutable=["moe"])
   np.testing.assert_allclose(y, _loop(params, x, top_k, normalize_top_k=top_k > 1), atol=1e-5)
@@ -64,21 +69,22 @@ def test_capacity_and_dropless_dispatch_give_the_same_outputs_and_gradients_when
   assert jax.tree.reduce(lambda s, g: s + float(jnp.abs(g).sum()), grads[0], 0.0) > 0
 
 
-def test_blocked_grouped_matmuls_equal_ragged_dot_with_their_gradients():
+@pytest.mark.parametrize("activation", ["silu", "relu"])
+def test_blocked_grouped_matmuls_equal_ragged_dot_with_their_gradients(activation):
   """The CPU path (blocks of one expert's rows) against jax.lax.ragged_dot, for groups of every size: empty, one
-  row, over a block, all rows of one expert."""
+  row, over a block, all rows of one expert; gated experts (SwiGLU) and plain ones (ReLU, one input kernel)."""
   k = jax.random.split(jax.random.PRNGKey(0), 4)
   x = jax.random.normal(k[0], (300, D))
-  kernels = tuple(jax.random.normal(key, shape) / np.sqrt(shape[1])
-                  for key, shape in zip(k[1:], [(E, D, F), (E, D, F), (E, F, D)]))
+  shapes = [(E, D, F), (E, D, F), (E, F, D)] if activation == "silu" else [(E, D, F), (E, F, D)]
+  kernels = tuple(jax.random.normal(key, shape) / np.sqrt(shape[1]) for key, shape in zip(k[1:], shapes))
   for sizes in ([0, 1, 150, 149], [300, 0, 0, 0], [75, 75, 75, 75]):
     group_sizes = jnp.asarray(sizes, jnp.int32)
-    ragged = lambda x, *w, g=group_sizes: jnp.sum(jnp.sin(moe.gated_experts(x, *w, "silu", group_sizes_E=g)))
-    blocked = lambda x, *w, g=group_sizes: jnp.sum(jnp.sin(moe.blocked_experts(x, *w, "silu", g, block=64)))
-    (value, grads), (expected, expected_grads) = (jax.value_and_grad(f, argnums=(0, 1, 2, 3))(x, *kernels)
+    ragged = lambda x, w, g=group_sizes: jnp.sum(jnp.sin(moe.experts(x, w, activation, group_sizes_E=g)))
+    blocked = lambda x, w, g=group_sizes: jnp.sum(jnp.sin(moe.blocked_experts(x, w, activation, g, block=64)))
+    (value, grads), (expected, expected_grads) = (jax.value_and_grad(f, argnums=(0, 1))(x, kernels)
                                                   for f in (blocked, ragged))
     np.testing.assert_allclose(value, expected, rtol=1e-5, err_msg=str(sizes))
-    for a, b in zip(grads, expected_grads):
+    for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(expected_grads)):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4, err_msg=str(sizes))
 
 
@@ -263,6 +269,7 @@ def test_flops_count_the_active_experts_only():
      "model.num_layers=3 is not a multiple"),
     (("--config.data.objective=contrastive", "--config.model.dropout=0.1"), "does not take the experts"),
     (("--config.mesh.expert=3",), "does not split over mesh.expert=3"),
+    (("--config.model.feed_forward=relu",), "model.feed_forward='relu' is for the encoder-decoder"),
 ])
 def test_settings_the_model_cannot_take_are_refused(flags, message):
   from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top

@@ -3,7 +3,8 @@ import such a directory to continue pre-training.
 
 Decoder-only models are Llama (LlamaForCausalLM), or with experts Mixtral
 (MixtralForCausalLM) or Qwen2-MoE (Qwen2MoeForCausalLM), encoder-decoder models T5 v1.1
-(T5ForConditionalGeneration); the tokenizer is the run's SentencePiece
+(T5ForConditionalGeneration), or with experts the Switch Transformer
+(SwitchTransformersForConditionalGeneration); the tokenizer is the run's SentencePiece
 model as tokenizer.json (see tokenizer.py) plus the .model file itself. An
 ELECTRA run exports its discriminator in a format of its own (electra.py),
 which is not imported.
@@ -26,7 +27,8 @@ from pretrain.hf import electra, llama, t5, tokenizer
 
 FAMILIES = {"llama": llama, "t5": t5}  # exported and imported
 EXPORTS = {**FAMILIES, "electra": electra}
-MODEL_TYPES = {"llama": "llama", "mixtral": "llama", "qwen2_moe": "llama", "t5": "t5"}  # config.json's model_type -> its FAMILIES key
+# config.json's model_type -> its FAMILIES key
+MODEL_TYPES = {"llama": "llama", "mixtral": "llama", "qwen2_moe": "llama", "t5": "t5", "switch_transformers": "t5"}
 WEIGHTS = "model.safetensors"
 
 
@@ -87,7 +89,7 @@ def read_config(hf_dir: str) -> tuple[str, dict]:
     config = json.load(f)
   model_type = config.get("model_type")
   if model_type not in MODEL_TYPES:
-    supported = ", ".join([*(m.ARCHITECTURE for m in FAMILIES.values()), llama.MIXTRAL, llama.QWEN2_MOE])
+    supported = ", ".join([*(m.ARCHITECTURE for m in FAMILIES.values()), llama.MIXTRAL, llama.QWEN2_MOE, t5.SWITCH])
     raise UserError(f"{hf_dir!r} holds a {model_type!r} model ({', '.join(config.get('architectures') or [])}); "
                     f"only {supported} can be imported")
   return MODEL_TYPES[model_type], config

@@ -1,41 +1,98 @@
-"""Encoder-decoder models <-> transformers' T5ForConditionalGeneration (T5 v1.1: gated-GELU, untied head)."""
+"""Encoder-decoder models <-> transformers' T5ForConditionalGeneration (T5 v1.1: gated GELU, untied head; with
+model.feed_forward=relu, v1.0's ReLU layers), and with experts SwitchTransformersForConditionalGeneration (ReLU
+layers and experts, top-1 routing with the raw router probability, every layer or every other one sparse)."""
 
 import numpy as np
 
+from pretrain.console import log
 from pretrain.errors import UserError
 from pretrain.hf import layers
 
 ARCHITECTURE = "T5ForConditionalGeneration"
+SWITCH = "SwitchTransformersForConditionalGeneration"
 # The tokenizer appends EOS to the inputs, as seqio's tasks do.
 PREPENDS_BOS = False
+# transformers' Switch keeps at most this many of a row's tokens per expert (its capacity); ours is dropless, or
+# has a capacity that depends on the row's length: written so large that nothing is dropped.
+_NO_CAPACITY = 1 << 30
+
+
+def _relu(model_cfg) -> bool:
+  return model_cfg.get("feed_forward", "gated") == "relu"
 
 
 def hf_config(model_cfg, vocab_size: int, max_length: int) -> dict:
   del max_length  # Relative positions: T5 has no maximum length.
-  if model_cfg.get("moe_experts"):
-    raise UserError("an encoder-decoder model with experts (model.moe_experts) has no transformers export here: "
-                    "SwitchTransformers' layers are T5 v1.0's ReLU feed-forward layers, not v1.1's gated GELU")
-  return {
-      "architectures": [ARCHITECTURE], "model_type": "t5", "vocab_size": vocab_size,
-      "d_model": model_cfg.d_model, "d_kv": model_cfg.head_dim, "d_ff": model_cfg.mlp_dim,
-      "num_layers": model_cfg.num_layers, "num_decoder_layers": model_cfg.num_decoder_layers or model_cfg.num_layers,
-      "num_heads": model_cfg.num_heads, "relative_attention_num_buckets": model_cfg.relative_attention_num_buckets,
-      "relative_attention_max_distance": model_cfg.relative_attention_max_distance,
-      "feed_forward_proj": "gated-gelu", "layer_norm_epsilon": 1e-6, "dropout_rate": float(model_cfg.dropout),
-      "tie_word_embeddings": False, "is_encoder_decoder": True,
-      "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0, "dtype": "float32",
+  m = model_cfg
+  config = {
+      "vocab_size": vocab_size, "d_model": m.d_model, "d_kv": m.head_dim, "d_ff": m.mlp_dim,
+      "num_layers": m.num_layers, "num_decoder_layers": m.num_decoder_layers or m.num_layers,
+      "num_heads": m.num_heads, "relative_attention_num_buckets": m.relative_attention_num_buckets,
+      "relative_attention_max_distance": m.relative_attention_max_distance,
+      "layer_norm_epsilon": 1e-6, "dropout_rate": float(m.dropout), "tie_word_embeddings": False,
+      "is_encoder_decoder": True, "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0,
+      "dtype": "float32",
   }
+  if not m.get("moe_experts"):
+    return {**config, "architectures": [ARCHITECTURE], "model_type": "t5",
+            "feed_forward_proj": "relu" if _relu(m) else "gated-gelu"}
+  _check_switch(m)
+  if m.moe_capacity_factor:
+    log(f"model.moe_capacity_factor={m.moe_capacity_factor}: the export drops no token (transformers' Switch "
+        "capacity is set above any row's length); its outputs equal this model's wherever no token is over capacity")
+  decoder_layers = m.num_decoder_layers or m.num_layers
+  return {**config, "architectures": [SWITCH], "model_type": "switch_transformers", "num_experts": m.moe_experts,
+          "expert_capacity": _NO_CAPACITY, "encoder_sparse_step": m.moe_every, "decoder_sparse_step": m.moe_every,
+          "num_sparse_encoder_layers": m.num_layers // m.moe_every,
+          "num_sparse_decoder_layers": decoder_layers // m.moe_every, "router_bias": False,
+          "router_jitter_noise": float(m.moe_router_jitter), "router_dtype": "float32",
+          "router_ignore_padding_tokens": False, "dense_act_fn": "relu"}
+
+
+def _check_switch(m) -> None:
+  """Refuses, naming the option, an encoder-decoder with experts that SwitchTransformers does not compute."""
+  differences = {
+      "model.feed_forward='gated' (Switch's layers and experts are plain ReLU: model.feed_forward='relu')":
+          not _relu(m),
+      f"model.moe_top_k={m.moe_top_k} (Switch routes each token to 1 expert)": m.moe_top_k != 1,
+      "model.moe_normalize_top_k=True (Switch weighs an expert by its raw router probability: False)":
+          m.moe_normalize_top_k,
+      f"model.moe_every={m.moe_every} (Switch's experts are in every layer or every other one: 1 or 2)":
+          m.moe_every not in (1, 2),
+      f"model.moe_mlp_dim={m.moe_mlp_dim} (Switch's experts are as wide as its dense layers, model.mlp_dim)":
+          m.moe_mlp_dim not in (0, m.mlp_dim),
+      f"model.moe_shared_mlp_dim={m.moe_shared_mlp_dim} (Switch has no shared expert)": m.moe_shared_mlp_dim,
+  }
+  found = [what for what, differs in differences.items() if differs]
+  if found:
+    raise UserError(f"this encoder-decoder with experts cannot be exported as {SWITCH}: {'; '.join(found)}")
 
 
 def model_config(hf: dict) -> dict:
-  """Our model.* settings for a T5 config.json, and the features we cannot reproduce."""
-  unsupported = {"feed_forward_proj (only gated-gelu, T5 v1.1)": hf.get("feed_forward_proj") != "gated-gelu",
-                 "tie_word_embeddings (T5 v1.0 scales tied outputs)": hf.get("tie_word_embeddings", True)}
-  return {"d_model": hf["d_model"], "head_dim": hf["d_kv"], "mlp_dim": hf["d_ff"], "num_layers": hf["num_layers"],
-          "num_decoder_layers": hf.get("num_decoder_layers") or hf["num_layers"], "num_heads": hf["num_heads"],
-          "relative_attention_num_buckets": hf.get("relative_attention_num_buckets", 32),
-          "relative_attention_max_distance": hf.get("relative_attention_max_distance", 128),
-          "vocab_size": hf["vocab_size"]}, [k for k, bad in unsupported.items() if bad]
+  """Our model.* settings for a T5 or SwitchTransformers config.json, and the features we cannot reproduce."""
+  switch = hf.get("model_type") == "switch_transformers"
+  activation = hf.get("dense_act_fn") if switch else hf.get("feed_forward_proj")
+  step = hf.get("encoder_sparse_step", 1)
+  unsupported = {
+      f"{'dense_act_fn' if switch else 'feed_forward_proj'}={activation!r} (gated-gelu or relu)":
+          activation not in (("relu",) if switch else ("gated-gelu", "relu")),
+      "tie_word_embeddings (T5 v1.0's and Switch's checkpoints scale tied outputs)":
+          hf.get("tie_word_embeddings", True),
+      "router_bias": switch and hf.get("router_bias", False),
+      "encoder_sparse_step and decoder_sparse_step that differ or are over 2 (experts every layer or every other)":
+          switch and (step != hf.get("decoder_sparse_step", 1) or step not in (1, 2)),
+  }
+  settings = {"d_model": hf["d_model"], "head_dim": hf["d_kv"], "mlp_dim": hf["d_ff"], "num_layers": hf["num_layers"],
+              "num_decoder_layers": hf.get("num_decoder_layers") or hf["num_layers"], "num_heads": hf["num_heads"],
+              "relative_attention_num_buckets": hf.get("relative_attention_num_buckets", 32),
+              "relative_attention_max_distance": hf.get("relative_attention_max_distance", 128),
+              "vocab_size": hf["vocab_size"], "feed_forward": "relu" if activation == "relu" else "gated",
+              "moe_experts": 0}
+  if switch:
+    settings.update({"moe_experts": hf["num_experts"], "moe_top_k": 1, "moe_every": step, "moe_mlp_dim": 0,
+                     "moe_shared_mlp_dim": 0, "moe_capacity_factor": 0.0, "moe_normalize_top_k": False,
+                     "moe_router_jitter": float(hf.get("router_jitter_noise") or 0.0)})
+  return settings, [k for k, bad in unsupported.items() if bad]
 
 
 _ATTENTION = {"query": "q", "key": "k", "value": "v"}
@@ -54,8 +111,19 @@ def _attention_from_hf(prefix: str, state: dict, n: int, h: int) -> dict:
   return p
 
 
-def _mlp_names(prefix: str):
-  return {"wi_0": f"{prefix}.wi_0.weight", "wi_1": f"{prefix}.wi_1.weight", "wo": f"{prefix}.wo.weight"}
+def _mlp_names(prefix: str, relu: bool):
+  names = ("wi", "wo") if relu else ("wi_0", "wi_1", "wo")
+  return {ours: f"{prefix}.{ours}.weight" for ours in names}
+
+
+def _feed_forward_prefix(stack: str, i: int, mlp: int, model_cfg) -> str:
+  """transformers' name of layer i's feed-forward module: T5's DenseReluDense, Switch's mlp."""
+  return f"{stack}.block.{i}.layer.{mlp}.{'mlp' if model_cfg.get('moe_experts') else 'DenseReluDense'}"
+
+
+def _unit(model_cfg) -> int:
+  """Layers per unit of a scan with experts every n-th layer (hf.layers.unstack)."""
+  return model_cfg.moe_every if model_cfg.get("moe_experts") else 1
 
 
 # (our sub-module, transformers' sub-layer index and name) of each block, by stack.
@@ -67,27 +135,44 @@ _BLOCKS = {
 
 def to_hf(params, model_cfg) -> dict[str, np.ndarray]:
   state = {"shared.weight": params["embed"]["embedding"], "lm_head.weight": params["lm_head"]["kernel"].T}
+  if model_cfg.get("moe_experts"):  # Switch with untied embeddings reads each stack's own (T5 ties them to shared).
+    state.update({f"{stack}.embed_tokens.weight": params["embed"]["embedding"] for stack in _BLOCKS})
   counts = {"encoder": model_cfg.num_layers, "decoder": model_cfg.num_decoder_layers or model_cfg.num_layers}
+  relu = _relu(model_cfg)
   for stack, blocks in _BLOCKS.items():
     ours_stack = params[stack]
     state[f"{stack}.final_layer_norm.weight"] = ours_stack["norm"]["scale"]
     state[f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"] = (
         ours_stack["relative_bias"]["rel_embedding"])
-    for i, layer in enumerate(layers.unstack(ours_stack, "layers", "layer_{}", counts[stack])):
+    for i, layer in enumerate(layers.unstack(ours_stack, "layers", "layer_{}", counts[stack], _unit(model_cfg))):
       for ours, index, name in blocks:
         state.update(_attention_to_hf(f"{stack}.block.{i}.layer.{index}.{name}", layer[ours]))
         state[f"{stack}.block.{i}.layer.{index}.layer_norm.weight"] = layer[f"{ours}_norm"]["scale"]
       mlp = len(blocks)
-      for ours, hf in _mlp_names(f"{stack}.block.{i}.layer.{mlp}.DenseReluDense").items():
-        state[hf] = layer["mlp"][ours]["kernel"].T
-      state[f"{stack}.block.{i}.layer.{mlp}.layer_norm.weight"] = layer["mlp_norm"]["scale"]
+      prefix = _feed_forward_prefix(stack, i, mlp, model_cfg)
+      if "moe" in layer:
+        moe = layer["moe"]
+        state[f"{prefix}.router.classifier.weight"] = moe["router"].T
+        for e in range(moe["router"].shape[1]):
+          state.update({hf: moe[ours][e].T for ours, hf in _mlp_names(f"{prefix}.experts.expert_{e}", relu).items()})
+      else:
+        state.update({hf: layer["mlp"][ours]["kernel"].T for ours, hf in _mlp_names(prefix, relu).items()})
+      state[f"{stack}.block.{i}.layer.{mlp}.layer_norm.weight"] = layer["moe_norm" if "moe" in layer else
+                                                                        "mlp_norm"]["scale"]
   return state
 
 
 def from_hf(state: dict, model_cfg) -> dict:
+  """Our parameters of a T5 or Switch state dict."""
   c = model_cfg
+  for stack in _BLOCKS:  # Ours is one embedding table; an untied Switch may hold three.
+    own = state.get(f"{stack}.embed_tokens.weight")
+    if own is not None and not np.array_equal(own, state["shared.weight"]):
+      raise UserError(f"the checkpoint's {stack}.embed_tokens differs from its shared embedding; this project's "
+                      "encoder-decoder reads one embedding table in both stacks")
   params = {"embed": {"embedding": state["shared.weight"]}, "lm_head": {"kernel": state["lm_head.weight"].T}}
   counts = {"encoder": c.num_layers, "decoder": c.num_decoder_layers or c.num_layers}
+  relu, every = _relu(c), (c.moe_every if c.get("moe_experts") else 0)
   for stack, blocks in _BLOCKS.items():
     per_layer = []
     for i in range(counts[stack]):
@@ -96,12 +181,19 @@ def from_hf(state: dict, model_cfg) -> dict:
         layer[ours] = _attention_from_hf(f"{stack}.block.{i}.layer.{index}.{name}", state, c.num_heads, c.head_dim)
         layer[f"{ours}_norm"] = {"scale": state[f"{stack}.block.{i}.layer.{index}.layer_norm.weight"]}
       mlp = len(blocks)
-      layer["mlp"] = {ours: {"kernel": state[hf].T}
-                      for ours, hf in _mlp_names(f"{stack}.block.{i}.layer.{mlp}.DenseReluDense").items()}
-      layer["mlp_norm"] = {"scale": state[f"{stack}.block.{i}.layer.{mlp}.layer_norm.weight"]}
+      prefix = _feed_forward_prefix(stack, i, mlp, c)
+      if every and (i + 1) % every == 0:  # models.layers.repeat's sparse layers, as transformers' i % step == 1.
+        experts = range(c.moe_experts)
+        layer["moe"] = {"router": state[f"{prefix}.router.classifier.weight"].T, **{
+            ours: np.stack([state[f"{prefix}.experts.expert_{e}.{ours}.weight"].T for e in experts])
+            for ours in _mlp_names("", relu)}}
+      else:
+        layer["mlp"] = {ours: {"kernel": state[hf].T} for ours, hf in _mlp_names(prefix, relu).items()}
+      layer["moe_norm" if "moe" in layer else "mlp_norm"] = {
+          "scale": state[f"{stack}.block.{i}.layer.{mlp}.layer_norm.weight"]}
       per_layer.append(layer)
+    bias = f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
     params[stack] = {
-        "norm": {"scale": state[f"{stack}.final_layer_norm.weight"]},
-        "relative_bias": {"rel_embedding": state[f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]},
-        **layers.stack(per_layer, "layers", "layer_{}", c.scan_layers)}
+        "norm": {"scale": state[f"{stack}.final_layer_norm.weight"]}, "relative_bias": {"rel_embedding": state[bias]},
+        **layers.stack(per_layer, "layers", "layer_{}", c.scan_layers, _unit(c))}
   return params

@@ -1,7 +1,9 @@
 """T5 v1.1 encoder-decoder: RMSNorm without bias, gated-GELU feed-forward,
 relative position biases (one table per stack, shared by its layers), no
 attention scaling (folded into the initialisation, as T5), an input embedding
-shared by both stacks and an untied output projection.
+shared by both stacks and an untied output projection. With feed_forward
+"relu", T5 v1.0's plain ReLU feed-forward layers (and experts), as the Switch
+Transformer's.
 """
 
 import dataclasses
@@ -32,6 +34,7 @@ class EncoderDecoderConfig:
   remat: str = "none"        # none | full | save_dots
   dropout: float = 0.0       # T5's places: embeddings, residual branches, inside the MLP, after the final norms.
   attention: str = "auto"    # auto | xla | splash | gpu_flash: cross-attention only (models/attention.py)
+  feed_forward: str = "gated"  # gated (gated GELU, T5 v1.1) | relu (T5 v1.0, Switch)
   moe: MoEConfig = MoEConfig()  # which feed-forward layers are mixtures of experts (none by default)
 
   @classmethod
@@ -75,18 +78,24 @@ class RelativePositionBias(nn.Module):
     return jnp.transpose(table_RN[buckets_LS], (2, 0, 1))[None]
 
 
-class GatedGelu(nn.Module):
+class FeedForward(nn.Module):
+  """T5's feed-forward layer: gated GELU (v1.1), gelu(x Wi0) * x Wi1 then Wo, or (`gated` False) plain ReLU
+  (v1.0, Switch), relu(x Wi) then Wo."""
   mlp_dim: int
   dtype: jnp.dtype = jnp.float32
   dropout: float = 0.0
   deterministic: bool = True
+  gated: bool = True
 
   @nn.compact
   def __call__(self, x_BLD):
     dense = lambda features, axes, name: layers.Dense(features, dtype=self.dtype,
                                                       kernel_init=layers.kernel_init(*axes), name=name)
-    h_BLF = nn.gelu(dense(self.mlp_dim, ("embed", "mlp"), "wi_0")(x_BLD), approximate=True)
-    h_BLF = h_BLF * dense(self.mlp_dim, ("embed", "mlp"), "wi_1")(x_BLD)
+    if self.gated:
+      h_BLF = nn.gelu(dense(self.mlp_dim, ("embed", "mlp"), "wi_0")(x_BLD), approximate=True)
+      h_BLF = h_BLF * dense(self.mlp_dim, ("embed", "mlp"), "wi_1")(x_BLD)
+    else:
+      h_BLF = nn.relu(dense(self.mlp_dim, ("embed", "mlp"), "wi")(x_BLD))
     h_BLF = nn.with_logical_constraint(h_BLF, ("activation_batch", "activation_length", "activation_mlp"))
     h_BLF = layers.dropout(self.dropout, self.deterministic)(h_BLF)
     return dense(x_BLD.shape[-1], ("mlp", "embed"), "wo")(h_BLF)
@@ -137,17 +146,18 @@ class T5Attention(nn.Module):
 
 
 def _mlp_branch(x_BLD, c: "EncoderDecoderConfig", deterministic: bool, dtype, drop, sparse: bool):
-  """The gated-GELU residual branch that ends every T5 block (called inside the block's compact __call__), or
-  (`sparse`) its mixture of gated-GELU experts."""
+  """The feed-forward residual branch that ends every T5 block (called inside the block's compact __call__), or
+  (`sparse`) its mixture of experts of the same form."""
+  gated = c.feed_forward == "gated"
   if sparse:
-    experts = c.moe.block(c.mlp_dim, "gelu", dtype)
+    experts = c.moe.block(c.mlp_dim, "gelu" if gated else "relu", dtype)
     return layers.pre_norm_residual(x_BLD, "moe", lambda h: experts(h, deterministic), dtype, drop)
-  return layers.pre_norm_residual(x_BLD, "mlp", GatedGelu(c.mlp_dim, dtype, c.dropout, deterministic, name="mlp"),
-                                  dtype, drop)
+  return layers.pre_norm_residual(
+      x_BLD, "mlp", FeedForward(c.mlp_dim, dtype, c.dropout, deterministic, gated, name="mlp"), dtype, drop)
 
 
 class T5EncoderLayer(nn.Module):
-  """One block of the encoder: bidirectional self-attention, then gated GELU."""
+  """One block of the encoder: bidirectional self-attention, then the feed-forward layer."""
   config: EncoderDecoderConfig
   deterministic: bool = True
   sparse: bool = False
@@ -164,7 +174,7 @@ class T5EncoderLayer(nn.Module):
 
 class T5DecoderLayer(nn.Module):
   """One block of the encoder-decoder's decoder: causal self-attention,
-  cross-attention to the encoded inputs, then gated GELU."""
+  cross-attention to the encoded inputs, then the feed-forward layer."""
   config: EncoderDecoderConfig
   deterministic: bool = True
   decode: bool = False

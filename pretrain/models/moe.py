@@ -5,8 +5,9 @@ T x k assignments of tokens to experts, C an expert's capacity.
 
 A float32 router scores the experts of each token; the top_k are its experts, weighted by their router
 probabilities (renormalised over the k, as Mixtral, unless `normalize_top_k` is off: Switch's top-1 keeps the
-raw probability). Each expert is a gated feed-forward of width mlp_dim, as the family's dense one: SwiGLU
-(decoder-only) or gated GELU (T5 v1.1), by `activation`. Two dispatches compute the same thing:
+raw probability). Each expert is a feed-forward of width mlp_dim, as the family's dense one, by `activation`:
+SwiGLU (decoder-only), gated GELU (T5 v1.1) or plain ReLU (T5 v1.0, Switch). Two dispatches compute the same
+thing:
 
 - dropless (capacity_factor 0): the assignments sorted by expert, each expert's rows one group of a grouped
   matmul (jax.lax.ragged_dot; on CPUs blocks of one expert's rows, blocked_experts); no token is dropped.
@@ -57,25 +58,30 @@ def auxiliary(logits_TE, probs_TE, experts_TK, num_experts: int) -> dict:
           "load": load_E}
 
 
-ACTIVATIONS = {"silu": nn.silu, "gelu": functools.partial(nn.gelu, approximate=True)}
+ACTIVATIONS = {"silu": nn.silu, "gelu": functools.partial(nn.gelu, approximate=True), "relu": nn.relu}
 
 
-def gated_experts(x_XD, wi0_EDF, wi1_EDF, wo_EFD, activation: str, group_sizes_E=None):
-  """Each expert's gated feed-forward, act(x W0) * x W1 then Wo: of its group of rows of x (grouped matmuls)
-  with `group_sizes_E`, else of x [..., E, C, D]."""
-  act = ACTIVATIONS[activation]
+def _feed_forward(matmul, x, kernels, activation: str):
+  """An expert's feed-forward with `matmul`: gated, act(x W0) * x W1 then Wo, of kernels (W0, W1, Wo); plain,
+  act(x Wi) then Wo (T5 v1.0's and Switch's ReLU layers), of kernels (Wi, Wo)."""
+  *wi, wo = kernels
+  h = ACTIVATIONS[activation](matmul(x, wi[0]))
+  return matmul(h * matmul(x, wi[1]) if len(wi) == 2 else h, wo)
+
+
+def experts(x_XD, kernels, activation: str, group_sizes_E=None):
+  """Each expert's feed-forward (_feed_forward): of its group of rows of x (grouped matmuls) with
+  `group_sizes_E`, else of x [..., E, C, D]."""
   if group_sizes_E is None:
-    h = act(jnp.einsum("...ecd,edf->...ecf", x_XD, wi0_EDF)) * jnp.einsum("...ecd,edf->...ecf", x_XD, wi1_EDF)
-    return jnp.einsum("...ecf,efd->...ecd", h, wo_EFD)
-  h = act(jax.lax.ragged_dot(x_XD, wi0_EDF, group_sizes_E)) * jax.lax.ragged_dot(x_XD, wi1_EDF, group_sizes_E)
-  return jax.lax.ragged_dot(h, wo_EFD, group_sizes_E)
+    return _feed_forward(lambda x, w: jnp.einsum("...ecd,edf->...ecf", x, w), x_XD, kernels, activation)
+  return _feed_forward(lambda x, w: jax.lax.ragged_dot(x, w, group_sizes_E), x_XD, kernels, activation)
 
 
 BLOCK = 128  # rows of one expert that blocked_experts multiplies at a time
 
 
-def blocked_experts(x_AD, wi0_EDF, wi1_EDF, wo_EFD, activation: str, group_sizes_E, block: int = BLOCK):
-  """gated_experts of rows sorted by expert (`group_sizes_E` of each), as blocks of `block` rows of one expert each
+def blocked_experts(x_AD, kernels, activation: str, group_sizes_E, block: int = BLOCK):
+  """experts() of rows sorted by expert (`group_sizes_E` of each), as blocks of `block` rows of one expert each
   (each expert's rows padded to a multiple of it), multiplied by their expert's kernels gathered per block: the
   work of the rows, plus the padding.
 
@@ -83,7 +89,7 @@ def blocked_experts(x_AD, wi0_EDF, wi1_EDF, wo_EFD, activation: str, group_sizes
   4.1x the dense step in the quickstart_moe benchmark, tools/bench_train.md); accelerators have grouped kernels,
   and would not want the kernels copied per block."""
   a, d = x_AD.shape
-  e = wi0_EDF.shape[0]
+  e = kernels[0].shape[0]
   padded_E = (group_sizes_E + block - 1) // block * block
   padded_end_E = jnp.cumsum(padded_E)
   expert_A = jnp.repeat(jnp.arange(e), group_sizes_E, total_repeat_length=a)
@@ -91,10 +97,7 @@ def blocked_experts(x_AD, wi0_EDF, wi1_EDF, wo_EFD, activation: str, group_sizes
   blocks = (a + e * (block - 1)) // block  # At most this many, whatever the group sizes.
   x_NBD = jnp.zeros((blocks * block, d), x_AD.dtype).at[row_A].set(x_AD).reshape(blocks, block, d)
   expert_N = jnp.minimum(jnp.searchsorted(padded_end_E, jnp.arange(blocks) * block, side="right"), e - 1)
-  act = ACTIVATIONS[activation]
-  h_NBF = act(jnp.einsum("nbd,ndf->nbf", x_NBD, wi0_EDF[expert_N])) * jnp.einsum("nbd,ndf->nbf", x_NBD,
-                                                                                  wi1_EDF[expert_N])
-  out_NBD = jnp.einsum("nbf,nfd->nbd", h_NBF, wo_EFD[expert_N])
+  out_NBD = _feed_forward(lambda x, w: jnp.einsum("nbd,ndf->nbf", x, w[expert_N]), x_NBD, kernels, activation)
   return out_NBD.reshape(blocks * block, -1)[row_A]
 
 
@@ -104,9 +107,9 @@ def dropless(x_TD, weights_TK, experts_TK, num_experts: int, kernels, activation
   order_A = jnp.argsort(experts_TK.reshape(-1), stable=True)
   group_sizes_E = jnp.bincount(experts_TK.reshape(-1), length=num_experts).astype(jnp.int32)
   if jax.default_backend() == "cpu":
-    out_AD = blocked_experts(x_TD[order_A // k], *kernels, activation, group_sizes_E)
+    out_AD = blocked_experts(x_TD[order_A // k], kernels, activation, group_sizes_E)
   else:
-    out_AD = gated_experts(x_TD[order_A // k], *kernels, activation, group_sizes_E=group_sizes_E)
+    out_AD = experts(x_TD[order_A // k], kernels, activation, group_sizes_E=group_sizes_E)
   out_TKD = jnp.zeros_like(out_AD).at[order_A].set(out_AD).reshape(t, k, -1)
   return jnp.einsum("tkd,tk->td", out_TKD, weights_TK.astype(out_TKD.dtype)), jnp.zeros((), jnp.float32)
 
@@ -129,7 +132,7 @@ def with_capacity(x_GSD, weights_GSK, experts_GSK, num_experts: int, factor: flo
   # Each expert's rows where its parameters are (mesh.expert): GShard's all-to-all, as XLA partitions it.
   x_GECD = nn.with_logical_constraint(jnp.einsum("gskec,gsd->gecd", dispatch_GSKEC, x_GSD),
                                       (None, "exp", None, "activation_embed"))
-  out_GECD = gated_experts(x_GECD, *kernels, activation)
+  out_GECD = experts(x_GECD, kernels, activation)
   y_GSD = jnp.einsum("gskec,gsk,gecd->gsd", dispatch_GSKEC, weights_GSK.astype(x_GSD.dtype), out_GECD)
   return y_GSD, 1.0 - jnp.sum(kept_GKSE) / (g * s * k)
 
@@ -161,7 +164,7 @@ class MoEConfig:
 
 
 class MoE(nn.Module):
-  """Top-k routed SwiGLU experts (and optional gated shared experts) in place of a dense feed-forward layer."""
+  """Top-k routed experts (and optional gated shared experts) in place of a dense feed-forward layer."""
   num_experts: int
   top_k: int
   mlp_dim: int  # each expert's width
@@ -169,7 +172,7 @@ class MoE(nn.Module):
   normalize_top_k: bool = True
   router_jitter: float = 0.0  # Switch's multiplicative input noise in training, uniform in 1 +- jitter
   shared_mlp_dim: int = 0
-  activation: str = "silu"  # silu (SwiGLU experts) | gelu (gated GELU, T5 v1.1)
+  activation: str = "silu"  # silu (SwiGLU experts) | gelu (gated GELU, T5 v1.1) | relu (plain ReLU: T5 v1.0, Switch)
   dtype: Dtype = jnp.float32
 
   @nn.compact
@@ -190,8 +193,8 @@ class MoE(nn.Module):
       init = layers.kernel_init(*axes, in_axis=in_axis, out_axis=out_axis, batch_axis=0)
       return self.param(name, init, shape, jnp.float32).astype(self.dtype)
 
-    kernels = (kernel("wi_0", (e, d, f), ("exp", "embed", "mlp"), 1, 2),
-               kernel("wi_1", (e, d, f), ("exp", "embed", "mlp"), 1, 2),
+    inputs = ("wi",) if self.activation == "relu" else ("wi_0", "wi_1")  # Plain ReLU experts, or gated ones.
+    kernels = (*(kernel(name, (e, d, f), ("exp", "embed", "mlp"), 1, 2) for name in inputs),
                kernel("wo", (e, f, d), ("exp", "mlp", "embed"), 1, 2))
     x_TD = x_TD.astype(self.dtype)
     if self.capacity_factor:
