@@ -4,7 +4,9 @@
 
 Writes config.json, model.safetensors and the tokenizer (tokenizer.json plus
 the SentencePiece tokenizer.model). Decoder-only runs load in transformers as
-LlamaForCausalLM, encoder-decoder runs as T5ForConditionalGeneration:
+LlamaForCausalLM (with experts MixtralForCausalLM or Qwen2MoeForCausalLM),
+encoder-decoder runs as T5ForConditionalGeneration (with experts
+SwitchTransformersForConditionalGeneration):
 
   transformers.AutoModelForCausalLM.from_pretrained("runs/quickstart-hf")
 
