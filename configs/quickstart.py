@@ -110,6 +110,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.model.moe_shared_mlp_dim = 0  # > 0: a gated shared expert of this width every token passes (Qwen-MoE)
   c.model.moe_router_jitter = 0.0  # Switch's multiplicative router-input noise in training (e.g. 0.01)
   c.model.moe_normalize_top_k = True  # the k routing weights sum to 1 (Mixtral); False: raw (Switch top-1)
+  # The dropless dispatch's grouped matmuls: ragged_dot (jax.lax.ragged_dot: grouped kernels on GPUs and TPUs),
+  # blocks (blocks of one expert's rows: XLA:CPU's ragged_dot does E times the work), auto: blocks on CPUs only.
+  c.model.moe_grouped_matmul = "auto"
   # Encoder-decoder (T5 v1.1) only; the objective chooses the family.
   c.model.num_decoder_layers = 0  # 0: as many as num_layers
   c.model.relative_attention_num_buckets = 32

@@ -68,7 +68,8 @@ NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "",
                 "model.moe_experts": 0, "model.moe_top_k": 2, "model.moe_every": 1, "model.moe_capacity_factor": 0.0,
                 "model.moe_mlp_dim": 0, "model.moe_shared_mlp_dim": 0, "model.moe_router_jitter": 0.0,
                 "model.moe_normalize_top_k": True, "loss.moe_load_balance": 0.01, "loss.moe_z_loss": 0.001,
-                "mesh.expert": 1, "mesh.dcn_expert": 1, "model.norm_eps": 1e-6, "model.feed_forward": "gated"}
+                "mesh.expert": 1, "mesh.dcn_expert": 1, "model.norm_eps": 1e-6, "model.feed_forward": "gated",
+                "model.moe_grouped_matmul": "auto"}
 
 
 def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -285,6 +286,7 @@ RANGES = {
     "model.moe_mlp_dim": Valid(lambda v: v >= 0, "at least 0 (0: model.mlp_dim)"),
     "model.moe_shared_mlp_dim": NOT_NEGATIVE,
     "model.moe_router_jitter": BELOW_ONE,
+    "model.moe_grouped_matmul": one_of("auto", "ragged_dot", "blocks"),
     "optimizer.name": one_of("adamw", "adafactor"),
     "optimizer.schedule": one_of("cosine", "rsqrt"),
     "optimizer.learning_rate": POSITIVE,

@@ -15,6 +15,7 @@ import pytest
 
 from pretrain import cli, configs, models, objectives
 from pretrain.parallel import mesh as mesh_lib
+from tests.conftest import fake_devices
 
 # Config -> published parameter count.
 ZOO = {
@@ -73,7 +74,7 @@ def lower_bounds():
     by_count.setdefault(_module(name).SIZED_FOR.devices, []).append(name)
   processes = [subprocess.Popen(
       [sys.executable, "-c", _LOWER_BOUNDS, *names], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-      env={**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count={count}"})
+      env=fake_devices(count))
       for count, names in by_count.items()]
   result = {}
   for process in processes:

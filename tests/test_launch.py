@@ -18,7 +18,7 @@ import pytest
 
 from pretrain.commands import launch
 from pretrain.train import metrics
-from tests.conftest import REPO
+from tests.conftest import REPO, fake_devices
 
 OVERRIDES = ["--config.train.steps=7", "--gin.train.batch_size=8", "--config.data.mixture=(('corpus', '', 1.0),)"]
 TPU = ["tpu-vm", "--name=my-tpu", "--zone=us-central2-b", "--project=proj", "--config=configs/quickstart.py"]
@@ -198,10 +198,10 @@ def test_slurm_script_trains_with_two_processes(capsys, tmp_path, cache_dir, voc
   venv = sys.prefix if os.path.isfile(os.path.join(sys.prefix, "bin", "activate")) else "none"
   _slurm_script(capsys, tmp_path, "--nodes=2", "--gpus_per_node=1", f"--port={port}", f"--venv={venv}",
                 f"--workdir={workdir}", "--config=configs/quickstart.py", *TINY_RUN)
-  env = {**os.environ, "PATH": os.pathsep.join([str(bin_dir), os.path.dirname(sys.executable), os.environ["PATH"]]),
+  path = os.pathsep.join([str(bin_dir), os.path.dirname(sys.executable), os.environ["PATH"]])
+  env = {**fake_devices(1), "PATH": path,
          "FAKE_SRUN_DIR": str(tasks), "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_ID": "4242",
-         "SLURM_NNODES": "2", "SLURM_NTASKS": "2", "PRETRAIN_CACHE": cache_dir, "JAX_PLATFORMS": "cpu",
-         "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
+         "SLURM_NNODES": "2", "SLURM_NTASKS": "2", "PRETRAIN_CACHE": cache_dir}
   env.pop("SLURM_PROCID", None)
   job = subprocess.Popen(["bash", tmp_path / "job.sh"], env=env, start_new_session=True, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)

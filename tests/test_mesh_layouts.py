@@ -17,7 +17,7 @@ import pytest
 
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import memory
-from tests.conftest import REPO, tiny_run
+from tests.conftest import REPO, fake_devices, tiny_run
 
 # Name -> ((data, fsdp, expert, tensor), mesh.rules preset).
 ONE_DEVICE = ((1, 1, 1, 1), "fsdp_tensor")
@@ -73,7 +73,7 @@ def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "a
 
 @pytest.fixture(scope="module")
 def eight_device_runs():
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+  env = fake_devices(8)
   result = subprocess.run([sys.executable, "-m", "tests.test_mesh_layouts"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]

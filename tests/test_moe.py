@@ -2,6 +2,10 @@
 other, and its dropped share and auxiliary losses against hand computations."""
 
 import functools
+import json
+import os
+import subprocess
+import sys
 
 import flax.linen as nn
 import jax
@@ -10,6 +14,7 @@ import numpy as np
 import pytest
 
 from pretrain.models import moe
+from tests.conftest import REPO, fake_devices
 
 B, L, D, E, F = 2, 5, 8, 4, 16
 
@@ -86,6 +91,19 @@ def test_blocked_grouped_matmuls_equal_ragged_dot_with_their_gradients(activatio
     np.testing.assert_allclose(value, expected, rtol=1e-5, err_msg=str(sizes))
     for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(expected_grads)):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4, err_msg=str(sizes))
+
+
+def test_the_grouped_matmul_setting_chooses_the_dropless_kernels():
+  """model.moe_grouped_matmul: ragged_dot and blocks give the same outputs, each by its own kernels (auto: blocks on
+  CPUs)."""
+  outputs = {}
+  for setting in ("ragged_dot", "blocks", "auto"):
+    block = _block(grouped_matmul=setting)
+    params, x = _params_and_input(block)
+    jaxpr = str(jax.make_jaxpr(lambda p, x, b=block: b.apply({"params": p}, x, mutable=["moe"])[0])(params, x))
+    assert ("ragged_dot" in jaxpr) == (setting == "ragged_dot"), setting
+    outputs[setting] = block.apply({"params": params}, x, mutable=["moe"])[0]
+  np.testing.assert_allclose(outputs["ragged_dot"], outputs["blocks"], atol=1e-5)
 
 
 def test_gradients_equal_the_loop_s():
@@ -276,3 +294,69 @@ def test_settings_the_model_cannot_take_are_refused(flags, message):
   from tests.conftest import tiny_run  # pylint: disable=g-import-not-at-top
   with pytest.raises(UserError, match=message):
     tiny_run("--config.model.moe_experts=4", *flags)
+
+
+def mesh_rules(preset):
+  from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  return mesh_lib.PRESETS[preset]
+
+
+# Dropless dispatch partitioned over 8 (fake CPU) devices, in a subprocess (`python -m tests.test_moe`): name ->
+# ((data, fsdp, expert, tensor), rules). Rows and experts gathered over the expert axis, summed over tensor; the
+# t5x rules; experts replicated (data_parallel); rows not split over the expert axis (experts' shares summed).
+PARTITIONED = {"data2_expert4": ((2, 1, 4, 1), "fsdp_tensor"), "data2_fsdp2_expert2": ((2, 2, 2, 1), "fsdp_tensor"),
+               "data2_expert2_tensor2": ((2, 1, 2, 2), "fsdp_tensor"),
+               "t5x_fsdp2_expert2_tensor2": ((1, 2, 2, 2), "t5x"),
+               "data_parallel_4x2": ((4, 2, 1, 1), "data_parallel"),
+               "rows_over_data_only": ((2, 1, 4, 1), (("activation_batch", "data"),) + tuple(
+                   (name, axes) for name, axes in mesh_rules("fsdp_tensor") if name != "activation_batch"))}
+ROWS = 8  # The batch's rows, split over up to 8 devices.
+
+
+def _partitioned_outputs_and_gradients(layout=None):
+  """The MoE block's outputs and gradients (dropless, gated experts), on one device or under `layout`."""
+  from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  block = _block(top_k=2)
+  x = jax.random.normal(jax.random.PRNGKey(0), (ROWS, L, D))
+  boxed = block.init(jax.random.PRNGKey(1), x)["params"]
+  params = nn.meta.unbox(boxed)
+  target = jnp.cos(jnp.arange(ROWS * L * D).reshape(ROWS, L, D))
+  loss = lambda p, x: jnp.sum(block.apply({"params": p}, x, mutable=["moe"])[0] * target)
+  step = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+  if layout is None:
+    return step(params, x), ""
+  sizes, rules = layout
+  rules = mesh_rules(rules) if isinstance(rules, str) else rules
+  mesh = jax.make_mesh(sizes, mesh_lib.AXES, axis_types=(jax.sharding.AxisType.Auto,) * 4)
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    params = jax.device_put(params, nn.logical_to_mesh_sharding(nn.get_partition_spec(boxed), mesh, rules))
+    x = jax.device_put(x, nn.logical_to_mesh_sharding(jax.sharding.PartitionSpec("activation_batch"), mesh, rules))
+    return step(params, x), step.lower(params, x).compile().as_text()
+
+
+def test_dropless_dispatch_partitioned_over_devices_gives_one_device_s_outputs_and_gradients():
+  """Each layout's loss and gradients equal one device's; with an expert axis, no collective makes a whole expert
+  kernel [E, D, F] or its gradient (XLA's partitioning of the global sort did, for both)."""
+  env = fake_devices(8)
+  result = subprocess.run([sys.executable, "-m", "tests.test_moe"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  runs = json.loads(result.stdout.strip().splitlines()[-1])
+  (value, grads), _ = _partitioned_outputs_and_gradients()
+  for name, run in runs.items():
+    np.testing.assert_allclose(run["loss"], float(value), rtol=1e-5, err_msg=name)
+    for a, b in zip(run["grads"], jax.tree.leaves(grads)):
+      np.testing.assert_allclose(a, np.asarray(b), rtol=1e-4, atol=1e-5, err_msg=name)
+    if PARTITIONED[name][0][2] > 1:  # Split over the expert axis: no device holds all experts' kernels or gradients.
+      assert not run["whole_kernels"], name
+
+
+if __name__ == "__main__":
+  assert jax.device_count() == 8, "run with XLA_FLAGS=--xla_force_host_platform_device_count=8"
+  results = {}
+  for name, layout in PARTITIONED.items():
+    (value, grads), hlo = _partitioned_outputs_and_gradients(layout)
+    collectives = [line.split("=")[1] for line in hlo.splitlines() if " all-gather(" in line or " all-reduce(" in line]
+    results[name] = {"loss": float(value), "grads": [np.asarray(g).tolist() for g in jax.tree.leaves(grads)],
+                     "whole_kernels": any(f"f32[{E},{D},{F}]" in c or f"f32[{E},{F},{D}]" in c for c in collectives)}
+  print(json.dumps(results))

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from pretrain.train import metrics
-from tests.conftest import REPO, TINY
+from tests.conftest import REPO, TINY, fake_devices
 
 ARGS = [*TINY, "--config.train.batch_size=8", "--config.data.host_sharding=examples", "--config.train.eval_every=2",
         "--config.train.checkpoint_every=100"]
@@ -25,8 +25,7 @@ def _free_port() -> int:
 
 def _train(workdir, cache_dir, processes: int, devices: int, *args):
   """Runs `python -m pretrain train` as `processes` processes of `devices` CPU devices each."""
-  env = {**os.environ, "PRETRAIN_CACHE": cache_dir, "JAX_PLATFORMS": "cpu",
-         "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+  env = {**fake_devices(devices), "PRETRAIN_CACHE": cache_dir}
   cmd = [sys.executable, "-m", "pretrain", "train", "--config=configs/quickstart.py", f"--workdir={workdir}", *ARGS,
          *args]
   if processes > 1:

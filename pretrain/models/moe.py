@@ -10,7 +10,8 @@ SwiGLU (decoder-only), gated GELU (T5 v1.1) or plain ReLU (T5 v1.0, Switch). Two
 thing:
 
 - dropless (capacity_factor 0): the assignments sorted by expert, each expert's rows one group of a grouped
-  matmul (jax.lax.ragged_dot; on CPUs blocks of one expert's rows, blocked_experts); no token is dropped.
+  matmul (jax.lax.ragged_dot; on CPUs blocks of one expert's rows, blocked_experts); no token is dropped. On a
+  mesh each device sorts its own tokens and runs its own experts (partitioned: shard_map).
 - capacity (capacity_factor > 0): in each row (a group, as GShard's), each expert takes at most
   C = ceil(capacity_factor x L x k / E) assignments, the first come in GShard's order (every token's first choice
   before any second choice, tokens in order); an assignment over capacity is dropped: the token's other experts
@@ -35,6 +36,7 @@ import re
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 
 from pretrain.models import layers
 
@@ -81,9 +83,9 @@ BLOCK = 128  # rows of one expert that blocked_experts multiplies at a time
 
 
 def blocked_experts(x_AD, kernels, activation: str, group_sizes_E, block: int = BLOCK):
-  """experts() of rows sorted by expert (`group_sizes_E` of each), as blocks of `block` rows of one expert each
-  (each expert's rows padded to a multiple of it), multiplied by their expert's kernels gathered per block: the
-  work of the rows, plus the padding.
+  """experts() of rows sorted by expert (`group_sizes_E` of each; rows past them give zeros, as ragged_dot's), as
+  blocks of `block` rows of one expert each (each expert's rows padded to a multiple of it), multiplied by their
+  expert's kernels gathered per block: the work of the rows, plus the padding.
 
   For CPUs, where jax.lax.ragged_dot multiplies every row by every expert's kernel and masks (E times the work:
   4.1x the dense step in the quickstart_moe benchmark, tools/bench_train.md); accelerators have grouped kernels,
@@ -95,23 +97,77 @@ def blocked_experts(x_AD, kernels, activation: str, group_sizes_E, block: int = 
   expert_A = jnp.repeat(jnp.arange(e), group_sizes_E, total_repeat_length=a)
   row_A = jnp.arange(a) - (jnp.cumsum(group_sizes_E) - group_sizes_E)[expert_A] + (padded_end_E - padded_E)[expert_A]
   blocks = (a + e * (block - 1)) // block  # At most this many, whatever the group sizes.
-  x_NBD = jnp.zeros((blocks * block, d), x_AD.dtype).at[row_A].set(x_AD).reshape(blocks, block, d)
+  row_A = jnp.where(jnp.arange(a) < jnp.sum(group_sizes_E), row_A, blocks * block)  # Rows past the groups: none.
+  x_NBD = jnp.zeros((blocks * block, d), x_AD.dtype).at[row_A].set(x_AD, mode="drop").reshape(blocks, block, d)
   expert_N = jnp.minimum(jnp.searchsorted(padded_end_E, jnp.arange(blocks) * block, side="right"), e - 1)
   out_NBD = _feed_forward(lambda x, w: jnp.einsum("nbd,ndf->nbf", x, w[expert_N]), x_NBD, kernels, activation)
-  return out_NBD.reshape(blocks * block, -1)[row_A]
+  return out_NBD.reshape(blocks * block, -1).at[row_A].get(mode="fill", fill_value=0)
 
 
-def dropless(x_TD, weights_TK, experts_TK, num_experts: int, kernels, activation: str = "silu"):
-  """Every assignment computed: sorted by expert, grouped matmuls, then weighted back onto its token."""
+def dropless(x_TD, weights_TK, experts_TK, num_experts: int, kernels, activation: str = "silu",
+             grouped_matmul: str = "auto"):
+  """Every assignment computed: sorted by expert, grouped matmuls, then weighted back onto its token. An
+  assignment to an expert id of num_experts or over is skipped (another device's expert, in partitioned()).
+  `grouped_matmul`: ragged_dot (jax.lax.ragged_dot), blocks (blocked_experts), or auto: blocks on CPUs."""
   t, k = experts_TK.shape
   order_A = jnp.argsort(experts_TK.reshape(-1), stable=True)
   group_sizes_E = jnp.bincount(experts_TK.reshape(-1), length=num_experts).astype(jnp.int32)
-  if jax.default_backend() == "cpu":
+  if grouped_matmul == "blocks" or grouped_matmul == "auto" and jax.default_backend() == "cpu":
     out_AD = blocked_experts(x_TD[order_A // k], kernels, activation, group_sizes_E)
   else:
     out_AD = experts(x_TD[order_A // k], kernels, activation, group_sizes_E=group_sizes_E)
   out_TKD = jnp.zeros_like(out_AD).at[order_A].set(out_AD).reshape(t, k, -1)
-  return jnp.einsum("tkd,tk->td", out_TKD, weights_TK.astype(out_TKD.dtype)), jnp.zeros((), jnp.float32)
+  return jnp.einsum("tkd,tk->td", out_TKD, weights_TK.astype(out_TKD.dtype))
+
+
+def _mesh_axes(axes) -> tuple:
+  return tuple(a for a in (axes if isinstance(axes, tuple) else (axes,)) if a)
+
+
+def partitioned(x_TD, weights_TK, experts_TK, num_experts: int, kernels, activation: str = "silu",
+                grouped_matmul: str = "auto"):
+  """dropless() on each device, over the mesh axes of the rules (shard_map): a device sorts only the tokens it
+  holds and runs only the experts it holds, so neither the tokens nor the experts are gathered whole (XLA's
+  partitioning of the global sort replicated both). Over the expert axes (mesh axes of 'exp') the devices
+  all-gather their tokens, each computes its own experts' share of every token, and a reduce-scatter sums the
+  shares back onto the tokens' devices: dropless expert parallelism for the tokens x expert axis size held on
+  each device during the layer. Over the 'mlp' axes (tensor parallelism) each device computes its slice of the
+  experts' width, summed. Without a mesh, or where the rules split rows and the experts' width over one axis,
+  dropless() as is, partitioned by XLA."""
+  compute = functools.partial(dropless, activation=activation, grouped_matmul=grouped_matmul)
+  mesh = jax.sharding.get_abstract_mesh()
+  if mesh.empty:
+    return compute(x_TD, weights_TK, experts_TK, num_experts, kernels)
+  size = lambda axes: math.prod(mesh.shape[a] for a in axes)
+  # One name at a time: a spec of several would not map two names to one mesh axis (rows and experts do).
+  rows, exp, mlp = (_mesh_axes(nn.logical_to_mesh_axes((name,))[0]) for name in ("activation_batch", "exp", "mlp"))
+  rows = rows if x_TD.shape[0] % size(rows) == 0 else ()  # `init`'s example row, say.
+  if set(mlp) & set(rows) or num_experts % size(exp) or kernels[-1].shape[1] % size(mlp):
+    return compute(x_TD, weights_TK, experts_TK, num_experts, kernels)
+  gathered = tuple(a for a in exp if a in rows)  # Tokens differ over these: gather them, then scatter back.
+  replicated = tuple(a for a in exp if a not in rows)  # Tokens the same over these, each expert's share differs.
+  summed = replicated + mlp  # Each device holds a part of the sum over these.
+
+  def on_device(x_TD, weights_TK, experts_TK, *kernels):
+    if gathered:
+      x_TD, weights_TK, experts_TK = (jax.lax.all_gather(a, gathered, tiled=True)
+                                      for a in (x_TD, weights_TK, experts_TK))
+    if replicated:  # Said outright: a gather by indices that differ over these axes (each device's own order)
+      # of an operand that does not leaves the operand's gradient unsummed over them (jax 0.10).
+      x_TD, weights_TK = (jax.lax.pcast(a, replicated, to="varying") for a in (x_TD, weights_TK))
+    mine = kernels[0].shape[0]
+    first = jax.lax.axis_index(exp) * mine if exp else 0
+    local_TK = jnp.where((experts_TK >= first) & (experts_TK < first + mine), experts_TK - first, mine)
+    y_TD = compute(x_TD, jnp.where(local_TK < mine, weights_TK, 0), local_TK, mine, kernels)
+    if gathered:
+      y_TD = jax.lax.psum_scatter(y_TD, gathered, scatter_dimension=0, tiled=True)
+    return jax.lax.psum(y_TD, summed) if summed else y_TD
+
+  rows_spec = P(rows or None, None)
+  as_spec = lambda axes: axes or None
+  kernel_specs = [P(as_spec(exp), None, as_spec(mlp))] * (len(kernels) - 1) + [P(as_spec(exp), as_spec(mlp), None)]
+  return jax.shard_map(on_device, in_specs=(rows_spec, rows_spec, rows_spec, *kernel_specs),
+                       out_specs=rows_spec)(x_TD, weights_TK, experts_TK, *kernels)
 
 
 def capacity(num_assignments: int, num_experts: int, factor: float) -> int:
@@ -148,6 +204,7 @@ class MoEConfig:
   shared_mlp_dim: int = 0
   router_jitter: float = 0.0
   normalize_top_k: bool = True
+  grouped_matmul: str = "auto"  # the dropless dispatch's: ragged_dot | blocks | auto (blocks on CPUs)
 
   @classmethod
   def from_config(cls, model_cfg) -> "MoEConfig":
@@ -160,7 +217,7 @@ class MoEConfig:
 
   def block(self, dense_mlp_dim: int, activation: str, dtype, name: str = "moe") -> "MoE":
     return MoE(self.experts, self.top_k, self.mlp_dim or dense_mlp_dim, self.capacity_factor, self.normalize_top_k,
-               self.router_jitter, self.shared_mlp_dim, activation, dtype, name=name)
+               self.router_jitter, self.shared_mlp_dim, activation, dtype, self.grouped_matmul, name=name)
 
 
 class MoE(nn.Module):
@@ -174,6 +231,7 @@ class MoE(nn.Module):
   shared_mlp_dim: int = 0
   activation: str = "silu"  # silu (SwiGLU experts) | gelu (gated GELU, T5 v1.1) | relu (plain ReLU: T5 v1.0, Switch)
   dtype: Dtype = jnp.float32
+  grouped_matmul: str = "auto"  # dropless(): ragged_dot | blocks | auto (blocks on CPUs)
 
   @nn.compact
   def __call__(self, x_BLD, deterministic: bool = True):
@@ -202,7 +260,8 @@ class MoE(nn.Module):
                                      experts_TK.reshape(b, l, -1), e, self.capacity_factor, kernels, self.activation)
       y_TD = y_BLD.reshape(b * l, d)
     else:
-      y_TD, dropped = dropless(x_TD, weights_TK, experts_TK, e, kernels, self.activation)
+      y_TD = partitioned(x_TD, weights_TK, experts_TK, e, kernels, self.activation, self.grouped_matmul)
+      dropped = jnp.zeros((), jnp.float32)
     for name, value in {**auxiliary(logits_TE, probs_TE, experts_TK, e), "dropped": dropped}.items():
       self.sow("moe", name, value)
     y_BLD = y_TD.reshape(b, l, d)
