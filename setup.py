@@ -9,7 +9,7 @@ setup(
     # configs/ is the package's pretrain.configs: the default run config and the zoo, found by name after install.
     packages=[*find_packages(include=["pretrain", "pretrain.*"]), "pretrain.configs"],
     package_dir={"pretrain.configs": "configs"},
-    package_data={"pretrain.configs": ["gin/*.gin"]},
+    package_data={"pretrain.configs": ["gin/*.gin"], "pretrain.downstream": ["zero_shot_v*/*"]},
     python_requires=">=3.11",
     entry_points={"console_scripts": ["pretrain = pretrain.cli:entry"]},
     install_requires=[

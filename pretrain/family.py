@@ -177,6 +177,29 @@ class Family:
     """Continuations of each prompt (token ids), cut at EOS. `sampling`: temperature, top_k, top_p, num_valid."""
     raise UserError(f"an {self.name} model does not generate text")
 
+  # Scoring text by the model's likelihood (pretrain/downstream/likelihood.py: zero-shot tasks, lm-eval).
+  def score_rows(self, context: list[int], continuation: list[int], vocabulary, task_lengths: dict[str, int], *,
+                 span: bool = True) -> list[dict[str, np.ndarray]]:
+    """Rows of model features (unbatched, unpadded) whose target log-probabilities, summed where their loss
+    weights are 1, give log P(continuation | context) as this family's model reads text. The context is cut from
+    the left to fit the lengths the model trained on, as lm-eval's backends cut it. `span`: an encoder-decoder
+    fills a span after the context (the sentinel form) or continues it (the prefix form)."""
+    raise UserError(f"an {self.name} model has no token predictions to score text by; score decoder-only, "
+                    "encoder-decoder or masked-LM runs")
+
+  def token_logits(self, model, params, batch):
+    """The model's logits [B, L, V] over its target tokens (families whose model has other outputs pick them)."""
+    return self.forward(model, params, batch)[0]
+
+  def token_logprobs(self, model, params, batch):
+    """(log-probability of each target token [B, L], whether it is the model's greedy choice [B, L]), both where
+    the loss weights are 1 (elsewhere 0 and True)."""
+    targets_BL, weights_BL = self.targets_and_weights(batch)
+    logits_BLV = self.token_logits(model, params, batch).astype(jnp.float32)
+    logp_BL = jnp.take_along_axis(jax.nn.log_softmax(logits_BLV), targets_BL[..., None], axis=-1)[..., 0]
+    scored_BL = weights_BL > 0
+    return jnp.where(scored_BL, logp_BL, 0.0), ~scored_BL | (jnp.argmax(logits_BLV, -1) == targets_BL)
+
   def check_exportable(self) -> None:
     if self.hf is None:
       raise UserError(f"an {self.name} model has no Hugging Face export here; export decoder-only (Llama), "
@@ -227,6 +250,18 @@ class CausalLM(Family):
     new = decoding.generate(model, params, jnp.asarray(prompts, jnp.int32), max_new_tokens, rng,
                             prefix_lm=self.prefix_lm, **sampling)
     return _until_eos(new)
+
+  def score_rows(self, context, continuation, vocabulary, task_lengths, *, span=True):
+    """One row: the context, then the continuation scored, read from BOS as a training row (a prefix-LM model
+    reads the context, and BOS, bidirectionally)."""
+    context = cut_left(context, sum(task_lengths.values()) - len(continuation))
+    tokens = np.asarray([*context, *continuation], np.int32)
+    row = {"decoder_target_tokens": tokens, "decoder_input_tokens": np.concatenate([[0], tokens[:-1]]),
+           "decoder_loss_weights": (np.arange(len(tokens)) >= len(context)).astype(np.int32),
+           "decoder_segment_ids": np.ones_like(tokens), "decoder_positions": np.arange(len(tokens), dtype=np.int32)}
+    if self.prefix_lm:
+      row["decoder_causal_attention"] = (np.arange(len(tokens)) <= len(context)).astype(np.int32)
+    return [row]
 
 
 class PrefixLM(CausalLM):
@@ -308,6 +343,16 @@ class EncoderDecoder(Family):
     return _until_eos(decoding.generate_encoder_decoder(model, params, jnp.asarray(inputs, jnp.int32),
                                                         max_new_tokens, rng, **sampling))
 
+  def score_rows(self, context, continuation, vocabulary, task_lengths, *, span=True):
+    """The sentinel form (`span`, as generate prompts): the encoder reads the context, <extra_id_0> and EOS, the
+    decoder writes <extra_id_0> and then the continuation, scored. The prefix form: the encoder reads the context
+    and EOS, the decoder writes the continuation. An empty context scores the continuation as a whole text."""
+    if span:
+      sentinel = vocabulary.vocab_size - 1  # <extra_id_0>: the sentinels count down from the top.
+      return [encoder_decoder_row([*cut_left(context, task_lengths["inputs"] - 2), sentinel, EOS_ID],
+                                  [sentinel, *continuation], 1)]
+    return [encoder_decoder_row([*cut_left(context, task_lengths["inputs"] - 1), EOS_ID], continuation, 0)]
+
 
 class EncoderOnly(Family):
   """A bidirectional encoder predicting masked tokens (MLM); rows are padded, not packed."""
@@ -339,6 +384,43 @@ class EncoderOnly(Family):
 
   def targets_and_weights(self, batch):
     return batch["encoder_target_tokens"], batch["encoder_loss_weights"]
+
+  def score_rows(self, context, continuation, vocabulary, task_lengths, *, span=True):
+    """Pseudo-log-likelihood (Salazar et al. 2020): a row per continuation token, that token replaced by [MASK]
+    and predicted from everything else."""
+    from pretrain import text_vocab  # pylint: disable=g-import-not-at-top
+    context = cut_left(context, task_lengths["inputs"] - len(continuation))
+    tokens = np.asarray([*context, *continuation], np.int32)
+    mask_id = text_vocab.single_piece_id(vocabulary, "[MASK]")
+    rows = []
+    for position in range(len(context), len(tokens)):
+      masked = tokens.copy()
+      masked[position] = mask_id
+      rows.append(encoder_row(masked, tokens, np.arange(len(tokens)) == position))
+    return rows
+
+
+def encoder_row(inputs: np.ndarray, targets: np.ndarray, scored: np.ndarray) -> dict[str, np.ndarray]:
+  """An encoder row of features: one segment, the loss where `scored`."""
+  return {"encoder_input_tokens": inputs, "encoder_target_tokens": targets,
+          "encoder_loss_weights": scored.astype(np.int32), "encoder_segment_ids": np.ones_like(inputs),
+          "encoder_positions": np.arange(len(inputs), dtype=np.int32)}
+
+
+def cut_left(context: list[int], room: int) -> list[int]:
+  """The context's last `room` tokens (none where there is no room)."""
+  return list(context)[max(len(context) - max(room, 0), 0):]
+
+
+def encoder_decoder_row(inputs: list[int], targets: list[int], scored_from: int) -> dict[str, np.ndarray]:
+  """An encoder-decoder row of features: the decoder reads BOS and the targets shifted right, the loss on the
+  targets from `scored_from` on."""
+  inputs, targets = np.asarray(inputs, np.int32), np.asarray(targets, np.int32)
+  return {"encoder_input_tokens": inputs, "encoder_segment_ids": np.ones_like(inputs),
+          "encoder_positions": np.arange(len(inputs), dtype=np.int32),
+          "decoder_target_tokens": targets, "decoder_input_tokens": np.concatenate([[0], targets[:-1]]).astype(np.int32),
+          "decoder_loss_weights": (np.arange(len(targets)) >= scored_from).astype(np.int32),
+          "decoder_segment_ids": np.ones_like(targets), "decoder_positions": np.arange(len(targets), dtype=np.int32)}
 
 
 def check_feed_forward(cfg, family: Family) -> None:

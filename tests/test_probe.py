@@ -88,12 +88,6 @@ def test_the_labelled_task_splits_share_no_document(vocabulary):
     assert all(1 <= len(d) <= topics.PASSAGES and d.shape[1] == probe.PASSAGE_TOKENS for d in data.documents)
 
 
-def test_intervals():
-  assert stats.interval([1.0, 2.0, 3.0]) == pytest.approx((2.0, 4.303 * 1.0 / 3 ** 0.5), rel=1e-3)
-  assert stats.text([0.5]) == "0.500" and stats.text([0.5, 0.7]).startswith("0.600 +- ")
-  assert stats.differ([0.50, 0.51, 0.52], [0.60, 0.61, 0.62]) and not stats.differ([0.5, 0.6], [0.55, 0.65])
-
-
 def test_finetuning_trains_the_model_and_its_head():
   """On a task that the tokens of a passage decide (each class its own range of ids)."""
   run = tiny_run(vocab_size=128)
@@ -114,12 +108,20 @@ def test_finetuning_trains_the_model_and_its_head():
 
 
 def test_the_probe_command_reports_the_model_beside_its_initial_parameters(run_train, tmp_path, capsys):
-  """On held-out documents, with intervals over seeds; on the package task a trained model's frozen features beat
-  its initial ones (on the same-document probe they need not at this size: docs/compare_objectives.md)."""
+  """On held-out documents, with intervals over seeds; on the zero-shot tasks and the package task a trained
+  model beats its initial parameters (on the same-document probe it need not at this size:
+  docs/compare_objectives.md)."""
   workdir = tmp_path / "run"
   result = run_train(workdir, *SMALL)
   assert result.returncode == 0, result.stderr
-  probe_command.main([f"--workdir={workdir}", "--seeds=3"])
+  probe_command.main([f"--workdir={workdir}"])
+  saved = json.loads((workdir / "eval" / "probe-zero_shot-step300.json").read_text())
+  trained, initial = saved["rows"]["model (step 300)"], saved["rows"]["random init"]
+  assert saved["version"] == 1 and set(trained) == set(saved["chance"]) == {"pairs_swap", "pairs_replace",
+                                                                            "pairs_lines", "cloze"}
+  assert trained["pairs_swap"][0] > initial["pairs_swap"][0] + 0.2 and trained["cloze"][0] > 0.3, saved
+  assert re.search(r"chance +0\.500 +0\.500 +0\.500 +0\.250\n", capsys.readouterr().out)
+  probe_command.main([f"--workdir={workdir}", "--task=same_document", "--seeds=3"])
   saved = json.loads((workdir / "eval" / "probe-same_document-step300.json").read_text())
   assert saved["split"] == "downstream" and saved["test_pairs"] > 500
   trained, initial = saved["rows"]["model (step 300)"], saved["rows"]["random init"]

@@ -65,7 +65,7 @@ def test_a_sweep_runs_its_points_continues_after_a_kill_and_reports_over_seeds(t
   assert f"| 2 | " in report and f"{mean:.3f} +- " in report  # One setting, two seeds: mean and interval.
   assert (where / "sweep.png").stat().st_size > 0
   sweep_command.main([f"--workdir={where}", "--report", "--metric=eval/accuracy"])
-  assert "eval/accuracy, settings apart" in capsys.readouterr().out
+  assert "eval/accuracy, a difference counts as real" in capsys.readouterr().out
   with pytest.raises(SystemExit):  # Another grid in the same directory would mix two sweeps' runs.
     sweep_command.main([*argv[:-1], "--grid.train.seed=0,1,2"])
   assert "holds another sweep" in capsys.readouterr().err

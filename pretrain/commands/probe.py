@@ -1,9 +1,17 @@
-"""Measures how useful a run's representations are downstream, beside the same model at its initial parameters
-(the baseline that pre-training must beat), each as a mean with its 95% interval over seeds
-(pretrain/downstream/).
+"""Measures a run's model downstream, beside the same model at its initial parameters (the baseline that
+pre-training must beat), on documents it never trained on (pretrain/downstream/).
 
-  pretrain probe --workdir=runs/quickstart [--task=same_document] [--seeds=5] [--split=downstream]
+  pretrain probe --workdir=runs/quickstart [--task=zero_shot]
+  pretrain probe --workdir=runs/quickstart --task=same_document [--seeds=5] [--split=downstream]
   pretrain probe --workdir=runs/quickstart --task=packages [--finetune] [--seeds=3]
+
+zero_shot: four tasks scored by the model's own likelihood, built once from
+the bundled corpus's held-out documents (pretrain/downstream/zero_shot.py):
+minimal pairs (two adjacent words swapped, a word replaced by one of the same
+length and frequency, two lines exchanged: is the original more likely?
+chance 0.5) and a cloze (a passage's last word among 4 words of its
+document: chance 0.25). Nothing is trained, so random parameters score
+chance by construction; it draws nothing (one value per task).
 
 same_document: a linear classifier on frozen features tells whether two
 passages come from the same document (chance 0.5), fitted and tested on
@@ -18,6 +26,9 @@ documents. A linear probe of the frozen features (it draws nothing: one
 value), and with --finetune the whole model and a linear head fine-tuned for
 a fixed budget (a seed draws the head and the order).
 
+One run is one replicate: the seeds here are the probe's or fine-tuning's
+own (the evaluation's noise, averaged within the run); comparing
+pre-training settings takes several runs (pretrain sweep, the experiments).
 Writes both rows, every value, to WORKDIR/eval/probe-TASK-stepN.json.
 """
 
@@ -33,9 +44,10 @@ from pretrain.errors import UserError, exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain probe") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, type=cli.run_workdir, help="a run of pretrain train")
-  parser.add_argument("--task", default="same_document", choices=("same_document", "packages"),
-                      help="same_document: do two passages share a document (linear probe); packages: which "
-                           "package a passage comes from (24 classes; probe, and with --finetune fine-tuned)")
+  parser.add_argument("--task", default="zero_shot", choices=("zero_shot", "same_document", "packages"),
+                      help="zero_shot: minimal pairs and a cloze scored by likelihood; same_document: do two "
+                           "passages share a document (linear probe); packages: which package a passage comes "
+                           "from (24 classes; probe, and with --finetune fine-tuned)")
   parser.add_argument("--seeds", type=cli.at_least(1), default=5,
                       help="probe seeds (same_document) or fine-tuning seeds")
   parser.add_argument("--finetune", action="store_true", help="packages: also fine-tune the whole model")
@@ -48,12 +60,13 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
   if args.task != "packages" and args.finetune:
     raise UserError("--finetune fine-tunes on the labelled task; add --task=packages")
   import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
   from pretrain import files, run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.downstream import evaluation, stats  # pylint: disable=g-import-not-at-top
   run, params, step = run_lib.load(args.workdir)
   rows = {}
   for name, row_params in ((f"model (step {step})", params), ("random init", run.create_state().params)):
-    print(f"Probing {name} ({args.task}, {args.seeds} seeds)...", flush=True)  # Each takes a minute or two.
+    print(f"Probing {name} ({args.task})...", flush=True)  # Each takes a minute or two.
     rows[name] = evaluation.measure(run, row_params, args.task, args.seeds, args.finetune and args.finetune_steps,
                                     args.split, args.documents)
   about = next(iter(rows.values())).pop("about")
@@ -63,11 +76,16 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
     files.write_atomically(os.path.join(args.workdir, "eval", f"probe-{args.task}-step{step}.json"),
                            json.dumps({"step": step, "task": args.task, **about, "rows": rows}, indent=2).encode())
   measures = list(next(iter(rows.values())))
-  print(f"{args.task} ({', '.join(f'{k} {v}' for k, v in about.items())}); test accuracy, mean +- 95% interval "
-        "over seeds:")
+  chance = about.pop("chance", None)
+  print(f"{args.task} ({', '.join(f'{k} {v}' for k, v in about.items())}); test accuracy of this run (where the "
+        "task draws seeds: their mean +- 95% interval, the evaluation's own noise):")
   print(f"  {'':<18}" + "".join(f"{m:>24}" for m in measures))
   for name, row in rows.items():
     print(f"  {name:<18}" + "".join(f"{stats.text(row[m]):>24}" for m in measures))
+  model, initial = (rows[name] for name in rows)
+  print(f"  {'difference':<18}" + "".join(f"{np.mean(model[m]) - np.mean(initial[m]):>+24.3f}" for m in measures))
+  if chance:
+    print(f"  {'chance':<18}" + "".join(f"{chance[m]:>24.3f}" for m in measures))
 
 
 if __name__ == "__main__":

@@ -1,16 +1,20 @@
 """The downstream measures of a run's parameters, each over seeds: what `pretrain probe` and the objective
 comparison report, beside the same measures of the initial parameters."""
 
-from pretrain.downstream import finetune as finetune_lib, probe, topics
+from pretrain.downstream import finetune as finetune_lib, probe, topics, zero_shot
 
-TASKS = ("same_document", "packages")
+TASKS = ("zero_shot", "same_document", "packages")
 
 
 def measure(run, params, task: str, seeds: int, finetune: int = 0, split: str | None = None,
             max_documents: int = 2000) -> dict:
   """{measure: [its value per seed], ..., 'about': what was read}: for 'same_document', the probe's test accuracy
   per probe seed (which documents fit it, which pairs); for 'packages', the linear probe's test accuracy (one:
-  it draws nothing) and, with `finetune` steps, the fine-tuned model's per fine-tuning seed."""
+  it draws nothing) and, with `finetune` steps, the fine-tuned model's per fine-tuning seed; for 'zero_shot',
+  each zero-shot task's accuracy (one: it draws nothing)."""
+  if task == "zero_shot":
+    return {**{name: [value] for name, value in zero_shot.evaluate(run, params).items()},
+            "about": {"version": zero_shot.VERSION, "chance": zero_shot.CHANCE}}
   with run.activated():
     if task == "same_document":
       split, documents = probe.run_documents(run, split, max_documents)

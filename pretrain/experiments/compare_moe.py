@@ -15,8 +15,8 @@ model otherwise, for each of --seeds (train.seed), in OUT_DIR/FAMILY/MODEL/seedS
 Measured: validation loss and bits per byte (the task loss alone: the auxiliary losses are not in them) against
 the tokens trained on; tokens/s of each run (the median logged interval); the experts' balance, each MoE layer's
 busiest expert's share of the tokens times the experts (1: balanced), over training. A figure 'a +- b' is the
-mean and the half-width of its 95% interval over the seeds; a difference counts as real only where the
-intervals are apart.
+mean and the half-width of its 95% interval over the seeds (pretrain/downstream/stats.py: dense and MoE models
+are independent runs, compared by Welch's t).
 """
 
 import os
@@ -130,7 +130,7 @@ def report(results, args, argv, load) -> str:
       "span-corruption targets), without the auxiliary losses; val bits/byte: the same in bits per UTF-8 byte of "
       "the target tokens' text. tokens/s and step time: measured on this 2-core CPU, where the experts run as "
       f"padded blocks (tools/bench_train.md); {runs.TIMING_NOTE}",
-      "Beyond the noise (the two 95% intervals of the last validation bits per byte apart), lower is better:",
+      f"{stats.VERDICT} the last validation bits per byte, lower is better.",
       "\n".join(verdicts),
       f"![validation bits per byte and expert balance]({os.path.basename(args.out)}.png)"])
 

@@ -15,8 +15,8 @@ Measured: validation bits per byte, of the true UTF-8 bytes of the text (for Wor
 text's white space, the run's own bits per byte times the ratio of the bytes its ids spell to the text's bytes);
 bytes per token, the unknown-id share and the encoding throughput (Python, one thread) on the validation split;
 the share of parameters in the embedding and output matrices; tokenizer training time; wall time per run. A
-figure 'a +- b' is the mean and the half-width of its 95% interval over the seeds; a difference counts as real only
-where the intervals are apart.
+figure 'a +- b' is the mean and the half-width of its 95% interval over the seeds (pretrain/downstream/stats.py:
+independent runs, compared by Welch's t).
 """
 
 import os
@@ -129,8 +129,7 @@ def report(measured, results, args, argv, load) -> str:
       "its training text lacked is one unknown id, easier to predict than the word. Its figure is its own bits per "
       "spelled byte (a space before each word) times the ratio of spelled to true bytes; read it as a lower "
       "bound on what a lossless WordPiece would reach, not as a win.",
-      "Beyond the noise (the two 95% intervals apart), lower is better, WordPiece aside: "
-      + (", ".join(apart) or "no two kinds apart") + ".",
+      f"{stats.VERDICT} lower is better, WordPiece aside: " + (", ".join(apart) or "no two kinds apart") + ".",
       f"![validation bits per byte]({os.path.basename(args.out)}.png)"])
 
 

@@ -16,11 +16,14 @@ deleted first).
 Measured per run, on the validation split: CLM bits per byte (the causal loss of every arm's model on the same
 rows, over the UTF-8 bytes of their text), the UL2 denoising loss (ul2_decoder's examples), the same-document
 probe (pretrain/downstream/: a linear probe on frozen features, on the corpus's held-out documents, --probe_seeds
-seeds, beside the initial parameters) and wall time. A figure 'a +- b' is the mean and the half-width of its 95%
-interval over the seeds; a difference counts as real only where the two intervals are apart.
+seeds averaged within each run, beside the initial parameters) and wall time. A figure 'a +- b' is the mean and
+the half-width of its 95% interval over the runs (pretrain/downstream/stats.py); arms compare paired over the
+seeds they share, and a difference counts as real where it survives Holm's correction at 5%.
 """
 
 import os
+
+import numpy as np
 
 from pretrain import cli, run as run_lib
 from pretrain.downstream import stats
@@ -81,30 +84,35 @@ def probe(workdir: str, seeds: int, initial: bool) -> dict[str, list[float]]:
 
 
 def table(results: dict[str, list[dict]], init: list[float], args) -> str:
-  head = (f"| arm | {CLM_BPB} | {UL2_LOSS} | {PROBE} | wall s |\n| --- | ---: | ---: | ---: | ---: |\n"
-          f"| initial parameters | {stats.text([r['curves'][CLM_BPB][0][1] for rs in results.values() for r in rs])} "
-          f"| {stats.text([r['curves'][UL2_LOSS][0][1] for rs in results.values() for r in rs])} | "
+  head = (f"| arm | runs | {CLM_BPB} | {UL2_LOSS} | {PROBE} | wall s |\n| --- | ---: | ---: | ---: | ---: | ---: |\n"
+          f"| initial parameters | {len(init) or len(next(iter(results.values())))} | "
+          f"{stats.text([r['curves'][CLM_BPB][0][1] for r in next(iter(results.values()))])} "
+          f"| {stats.text([r['curves'][UL2_LOSS][0][1] for r in next(iter(results.values()))])} | "
           f"{stats.text(init) if init else 'n/a'} | |")
   rows = []
   for arm, seeds in results.items():
     final = {name: [r["curves"][name][-1][1] for r in seeds] for name in (CLM_BPB, UL2_LOSS)}
-    accuracies = [v for r in seeds for v in r.get("probe", [])]
-    rows.append(f"| {arm}: {describe(arm, args)} | {stats.text(final[CLM_BPB])} | {stats.text(final[UL2_LOSS])} | "
-                f"{stats.text(accuracies) if accuracies else 'n/a'} | "
+    accuracies = stats.run_values([r["probe"] for r in seeds if "probe" in r])
+    rows.append(f"| {arm}: {describe(arm, args)} | {len(seeds)} | {stats.text(final[CLM_BPB])} | "
+                f"{stats.text(final[UL2_LOSS])} | {stats.text(accuracies) if accuracies else 'n/a'} | "
                 f"{stats.text([r['wall'] for r in seeds], 0)} |")
   return "\n".join([head, *rows])
 
 
 def verdicts(results: dict[str, list[dict]], init: list[float]) -> list[str]:
-  """Which arms differ beyond the noise, per measure (lower is better but for the probe)."""
+  """Which arms differ beyond the noise, per measure (lower is better but for the probe): paired over the seeds
+  the arms share (a seed gives every arm the same initial parameters and data order), Holm-corrected."""
   lines = []
   for name, higher_better in ((CLM_BPB, False), (UL2_LOSS, False), (PROBE, True)):
-    values = {arm: ([r["curves"][name][-1][1] for r in seeds] if name != PROBE
-                    else [v for r in seeds for v in r.get("probe", [])]) for arm, seeds in results.items()}
+    values = {arm: {r["seed"]: (r["curves"][name][-1][1] if name != PROBE else float(np.mean(r["probe"])))
+                    for r in seeds if name != PROBE or "probe" in r} for arm, seeds in results.items()}
     values = {arm: v for arm, v in values.items() if v}
-    apart = stats.apart(values, higher_better)
-    above = [a for a in values if name == PROBE and init and stats.differ(values[a], init)
-             and stats.interval(values[a])[0] > stats.interval(init)[0]]
+    apart = stats.apart(values, higher_better, pair=True)
+    above = []
+    if name == PROBE and init:
+      differences = stats.against_initial({arm: list(v.values()) for arm, v in values.items()},
+                                          {arm: init for arm in values})
+      above = [arm for arm, (d, is_real) in differences.items() if is_real and d.mean > 0]
     lines.append(f"- **{name}** ({'higher' if higher_better else 'lower'} is better): "
                  f"{', '.join(apart) or 'no two arms apart'}"
                  + (f"; above the initial parameters: {', '.join(above) or 'none'}" if name == PROBE else "") + ".")
@@ -138,14 +146,15 @@ def report(results, init, args, argv, load) -> str:
       f"{args.seq_len // 2} + {args.seq_len // 2}), the same model ({args.d_model} wide, {args.num_layers} layers), "
       f"optimizer and schedule, the bundled corpus's train split, seeds {args.seeds} (train.seed). UL2 is "
       "ul2_decoder: UL2's seven denoisers as prefix-LM examples with their mode tokens. A figure 'a +- b' is the "
-      "mean and the half-width of its 95% interval over the seeds (the probe's: over seeds x probe seeds).",
+      "mean and the half-width of its 95% interval over the seeds (the probe's: each run's mean over its probe "
+      "seeds, then over the runs).",
       table(results, init, args),
       f"{CLM_BPB}: the causal next-token loss of the model on the validation rows, in bits per UTF-8 byte of "
       f"their text. {UL2_LOSS}: the cross-entropy per target token of ul2_decoder's validation examples. "
       f"{PROBE}: a linear probe on the frozen mean hidden state tells whether two 32-token passages of the "
       f"corpus's held-out documents come from one document (chance 0.5; {args.probe_seeds} probe seeds per run). "
       "The initial parameters are the same for every arm of a seed.",
-      "Beyond the noise (the two 95% intervals apart):",
+      stats.VERDICT,
       "\n".join(verdicts(results, init)),
       "wall s includes compilation (one per row length), evaluation and the checkpoint, and is noisy on this "
       "shared machine.",
@@ -185,11 +194,12 @@ def main(argv: list[str], prog: str = "tools/curriculum.py") -> int:
       seeded.train.seed = seed
       workdir = os.path.join(args.out_dir, arm, f"seed{seed}")
       r = runs.train_one(seeded, workdir)
-      r["curves"] = curves(workdir, seeded.data.objective, r["tokens_per_step"])
+      r["curves"], r["seed"] = curves(workdir, seeded.data.objective, r["tokens_per_step"]), seed
       if args.probe_seeds:
         probed = probe(workdir, args.probe_seeds, initial=i == 1)
         r["probe"] = probed["model"]
-        init += probed.get("random init", [])
+        if "random init" in probed:  # One value per seed: the mean of the probe's seeds.
+          init.append(float(np.mean(probed["random init"])))
       results[arm].append(r)
       print(f"[seed {seed}, {i}/{len(arms)}] {arm:<18} CLM bits/byte {r['curves'][CLM_BPB][-1][1]:.3f}  UL2 loss "
             f"{r['curves'][UL2_LOSS][-1][1]:.3f}  probe {stats.text(r.get('probe', [float('nan')]))}  "

@@ -67,30 +67,45 @@ def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> lis
       writer.writerow([p["name"], *p["settings"].values(), *(p["values"].get(m, "") for m in measured)])
   swept = [k for k in grid if not is_seed(k)]
   seeds = [k for k in grid if is_seed(k)]
-  groups = {}
+  groups = {}  # setting -> {its seeds' values: the run's values}
   for p in finished:
-    groups.setdefault(tuple(p["settings"][k] for k in swept), []).append(p["values"])
+    groups.setdefault(tuple(p["settings"][k] for k in swept), {})[tuple(p["settings"][k] for k in seeds)] = \
+        p["values"]
   columns = [m for m in measured if m.count("/") == 1 or m.startswith("probe/") or m == metric]
-  header = [*(k.rsplit(".", 1)[-1] for k in swept), "runs", *columns]
-  rows = [[*setting, str(len(values)), *(stats.text([v[m] for v in values if m in v]) if any(m in v for v in values)
-                                         else "" for m in columns)]
-          for setting, values in groups.items()]
+  initial = {m: f"{m}/init" for m in columns if m.startswith("probe/") and f"{m}/init" in measured}
+  header = [*(k.rsplit(".", 1)[-1] for k in swept), "runs", *columns, *(f"{m} - init (paired)" for m in initial)]
+  rows = []
+  for setting, runs_ in groups.items():
+    values = list(runs_.values())
+    cells = [stats.text([v[m] for v in values if m in v]) if any(m in v for v in values) else "" for m in columns]
+    cells += [stats.paired([v[m] for v in values if m in v and i in v], [v[i] for v in values if m in v and i in v])
+              .text() for m, i in initial.items()]
+    rows.append([*setting, str(len(values)), *cells])
   table = "\n".join("| " + " | ".join(row) + " |" for row in [header, ["---"] * len(header), *rows])
-  by_setting = {", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(swept, s)) or "base":
-                [v[metric] for v in values if metric in v] for s, values in groups.items()}
+  label = lambda s: ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(swept, s)) or "base"
+  by_setting = {label(s): {seed: v[metric] for seed, v in runs_.items() if metric in v} for s, runs_ in groups.items()}
   higher_better = metric.endswith(("accuracy", "probe")) or metric.startswith("probe/")
-  apart = stats.apart(by_setting, higher_better)
+  apart = stats.apart(by_setting, higher_better, pair=True)
+  verdict = (f"{metric}, {stats.VERDICT[0].lower()}{stats.VERDICT[1:]} "
+             + ("; ".join(apart) if apart else "none (every difference is within the runs' spread)") + ".")
+  if metric in initial:
+    against = stats.against_initial({label(s): [v[metric] for v in r.values() if initial[metric] in v]
+                                     for s, r in groups.items()},
+                                    {label(s): [v[initial[metric]] for v in r.values() if initial[metric] in v]
+                                     for s, r in groups.items()})
+    above = [name for name, (d, is_real) in against.items() if is_real and (d.mean > 0) == higher_better]
+    verdict += f" Better than their own initial parameters (paired, Holm): {', '.join(above) or 'none'}."
   unfinished = [p["name"] for p in points if not p["values"]]
   blocks = [
-      f"Each row: the final metrics of a setting's runs, the mean +- the 95% interval (Student's t) over "
-      f"{' and '.join(seeds) if seeds else 'its one run (no seed axis: no interval)'}. "
-      "eval/ metrics are those of training's last evaluation (train.eval_batches batches of the validation "
-      "split); probe/ ones are the mean over the probe's seeds, and /init the same model at its initial "
-      "parameters (the baseline pre-training must beat).",
+      f"Each row: the final metrics of a setting's runs (the unit: one run per value of "
+      f"{' and '.join(seeds) if seeds else 'no seed axis, so one run and no interval'}), the mean +- the 95% "
+      "interval (Student's t) over the runs. eval/ metrics are those of training's last evaluation "
+      "(train.eval_batches batches of the validation split); probe/ ones are each run's mean over the probe's own "
+      "seeds, /init the same model at its initial parameters (the baseline pre-training must beat), and "
+      "'- init (paired)' each run minus its own initial parameters, the interval over those differences.",
       table,
       f"![{metric}](sweep.png)",
-      f"{metric}, settings apart beyond the noise (95% intervals disjoint): "
-      + ("; ".join(apart) if apart else "none (every difference is within the seeds' spread)") + ".",
+      verdict,
   ]
   if unfinished:
     blocks.append(f"Not finished yet ({len(unfinished)}): {', '.join(unfinished)}; rerun the sweep's command.")
@@ -111,9 +126,9 @@ def _plot(path: str, grid: dict, swept: list[str], groups: dict, metric: str) ->
   x_values = grid[x_key] if x_key else ["base"]
   numeric = all(_number(v) is not None for v in x_values)
   lines = {}
-  for setting, values in groups.items():
+  for setting, runs_ in groups.items():
     lines.setdefault(setting[1:], []).append((setting[0] if setting else "base",
-                                              stats.interval([v[metric] for v in values if metric in v])))
+                                              stats.interval([v[metric] for v in runs_.values() if metric in v])))
   for others, line in lines.items():
     line.sort(key=lambda item: x_values.index(item[0]))
     xs = [_number(x) if numeric else x_values.index(x) for x, _ in line]

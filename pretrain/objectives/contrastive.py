@@ -85,6 +85,8 @@ class ContrastiveFamily(families.EncoderOnly):
   def representations(self, model, params, tokens_BL):
     return model.apply({"params": params}, tokens_BL)
 
+  score_rows = families.Family.score_rows  # No token head: it scores no text.
+
   def flops_per_example(self, params, model_cfg, task_lengths):
     return 2 * super().flops_per_example(params, model_cfg, task_lengths)  # Two views, each forward and back.
 

@@ -9,6 +9,7 @@ times the discriminator's; the discriminator is the model that is kept
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from pretrain import config, family as families, models
 from pretrain.console import log
@@ -71,6 +72,22 @@ class ElectraFamily(families.EncoderOnly):
     segments_BL = jnp.ones_like(tokens_BL)
     positions_BL = jnp.broadcast_to(jnp.arange(tokens_BL.shape[-1]), tokens_BL.shape)
     return model.apply({"params": params}, tokens_BL, segments_BL, positions_BL, method="discriminate")[1]
+
+  def score_rows(self, context, continuation, vocabulary, task_lengths, *, span=True):
+    """One row of the text as it is: the discriminator scores each continuation token by how sure it is that the
+    token is original (token_logprobs)."""
+    context = families.cut_left(context, task_lengths["inputs"] - len(continuation))
+    tokens = np.asarray([*context, *continuation], np.int32)
+    return [families.encoder_row(tokens, tokens, np.arange(len(tokens)) >= len(context))]
+
+  def token_logprobs(self, model, params, batch):
+    """log P(original) of each scored token by the discriminator, log sigmoid(-logit) (not a language model's
+    likelihood: a plausibility score, which random parameters give no preference by construction); greedy
+    where it calls the token original."""
+    logits_BL, _ = model.apply({"params": params}, batch["encoder_input_tokens"], batch["encoder_segment_ids"],
+                               batch["encoder_positions"], method="discriminate")
+    scored_BL = batch["encoder_loss_weights"] > 0
+    return jnp.where(scored_BL, -jnp.logaddexp(0.0, logits_BL), 0.0), ~scored_BL | (logits_BL < 0)
 
   def loss_sums(self, model, params, batch, loss_cfg, rng=None):
     """The generator's MLM sums plus the discriminator's over every token: ELECTRA's loss, the generator's mean

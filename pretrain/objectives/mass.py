@@ -11,7 +11,7 @@ on the encoder.
 
 import numpy as np
 
-from pretrain import config, family as families, tf_loader
+from pretrain import config, family as families, text_vocab, tf_loader
 from pretrain.errors import UserError
 from pretrain.objectives import common
 from pretrain.objectives.mlm import MASK_TOKEN
@@ -69,3 +69,11 @@ class MASS(Objective):
 
   def preprocess(self, dataset, sequence_length, output_features):
     return mass(dataset, sequence_length, output_features, seed=self.seed, fraction=self.data.mass_fraction)
+
+  def score_rows(self, context, continuation, vocabulary, task_lengths):
+    """As its examples: the encoder reads the context and one [MASK] per continuation token (and EOS), the
+    decoder writes the continuation."""
+    mask_id = text_vocab.single_piece_id(vocabulary, MASK_TOKEN)
+    context = families.cut_left(context, task_lengths["inputs"] - len(continuation) - 1)
+    return [families.encoder_decoder_row([*context, *[mask_id] * len(continuation), vocabulary.eos_id],
+                                         continuation, 0)]

@@ -61,6 +61,10 @@ class PrefixLM(Objective):
     return prefix_lm(dataset, sequence_length, output_features, seed=self.seed, decoder=self.family.prefix_lm,
                      share=self.data.prefix_share)
 
+  def score_rows(self, context, continuation, vocabulary, task_lengths):
+    """The context as its inputs, the continuation as its targets (no sentinel)."""
+    return self.family.score_rows(context, continuation, vocabulary, task_lengths, span=False)
+
 
 class PrefixLMDecoder(PrefixLM):
   """The same examples as one row of the decoder-only model, its prefix read bidirectionally."""

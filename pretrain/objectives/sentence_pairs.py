@@ -248,6 +248,9 @@ class SentencePairs(families.EncoderOnly):
                            capture_intermediates=lambda module, method: module.name == "final_norm")
     return state["intermediates"]["encoder"]["final_norm"]["__call__"][0]
 
+  def token_logits(self, model, params, batch):
+    return self.forward(model, params, batch)[0][0]  # The masked-token head's, not the pair head's.
+
   def loss_sums(self, model, params, batch, loss_cfg, rng=None):
     """MLM's token sums plus the pair head's: its cross-entropy's mean over the pairs enters the loss times the
     masked tokens (the weight), so the step optimises MLM's mean plus the pair loss's mean, as BERT."""

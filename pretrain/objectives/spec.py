@@ -55,3 +55,9 @@ class Objective:
 
   def check_source(self, source, vocabulary) -> None:
     """Refuses a data source the objective cannot use (it may read the source's first documents)."""
+
+  def score_rows(self, context: list[int], continuation: list[int], vocabulary, task_lengths: dict[str, int]):
+    """The model rows that score a continuation after a context as this objective's model reads text (its
+    family's score_rows: pretrain/downstream/likelihood.py); an objective whose examples have another form
+    (a mode token, a prefix instead of a span) gives that form."""
+    return self.family.score_rows(context, continuation, vocabulary, task_lengths)

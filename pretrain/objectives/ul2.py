@@ -13,7 +13,7 @@ once.
 
 import dataclasses
 
-from pretrain import family as families, tf_loader
+from pretrain import family as families, text_vocab, tf_loader
 from pretrain.errors import UserError
 from pretrain.objectives import common, prefix_lm
 from pretrain.objectives.spec import Objective, Setting
@@ -130,6 +130,15 @@ class UL2(Objective):
   def preprocess(self, dataset, sequence_length, output_features):
     return ul2(dataset, sequence_length, output_features, denoisers=parse_denoisers(self.data.ul2_denoisers),
                seed=self.seed, decoder=self.family.prefix_lm)
+
+  def score_rows(self, context, continuation, vocabulary, task_lengths):
+    """As the S-denoiser's examples (UL2's mode for continuing text): [S2S] and the context as the inputs, the
+    continuation as the targets."""
+    mode = text_vocab.single_piece_id(vocabulary, MODE_TOKENS["S"])
+    # The mode token stays when the context is cut to fit.
+    context = [mode, *families.cut_left(context, sum(task_lengths.values()) - len(continuation) - 1
+                                         if self.family.prefix_lm else task_lengths["inputs"] - 2)]
+    return self.family.score_rows(context, continuation, vocabulary, task_lengths, span=False)
 
 
 class UL2Decoder(UL2):

@@ -1,0 +1,228 @@
+"""Zero-shot tasks scored by the model's own likelihood: no classifier is trained, and random parameters score
+chance by construction.
+
+Four tasks, built once from the bundled corpus's downstream documents (held out of pre-training) and shipped as
+versioned files (VERSION; `python tools/zero_shot_tasks.py` builds them again and checks they are unchanged):
+
+- minimal pairs, BLiMP's form (Warstadt et al. 2020): a text and a perturbed copy; the model is right when it
+  gives the original the higher total log-probability; chance 0.5.
+  - pairs_swap: one line of prose with two adjacent words swapped;
+  - pairs_replace: one line of prose with a word replaced by the word of the same length nearest it in frequency
+    (among the MAX_RANK most frequent words of the train split);
+  - pairs_lines: four lines of a paragraph with the middle two exchanged.
+  A swap or an exchange keeps the text's tokens and only reorders them; a replacement keeps the length and the
+  frequency class of the word. Nothing but the order and the choice of words tells the pair apart.
+- cloze, LAMBADA's form (Paperno et al. 2016): a passage's last word (the end of a sentence) among CHOICES
+  candidates, the others words of the same length from the same document; right when the answer's
+  log-probability after the passage is the highest; chance 1 / CHOICES.
+
+How each model scores (Objective.score_rows): a decoder-only model the log-likelihood of the text after BOS (a
+prefix-LM model reads the cloze context as its prefix); an encoder-decoder the text as the span after an empty
+input (the sentinel form of generate; UL2 as its S-denoiser after [S2S], MASS after one [MASK] per token), the
+cloze answer after the passage; a masked LM the pseudo-log-likelihood (Salazar et al. 2020: each scored token
+masked in turn); ELECTRA's discriminator the log-probability that every scored token is original.
+"""
+
+import collections
+import hashlib
+import importlib.resources
+import json
+import re
+import sys
+
+import numpy as np
+
+VERSION = 1
+TASKS = ("pairs_swap", "pairs_replace", "pairs_lines", "cloze")
+CHANCE = {"pairs_swap": 0.5, "pairs_replace": 0.5, "pairs_lines": 0.5, "cloze": 0.25}
+CHOICES = 4
+MAX_RANK = 500             # pairs_replace: both words among the train split's most frequent lowercase words
+MAX_ITEMS = 400             # per task
+PER_DOCUMENT = 4            # at most this many items of a task from one document
+CLOZE_CONTEXT_CHARS = 300   # a cloze passage: whole lines before the answer, at most this long
+_WORD = re.compile(r"(?<![A-Za-z])[a-z]{2,}(?![A-Za-z])")
+
+
+def directory() -> str:
+  """Where the task files of VERSION are (in the package)."""
+  return str(importlib.resources.files("pretrain.downstream").joinpath(f"zero_shot_v{VERSION}"))
+
+
+def document_id(text: str) -> str:
+  """A document's id in the task files: the sha256 of its text, as the corpus's TFDS keys (its first 8 bytes,
+  little-endian, mod 100 give its split: pretrain.data.corpus.split_of)."""
+  return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _prose(line: str) -> bool:
+  """A line of running text: not indented (code, grammar, tables), six or more words, mostly plain words."""
+  words = line.split(" ")
+  return (line == line.strip() and len(words) >= 6 and len(line) <= 100
+          and sum(bool(re.fullmatch(r"[A-Za-z,.;:'()\-]+", w)) for w in words) >= 0.8 * len(words))
+
+
+def _paragraphs(text: str) -> list[list[str]]:
+  return [block.split("\n") for block in text.split("\n\n")]
+
+
+def _inner_words(line: str) -> list[tuple[int, str]]:
+  """(start, word) of the lowercase words of a line with a space on each side (so that a change of them leaves
+  every other token of the line as it was)."""
+  return [(m.start(), m.group()) for m in _WORD.finditer(line)
+          if m.start() > 0 and line[m.start() - 1] == " " and line[m.end():m.end() + 1] == " "]
+
+
+def _swap(line: str, rng) -> str | None:
+  spots = [(a, b) for (a, wa), (b, wb) in zip(_inner_words(line), _inner_words(line)[1:])
+           if b == a + len(wa) + 1 and wa != wb]
+  if not spots:
+    return None
+  a, b = spots[rng.integers(len(spots))]
+  first, second = line[a:b - 1], line[b:b + len(_WORD.match(line, b).group())]
+  return line[:a] + second + " " + first + line[b + len(second):]
+
+
+def _replace(line: str, rng, rank: dict[str, int], by_length: dict[int, list[str]]) -> str | None:
+  spots = [(start, word) for start, word in _inner_words(line) if rank.get(word, MAX_RANK) < MAX_RANK]
+  if not spots:
+    return None
+  start, word = spots[rng.integers(len(spots))]
+  peers = by_length[len(word)]  # The same length, most frequent first.
+  i = peers.index(word)
+  neighbours = [peers[j] for j in (i - 1, i + 1) if 0 <= j < len(peers)]
+  if not neighbours:
+    return None
+  other = neighbours[rng.integers(len(neighbours))]
+  return line[:start] + other + line[start + len(word):]
+
+
+def _cloze(document: str, rng, rank: dict[str, int]) -> list[dict]:
+  """Cloze items of a document: each sentence end 'word.' whose word is among the MAX_RANK most frequent, with
+  CHOICES - 1 other such words of its length from the document."""
+  words = sorted(w for w in set(_WORD.findall(document)) if rank.get(w, MAX_RANK) < MAX_RANK)
+  found = []
+  for m in re.finditer(r"(?<=\S )([a-z]{3,})\.(?=\s|$)", document):
+    answer, start = m.group(1), m.start(1)
+    if answer not in words:
+      continue
+    line_start = document.rfind("\n", 0, start) + 1
+    context_start = line_start
+    while context_start:  # Whole lines back within the paragraph, while they fit.
+      previous = document.rfind("\n", 0, context_start - 1) + 1
+      if not document[previous:context_start - 1].strip() or start - previous > CLOZE_CONTEXT_CHARS:
+        break
+      context_start = previous
+    context = document[context_start:start - 1]  # Without the space: it belongs to the answer.
+    others = [w for w in words if len(w) == len(answer) and w != answer]
+    if len(context) < 40 or len(others) < CHOICES - 1:
+      continue
+    choices = [answer, *rng.choice(others, CHOICES - 1, replace=False).tolist()]
+    order = rng.permutation(CHOICES)
+    found.append({"context": context, "choices": [choices[k] for k in order],
+                  "answer": int(np.argmax(order == 0))})
+  return found
+
+
+def build(downstream: list[str], train: list[str], seed: int = 0) -> dict[str, list[dict]]:
+  """{task: its items} from the held-out documents (`downstream`), the word frequencies of `train`; the same
+  documents and seed give the same items."""
+  counts = collections.Counter(w for text in train for w in _WORD.findall(text))
+  ranked = [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+  rank = {w: i for i, w in enumerate(ranked)}
+  by_length = collections.defaultdict(list)
+  for word in ranked[:MAX_RANK]:
+    by_length[len(word)].append(word)
+  tasks = {name: [] for name in TASKS}
+  for text in downstream:
+    rng = np.random.default_rng([seed, int(document_id(text)[:8], 16)])  # Per document: stable under edits.
+    found = collections.defaultdict(list)
+    for lines in _paragraphs(text):
+      for line in lines:
+        if _prose(line):
+          for name, perturbed in (("pairs_swap", _swap(line, rng)),
+                                  ("pairs_replace", _replace(line, rng, rank, by_length))):
+            if perturbed:
+              found[name].append({"good": line, "bad": perturbed})
+      for i in range(0, len(lines) - 3, 4):
+        window = lines[i:i + 4]
+        if all(map(_prose, window)) and window[1] != window[2]:
+          found["pairs_lines"].append({"good": "\n".join(window),
+                                       "bad": "\n".join([window[0], window[2], window[1], window[3]])})
+    found["cloze"] = _cloze(text, rng, rank)
+    for name, items in found.items():
+      picked = rng.permutation(len(items))[:PER_DOCUMENT]
+      tasks[name].extend({"document": document_id(text), **items[k]} for k in sorted(picked))
+  picked = {}
+  for name, items in tasks.items():
+    keep = sorted(np.random.default_rng([seed, TASKS.index(name)]).permutation(len(items))[:MAX_ITEMS])
+    picked[name] = [{"id": f"{name}-{n:04d}", **items[k]} for n, k in enumerate(keep)]
+  return picked
+
+
+def from_corpus(seed: int = 0) -> dict[str, list[dict]]:
+  """The tasks built from the bundled corpus: its downstream documents, its train split's word counts."""
+  from pretrain.data import corpus  # pylint: disable=g-import-not-at-top  (the data stack)
+  texts = corpus.documents()
+  return build([t for t in texts if corpus.split_of(t) == "downstream"],
+               [t for t in texts if corpus.split_of(t) == "train"], seed)
+
+
+def files(tasks: dict[str, list[dict]]) -> dict[str, bytes]:
+  """{file name: contents} of the task files: a JSONL file per task and manifest.json (the version, the corpus
+  they come from, each file's items and sha256)."""
+  contents = {f"{name}.jsonl": "".join(json.dumps(item, sort_keys=True) + "\n" for item in items).encode()
+              for name, items in tasks.items()}
+  manifest = {"version": VERSION, "source": f"the bundled corpus's downstream split (CPython {_python()})",
+              "tasks": {name: {"items": len(tasks[name]), "chance": CHANCE[name],
+                               "sha256": hashlib.sha256(contents[f"{name}.jsonl"]).hexdigest()}
+                        for name in tasks}}
+  contents["manifest.json"] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+  return contents
+
+
+def _python() -> str:
+  return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def load(name: str) -> list[dict]:
+  """The items of a task, from the package's files of VERSION."""
+  with open(f"{directory()}/{name}.jsonl", encoding="utf-8") as f:
+    return [json.loads(line) for line in f]
+
+
+def requests(name: str, items: list[dict], vocabulary) -> list[tuple[list[int], list[int]]]:
+  """The (context, continuation) token ids a task's items score: a pair's two texts alone; a cloze item's
+  candidates each after its passage (the space before a word is the word's, and the passage and the word are
+  encoded together and split where the passage's tokens end, as lm-eval does)."""
+  if name != "cloze":
+    return [([], vocabulary.encode(item[side])) for item in items for side in ("good", "bad")]
+  found = []
+  for item in items:
+    context = vocabulary.encode(item["context"])
+    found.extend((context, vocabulary.encode(f"{item['context']} {choice}")[len(context):])
+                 for choice in item["choices"])
+  return found
+
+
+def accuracy(name: str, items: list[dict], scores: list[float]) -> float:
+  """The share of items the scores (in requests' order) get right; a tie counts half (chance's share)."""
+  if name != "cloze":
+    good, bad = np.asarray(scores[0::2]), np.asarray(scores[1::2])
+    return float(np.mean((good > bad) + 0.5 * (good == bad)))
+  by_item = np.asarray(scores).reshape(len(items), CHOICES)
+  best = by_item.max(axis=1, keepdims=True)
+  answers = np.asarray([item["answer"] for item in items])
+  winners = by_item == best
+  return float(np.mean(winners[np.arange(len(items)), answers] / winners.sum(axis=1)))
+
+
+def evaluate(run, params, names=TASKS) -> dict[str, float]:
+  """{task: accuracy} of a run's model with `params` on the zero-shot tasks."""
+  from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top
+  scorer = likelihood.Scorer(run, params)
+  results = {}
+  for name in names:
+    items = load(name)
+    scores = [logprob for logprob, _ in scorer(requests(name, items, run.vocabulary))]
+    results[name] = accuracy(name, items, scores)
+  return results

@@ -1,0 +1,115 @@
+"""Scoring text by likelihood (pretrain/downstream/likelihood.py) against token-by-token computations for every
+family, and the zero-shot tasks (pretrain/downstream/zero_shot.py): their files are deterministic and drawn only
+from held-out documents, and random parameters score chance."""
+
+import hashlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pretrain import run as run_lib
+from pretrain.data import corpus
+from pretrain.downstream import likelihood, stats, zero_shot
+from tests.conftest import tiny_config
+
+# Requests of several lengths (so that rows pad to different buckets and share batches), one with no context.
+TEXTS = [("The value of the", " object is returned."), ("", "Return a list of strings."),
+         ("A method " * 6, " name"), ("x", " y")]
+
+
+def _run(vocabulary, objective: str, *args: str):
+  cfg = tiny_config(f"--config.data.objective={objective}", "--config.data.inputs_length=48",
+                    "--config.data.targets_length=24", "--config.data.seq_len=48", *args)
+  return run_lib.Run.build(cfg, vocabulary=vocabulary)
+
+
+def _requests(vocabulary):
+  return [(vocabulary.encode(c) if c else [], vocabulary.encode(c + t)[len(vocabulary.encode(c)) if c else 0:])
+          for c, t in TEXTS]
+
+
+def _by_hand(run, params, context, continuation):
+  """log P(continuation | context), a forward pass per scored token on the unpadded row."""
+  apply = lambda *args, **kwargs: run.model.apply({"params": params}, *args, **kwargs)
+  total = 0.0
+  for j, token in enumerate(continuation):
+    name = run.objective.name
+    if name in ("clm", "prefix_lm_decoder"):
+      row = jnp.asarray([[0, *context, *continuation[:j]]])
+      prefix = (jnp.arange(row.shape[1]) <= len(context))[None] if name == "prefix_lm_decoder" else None
+      logits = apply(row, jnp.ones_like(row), jnp.arange(row.shape[1])[None], prefix)[0, -1]
+    elif name == "span_corruption":
+      sentinel = run.vocab_size - 1
+      encoder = jnp.asarray([[*context, sentinel, 1]])
+      logits = apply(encoder, jnp.asarray([[0, sentinel, *continuation[:j]]]))[0, -1]
+    else:  # mlm: the token masked, everything else seen.
+      tokens = np.asarray([*context, *continuation])
+      tokens[len(context) + j] = run.vocabulary.encode("[MASK]")[-1]
+      logits = apply(jnp.asarray(tokens[None]))[0, len(context) + j]
+    total += float(jax.nn.log_softmax(logits)[token])
+  return total
+
+
+@pytest.mark.parametrize("objective", ["clm", "prefix_lm_decoder", "span_corruption", "mlm"])
+def test_likelihood_scoring_equals_a_forward_pass_per_token(vocabulary, objective):
+  run = _run(vocabulary, objective)
+  params = run.create_state().params
+  requests = _requests(vocabulary)
+  scored = likelihood.Scorer(run, params, batch=4)(requests)
+  for (context, continuation), (logprob, greedy) in zip(requests, scored):
+    assert logprob == pytest.approx(_by_hand(run, params, context, continuation), abs=1e-4)
+    assert greedy in (True, False)
+
+
+def test_electra_scores_by_its_discriminator(vocabulary):
+  run = _run(vocabulary, "electra")
+  params = run.create_state().params
+  requests = _requests(vocabulary)
+  for (context, continuation), (logprob, _) in zip(requests, likelihood.Scorer(run, params)(requests)):
+    tokens = jnp.asarray([[*context, *continuation]])
+    logits, _ = run.model.apply({"params": params}, tokens, jnp.ones_like(tokens),
+                                jnp.arange(tokens.shape[1])[None], method="discriminate")
+    assert logprob == pytest.approx(float(jax.nn.log_sigmoid(-logits[0, len(context):]).sum()), abs=1e-4)
+
+
+def test_a_model_with_no_token_head_is_refused(vocabulary):
+  run = _run(vocabulary, "contrastive", "--config.model.dropout=0.1")
+  with pytest.raises(Exception, match="no token predictions to score text by"):
+    likelihood.Scorer(run, None)(_requests(vocabulary))
+
+
+def test_the_shipped_task_files_are_what_the_builder_makes_from_held_out_documents():
+  built = zero_shot.files(zero_shot.from_corpus())
+  for name, content in built.items():
+    with open(f"{zero_shot.directory()}/{name}", "rb") as f:
+      assert f.read() == content, f"{name} differs: python tools/zero_shot_tasks.py rebuilds it (new VERSION)"
+  held_out = {zero_shot.document_id(t): t for t in corpus.documents() if corpus.split_of(t) == "downstream"}
+  for name in zero_shot.TASKS:
+    items = zero_shot.load(name)
+    assert len(items) >= 150 and len({item["id"] for item in items}) == len(items)
+    for item in items:
+      # The id's first 8 bytes give the split, as the corpus assigns it: no task draws on trained-on text.
+      assert int.from_bytes(bytes.fromhex(item["document"])[:8], "little") % 100 in range(5, 20)
+      text = held_out[item["document"]]
+      if name == "cloze":
+        assert f"{item['context']} {item['choices'][item['answer']]}." in text
+        assert all(f" {c}" in f" {text}" or c in text for c in item["choices"])
+      else:
+        assert item["good"] in text and item["good"] != item["bad"]
+        assert sorted(item["good"].split()) == sorted(item["bad"].split()) or name == "pairs_replace"
+  assert hashlib.sha256(built["manifest.json"]).hexdigest()  # Written with the files.
+
+
+def test_random_parameters_score_chance(vocabulary):
+  """Over initial parameters of five seeds, each task's accuracy has chance inside its 95% interval."""
+  run = _run(vocabulary, "clm")
+  found = {name: [] for name in zero_shot.TASKS}
+  for seed in range(5):
+    run.cfg.train.seed = seed
+    for name, accuracy in zero_shot.evaluate(run, run.create_state().params).items():
+      found[name].append(accuracy)
+  for name, values in found.items():
+    mean, half = stats.interval(values)
+    assert abs(mean - zero_shot.CHANCE[name]) <= half, (name, values)
