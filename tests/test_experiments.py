@@ -46,6 +46,7 @@ def test_split_row_fits_each_objective():
   assert compare_objectives.split_row("span_corruption", data, 100, 128) == (104, 24)  # T5's 512:114, scaled.
   assert compare_objectives.split_row("ul2", data, 100, 128) == (64, 64)
   assert compare_objectives.split_row("prefix_lm_decoder", data, 100, 128) == (64, 64)
+  assert compare_objectives.split_row("mass", data, 100, 128) == (64, 64)  # Segments of 63, fragments of 32.
   with pytest.raises(UserError, match="no split of a row of --seq_len=6 tokens"):
     compare_objectives.split_row("ul2", data, 100, 6)
 
@@ -65,57 +66,88 @@ def _table_rows(path: str) -> list[str]:
     return [line for line in f if line.startswith("| ") and not line.startswith("| ---")][1:]
 
 
+def _tables(path: str) -> list[list[str]]:
+  """The rows (after the header) of each markdown table of a file."""
+  with open(path) as f:
+    blocks = f.read().split("\n\n")
+  return [block.strip().split("\n")[2:] for block in blocks if block.startswith("| ")]
+
+
 def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
   del vocabulary  # Built first, so the runs reuse it.
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   out = str(tmp_path / "docs" / "objectives")
-  compare_objectives.main(["--objectives=clm,span_corruption", "--d_model=32", "--num_layers=1", "--head_dim=16",
-                           f"--out={out}", f"--out_dir={tmp_path / 'runs'}", "--probe_documents=100", "--seeds=0,1",
-                           "--probe_seeds=2", "--finetune_seeds=1", "--finetune_steps=2", "--steps=10", "--evals=2",
-                           *TINY])
+  argv = ["--objectives=clm,span_corruption", "--d_model=32", "--num_layers=1", "--head_dim=16", f"--out={out}",
+          f"--out_dir={tmp_path / 'runs'}", "--probe_documents=100", "--seeds=0,1", "--probe_seeds=2",
+          "--finetune_seeds=1", "--finetune_steps=2", "--steps=10", "--evals=2", *TINY]
+  compare_objectives.main(argv)
   assert os.path.getsize(out + ".png") > 0
-  rows = _table_rows(out + ".md")
-  pretraining, downstream = rows[:2], rows[3:]
-  assert [row.split("|")[1].strip() for row in pretraining + downstream] == ["clm", "span_corruption"] * 2
-  figure = r"\d\.\d{3} \+- \d\.\d{3}"  # A mean and its interval over the seeds.
-  assert all(re.search(rf"\| {figure} \(\d\.\d\d\) \| {figure} \|", row) for row in pretraining)  # Loss, bits/byte.
-  assert all(re.search(r"\| accuracy 0\.\d{3} \|", row) for row in pretraining)  # The family's other metrics.
-  assert "4 x 64 = 256" in rows[0] and "4 x (51 + 13) = 256" in rows[1]
-  assert all(len(re.findall(figure, row)) == 6 for row in downstream)  # Three measures, trained and initial.
+  pretraining, zero_shot, probes = _tables(out + ".md")
+  assert [row.split("|")[1].strip() for row in pretraining] == [
+      "clm", "span_corruption", "unigram (counts, add-one)", "bigram (counts, interpolated Kneser-Ney)",
+      "trigram (counts, interpolated Kneser-Ney)"]
+  figure = r"\d\.\d{3} \+- \d\.\d{3}"  # A mean and its interval over the runs.
+  gain = rf"{figure} \([+-]\d\.\d{{3}} \+- \d\.\d{{3}}\)"  # ... and the paired gain over the initial parameters.
+  assert all(re.search(rf"\| 2 \| .*\| {figure} \(\d\.\d\d\) \| {figure} \(\d\.\d\d\) \|", row)
+             for row in pretraining[:2])  # n, loss and bits/byte with their step-0 values.
+  assert re.search(rf"\| {figure} \| accuracy 0\.\d{{3}}", pretraining[0])  # CLM's yardstick; its other metrics.
+  assert "4 x 64 = 256" in pretraining[0] and "4 x (51 + 13) = 256" in pretraining[1]
+  assert all(len(re.findall(gain, row)) == 4 for row in zero_shot[:2])  # Each task, for both families.
+  assert zero_shot[2].startswith("| chance | | 0.500 | 0.500 | 0.500 | 0.250 |")
+  assert len(zero_shot) == 6 and all(len(re.findall(r"\| 0\.\d{3}", row)) == 4 for row in zero_shot[3:])
+  assert all(len(re.findall(gain, row)) == 3 for row in probes)  # Two probes and fine-tuning.
   text = " ".join(open(out + ".md").read().split())  # Prose is wrapped.
   assert "python tools/compare_objectives.py --objectives=clm,span_corruption" in text
   assert "losses of different objectives are not comparable" in text
-  assert "**same-document probe**: above their random init beyond the noise:" in text
+  assert "**same-document probe**: above their own initial parameters:" in text
+  assert "**pairs: swap**: above their own initial parameters:" in text and "Above the trigram" in text
+  assert "CLM yardstick bits per byte, below the unigram" in text
   printed = capsys.readouterr().out
   assert re.search(r"\[1/2\] clm +seed 1 .* val loss \d", printed) and re.search(r"\[2/2\] span_corruption", printed)
-  assert os.path.exists(tmp_path / "runs" / "clm" / "seed1" / "train.log")
+  log = tmp_path / "runs" / "clm" / "seed1" / "train.log"
+  trained = os.path.getmtime(log)
+  compare_objectives.main(argv)  # Finished runs are read back, not trained again.
+  assert os.path.getmtime(log) == trained and _tables(out + ".md")[0] == pretraining
 
 
 def test_scaling_writes_plot_and_table(tmp_path, cache_dir, vocabulary, monkeypatch):
+  """Each size a pretrain sweep over the seeds; a rerun reads the finished points back."""
   del vocabulary
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   out = str(tmp_path / "scaling")
-  scaling.main(["--ladder=16x1,32x1", "--head_dim=16", f"--out={out}", f"--out_dir={tmp_path / 'runs'}", "--steps=10",
-                "--evals=2", *TINY])
+  argv = ["--ladder=16x1,32x1", "--head_dim=16", f"--out={out}", f"--out_dir={tmp_path / 'runs'}", "--steps=10",
+          "--evals=2", "--seeds=0,1", *TINY]
+  scaling.main(argv)
   assert os.path.getsize(out + ".png") > 0
-  rows = _table_rows(out + ".md")
-  assert [row.split("|")[1].strip() for row in rows] == ["16x1", "32x1"]
-  assert "No fit: fit_power_law needs points at 3 or more distinct sizes" in " ".join(open(out + ".md").read().split())
+  rows = _tables(out + ".md")[0]
+  assert [row.split("|")[1].strip() for row in rows] == ["16x1", "32x1", *(f"{n} (counts, {how})" for n, how in (
+      ("unigram", "add-one"), ("bigram", "interpolated Kneser-Ney"), ("trigram", "interpolated Kneser-Ney")))]
+  assert all(re.search(r"\| 2 \| \d\.\d{3} \+- \d\.\d{3} \(\d\.\d\d\)", row) for row in rows[:2])
+  text = " ".join(open(out + ".md").read().split())
+  assert "No fit: fit_power_law needs points at 3 or more distinct sizes" in text
+  assert f"pretrain sweep --workdir={tmp_path / 'runs' / '16x1'}" in text and "--grid.train.seed=0,1" in text
+  log = tmp_path / "runs" / "16x1" / "seed=1" / "train.log"
+  trained = os.path.getmtime(log)
+  scaling.main(argv)
+  assert os.path.getmtime(log) == trained
 
 
 def test_scaling_report_with_a_fit(tmp_path):
-  """The fitting, plotting and writing half of the tool, on made-up runs (no training)."""
+  """The fitting, plotting and writing half of the tool, on made-up runs of two seeds (no training)."""
   n = np.array([1e4, 1e5, 4e5, 1e6])
-  losses = scaling.power_law(n, 1e5, 0.5, 2.0) + np.array([0.01, -0.01, 0.0, 0.005])
-  results = [{"size": f"{i}x1", "heads": "1 x 16", "non_embedding_params": int(x), "params": int(x) + 1000,
-              "loss": loss, "initial_loss": 8.3, "tokens_per_second": 1000.0, "wall": 10.0,
-              "curve": [(0, 8.3), (100, loss)]} for i, (x, loss) in enumerate(zip(n, losses))]
-  args = argparse.Namespace(out=str(tmp_path / "scaling"), steps=3, batch_size=4, seq_len=64)
-  scaling.write_outputs(results, args, ["--steps=3"], "2 CPU cores")
+  ladder = [[{"size": f"{i}x1", "heads": "1 x 16", "non_embedding_params": int(x), "params": int(x) + 1000,
+              "seed": seed, "loss": scaling.power_law(x, 1e5, 0.5, 2.0) + noise, "initial_loss": 8.3,
+              "final_eval": {"bits_per_byte": 2.0}, "tokens_per_second": 1000.0,
+              "curve": [(0, 8.3), (100, 2.5)]} for seed, noise in ((0, 0.01 * (-1) ** i), (1, 0.005 * i))]
+            for i, x in enumerate(n)]
+  args = argparse.Namespace(out=str(tmp_path / "scaling"), steps=3, batch_size=4, seq_len=64, seeds="0,1")
+  reference = {"bigram (counts)": {"loss": 4.0, "bits_per_byte": 2.1}}
+  scaling.write_outputs(ladder, args, ["--steps=3"], "2 CPU cores", reference, ["--workdir=w --grid.train.seed=0,1"])
   text = " ".join(open(args.out + ".md").read().split())
   nc, alpha, l_inf = (float(x) for x in re.search(r"Nc = (\S+), alpha = (\S+), L_inf = (\S+) ", text).groups())
   assert 0.4 < alpha < 0.6 and 1.9 < l_inf < 2.1 and nc > 0
-  assert len(_table_rows(args.out + ".md")) == 4 and os.path.getsize(args.out + ".png") > 0
+  assert re.search(r"Each seed's ladder fitted alone \(2 of 2 seeds\): alpha 0\.\d{3} \+- \d", text), text
+  assert len(_tables(args.out + ".md")[0]) == 5 and os.path.getsize(args.out + ".png") > 0
 
 
 def test_web_defects_are_put_in_at_their_rates_with_labels(corpus_source):
@@ -148,18 +180,22 @@ def test_data_quality_writes_tables_and_plot(tmp_path, cache_dir, vocabulary, mo
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   out = str(tmp_path / "docs" / "data_quality")
   data_quality.main(["--d_model=32", "--num_layers=1", "--head_dim=16", f"--out={out}",
-                     f"--out_dir={tmp_path / 'runs'}", "--documents=300", "--steps=10", "--evals=2", *TINY])
+                     f"--out_dir={tmp_path / 'runs'}", "--documents=300", "--steps=10", "--evals=2", "--seeds=0,1",
+                     *TINY])
   assert os.path.getsize(out + ".png") > 0
   text = open(out + ".md").read()
-  rows = _table_rows(out + ".md")
-  assert [row.split("|")[1].strip() for row in rows[:3]] == ["clean", "defective", "curated"]
+  rows = _tables(out + ".md")[0]
+  assert [row.split("|")[1].strip() for row in rows[:4]] == ["clean", "defective", "curated",
+                                                            "unigram (counts, add-one) of the clean documents"]
+  assert all(re.search(r"\| 2 \| \d\.\d{3} \+- \d\.\d{3} \(\d\.\d\d\)", row) for row in rows[:3])
+  assert re.search(r"curation takes back -?\d+\.\d\d( \+- \d+\.\d\d)? \(the share per seed", " ".join(text.split()))
   spam = round(web_defects.ADDED["spam"] * 300)
   assert f"| spam | {spam} | {spam} | 100.0% |" in text  # Keyword spam has no stop words.
   assert "| encoding_errors | " in text and "| near_duplicate | " in text
   printed = capsys.readouterr().out
   assert re.search(r"\[3/3\] curated .* val loss \d", printed)
   # The curated rung's files, read by the run through the stage, and its record in the workdir.
-  report = json.loads(open(tmp_path / "runs" / "curated" / "data_curation.json").read())
+  report = json.loads(open(tmp_path / "runs" / "curated" / "seed=1" / "data_curation.json").read())
   mix = round(300 * (1 + sum(web_defects.ADDED.values())))
   assert report["files"]["train"]["documents"] == mix and report["files"]["train"]["kept"] <= mix / 2
   assert report["files"]["train"]["removed"]["stop_words"]["tokens"] > 0

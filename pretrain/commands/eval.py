@@ -2,11 +2,19 @@
 
   pretrain eval --workdir=runs/quickstart --task=corpus_clm [--split=validation] [--batches=N]
 
+  pretrain eval --workdir=runs/quickstart --task=corpus_clm --ngram=3
+
 Reports the objective's validation metrics (for a token loss: loss per target
 token, token accuracy and perplexity), and writes
 them to WORKDIR/eval/TASK-SPLIT-stepN.json. A task is `{source}_{objective}`
 over the run's data source (e.g. corpus_prefix_lm_decoder), for any objective
 of the run's model family.
+
+--ngram=N adds the reference rows a trained model must beat: count-based
+n-gram models of orders 1 to N (unigram with add-one smoothing, then
+interpolated Kneser-Ney) fitted on the train split in the run's vocabulary and
+scored on the same split's causal-LM rows (the rows of SOURCE_clm, the
+experiments' yardstick), in nats per token and bits per byte.
 """
 
 import json
@@ -17,8 +25,9 @@ from pretrain import cli
 from pretrain.errors import UserError, exit_on_user_error
 
 
-def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None) -> dict:
-  """`max_batches`: at most this many batches (None: the whole split)."""
+def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None, ngram: int = 0) -> dict:
+  """`max_batches`: at most this many batches (None: the whole split); `ngram`: also the count-based models of
+  orders 1 to `ngram` (pretrain/downstream/ngram.py), under 'ngram'."""
   import jax  # pylint: disable=g-import-not-at-top
   from pretrain import files, objectives, run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top
@@ -41,6 +50,10 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
     result = evaluation.evaluate(run.family, run.eval_step, params, batches)
   summary = {"task": task, "split": split, "step": step, "batches": len(batches),
              **{k.split("/", 1)[1]: v for k, v in result.items()}}
+  if ngram:
+    from pretrain.downstream import ngram as ngram_lib  # pylint: disable=g-import-not-at-top
+    summary["ngram"] = {ngram_lib.ORDERS[order]: values for order, values
+                        in ngram_lib.reference(run, range(1, ngram + 1), max_batches, split).items()}
   if jax.process_index() == 0:
     files.write_atomically(os.path.join(workdir, "eval", f"{task}-{split}-step{step}.json"),
                            json.dumps(summary, indent=2).encode())
@@ -55,11 +68,15 @@ def main(argv: list[str], prog: str = "pretrain eval") -> None:
   parser.add_argument("--split", default="validation", choices=("train", "validation"), help="which split")
   parser.add_argument("--batches", type=cli.at_least(1), default=None,
                       help="at most this many batches (default: the whole split)")
+  parser.add_argument("--ngram", type=int, choices=(0, 1, 2, 3), default=0,
+                      help="also the count-based n-gram models of orders 1 to N (0: none)")
   args = parser.parse_args(argv)
-  s = evaluate(args.workdir, args.task, args.split, args.batches)
+  s = evaluate(args.workdir, args.task, args.split, args.batches, args.ngram)
   values = ", ".join(f"{k} {v:.2f}" if k == "perplexity" else f"{k} {v:.4f}" for k, v in s.items()
-                     if k not in ("task", "split", "step", "batches"))
+                     if k not in ("task", "split", "step", "batches", "ngram"))
   print(f"{s['task']} ({s['split']}, step {s['step']}, {s['batches']} batches): {values}")
+  for name, reference in s.get("ngram", {}).items():
+    print(f"  {name:<44} loss {reference['loss']:.4f}, bits_per_byte {reference['bits_per_byte']:.4f}")
 
 
 if __name__ == "__main__":

@@ -91,6 +91,13 @@ class NGram:
     return np.log(probability)
 
 
+  def score(self, requests: list[tuple[list[int], list[int]]]) -> list[float]:
+    """log P(continuation | context) of each request, the context read from BOS (zero_shot.accuracies)."""
+    segments = [np.asarray([*context, *continuation], np.int64) for context, continuation in requests]
+    logprobs, ends = self.logprobs(segments), np.cumsum([len(s) for s in segments])
+    return [float(logprobs[end - len(continuation):end].sum()) for (_, continuation), end in zip(requests, ends)]
+
+
 def _discount(counts: np.ndarray) -> float:
   n1, n2 = np.sum(counts == 1), np.sum(counts == 2)
   return float(n1 / (n1 + 2 * n2)) if n1 + n2 else 0.5
@@ -145,17 +152,28 @@ ORDERS = {1: "unigram (counts, add-one)", 2: "bigram (counts, interpolated Knese
           3: "trigram (counts, interpolated Kneser-Ney)"}
 
 
-def reference(run, orders=(1, 2, 3), max_batches: int | None = None) -> dict[int, dict[str, float]]:
-  """{order: {'loss', 'bits_per_byte'}} of count models fitted on the train split of a run's causal-LM task (its
-  first source, its vocabulary, rows of data.seq_len) and scored on up to `max_batches` batches (None: all) of
-  its validation split: the rows `pretrain eval --task=SOURCE_clm` and the experiments' yardstick read."""
-  from pretrain import objectives, text_vocab  # pylint: disable=g-import-not-at-top
+def _clm_segments(run, split: str, max_batches: int | None) -> list[np.ndarray]:
+  """The segments of a run's causal-LM rows (its first source and vocabulary, rows of data.seq_len) in `split`."""
+  from pretrain import objectives  # pylint: disable=g-import-not-at-top
   from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top  (the data stack)
   clm = objectives.make("clm", run.cfg.data, run.cfg.train.seed)
   source = run.source or sources.mixture_sources(run.cfg.data)[0][0]
   task = tasks.register_mixture([(source, 1.0)], run.vocabulary, clm)
-  read = lambda split, limit: segments(itertools.islice(run.batches(split, task, clm, shuffle=False, repeat=False),
-                                                        limit))
-  train, validation = read("train", None), read("validation", max_batches)
-  per_id = text_vocab.bytes_per_id(run.vocabulary)
-  return {order: bits_per_byte(fit(train, order, run.vocab_size), validation, per_id) for order in orders}
+  return segments(itertools.islice(run.batches(split, task, clm, shuffle=False, repeat=False), max_batches))
+
+
+def fitted(run, orders=(1, 2, 3)) -> dict[int, NGram]:
+  """Count models of each order fitted on the train split of a run's causal-LM rows."""
+  train = _clm_segments(run, "train", None)
+  return {order: fit(train, order, run.vocab_size) for order in orders}
+
+
+def reference(run, orders=(1, 2, 3), max_batches: int | None = None, split: str = "validation",
+              models: dict[int, NGram] | None = None) -> dict[int, dict[str, float]]:
+  """{order: {'loss', 'bits_per_byte'}} of count models (`models`, or fitted on the run's train split) scored on
+  up to `max_batches` batches (None: all) of `split`'s causal-LM rows: the rows `pretrain eval
+  --task=SOURCE_clm` and the experiments' yardstick read."""
+  from pretrain import text_vocab  # pylint: disable=g-import-not-at-top
+  models = models or fitted(run, orders)
+  scored, per_id = _clm_segments(run, split, max_batches), text_vocab.bytes_per_id(run.vocabulary)
+  return {order: bits_per_byte(models[order], scored, per_id) for order in orders}

@@ -7,8 +7,8 @@ versioned files (VERSION; `python tools/zero_shot_tasks.py` builds them again an
 - minimal pairs, BLiMP's form (Warstadt et al. 2020): a text and a perturbed copy; the model is right when it
   gives the original the higher total log-probability; chance 0.5.
   - pairs_swap: one line of prose with two adjacent words swapped;
-  - pairs_replace: one line of prose with a word replaced by the word of the same length nearest it in frequency
-    (among the MAX_RANK most frequent words of the train split);
+  - pairs_replace: one line of prose with a word replaced by a word of the same length next to it in frequency,
+    the more or the less frequent one at random (among the MAX_RANK most frequent words of the train split);
   - pairs_lines: four lines of a paragraph with the middle two exchanged.
   A swap or an exchange keeps the text's tokens and only reorders them; a replacement keeps the length and the
   frequency class of the word. Nothing but the order and the choice of words tells the pair apart.
@@ -89,10 +89,9 @@ def _replace(line: str, rng, rank: dict[str, int], by_length: dict[int, list[str
   start, word = spots[rng.integers(len(spots))]
   peers = by_length[len(word)]  # The same length, most frequent first.
   i = peers.index(word)
-  neighbours = [peers[j] for j in (i - 1, i + 1) if 0 <= j < len(peers)]
-  if not neighbours:
+  if not 0 < i < len(peers) - 1:  # A word at either end has one neighbour: the pair would tell by frequency.
     return None
-  other = neighbours[rng.integers(len(neighbours))]
+  other = peers[i + rng.choice((-1, 1))]  # As often more frequent as less.
   return line[:start] + other + line[start + len(word):]
 
 
@@ -216,13 +215,17 @@ def accuracy(name: str, items: list[dict], scores: list[float]) -> float:
   return float(np.mean(winners[np.arange(len(items)), answers] / winners.sum(axis=1)))
 
 
+def accuracies(score, vocabulary, names=TASKS) -> dict[str, float]:
+  """{task: accuracy} of a scorer: score(requests) -> the log-probability of each (context, continuation)."""
+  results = {}
+  for name in names:
+    items = load(name)
+    results[name] = accuracy(name, items, score(requests(name, items, vocabulary)))
+  return results
+
+
 def evaluate(run, params, names=TASKS) -> dict[str, float]:
   """{task: accuracy} of a run's model with `params` on the zero-shot tasks."""
   from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top
   scorer = likelihood.Scorer(run, params)
-  results = {}
-  for name in names:
-    items = load(name)
-    scores = [logprob for logprob, _ in scorer(requests(name, items, run.vocabulary))]
-    results[name] = accuracy(name, items, scores)
-  return results
+  return accuracies(lambda requests: [logprob for logprob, _ in scorer(requests)], run.vocabulary, names)

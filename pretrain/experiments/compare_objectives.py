@@ -1,29 +1,36 @@
 """Which objective? Trains small models per pre-training objective on the same token budget, with several
-seeds, and compares them: their own validation losses, and downstream, beside their initial parameters.
+seeds, and compares them: their own validation losses, count-based reference models, zero-shot tasks scored by
+likelihood and probes, each run beside its own initial parameters.
 
   python tools/compare_objectives.py [--objectives=clm,prefix_lm_decoder,span_corruption,ul2,mass,mlm,nsp,sop,electra,
-      contrastive] [--seeds=0,1] [--probe_seeds=5] [--finetune_seeds=2] [--finetune_steps=300] [--steps=300]
-      [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2] [--enc_dec_layers=N] [--probe_documents=N]
-      [--out=docs/compare_objectives] [--out_dir=runs/compare_objectives] [--config.KEY=VALUE ...]
+      contrastive] [--seeds=0,1,2,3,4] [--other_seeds=0,1,2] [--probe_seeds=5] [--finetune_seeds=0]
+      [--steps=1000] [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2] [--enc_dec_layers=N]
+      [--probe_documents=N] [--out=docs/compare_objectives] [--out_dir=runs/compare_objectives]
+      [--config.KEY=VALUE ...]
 
 Every objective trains from scratch on the bundled corpus (configs/quickstart.py, or --config, plus
---config.KEY=VALUE overrides) with each of --seeds (train.seed: initialisation, data order, noise), the same
-optimizer and schedule (contrastive adds SimCSE's dropout of 0.1, which its two views need), in its own workdir
-OUT_DIR/OBJECTIVE/seedS (an earlier run there is deleted first), in this process: runs do not share state
-(two runs of one objective with another in between log identical losses).
+--config.KEY=VALUE overrides), the same optimizer and schedule (contrastive adds SimCSE's dropout of 0.1, which
+its two views need), in its own workdir OUT_DIR/OBJECTIVE/seedS. The core objectives (CORE: CLM, prefix LM, span
+corruption, UL2, MLM) run with each of --seeds, the others with --other_seeds (train.seed: initialisation, data
+order, noise). A finished run keeps its measurements in its workdir (result.json) and is not run again while its
+config and the downstream flags are unchanged, so an interrupted comparison continues where it stopped.
 
-Downstream (pretrain/downstream/, `pretrain probe`), each run and its initial parameters: the same-document
-probe on the corpus's held-out documents (--probe_seeds seeds each), the package task's linear probe, and the
-package task fine-tuned (--finetune_seeds seeds of --finetune_steps steps). Every figure is a mean with its 95%
-interval over the runs' seeds (and the probe's or fine-tuning's), and a difference counts as real only where
-the two intervals are apart.
+Each run and its own initial parameters are measured downstream on documents no run pre-trains on
+(pretrain/downstream/): the zero-shot tasks (minimal pairs and a cloze scored by the model's likelihood:
+random parameters score chance), the same-document probe (--probe_seeds probe seeds, averaged within the run),
+the package task's linear probe and, with --finetune_seeds, the package task fine-tuned. The statistics are the
+run's (pretrain/downstream/stats.py): a figure 'a +- b' is the mean over runs and the half-width of its 95%
+interval; a run against its initial parameters is a paired difference; objectives compare by Welch's t on their
+gains over their initialisation, Holm-corrected over every pair. Count-based unigram, bigram and trigram models
+(pretrain/downstream/ngram.py) on the same vocabulary give reference rows for bits per byte and the zero-shot
+tasks.
 
 Same token budget: every step processes batch_size rows of seq_len token positions, for --steps steps.
-A CLM (decoder-only) or encoder-only row (MLM, NSP, SOP, ELECTRA, contrastive) is seq_len tokens; a decoder-only prefix-LM row is
-inputs + targets = seq_len; an encoder-decoder row is inputs_length + targets_length = seq_len, split
-per objective: span corruption takes the largest inputs_length whose targets still fit (128 -> 104 + 24,
+A CLM (decoder-only) or encoder-only row (MLM, NSP, SOP, ELECTRA, contrastive) is seq_len tokens; a decoder-only
+prefix-LM row is inputs + targets = seq_len; an encoder-decoder row is inputs_length + targets_length = seq_len,
+split per objective: span corruption takes the largest inputs_length whose targets still fit (128 -> 104 + 24,
 near T5's 512 + 114), UL2 the largest that fits all its denoisers (128 -> 64 + 64, as its X-denoisers at
-density 0.5 need targets as long as inputs), prefix LM half and half. So all models process the same
+density 0.5 need targets as long as inputs), prefix LM and MASS half and half. So all models process the same
 token positions; they do not predict the same number of target tokens (measured and reported), nor read
 the same number of corpus tokens. With --enc_dec_layers equal to --num_layers (the default) an
 encoder-decoder has about 1.4-2x the parameters of the decoder-only model, but each token still passes
@@ -31,11 +38,12 @@ through num_layers layers, so the layers' FLOPs per token match (as in the UL2 p
 comparisons); its output layer runs over the targets only, so with a small model and a 4096-way output
 layer it does fewer FLOPs per step (GFLOP/step is reported).
 
-Writes OUT.png (validation loss against tokens processed, one line per objective, and the CLM validation
-loss of the decoder-only models) and OUT.md (the command, machine, date and the table, also printed).
-Each run's own console output goes to OUT_DIR/OBJECTIVE/train.log.
+Writes OUT.png (validation loss against tokens processed, the CLM yardstick of the decoder-only models, and each
+objective's downstream gains over its initialisation) and OUT.md (the command, machine, date and the tables,
+also printed). Each run's own console output goes to OUT_DIR/OBJECTIVE/seedS/train.log.
 """
 
+import json
 import os
 import statistics
 
@@ -48,8 +56,11 @@ from pretrain.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs
 
 DEFAULT_OBJECTIVES = "clm,prefix_lm_decoder,span_corruption,ul2,mass,mlm,nsp,sop,electra,contrastive"
+# The objectives a comparison needs most replicates of (--seeds); the others run --other_seeds.
+CORE = ("clm", "prefix_lm_decoder", "span_corruption", "ul2", "mlm")
 # Validation metrics not shown in a column of their own (the loss is; perplexity follows from it).
 _OWN_COLUMN = ("loss", "perplexity", "bits_per_byte")
+RESULT = "result.json"
 
 
 def _fits(name: str, data_cfg, extra_ids: int, inputs: int, targets: int) -> bool:
@@ -106,80 +117,134 @@ def _row_text(r: dict, batch: int) -> str:
   return f"{batch} x {row['targets']} = {r['tokens_per_step']:,}"
 
 
-# Downstream measures: (key of pretrain.downstream.evaluation.measure, column title).
-MEASURES = (("same_document_probe", "same-document probe"), ("package_probe", "package probe"),
-            ("package_finetune", "package fine-tuned"))
+# Downstream measures: (key of pretrain.downstream.evaluation.measure, column title); zero-shot first.
+ZERO_SHOT = (("pairs_swap", "pairs: swap"), ("pairs_replace", "pairs: replace"), ("pairs_lines", "pairs: lines"),
+             ("cloze", "cloze (4-way)"))
+PROBES = (("same_document_probe", "same-document probe"), ("package_probe", "package probe"),
+          ("package_finetune", "package fine-tuned"))
+MEASURES = ZERO_SHOT + PROBES
 INIT = "random init"
 
 
 def downstream(workdir: str, args) -> dict:
-  """{'model': {measure: [values]}, 'random init': ...} of a finished run and of its initial parameters."""
+  """{'model': {measure: the run's value}, 'random init': ..., 'inner': {row: {measure: [each inner seed's]}}} of
+  a finished run and of its initial parameters (the same seed's); a measure with inner seeds (a probe's, a
+  fine-tuning's) is their mean: the run is the unit."""
   from pretrain.downstream import evaluation  # pylint: disable=g-import-not-at-top
+  from pretrain.errors import UserError as NotScored  # pylint: disable=g-import-not-at-top,reimported
   run, params, _ = run_lib.load(workdir)
-  values = {}
+  inner = {}
   for name, row_params in (("model", params), (INIT, run.create_state().params)):
-    same = evaluation.measure(run, row_params, "same_document", args.probe_seeds, max_documents=args.probe_documents)
-    packages = evaluation.measure(run, row_params, "packages", args.finetune_seeds, args.finetune_steps)
-    values[name] = {k: v for k, v in {**same, **packages}.items() if k != "about"}
-  return values
+    found = {}
+    try:
+      found.update(evaluation.measure(run, row_params, "zero_shot", 1))
+    except NotScored:  # A model with no token head (contrastive) scores no text.
+      pass
+    found.update(evaluation.measure(run, row_params, "same_document", args.probe_seeds,
+                                    max_documents=args.probe_documents))
+    found.update(evaluation.measure(run, row_params, "packages", args.finetune_seeds, args.finetune_seeds and
+                                    args.finetune_steps))
+    inner[name] = {k: v for k, v in found.items() if k != "about"}
+  return {**{name: dict(zip(values, stats.run_values(values.values()))) for name, values in inner.items()},
+          "inner": inner}
 
 
-def _pooled(seeds: list[dict], row: str, measure: str) -> list[float]:
-  """A measure's values over every seed of an objective (and the probe's or fine-tuning's seeds)."""
-  return [v for r in seeds if "downstream" in r for v in r["downstream"][row].get(measure, [])]
+def _metrics_text(finals: list[dict]) -> str:
+  """The objective's other validation metrics (pretrain/family.py), means over its runs, e.g. 'accuracy 0.21'."""
+  return ", ".join(f"{k.replace('_', ' ')} {np.mean([f[k] for f in finals]):.3f}" for k in finals[0]
+                   if k not in _OWN_COLUMN)
 
 
-def _metrics_text(final: dict) -> str:
-  """The objective's other validation metrics (pretrain/family.py), e.g. 'accuracy 0.21, pair accuracy 0.64'."""
-  return ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in final.items() if k not in _OWN_COLUMN)
+def _gains(seeds: list[dict], key: str) -> tuple[list[float], list[float]]:
+  """(the runs' values of a measure, their initial parameters' values), over the runs that have it."""
+  measured = [r["downstream"] for r in seeds if key in r.get("downstream", {}).get("model", {})]
+  return [d["model"][key] for d in measured], [d[INIT][key] for d in measured]
 
 
-def table(results: dict[str, list[dict]], batch: int) -> str:
-  """Pre-training, per objective: the shapes, and the validation figures with their intervals over the seeds."""
-  lines = ["| objective | model family | parameters | tokens/step (rows x (inputs + targets)) | target tokens/step "
-           "| GFLOP/step | val loss (step 0) | val bits/byte | other validation metrics (first seed) "
-           "| CLM val loss (yardstick) | tokens/s | wall s |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
+def table(results: dict[str, list[dict]], batch: int, reference: dict) -> str:
+  """Pre-training, per objective: the shapes, and the validation figures over the runs; then the count models."""
+  lines = ["| objective | model family | runs | parameters | tokens/step (rows x (inputs + targets)) "
+           "| target tokens/step | GFLOP/step | val loss (step 0) | val bits/byte (step 0) "
+           "| CLM yardstick bits/byte | other validation metrics (mean over runs) | tokens/s | wall s |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
   for name, seeds in results.items():
     r = seeds[0]
-    yardstick = [s["yardstick"] for s in seeds if s["yardstick"] is not None]
+    yardstick = [s["yardstick_bits_per_byte"] for s in seeds if s.get("yardstick_bits_per_byte") is not None]
     bits = [s["final_eval"]["bits_per_byte"] for s in seeds if "bits_per_byte" in s["final_eval"]]
-    lines.append(f"| {name} | {r['family']} | {r['params']:,} | {_row_text(r, batch)} | "
+    lines.append(f"| {name} | {r['family']} | {len(seeds)} | {r['params']:,} | {_row_text(r, batch)} | "
                  f"{r['target_tokens_per_step']:,.0f} | {r['gflop_per_step']:.1f} | "
                  f"{stats.text([s['loss'] for s in seeds])} ({r['initial_loss']:.2f}) | "
-                 f"{stats.text(bits) if bits else 'n/a'} | {_metrics_text(r['final_eval'])} | "
-                 f"{stats.text(yardstick) if yardstick else 'n/a'} | "
+                 + (f"{stats.text(bits)} ({r['initial_bits_per_byte']:.2f})" if bits else "n/a") + " | "
+                 f"{stats.text(yardstick) if yardstick else 'n/a'} | {_metrics_text([s['final_eval'] for s in seeds])} | "
                  f"{statistics.median(s['tokens_per_second'] for s in seeds):,.0f} | "
                  f"{statistics.median(s['wall'] for s in seeds):.0f} |")
+  for name, values in reference.items():
+    lines.append(f"| {name} | counts | 1 | | | | | {values['loss']:.3f} | {values['bits_per_byte']:.3f} | "
+                 f"{values['bits_per_byte']:.3f} | | | |")
   return "\n".join(lines)
 
 
-def downstream_table(results: dict[str, list[dict]]) -> str:
-  """Downstream, per objective: each measure of the trained models and of their initial parameters."""
-  lines = ["| objective | " + " | ".join(f"{title} | {title}, {INIT}" for _, title in MEASURES) + " |",
-           "| --- |" + " ---: | ---: |" * len(MEASURES)]
+def _cell(seeds: list[dict], key: str) -> str:
+  """'trained mean +- interval (its paired gain over the initial parameters +- interval)', or n/a."""
+  trained, initial = _gains(seeds, key)
+  if not trained:
+    return "n/a"
+  return f"{stats.text(trained)} ({stats.paired(trained, initial).text()})"
+
+
+def downstream_table(results: dict[str, list[dict]], measures, references: dict[str, dict] | None = None) -> str:
+  """Per objective and measure: the trained runs' mean and, in brackets, their gain over their own initial
+  parameters (paired); then the reference rows (chance, the count models) where given."""
+  measures = [(k, t) for k, t in measures if any(_gains(s, k)[0] for s in results.values())]
+  lines = ["| objective | runs | " + " | ".join(title for _, title in measures) + " |",
+           "| --- | ---: |" + " ---: |" * len(measures)]
   for name, seeds in results.items():
-    cells = [stats.text(_pooled(seeds, row, key)) if _pooled(seeds, row, key) else "n/a"
-             for key, _ in MEASURES for row in ("model", INIT)]
-    lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append(f"| {name} | {len(seeds)} | " + " | ".join(_cell(seeds, k) for k, _ in measures) + " |")
+  for name, values in (references or {}).items():
+    lines.append(f"| {name} | | " + " | ".join(f"{values[k]:.3f}" if k in values else "" for k, _ in measures) + " |")
   return "\n".join(lines)
 
 
-def verdicts(results: dict[str, list[dict]]) -> list[str]:
-  """Which differences exceed the noise (95% intervals apart): each objective against its initial parameters,
-  and the objectives against each other, per measure."""
+def verdicts(results: dict[str, list[dict]], measures, best_count: dict[str, tuple[str, float]] | None = None
+             ) -> list[str]:
+  """Per measure, by the run-level statistics: which objectives beat (or fall below) their own initial
+  parameters (paired; Holm over the objectives), which beat the best count model (one-sample over the runs), and
+  which objectives are apart on their gains (Welch; Holm over every pair)."""
   lines = []
-  for key, title in MEASURES:
-    values = {name: (_pooled(seeds, "model", key), _pooled(seeds, INIT, key)) for name, seeds in results.items()}
-    values = {name: v for name, v in values.items() if v[0] and v[1]}
+  for key, title in measures:
+    values = {name: _gains(seeds, key) for name, seeds in results.items() if _gains(seeds, key)[0]}
     if not values:
       continue
-    above = [n for n, (m, i) in values.items() if stats.differ(m, i) and np.mean(m) > np.mean(i)]
-    below = [n for n, (m, i) in values.items() if stats.differ(m, i) and np.mean(m) < np.mean(i)]
-    apart = stats.apart({name: model for name, (model, _) in values.items()})
-    lines.append(f"- **{title}**: above their random init beyond the noise: {', '.join(above) or 'none'}; below: "
-                 f"{', '.join(below) or 'none'}. Objectives apart from each other: {', '.join(apart) or 'none'}.")
+    against = stats.against_initial({n: v[0] for n, v in values.items()}, {n: v[1] for n, v in values.items()})
+    above = [n for n, (d, is_real) in against.items() if is_real and d.mean > 0]
+    below = [n for n, (d, is_real) in against.items() if is_real and d.mean < 0]
+    untested = [n for n, (d, _) in against.items() if np.isnan(d.p)]
+    apart = stats.apart({n: [a - b for a, b in zip(*v)] for n, v in values.items()})
+    line = (f"- **{title}**: above their own initial parameters: {', '.join(above) or 'none'}; below: "
+            f"{', '.join(below) or 'none'}" + (f" (one run, untested: {', '.join(untested)})" if untested else "")
+            + f". Gains apart: {', '.join(apart) or 'none'}.")
+    if best_count and key in best_count:
+      count, value = best_count[key]
+      differences = {n: stats.paired(v[0], [value] * len(v[0])) for n, v in values.items()}
+      beyond = [n for (n, d), is_real in zip(differences.items(), stats.real(list(differences.values())))
+                if is_real and d.mean > 0]
+      line += f" Above the {count} ({value:.3f}): {', '.join(beyond) or 'none'}."
+    lines.append(line)
   return lines
+
+
+def yardstick_verdicts(results: dict[str, list[dict]], reference: dict) -> str:
+  """Which decoder-only objectives' CLM bits per byte are below each count model's (one-sample over the runs)."""
+  values = {name: [s["yardstick_bits_per_byte"] for s in seeds if s.get("yardstick_bits_per_byte") is not None]
+            for name, seeds in results.items()}
+  values = {name: v for name, v in values.items() if v}
+  parts = []
+  for count, bits in reference.items():
+    differences = {n: stats.paired(v, [bits["bits_per_byte"]] * len(v)) for n, v in values.items()}
+    below = [n for (n, d), is_real in zip(differences.items(), stats.real(list(differences.values())))
+             if is_real and d.mean < 0]
+    parts.append(f"below the {count} ({bits['bits_per_byte']:.3f}): {', '.join(below) or 'none'}")
+  return "CLM yardstick bits per byte, " + "; ".join(parts) + "."
 
 
 def plot(results: dict[str, list[dict]], path: str) -> None:
@@ -187,7 +252,7 @@ def plot(results: dict[str, list[dict]], path: str) -> None:
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
-  fig, (own, common, down) = plt.subplots(1, 3, figsize=(19, 4.8))
+  fig, (own, common, down) = plt.subplots(1, 3, figsize=(20, 4.8))
   for name, seeds in results.items():
     r = seeds[0]
     line, = own.plot(*zip(*r["curve"]), "o-", markersize=3, label=f"{name} ({r['family']})")
@@ -205,68 +270,121 @@ def plot(results: dict[str, list[dict]], path: str) -> None:
     if ax.get_legend_handles_labels()[0]:
       ax.legend(fontsize=8)
   names = list(results)
-  width = 0.8 / (2 * len(MEASURES))
-  for m, (key, title) in enumerate(MEASURES):
-    for k, row in enumerate(("model", INIT)):
-      found = [stats.interval(_pooled(results[n], row, key)) if _pooled(results[n], row, key) else (np.nan, 0)
-               for n in names]
-      x = np.arange(len(names)) + (2 * m + k - len(MEASURES) + 0.5) * width
-      down.bar(x, [f[0] for f in found], width, yerr=[0 if np.isnan(f[1]) else f[1] for f in found],
-               color=f"C{m}", alpha=1.0 if row == "model" else 0.35, label=f"{title}" + ("" if row == "model"
-                                                                                        else f", {INIT}"))
+  shown = [(k, t) for k, t in MEASURES if any(_gains(s, k)[0] for s in results.values())]
+  width = 0.8 / max(len(shown), 1)
+  for m, (key, title) in enumerate(shown):
+    found = [stats.paired(*_gains(results[n], key)) if _gains(results[n], key)[0] else None for n in names]
+    x = np.arange(len(names)) + (m - len(shown) / 2 + 0.5) * width
+    down.bar(x, [f.mean if f else np.nan for f in found], width,
+             yerr=[0 if not f or np.isnan(f.half) else f.half for f in found], color=f"C{m}", label=title)
+  down.axhline(0, color="black", linewidth=0.8)
   down.set_xticks(np.arange(len(names)), names, rotation=45, ha="right", fontsize=8)
-  down.set_ylabel("test accuracy (95% interval over seeds)")
-  down.set_title("downstream, held-out documents: trained (solid) and initial parameters (pale)", fontsize=9)
+  down.set_ylabel("trained minus initial parameters (paired, 95% interval over runs)")
+  down.set_title("downstream gains over each run's own initialisation, held-out documents", fontsize=9)
   down.grid(alpha=0.3, axis="y")
   down.legend(fontsize=7)
   fig.savefig(path, dpi=100, bbox_inches="tight")
   plt.close(fig)
 
 
-def report(results: dict[str, list[dict]], args, argv: list[str], load: str) -> str:
+def report(results: dict[str, list[dict]], args, argv: list[str], load: str, reference: dict,
+           zero_shot_reference: dict) -> str:
   first = next(iter(results.values()))[0] if results else {"tokens_per_step": 0}
   budget = first["tokens_per_step"]
-  seeds = ", ".join(map(str, runs.seeds(args.seeds)))
+  counts = {k: v for k, v in zero_shot_reference.items() if k != "chance"}
+  best_count = {key: max(((name, values[key]) for name, values in counts.items()), key=lambda item: item[1])
+                for key, _ in ZERO_SHOT}
   return runs.report("tools/compare_objectives.py", argv, load, [
       "# Which objective? Small models on the same token budget",
       f"Token budget, the same for every objective: {args.steps} steps x {args.batch_size} rows x {args.seq_len} "
-      f"token positions = {args.steps * budget:,} tokens processed ({budget:,} per step). An encoder-decoder row "
-      "is inputs + targets (split per objective to fit its examples), a decoder-only prefix-LM row inputs + "
-      "targets, a CLM or MLM row seq_len tokens. Same data (the bundled corpus's train split), optimizer and "
-      f"schedule; each objective with the seeds {seeds} (train.seed: initialisation, data order, noise). A "
-      "figure 'a +- b' is the mean and the half-width of its 95% interval (Student's t) over the seeds.",
+      f"token positions = {args.steps * budget:,} tokens processed ({budget:,} per step), a {args.d_model}-wide "
+      f"model of {args.num_layers} layer{'s' * (args.num_layers != 1)}. An encoder-decoder row is inputs + "
+      "targets (split per objective to fit its examples), a decoder-only prefix-LM row inputs + targets, a CLM or "
+      "MLM row seq_len tokens. Same data (the bundled corpus's train split), optimizer and schedule; the "
+      f"pre-training seeds {_seeds_text(results)} (train.seed: initialisation, data order, noise). The unit is "
+      "the pre-training run: a figure 'a +- b' is the mean over the runs (n in the runs column) and the "
+      "half-width of its 95% interval (Student's t).",
       "## Pre-training",
-      table(results, args.batch_size),
+      table(results, args.batch_size, reference),
       "**The validation losses of different objectives are not comparable**: each is that objective's own "
       "loss. For the generative objectives and MLM it is the cross-entropy per target token: CLM predicts "
       "every next token; prefix LM only the continuation, after reading a prefix both ways; span corruption and "
-      "UL2 the corrupted spans, interleaved with sentinel tokens that are easy to predict; MLM the 15% masked "
-      "tokens from both sides. NSP and SOP add to MLM's the cross-entropy of the pair head (does the second "
-      "segment continue the first? chance: log 2 = 0.693). ELECTRA's is its generator's MLM cross-entropy "
-      "plus 50 times its discriminator's binary cross-entropy over every token; its parameters count the "
-      "generator, which is not kept. Contrastive's is InfoNCE over the batch's 16 rows (chance: log 16 = "
-      "2.77); its other metrics are Wang & Isola's alignment (lower: the two dropout views agree) and "
-      "uniformity (lower: representations spread over the sphere), and accuracy is how often a row's other "
-      "view is its nearest of the batch. Bits per byte divide each loss (in bits) by the bytes of the text its "
-      "targets hold: the same text scale for every objective, still not the same task. Compare each curve's "
-      "fall, and the yardstick: the CLM validation loss on the same validation rows (`data.eval_objectives`), "
-      "which every decoder-only model has and the encoder-decoder and encoder-only models do not (n/a).",
-      "## Downstream",
-      downstream_table(results),
-      f"Test accuracy on documents no run pre-trained on (the corpus's downstream split, 15% of its documents), "
-      f"beside the same architecture at its initial parameters (the baseline pre-training must beat; chance is "
-      f"not the baseline: random features already carry the words). Same-document probe: a linear classifier "
-      f"on the frozen mean hidden state of 32-token passages tells whether two come from one document (chance "
-      f"0.5), {args.probe_seeds} probe seeds per run. Package probe: which standard-library package a docstring "
-      f"comes from (24 ways; trained on the corpus's train documents, chosen on its validation documents, tested "
-      f"on its downstream ones), a linear classifier on frozen features (it draws nothing: one value per run). "
-      f"Package fine-tuned: the whole model and a linear head, {args.finetune_steps} steps of 32 passages, "
-      f"{args.finetune_seeds} fine-tuning seeds per run. An encoder-decoder is read through its encoder.",
-      "Beyond the noise (the two 95% intervals apart):",
-      "\n".join(verdicts(results)),
+      "UL2 the corrupted spans, interleaved with sentinel tokens that are easy to predict; MASS the masked half "
+      "of each segment; MLM the 15% masked tokens from both sides. NSP and SOP add to MLM's the cross-entropy of "
+      "the pair head (does the second segment continue the first? chance: log 2 = 0.693). ELECTRA's is its "
+      "generator's MLM cross-entropy plus 50 times its discriminator's binary cross-entropy over every token; its "
+      "discriminator accuracy stands beside the accuracy of calling every token original (all original "
+      "accuracy), its baseline; its parameters count the generator, which is not kept. Contrastive's is InfoNCE "
+      "over the batch's rows (chance: log of the batch size); its other metrics are Wang & Isola's alignment "
+      "(lower: the two dropout views agree) and uniformity (lower: representations spread over the sphere), and "
+      "accuracy is how often a row's other view is its nearest of the batch. Bits per byte divide each loss (in "
+      "bits) by the bytes of the text its targets hold: the same text scale for every objective, still not the "
+      "same task. The CLM yardstick is the causal next-token loss, in bits per byte, on the same validation rows "
+      "(`data.eval_objectives`), which every decoder-only model has and the encoder-decoder and encoder-only "
+      "models do not (n/a). The count rows are n-gram models of the train split in the same vocabulary "
+      "(pretrain/downstream/ngram.py: add-one unigram, interpolated Kneser-Ney bigram and trigram), scored on "
+      "the yardstick's rows: a model below them has learned more than counts of adjacent tokens.",
+      yardstick_verdicts(results, reference),
+      "## Zero-shot, scored by likelihood",
+      downstream_table(results, ZERO_SHOT, zero_shot_reference),
+      "Accuracy on held-out documents (pretrain/downstream/zero_shot.py, its files' version 1): minimal pairs "
+      "(is the original line more likely than the copy with two adjacent words swapped, a word replaced by one "
+      "of the same length and frequency, or two lines exchanged? chance 0.5) and a cloze (a passage's last word "
+      "among 4 words of its document: chance 0.25). Nothing is trained for them, so initial parameters score "
+      "chance by construction. Each cell: the trained runs' mean, and in brackets their paired gain over their "
+      "own initial parameters. A decoder-only model scores the text's log-likelihood; an encoder-decoder the "
+      "text as the span after an empty input (UL2 as its S-denoiser after [S2S], MASS after one [MASK] per "
+      "token); a masked LM its pseudo-log-likelihood (each token masked in turn); ELECTRA's discriminator how "
+      "sure it is that every token is original; contrastive has no token head and scores nothing. The count "
+      "rows score the same texts by their n-gram probability.",
+      stats.VERDICT,
+      "\n".join(verdicts(results, ZERO_SHOT, best_count)),
+      "## Probes",
+      downstream_table(results, PROBES),
+      f"Test accuracy on held-out documents, each cell the trained runs' mean and in brackets their paired gain "
+      f"over their own initial parameters (random features already carry the words, so the initial parameters, "
+      f"not chance, are the baseline). Same-document probe: a linear classifier on the frozen mean hidden state "
+      f"of 32-token passages tells whether two come from one document (chance 0.5), {args.probe_seeds} probe "
+      f"seeds per run, averaged within the run. Package probe: which standard-library package a docstring comes "
+      f"from (24 ways), a linear classifier on frozen features; word identity solves much of it, so random "
+      f"features score far above the majority class (0.12)."
+      + (f" Package fine-tuned: the whole model and a linear head, {args.finetune_steps} steps of 32 passages, "
+         f"{args.finetune_seeds} fine-tuning seeds per run, averaged within the run." if args.finetune_seeds else "")
+      + " An encoder-decoder is read through its encoder.",
+      stats.VERDICT,
+      "\n".join(verdicts(results, PROBES)),
       "Target tokens/step counts the loss-bearing tokens of the validation batches. GFLOP/step is model FLOPs "
       "(pretrain/train/flops.py). " + runs.TIMING_NOTE,
-      f"![validation curves and downstream accuracies]({os.path.basename(args.out)}.png)"])
+      f"![validation curves and downstream gains]({os.path.basename(args.out)}.png)"])
+
+
+def _seeds_text(results: dict[str, list[dict]]) -> str:
+  """'0, 1, 2 for clm, mlm; 0, 1 for sop': the seeds each group of objectives ran."""
+  groups = {}
+  for name, seeds in results.items():
+    groups.setdefault(", ".join(str(r["seed"]) for r in seeds), []).append(name)
+  return "; ".join(f"{seeds} for {', '.join(names)}" for seeds, names in groups.items())
+
+
+def run_one(cfg, workdir: str, args) -> dict:
+  """A run's measurements: read from its result.json where the same config and downstream flags made it, else
+  trained (from scratch) and measured, then saved there."""
+  key = {"config": json.loads(cfg.to_json_best_effort()), "downstream": [args.probe_documents, args.probe_seeds,
+                                                                         args.finetune_seeds, args.finetune_steps]}
+  path = os.path.join(workdir, RESULT)
+  if os.path.exists(path):
+    with open(path) as f:
+      saved = json.load(f)
+    if saved["key"] == key:
+      return saved["result"]
+  r = runs.train_one(cfg, workdir)
+  r["seed"] = cfg.train.seed
+  if args.probe_documents:
+    r["downstream"] = downstream(workdir, args)
+  with open(path + ".tmp", "w") as f:
+    json.dump({"key": key, "result": r}, f)
+  os.replace(path + ".tmp", path)
+  return r
 
 
 @exit_on_user_error
@@ -274,8 +392,10 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--objectives", default=DEFAULT_OBJECTIVES,
                       help=f"comma-separated, of {', '.join(objectives.NAMES)}")
-  runs.add_flags(parser, "compare_objectives", "token positions per row, inputs + targets", "OBJECTIVE/seedS")
-  parser.add_argument("--seeds", default="0,1", help="pre-training seeds of every objective, comma-separated")
+  runs.add_flags(parser, "compare_objectives", "token positions per row, inputs + targets", "OBJECTIVE/seedS",
+                 steps=1000)
+  parser.add_argument("--seeds", default="0,1,2,3,4", help=f"pre-training seeds of {', '.join(CORE)}")
+  parser.add_argument("--other_seeds", default="0,1,2", help="pre-training seeds of the other objectives")
   parser.add_argument("--d_model", type=int, default=128, help="model width")
   parser.add_argument("--num_layers", type=int, default=2, help="decoder-only and encoder-only layers")
   parser.add_argument("--enc_dec_layers", type=int, default=0,
@@ -286,7 +406,7 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
   parser.add_argument("--probe_documents", type=int, default=2000,
                       help="held-out documents of the same-document probe (0: no downstream evaluation)")
   parser.add_argument("--probe_seeds", type=int, default=5, help="same-document probe seeds per run")
-  parser.add_argument("--finetune_seeds", type=int, default=2, help="fine-tuning seeds per run (0: no fine-tuning)")
+  parser.add_argument("--finetune_seeds", type=int, default=0, help="fine-tuning seeds per run (0: no fine-tuning)")
   parser.add_argument("--finetune_steps", type=int, default=300, help="fine-tuning steps of 32 passages")
   args, base = cli.parse_command_line(parser, argv)
   names = [n.strip() for n in args.objectives.split(",") if n.strip()]
@@ -294,31 +414,32 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
     objectives.get(name)  # An unknown name fails now, not after the first runs.
   if len(set(names)) != len(names):
     raise UserError(f"--objectives names one twice: {args.objectives}")
-  seeds = runs.seeds(args.seeds)
+  seeds = {name: runs.seeds(args.seeds if name in CORE else args.other_seeds) for name in names}
   if args.probe_documents and (args.probe_seeds < 1 or args.finetune_seeds < 0 or args.finetune_steps < 1):
     raise UserError("--probe_seeds and --finetune_steps must be at least 1, --finetune_seeds at least 0")
   configs = {name: run_config(base, name, args) for name in names}  # Length errors before any training.
   for cfg in configs.values():
     objectives.validate(cfg)
   load = runs.machine()
-  print(f"{len(names)} objectives x {len(seeds)} seeds, runs of {args.steps} steps x {args.batch_size} x "
-        f"{args.seq_len} tokens; {load}", flush=True)
+  print(f"{len(names)} objectives x {args.seeds} (core) or {args.other_seeds} seeds, runs of {args.steps} steps x "
+        f"{args.batch_size} x {args.seq_len} tokens; {load}", flush=True)
+  reference, zero_shot_reference = runs.count_references(next(iter(configs.values())))
   results = {}
   for i, (name, cfg) in enumerate(configs.items(), 1):
     results[name] = []
-    for seed in seeds:
+    for seed in seeds[name]:
       seeded = cfg.copy_and_resolve_references()
       seeded.train.seed = seed
-      workdir = os.path.join(args.out_dir, name, f"seed{seed}")
-      r = runs.train_one(seeded, workdir)
-      if args.probe_documents:
-        r["downstream"] = downstream(workdir, args)
+      r = run_one(seeded, os.path.join(args.out_dir, name, f"seed{seed}"), args)
       results[name].append(r)
-      probed = ", ".join(f"{title} {stats.text(r['downstream']['model'][key])}" for key, title in MEASURES
-                         if key in r.get("downstream", {}).get("model", {}))
+      model = r.get("downstream", {}).get("model", {})
+      measured = "  ".join(f"{key} {model[key]:.3f}" for key, _ in MEASURES if key in model)
       print(f"[{i}/{len(names)}] {name:<18} seed {seed} {r['family']:<25} {r['params']:>10,} params  val loss "
-            f"{r['loss']:.3f} (step 0: {r['initial_loss']:.2f})  {probed}  {r['tokens_per_second']:>6,.0f} "
+            f"{r['loss']:.3f} (step 0: {r['initial_loss']:.2f})  {measured}  {r['tokens_per_second']:>6,.0f} "
             f"tokens/s  {r['wall']:.0f} s", flush=True)
-  runs.write_report(args.out, lambda path: plot(results, path), report(results, args, argv, load),
-                    table(results, args.batch_size) + "\n\n" + downstream_table(results))
+  runs.write_report(args.out, lambda path: plot(results, path),
+                    report(results, args, argv, load, reference, zero_shot_reference),
+                    "\n\n".join([table(results, args.batch_size, reference),
+                                 downstream_table(results, ZERO_SHOT, zero_shot_reference),
+                                 downstream_table(results, PROBES)]))
   return 0

@@ -1,10 +1,9 @@
 """How does data quality affect pre-training? Trains one model on each rung of a quality ladder, at the same token
 budget, and scores the curation stage's filters against known defects.
 
-  python tools/data_quality.py [--steps=300] [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2]
-      [--filters=SPEC] [--dedup=near] [--seed=0] [--documents=N] [--out=docs/data_quality]
-      [--out_dir=runs/data_quality]
-      [--config.KEY=VALUE ...]
+  python tools/data_quality.py [--seeds=0,1,2] [--steps=300] [--batch_size=16] [--seq_len=128] [--d_model=128]
+      [--num_layers=2] [--filters=SPEC] [--dedup=near] [--seed=0] [--documents=N] [--out=docs/data_quality]
+      [--out_dir=runs/data_quality] [--config.KEY=VALUE ...]
 
 The ladder is built from the training documents of the config's source (the bundled corpus by default):
   clean       the documents as they are;
@@ -12,24 +11,30 @@ The ladder is built from the training documents of the config's source (the bund
               boilerplate and navigation lines, repeated paragraphs, mojibake, exact and near copies, keyword
               spam, truncated fragments, trigram-generated text), each document labelled with its defect;
   curated     the defective mix after the curation stage (--filters, --dedup; pretrain/data/curation.py).
-Every rung trains the same causal-LM model from scratch (same seed, optimizer, schedule, vocabulary: the one
-of the clean documents) for the same steps x batch x seq_len tokens, and is evaluated on the source's clean
-validation split. The labels score each filter: precision (the share of the documents it removed that were
+Every rung trains the same causal-LM model from scratch (same optimizer, schedule, vocabulary: the one of the
+clean documents) for the same steps x batch x seq_len tokens with each of --seeds (train.seed: a seed gives every
+rung the same initial parameters), as one `pretrain sweep` per rung (OUT_DIR/RUNG/seed=S; an interrupted ladder
+rerun continues), and is evaluated on the source's clean validation split. The rungs compare paired over the
+seeds (pretrain/downstream/stats.py); count-based n-gram models of the clean documents give reference rows. The labels score each filter: precision (the share of the documents it removed that were
 defective) and recall (the share of the defective documents it removed), as the stage applied it (a document
 counts for the first rule it fails) and for every rule alone at its published threshold.
 
 Writes OUT.md (the command, machine, date and tables, also printed) and OUT.png (validation loss of each rung
 against the step, and the share of each defect that the stage removed). The data go to OUT_DIR/data, each
-run's workdir and train.log to OUT_DIR/RUNG.
+run's workdir and train.log to OUT_DIR/RUNG/seed=S.
 """
 
+import argparse
 import collections
 import itertools
 import json
 import math
 import os
 
+import numpy as np
+
 from pretrain import cli
+from pretrain.downstream import stats
 from pretrain.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs, web_defects
 
@@ -46,20 +51,19 @@ def write_jsonl(path: str, rows) -> None:
       f.write(json.dumps(row) + "\n")
 
 
-def rung_config(base, rung: str, data_dir: str, vocabulary_path: str, args):
-  """The config of one rung's run: files of the rung, the clean validation split, the shared model and budget."""
-  cfg = base.copy_and_resolve_references()
-  c = cfg.data
-  c.source, c.objective, c.mixture, c.seq_len = "files", "clm", (), args.seq_len
-  c.train_files = os.path.join(data_dir, "clean.jsonl" if rung == "clean" else "defective.jsonl")
-  c.validation_files = os.path.join(data_dir, "validation.jsonl")
-  c.filters, c.dedup = (args.filters, args.dedup) if rung == "curated" else ("", "")
-  c.dedup_threshold = args.dedup_threshold
-  c.eval_objectives = ()
-  cfg.tokenizer.path = vocabulary_path
-  runs.set_budget(cfg, args.steps, args.batch_size, args.evals)
-  runs.set_model(cfg, args.d_model, args.num_layers, args.head_dim)
-  return cfg
+def rung_flags(rung: str, data_dir: str, vocabulary_path: str, args) -> list[str]:
+  """The config overrides of one rung's runs: files of the rung, the clean validation split, the shared model and
+  budget."""
+  curated = rung == "curated"
+  return ["--config.data.source=files", "--config.data.objective=clm", "--config.data.mixture=()",
+          f"--config.data.seq_len={args.seq_len}", "--config.data.eval_objectives=()",
+          f"--config.data.train_files={os.path.join(data_dir, 'clean.jsonl' if rung == 'clean' else 'defective.jsonl')}",
+          f"--config.data.validation_files={os.path.join(data_dir, 'validation.jsonl')}",
+          f"--config.data.filters={args.filters if curated else ''}",
+          f"--config.data.dedup={args.dedup if curated else ''}",
+          f"--config.data.dedup_threshold={args.dedup_threshold}", f"--config.tokenizer.path={vocabulary_path}",
+          *runs.budget_flags(args.steps, args.batch_size, args.evals),
+          *runs.model_flags(args.d_model, args.num_layers, args.head_dim)]
 
 
 def score(removed: list[str | None], labels: list[str]) -> dict:
@@ -91,15 +95,23 @@ def _row(name: str, s: dict, clean_total: int) -> str:
           f"({s['clean_removed'] / clean_total:.1%}) |")
 
 
-def tables(results: list[dict], stage: dict, alone: dict, labels: list[str]) -> list[str]:
+def tables(results: dict[str, list[dict]], stage: dict, alone: dict, labels: list[str], reference: dict
+           ) -> list[str]:
   clean_total = sum(label == "clean" for label in labels)
   counts = collections.Counter(labels)
-  runs_table = ["| rung | training documents | defective share | training tokens | validation loss (step 0) "
-                "| validation perplexity | tokens/s |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-  for r in results:
-    runs_table.append(f"| {r['rung']} | {r['documents']:,} | {r['defective_share']:.1%} | {r['tokens']:,} | "
-                      f"{r['loss']:.3f} ({r['initial_loss']:.2f}) | {math.exp(r['loss']):.1f} | "
-                      f"{r['tokens_per_second']:,.0f} |")
+  runs_table = ["| rung | training documents | defective share | training tokens | runs | validation loss (step 0) "
+                "| validation bits/byte | validation perplexity (of the mean loss) | tokens/s |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+  for rung, seeds in results.items():
+    r = seeds[0]
+    runs_table.append(f"| {rung} | {r['documents']:,} | {r['defective_share']:.1%} | {r['tokens']:,} | {len(seeds)} | "
+                      f"{stats.text([x['loss'] for x in seeds])} ({r['initial_loss']:.2f}) | "
+                      f"{stats.text([x['final_eval']['bits_per_byte'] for x in seeds])} | "
+                      f"{math.exp(np.mean([x['loss'] for x in seeds])):.1f} | "
+                      f"{np.median([x['tokens_per_second'] for x in seeds]):,.0f} |")
+  for name, values in reference.items():
+    runs_table.append(f"| {name} of the clean documents | | | | | {values['loss']:.3f} | "
+                      f"{values['bits_per_byte']:.3f} | {math.exp(values['loss']):.1f} | |")
   header = ["| rule | documents removed | precision | recall | clean documents removed (share of clean) |",
             "| --- | ---: | ---: | ---: | ---: |"]
   stage_table = header + [_row(name, s, clean_total) for name, s in stage.items()]
@@ -113,15 +125,30 @@ def tables(results: list[dict], stage: dict, alone: dict, labels: list[str]) -> 
   return ["\n".join(t) for t in (runs_table, stage_table, alone_table, defects_table)]
 
 
-def plot(results: list[dict], shares: dict, path: str) -> None:
+def verdict(results: dict[str, list[dict]]) -> str:
+  """The rungs' validation losses compared paired over the seeds (Holm), and the share of the defective rung's
+  excess over the clean one that curation takes back, per seed."""
+  losses = {rung: {r["seed"]: r["loss"] for r in seeds} for rung, seeds in results.items()}
+  apart = stats.apart(losses, higher_better=False, pair=True)
+  closed = [(losses["defective"][s] - losses["curated"][s]) / (losses["defective"][s] - losses["clean"][s])
+            for s in losses["clean"] if losses["defective"][s] != losses["clean"][s]]
+  return (f"{stats.VERDICT} validation loss, lower is better: {', '.join(apart) or 'no two rungs apart'}. Of "
+          f"the defective rung's excess loss over the clean one, curation takes back {stats.text(closed, 2)} "
+          "(the share per seed, mean +- 95% interval).")
+
+
+def plot(results: dict[str, list[dict]], shares: dict, path: str) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
   fig, (curves, bars) = plt.subplots(1, 2, figsize=(13, 4.8))
-  for r in results:
-    curves.plot(*zip(*r["curve"]), "o-", markersize=3, label=f"{r['rung']} ({r['documents']:,} documents)")
-  curves.set_title("validation loss on the clean validation split, same token budget", fontsize=9)
+  for rung, seeds in results.items():
+    line, = curves.plot(*zip(*seeds[0]["curve"]), "o-", markersize=3,
+                        label=f"{rung} ({seeds[0]['documents']:,} documents)")
+    for r in seeds[1:]:
+      curves.plot(*zip(*r["curve"]), "-", color=line.get_color(), alpha=0.35)
+  curves.set_title("validation loss on the clean validation split, same token budget (each seed)", fontsize=9)
   curves.set_xlabel("tokens processed")
   curves.set_ylabel("cross-entropy per token (nats)")
   curves.legend(fontsize=8)
@@ -139,7 +166,8 @@ def plot(results: list[dict], shares: dict, path: str) -> None:
 @exit_on_user_error
 def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
   parser = cli.parser_for(prog, __doc__)
-  runs.add_flags(parser, "data_quality", "tokens per row", "RUNG")
+  runs.add_flags(parser, "data_quality", "tokens per row", "RUNG/seed=S")
+  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every rung")
   parser.add_argument("--d_model", type=int, default=128, help="model width")
   parser.add_argument("--num_layers", type=int, default=2, help="layers")
   parser.add_argument("--head_dim", type=int, default=64, help="dimension of each attention head")
@@ -150,11 +178,12 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
   parser.add_argument("--documents", type=int, default=0, help="build the ladder from the first N training "
                       "documents (0: all)")
   args, base = cli.parse_command_line(parser, argv)
-  from pretrain import config as config_lib, objectives, run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain import objectives, run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.data import filters, sources, token_store, vocab  # pylint: disable=g-import-not-at-top
   filters.parse(args.filters)  # A bad spec fails now, not after the first runs.
   if args.dedup not in ("", "exact", "near"):
     raise UserError(f"--dedup={args.dedup!r}: give exact, near or ''")
+  seeds = runs.seeds(args.seeds)
 
   source = sources.make_source(base.data)
   documents = list(itertools.islice(source.texts("train"), args.documents or None))
@@ -164,15 +193,15 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
   vocabulary = vocab.get_vocabulary(base, source, objectives.pieces(base))
   mix = web_defects.inject(documents, args.seed)
   texts, labels = [t for t, _ in mix], [label for _, label in mix]
-  data_dir = os.path.join(args.out_dir, "data")
+  data_dir = os.path.abspath(os.path.join(args.out_dir, "data"))
   os.makedirs(data_dir, exist_ok=True)
   write_jsonl(os.path.join(data_dir, "clean.jsonl"), ({"text": t} for t in documents))
   write_jsonl(os.path.join(data_dir, "defective.jsonl"), ({"text": t, "defect": d} for t, d in mix))
   write_jsonl(os.path.join(data_dir, "validation.jsonl"), ({"text": t} for t in source.texts("validation")))
 
-  configs = {rung: rung_config(base, rung, data_dir, vocabulary.file, args) for rung in RUNGS}
-  for cfg in configs.values():
-    config_lib.validate(cfg)
+  user = runs.config_flags(argv)
+  flags = {rung: [*user, *rung_flags(rung, data_dir, vocabulary.file, args)] for rung in RUNGS}
+  configs = {rung: cli.parse_command_line(argparse.ArgumentParser(add_help=False), f)[1] for rung, f in flags.items()}
   curated = sources.make_source(configs["curated"].data).curation
   reasons = curated.reasons
   removed = [reasons[c] if c else None for c in curated.decisions()["train"]]
@@ -180,25 +209,29 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
   load = runs.machine()
   print(f"Ladder of {len(documents):,} clean documents: {len(mix):,} in the defective mix "
         f"({sum(label != 'clean' for label in labels) / len(mix):.1%} defective), {removed.count(None):,} kept "
-        f"by the stage; 3 runs of {args.steps} steps x {args.batch_size} x {args.seq_len} tokens; {load}", flush=True)
+        f"by the stage; 3 rungs x {len(seeds)} seeds of {args.steps} steps x {args.batch_size} x {args.seq_len} "
+        f"tokens; {load}", flush=True)
+  reference, _ = runs.count_references(configs["clean"])
   kept = {"clean": ["clean"] * len(documents), "defective": labels,
           "curated": [label for label, r in zip(labels, removed) if r is None]}
-  results = []
-  for rung in RUNGS:
-    r = runs.train_one(configs[rung], os.path.join(args.out_dir, rung))
+  results, commands = {}, {}
+  for i, rung in enumerate(RUNGS, 1):
+    results[rung], sweep_argv = runs.seeded_sweep(os.path.join(args.out_dir, rung), flags[rung], seeds)
+    commands[rung] = " ".join(sweep_argv)
     run = run_lib.Run.build_with_data(configs[rung])
-    (task, rung_source, _), = run.member_tasks()  # Its token store, built by the run: the tokens it trained on.
+    (task, rung_source, _), = run.member_tasks()  # Its token store, built by the runs: the tokens they trained on.
     store = token_store.open_or_build(task, rung_source, "train", run.vocabulary, sources.cache_dir(run.cfg.data))
-    r.update(rung=rung, documents=len(kept[rung]), tokens=int(store.meta["tokens"]),
-             defective_share=sum(label != "clean" for label in kept[rung]) / len(kept[rung]))
-    results.append(r)
-    print(f"[{len(results)}/3] {rung:<10} {r['documents']:>6,} documents  val loss {r['loss']:.3f} (perplexity "
-          f"{math.exp(r['loss']):.1f})  {r['tokens_per_second']:>6,.0f} tokens/s  {r['wall']:.0f} s", flush=True)
+    for r in results[rung]:
+      r.update(rung=rung, documents=len(kept[rung]), tokens=int(store.meta["tokens"]),
+               defective_share=sum(label != "clean" for label in kept[rung]) / len(kept[rung]))
+    loss = [r["loss"] for r in results[rung]]
+    print(f"[{i}/3] {rung:<10} {len(kept[rung]):>6,} documents  val loss {stats.text(loss)} (perplexity "
+          f"{math.exp(np.mean(loss)):.1f})", flush=True)
   alone = rules_alone(texts, labels)
   counts = collections.Counter(labels)
   removed_by_defect = collections.Counter(label for s in stage.values() for label in s["defects"].elements())
   shares = {d: removed_by_defect[d] / max(counts[d], 1) for d in ("clean", *web_defects.DEFECTS)}
-  runs_table, stage_table, alone_table, defects_table = tables(results, stage, alone, labels)
+  runs_table, stage_table, alone_table, defects_table = tables(results, stage, alone, labels, reference)
   text = runs.report("tools/data_quality.py", argv, load, [
       "# Data quality: the same model and token budget on clean, defective and curated text",
       f"Ladder: the {len(documents):,} training documents of the bundled corpus (clean); the same with web "
@@ -206,8 +239,14 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
       f"defective); the defective mix after the curation stage (curated: data.filters={args.filters}, "
       f"data.dedup={args.dedup or 'none'}). Every run: a {args.num_layers}-layer causal LM of width {args.d_model}, "
       f"{args.steps} steps x {args.batch_size} rows x {args.seq_len} tokens, the clean documents' vocabulary, "
-      "evaluated on the clean validation split.",
+      f"evaluated on the clean validation split, with the pre-training seeds {args.seeds} (the unit: a figure "
+      "'a +- b' is the mean over a rung's runs and the half-width of its 95% interval). Each rung is one "
+      "`pretrain sweep` over the seeds; the clean rung's:",
+      "    .venv/bin/pretrain sweep " + commands["clean"],
       runs_table,
+      verdict(results),
+      "The count rows are n-gram models of the clean training documents in the same vocabulary "
+      "(pretrain/downstream/ngram.py), on the same validation rows.",
       "The curation stage on the defective mix, rule by rule as applied (a document counts for the first rule "
       "it fails; the duplicates are the deduplication's): precision is the share of the documents a rule removed "
       "that were defective, recall the share of all defective documents that it removed.",
@@ -223,9 +262,9 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
       "crawl; trigram text has no detector among these heuristics (a quality classifier or a language model's "
       "perplexity would be one). Document-level rules drop a boilerplate or mojibake document whole, its clean "
       "text with it, where C4 drops lines; and a copy kept because its original went for another defect counts "
-      "as defective here although its text is clean. The published thresholds were set for web pages: on documentation, several "
-      "rules remove many clean documents (the last table), which is why the curated rung uses the rules that "
-      "hold up on this text.",
+      "as defective here although its text is clean. The published thresholds were set for web pages: on "
+      "documentation, several rules remove many clean documents (the last table), which is why the curated rung "
+      "uses the rules that hold up on this text.",
       runs.TIMING_NOTE,
       f"![data quality]({os.path.basename(args.out)}.png)"])
   runs.write_report(args.out, lambda path: plot(results, shares, path), text, runs_table)

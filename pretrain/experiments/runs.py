@@ -27,9 +27,9 @@ TIMING_NOTE = ("tokens/s is the median over logged intervals after the first (co
 YARDSTICK = "clm"
 
 
-def add_flags(parser, name: str, seq_len_help: str, workdir_help: str) -> None:
+def add_flags(parser, name: str, seq_len_help: str, workdir_help: str, steps: int = 300) -> None:
   """The flags of every experiment: each run's token budget, and where the report (docs/NAME) and runs go."""
-  parser.add_argument("--steps", type=int, default=300, help="training steps of every run")
+  parser.add_argument("--steps", type=int, default=steps, help="training steps of every run")
   parser.add_argument("--batch_size", type=int, default=16, help="rows per step")
   parser.add_argument("--seq_len", type=int, default=128, help=seq_len_help)
   parser.add_argument("--evals", type=int, default=10, help="validation points per curve")
@@ -54,6 +54,23 @@ def set_model(cfg, d_model: int, num_layers: int, head_dim: int, num_heads: int 
   m.d_model, m.num_layers, m.head_dim = d_model, num_layers, head_dim
   m.num_heads = m.num_kv_heads = num_heads or max(1, d_model // head_dim)
   m.mlp_dim = mlp_dim or 3 * d_model
+
+
+def budget_flags(steps: int, batch_size: int, evals: int) -> list[str]:
+  """set_budget as config overrides, for a run that goes through `pretrain sweep`."""
+  every = max(1, steps // evals)
+  return [f"--config.train.steps={steps}", f"--config.train.batch_size={batch_size}",
+          f"--config.train.eval_every={every}", f"--config.train.checkpoint_every={steps}",
+          "--config.train.keep_checkpoints=1", "--config.sample.num=0",
+          *([f"--config.train.log_every={every}"] if every < 10 else [])]  # The quickstart logs every 10 steps.
+
+
+def model_flags(d_model: int, num_layers: int, head_dim: int, num_heads: int = 0, mlp_dim: int = 0) -> list[str]:
+  """set_model as config overrides."""
+  heads = num_heads or max(1, d_model // head_dim)
+  return [f"--config.model.d_model={d_model}", f"--config.model.num_layers={num_layers}",
+          f"--config.model.head_dim={head_dim}", f"--config.model.num_heads={heads}",
+          f"--config.model.num_kv_heads={heads}", f"--config.model.mlp_dim={mlp_dim or 3 * d_model}"]
 
 
 def seeds(text: str) -> list[int]:
@@ -114,16 +131,22 @@ def measure(run, workdir: str, wall: float) -> dict:
   yardstick_key = next((k for k in (records[-1] if records else {}) if k.startswith("eval/")
                         and k.endswith(f"_{YARDSTICK}/loss")), None)
   curve = [(r["step"] * tokens_per_step, r["eval/loss"]) for r in records if "eval/loss" in r]
-  final_eval = next(r for r in reversed(records) if "eval/loss" in r)
+  evaluated = [r for r in records if "eval/loss" in r]
+  final_eval = evaluated[-1]
   yardstick_curve = [(r["step"] * tokens_per_step, r[yardstick_key]) for r in records if yardstick_key in r] \
       if yardstick_key else (curve if run.objective.name == YARDSTICK else [])
+  # The yardstick in bits per byte: its own metric, or the run's where the run is the yardstick's objective.
+  yardstick_bits = (yardstick_key.replace("/loss", "/bits_per_byte") if yardstick_key
+                    else "eval/bits_per_byte" if run.objective.name == YARDSTICK else None)
   return {
       "objective": run.objective.name, "family": family.name,
       "params": sum(x.size for x in jax.tree.leaves(shapes)), "non_embedding_params": non_embedding,
       "row": row, "tokens_per_step": tokens_per_step,
       "target_tokens_per_step": statistics.mean(weights) if weights else float("nan"),
       "gflop_per_step": step_flops / 1e9, "loss": curve[-1][1], "initial_loss": curve[0][1],
+      "initial_bits_per_byte": evaluated[0].get("eval/bits_per_byte"),
       "yardstick": yardstick_curve[-1][1] if yardstick_curve else None,
+      "yardstick_bits_per_byte": final_eval.get(yardstick_bits) if yardstick_bits else None,
       "tokens_per_second": tokens_per_step / statistics.median(step_seconds), "wall": wall,
       "curve": curve, "yardstick_curve": yardstick_curve,
       # The family's validation metrics at the end (pretrain/family.py), e.g. {'loss', 'accuracy', ...}.
@@ -164,6 +187,45 @@ def train_one(cfg, workdir: str) -> dict:
   except BaseException:
     print(f"The {cfg.data.objective} run failed; its output is in {log}", file=sys.stderr)
     raise
+
+
+def seeded_sweep(workdir: str, flags: list[str], seeds: list[int]) -> tuple[list[dict], list[str]]:
+  """(each seed's measure(), the sweep's flags) of one config trained once per seed by `pretrain sweep` in
+  `workdir` (a point per seed, WORKDIR/seed=S; a rerun continues an interrupted sweep and reads finished points
+  back)."""
+  from pretrain.experiments import sweep  # pylint: disable=g-import-not-at-top
+  argv = [f"--workdir={workdir}", *flags, f"--grid.train.seed={','.join(map(str, seeds))}"]
+  os.makedirs(os.path.dirname(os.path.abspath(workdir)), exist_ok=True)
+  with output_to(workdir + ".log"):
+    sweep.main(argv)
+  results = []
+  for seed in seeds:
+    point = os.path.join(workdir, f"seed={seed}")
+    results.append({**measure(run_lib.Run.build_with_data(run_lib.saved_config(point)), point, float("nan")),
+                    "seed": seed})
+  return results, argv
+
+
+def config_flags(argv: list[str]) -> list[str]:
+  """The run-config flags among an experiment's command line (--config, --gin_file, --config.KEY=VALUE, ...)."""
+  from pretrain.experiments import sweep  # pylint: disable=g-import-not-at-top
+  return [a for a in argv if a.startswith(sweep.BASE_FLAGS)]
+
+
+def count_references(cfg) -> tuple[dict, dict]:
+  """({count model: {'loss', 'bits_per_byte'}} on the validation rows the causal-LM yardstick reads
+  (train.eval_batches batches of data.seq_len), {'chance' and each count model: {zero-shot task: accuracy}}):
+  the reference rows of the experiments' tables, in the vocabulary of `cfg`'s runs."""
+  from pretrain.downstream import ngram, zero_shot  # pylint: disable=g-import-not-at-top
+  clm = cfg.copy_and_resolve_references()
+  clm.data.objective, clm.data.schedule, clm.data.eval_objectives = "clm", (), ()
+  run = run_lib.Run.build_with_data(clm)
+  models = ngram.fitted(run)
+  bits = {ngram.ORDERS[o]: v for o, v in
+          ngram.reference(run, max_batches=clm.train.eval_batches, models=models).items()}
+  zero = {"chance": dict(zero_shot.CHANCE),
+          **{ngram.ORDERS[o]: zero_shot.accuracies(m.score, run.vocabulary) for o, m in models.items()}}
+  return bits, zero
 
 
 def machine() -> str:

@@ -14,8 +14,10 @@ output in NAME/train.log. A finished point is not run again and an
 interrupted one resumes, so a killed sweep rerun (the same command)
 continues. Axes named *seed are repeats: the report (WORKDIR/sweep.md,
 sweep.csv, sweep.png) gives each setting of the others the mean and 95%
-interval over them. --probe measures each point's final parameters
-downstream (pretrain probe), beside its initial ones. --launch hands each
+interval over them (pretrain/downstream/stats.py: the run is the unit;
+settings compare paired over their shared seeds, Holm-corrected).
+--probe measures each point's final parameters downstream (pretrain
+probe), beside its initial ones. --launch hands each
 point to `pretrain launch` instead (printed, or submitted with --run); run
 --report when the jobs are done.
 
@@ -74,7 +76,7 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
   parser.add_argument("--report", action="store_true", help="only write the report of the points finished so far")
   parser.add_argument("--metric", default="eval/loss", help="the metric the plot shows and the verdict compares "
                                                              "(any column of sweep.csv)")
-  parser.add_argument("--probe", choices=("same_document", "packages"), default=None,
+  parser.add_argument("--probe", choices=("zero_shot", "same_document", "packages"), default=None,
                       help="also measure each point downstream (pretrain probe --task=PROBE) when it finishes")
   parser.add_argument("--probe_seeds", type=cli.at_least(1), default=3, help="the probe's seeds")
   parser.add_argument("--launch", default=None, help="hand each point to `pretrain launch` with these flags, "

@@ -126,6 +126,8 @@ class ElectraFamily(families.EncoderOnly):
             "generator_accuracy": ratio(sums["correct"], sums["weight"]),
             "discriminator_loss": ratio(sums["discriminator_loss"], sums["tokens"]),
             "discriminator_accuracy": ratio(sums["discriminator_correct"], sums["tokens"]),
+            # What calling every token original scores: the baseline of the accuracy above.
+            "discriminator_all_original_accuracy": ratio(sums["tokens"] - sums["replaced"], sums["tokens"]),
             "discriminator_precision": ratio(sums["true_replaced"], sums["said_replaced"]),
             "discriminator_recall": ratio(sums["true_replaced"], sums["replaced"])}
 

@@ -61,7 +61,6 @@ class MASS(Objective):
   name, family, pieces = "mass", families.ENCODER_DECODER, (MASK_TOKEN,)
   settings = {"data.mass_fraction": Setting(0.5, config.OPEN_FRACTION, "share of each segment masked as one "
                                                                        "fragment (the paper's k / m)")}
-  row_split = "longest_inputs"
 
   @classmethod
   def check(cls, cfg):
