@@ -220,8 +220,11 @@ def test_curriculum_writes_table_verdicts_and_plot(tmp_path, cache_dir, vocabula
   assert os.path.getsize(out + ".png") > 0
   rows = _table_rows(out + ".md")
   assert [row.split("|")[1].strip() for row in rows] == [
-      "initial parameters", "clm_then_ul2: CLM, then UL2 from step 8 (UL2R)"]
-  assert all(re.search(r"\| \d\.\d{3} \| \d\.\d{3} \| \d\.\d{3} \+- \d\.\d{3} \|", row) for row in rows[1:])
+      "initial parameters", "clm_then_ul2: CLM, then UL2 from step 8 (UL2R)", "unigram (counts, add-one)",
+      "bigram (counts, interpolated Kneser-Ney)", "trigram (counts, interpolated Kneser-Ney)"]
+  # One run: its figures alone, the probe's seeds averaged within it (no interval from one pre-training).
+  assert re.search(r"\| 1 \| \d\.\d{3} \| \d\.\d{3} \| \d\.\d{3} \| \d+ \|", rows[1])
+  assert all(re.search(r"\| \| \d\.\d{3} \| \| \| \|$", row) for row in rows[2:])  # CLM bits/byte of counts.
   text = " ".join(open(out + ".md").read().split())
   assert "**CLM val bits/byte** (lower is better):" in text and "above the initial parameters:" in text
   assert re.search(r"\[seed 0, 1/1\] clm_then_ul2 +CLM bits/byte \d", capsys.readouterr().out)
@@ -242,8 +245,9 @@ def test_compare_tokenizers_writes_table_and_plot(tmp_path, cache_dir, monkeypat
   assert list(rows) == ["bytes"]  # The kinds that learn a vocabulary: tests/test_tokenizer_kinds.py.
   # ids, row tokens, bytes/token: a byte per token, so rows of --row_bytes tokens.
   assert rows["bytes"][:3] == ["366", "64", "1.00"]
-  assert all(re.fullmatch(r"\d\.\d{3}", row[-3]) and re.fullmatch(r"\d\.\d{3}", row[-2]) for row in rows.values())
-  assert "Beyond the noise" in open(out + ".md").read()
+  assert all(re.fullmatch(r"\d\.\d{3}", row[-4]) and re.fullmatch(r"\d\.\d{3}", row[-3]) for row in rows.values())
+  assert all(re.fullmatch(r"\d\.\d{3}, \d\.\d{3}", row[-2]) for row in rows.values())  # The count models.
+  assert "A difference counts as real" in open(out + ".md").read()
   assert re.search(r"\[seed 0\] bytes +val bits/byte \d", capsys.readouterr().out)
 
 

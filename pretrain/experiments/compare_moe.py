@@ -64,7 +64,7 @@ def bits_per_byte_curve(workdir: str, tokens_per_step: int) -> list[tuple[int, f
           if "eval/bits_per_byte" in r]
 
 
-def table(results: dict) -> str:
+def table(results: dict, reference: dict) -> str:
   rows = ["| family | model | params | active params | GFLOP/step | val loss | val bits/byte | tokens/s | "
           "step time / dense | busiest expert x E, first eval -> last |",
           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
@@ -79,6 +79,8 @@ def table(results: dict) -> str:
       rows.append(f"| {family} | {model} | {r['params'] / 1e6:.2f}M | {r['active'] / 1e6:.2f}M | "
                   f"{r['gflop_per_step']:.1f} | {stats.text([s['loss'] for s in seeds])} | "
                   f"{stats.text([s['bpb'][-1][1] for s in seeds])} | {stats.text(speed, 0)} | {ratio} | {balance} |")
+  for name, values in reference.items():  # The decoder-only rows' yardstick: counts of the same text.
+    rows.append(f"| counts | {name} | | | | {values['loss']:.3f} | {values['bits_per_byte']:.3f} | | | |")
   return "\n".join(rows)
 
 
@@ -110,7 +112,7 @@ def plot(results: dict, path: str) -> None:
   plt.close(fig)
 
 
-def report(results, args, argv, load) -> str:
+def report(results, args, argv, load, reference) -> str:
   verdicts = []
   for family, by_model in results.items():
     finals = {model: [s["bpb"][-1][1] for s in seeds] for model, seeds in by_model.items()}
@@ -124,12 +126,13 @@ def report(results, args, argv, load) -> str:
       f"wide. moe: each one {args.experts} experts {3 * args.d_model // args.top_k} wide of which each token takes "
       f"{args.top_k} (dropless; loss.moe_load_balance and loss.moe_z_loss at their defaults). A figure 'a +- b' "
       "is the mean and the half-width of its 95% interval over the seeds.",
-      table(results),
+      table(results, reference),
       "params: all; active params: those a token multiplies (top_k of each layer's experts), embeddings included. "
       "val loss: the task's cross-entropy on the validation rows (decoder-only: next token; encoder-decoder: the "
       "span-corruption targets), without the auxiliary losses; val bits/byte: the same in bits per UTF-8 byte of "
       "the target tokens' text. tokens/s and step time: measured on this 2-core CPU, where the experts run as "
-      f"padded blocks (tools/bench_train.md); {runs.TIMING_NOTE}",
+      f"padded blocks (tools/bench_train.md); {runs.TIMING_NOTE} counts: n-gram models of the train split in the "
+      "same vocabulary (pretrain/downstream/ngram.py) on the causal rows, the decoder-only models' reference.",
       f"{stats.VERDICT} the last validation bits per byte, lower is better.",
       "\n".join(verdicts),
       f"![validation bits per byte and expert balance]({os.path.basename(args.out)}.png)"])
@@ -155,6 +158,7 @@ def main(argv: list[str], prog: str = "tools/compare_moe.py") -> int:
   for cfg in configs.values():
     run_lib.Run.build(cfg)  # Every check before the first run.
   load = runs.machine()
+  reference, _ = runs.count_references(next(iter(configs.values())))
   results = {f: {m: [] for m in MODELS} for f in names}
   for seed in seeds:
     for (family, model), cfg in configs.items():
@@ -167,5 +171,6 @@ def main(argv: list[str], prog: str = "tools/compare_moe.py") -> int:
       results[family][model].append(r)
       print(f"[seed {seed}] {family:<16} {model:<6} val bits/byte {r['bpb'][-1][1]:.3f}  "
             f"{r['tokens_per_second']:.0f} tokens/s  {r['wall']:.0f} s", flush=True)
-  runs.write_report(args.out, lambda path: plot(results, path), report(results, args, argv, load), table(results))
+  runs.write_report(args.out, lambda path: plot(results, path), report(results, args, argv, load, reference),
+                    table(results, reference))
   return 0

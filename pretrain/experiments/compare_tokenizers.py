@@ -77,15 +77,15 @@ def curve(workdir: str, bytes_per_step: float, spelled: float) -> list[tuple[flo
 
 def table(measured: dict, results: dict) -> str:
   rows = ["| kind | ids | row tokens | bytes/token | unknown ids | embedding share | tokenizer training s | "
-          f"encode MB/s | {BPB}, initial | {BPB}, trained | wall s |",
-          "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+          f"encode MB/s | {BPB}, initial | {BPB}, trained | counts: bigram, trigram | wall s |",
+          "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
   for name, seeds in results.items():
     m, r = measured[name], seeds[0]
     share = 1 - r["non_embedding_params"] / r["params"]
     rows.append(f"| {name} | {m['ids']} | {r['row']['targets']} | {m['bytes_per_token']:.2f} | {m['unknown']:.2%} | "
                 f"{share:.0%} | {m['train_seconds']:.1f} | {m['mb_per_second']:.2f} | "
                 f"{stats.text([s['curve'][0][1] for s in seeds])} | {stats.text([s['curve'][-1][1] for s in seeds])} "
-                f"| {stats.text([s['wall'] for s in seeds], 0)} |")
+                f"| {m['counts'][0]:.3f}, {m['counts'][1]:.3f} | {stats.text([s['wall'] for s in seeds], 0)} |")
   return "\n".join(rows)
 
 
@@ -122,7 +122,9 @@ def report(measured, results, args, argv, load) -> str:
       table(measured, results),
       f"{BPB}: the causal loss on the validation rows in bits per UTF-8 byte of their text. bytes/token, unknown "
       "ids and encode MB/s: on the validation split (encode: Python, one thread). embedding share: the input "
-      "embedding and output layer in all parameters.",
+      "embedding and output layer in all parameters. counts: interpolated Kneser-Ney bigram and trigram models "
+      "of the train split in the kind's own vocabulary, on the same validation rows (pretrain/downstream/ngram.py): "
+      "what a model must beat to have learned more than counts of adjacent ids.",
       "WordPiece is not comparable with the others on this measure: its ids do not spell the text's white space "
       "(newlines, indentation, runs of spaces: BERT's pre-tokenizer drops them), so its model predicts less "
       "information than the lossless kinds' models, which must predict every byte; and a word with a character "
@@ -167,6 +169,9 @@ def main(argv: list[str], prog: str = "tools/compare_tokenizers.py") -> int:
   configs = {name: kind_config(base, name, measured[name], args) for name in names}
   for cfg in configs.values():
     run_lib.Run.build(cfg)  # Every check before the first run.
+  for name, cfg in configs.items():  # Reference rows, in bits per byte of the text as the runs' figures.
+    bits, _ = runs.count_references(cfg)
+    measured[name]["counts"] = [v["bits_per_byte"] * measured[name]["spelled"] for v in list(bits.values())[1:]]
   results = {name: [] for name in names}
   for seed in seeds:
     for name, cfg in configs.items():

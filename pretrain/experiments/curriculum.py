@@ -83,7 +83,7 @@ def probe(workdir: str, seeds: int, initial: bool) -> dict[str, list[float]]:
   return {name: evaluation.measure(run, p, "same_document", seeds)["same_document_probe"] for name, p in rows.items()}
 
 
-def table(results: dict[str, list[dict]], init: list[float], args) -> str:
+def table(results: dict[str, list[dict]], init: list[float], args, reference: dict) -> str:
   head = (f"| arm | runs | {CLM_BPB} | {UL2_LOSS} | {PROBE} | wall s |\n| --- | ---: | ---: | ---: | ---: | ---: |\n"
           f"| initial parameters | {len(init) or len(next(iter(results.values())))} | "
           f"{stats.text([r['curves'][CLM_BPB][0][1] for r in next(iter(results.values()))])} "
@@ -96,6 +96,7 @@ def table(results: dict[str, list[dict]], init: list[float], args) -> str:
     rows.append(f"| {arm}: {describe(arm, args)} | {len(seeds)} | {stats.text(final[CLM_BPB])} | "
                 f"{stats.text(final[UL2_LOSS])} | {stats.text(accuracies) if accuracies else 'n/a'} | "
                 f"{stats.text([r['wall'] for r in seeds], 0)} |")
+  rows += [f"| {name} | | {values['bits_per_byte']:.3f} | | | |" for name, values in reference.items()]
   return "\n".join([head, *rows])
 
 
@@ -139,7 +140,7 @@ def plot(results: dict[str, list[dict]], path: str, schedules: dict[str, str]) -
   plt.close(fig)
 
 
-def report(results, init, args, argv, load) -> str:
+def report(results, init, args, argv, load, reference) -> str:
   return runs.report("tools/curriculum.py", argv, load, [
       "# Which curriculum? CLM, UL2 and their orders on one decoder-only model",
       f"Every arm: {args.steps} steps x {args.batch_size} rows x {args.seq_len} token positions (a UL2 row is "
@@ -148,7 +149,9 @@ def report(results, init, args, argv, load) -> str:
       "ul2_decoder: UL2's seven denoisers as prefix-LM examples with their mode tokens. A figure 'a +- b' is the "
       "mean and the half-width of its 95% interval over the seeds (the probe's: each run's mean over its probe "
       "seeds, then over the runs).",
-      table(results, init, args),
+      table(results, init, args, reference),
+      "The count rows: n-gram models of the train split in the same vocabulary (pretrain/downstream/ngram.py) on "
+      "the same validation rows; a model below them has learned more than counts of adjacent tokens.",
       f"{CLM_BPB}: the causal next-token loss of the model on the validation rows, in bits per UTF-8 byte of "
       f"their text. {UL2_LOSS}: the cross-entropy per target token of ul2_decoder's validation examples. "
       f"{PROBE}: a linear probe on the frozen mean hidden state tells whether two 32-token passages of the "
@@ -185,6 +188,7 @@ def main(argv: list[str], prog: str = "tools/curriculum.py") -> int:
   for cfg in configs.values():
     run_lib.Run.build(cfg)  # Every check before the first run.
   load = runs.machine()
+  reference, _ = runs.count_references(next(iter(configs.values())))
   print(f"{len(arms)} arms x {len(seeds)} seeds, runs of {args.steps} steps x {args.batch_size} x {args.seq_len} "
         f"tokens; {load}", flush=True)
   results, init = {arm: [] for arm in arms}, []
@@ -205,6 +209,6 @@ def main(argv: list[str], prog: str = "tools/curriculum.py") -> int:
             f"{r['curves'][UL2_LOSS][-1][1]:.3f}  probe {stats.text(r.get('probe', [float('nan')]))}  "
             f"{r['wall']:.0f} s", flush=True)
   schedules = {arm: describe(arm, args) for arm in arms}
-  runs.write_report(args.out, lambda path: plot(results, path, schedules), report(results, init, args, argv, load),
-                    table(results, init, args))
+  runs.write_report(args.out, lambda path: plot(results, path, schedules),
+                    report(results, init, args, argv, load, reference), table(results, init, args, reference))
   return 0

@@ -36,7 +36,7 @@ import numpy as np
 from pretrain import cli
 from pretrain.downstream import stats
 from pretrain.errors import UserError, exit_on_user_error
-from pretrain.experiments import runs, web_defects
+from pretrain.experiments import runs, sweep, web_defects
 
 # Filters for documentation text: Gopher's word count rule at 50 words would remove a third of the clean
 # docstrings (their median is 59 words), and C4's sentence and punctuation rules most of them
@@ -199,7 +199,7 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
   write_jsonl(os.path.join(data_dir, "defective.jsonl"), ({"text": t, "defect": d} for t, d in mix))
   write_jsonl(os.path.join(data_dir, "validation.jsonl"), ({"text": t} for t in source.texts("validation")))
 
-  user = runs.config_flags(argv)
+  user = sweep.config_flags(argv)
   flags = {rung: [*user, *rung_flags(rung, data_dir, vocabulary.file, args)] for rung in RUNGS}
   configs = {rung: cli.parse_command_line(argparse.ArgumentParser(add_help=False), f)[1] for rung, f in flags.items()}
   curated = sources.make_source(configs["curated"].data).curation
@@ -216,7 +216,7 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
           "curated": [label for label, r in zip(labels, removed) if r is None]}
   results, commands = {}, {}
   for i, rung in enumerate(RUNGS, 1):
-    results[rung], sweep_argv = runs.seeded_sweep(os.path.join(args.out_dir, rung), flags[rung], seeds)
+    results[rung], sweep_argv = sweep.seeded(os.path.join(args.out_dir, rung), flags[rung], seeds)
     commands[rung] = " ".join(sweep_argv)
     run = run_lib.Run.build_with_data(configs[rung])
     (task, rung_source, _), = run.member_tasks()  # Its token store, built by the runs: the tokens they trained on.

@@ -189,29 +189,6 @@ def train_one(cfg, workdir: str) -> dict:
     raise
 
 
-def seeded_sweep(workdir: str, flags: list[str], seeds: list[int]) -> tuple[list[dict], list[str]]:
-  """(each seed's measure(), the sweep's flags) of one config trained once per seed by `pretrain sweep` in
-  `workdir` (a point per seed, WORKDIR/seed=S; a rerun continues an interrupted sweep and reads finished points
-  back)."""
-  from pretrain.experiments import sweep  # pylint: disable=g-import-not-at-top
-  argv = [f"--workdir={workdir}", *flags, f"--grid.train.seed={','.join(map(str, seeds))}"]
-  os.makedirs(os.path.dirname(os.path.abspath(workdir)), exist_ok=True)
-  with output_to(workdir + ".log"):
-    sweep.main(argv)
-  results = []
-  for seed in seeds:
-    point = os.path.join(workdir, f"seed={seed}")
-    results.append({**measure(run_lib.Run.build_with_data(run_lib.saved_config(point)), point, float("nan")),
-                    "seed": seed})
-  return results, argv
-
-
-def config_flags(argv: list[str]) -> list[str]:
-  """The run-config flags among an experiment's command line (--config, --gin_file, --config.KEY=VALUE, ...)."""
-  from pretrain.experiments import sweep  # pylint: disable=g-import-not-at-top
-  return [a for a in argv if a.startswith(sweep.BASE_FLAGS)]
-
-
 def count_references(cfg) -> tuple[dict, dict]:
   """({count model: {'loss', 'bits_per_byte'}} on the validation rows the causal-LM yardstick reads
   (train.eval_batches batches of data.seq_len), {'chance' and each count model: {zero-shot task: accuracy}}):

@@ -35,7 +35,7 @@ from scipy import optimize
 from pretrain import cli
 from pretrain.downstream import stats
 from pretrain.errors import UserError, exit_on_user_error
-from pretrain.experiments import runs
+from pretrain.experiments import runs, sweep
 
 # Two layers or more: a 1-layer model falls off the trend of deeper ones (Kaplan et al. 2020, figure 6); with a
 # 32x1 rung in place of 32x2 the fit was a straight line in log-log: L_inf at its bound 0, alpha 0.045, Nc 6e20.
@@ -281,7 +281,7 @@ def main(argv: list[str], prog: str = "tools/scaling.py") -> int:
   args, base = cli.parse_command_line(parser, argv)
   rungs = parse_ladder(args.ladder)
   seeds = runs.seeds(args.seeds)
-  user = runs.config_flags(argv)
+  user = sweep.config_flags(argv)
   load = runs.machine()
   print(f"{len(rungs)} sizes x {len(seeds)} seeds, each {args.steps} steps x {args.batch_size} x {args.seq_len} "
         f"tokens; {load}", flush=True)
@@ -290,7 +290,7 @@ def main(argv: list[str], prog: str = "tools/scaling.py") -> int:
   ladder, commands = [], []
   for i, (d, layers) in enumerate(rungs, 1):
     size = f"{d}x{layers}"
-    rung, sweep_argv = runs.seeded_sweep(os.path.join(args.out_dir, size), [*user, *rung_flags(d, layers, args)],
+    rung, sweep_argv = sweep.seeded(os.path.join(args.out_dir, size), [*user, *rung_flags(d, layers, args)],
                                          seeds)
     for r in rung:
       r.update(size=size, heads="{} x {}".format(*heads(d, args)))

@@ -111,6 +111,29 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
   _report(args, command, configs)
 
 
+def seeded(workdir: str, flags: list[str], seeds: list[int]) -> tuple[list[dict], list[str]]:
+  """(each seed's runs.measure(), the sweep's flags) of one config trained once per seed by a sweep in `workdir` (a
+  point per seed, WORKDIR/seed=S; a rerun continues an interrupted sweep and reads finished points back): how the
+  experiments replicate a run."""
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.experiments import runs  # pylint: disable=g-import-not-at-top
+  argv = [f"--workdir={workdir}", *flags, f"--grid.train.seed={','.join(map(str, seeds))}"]
+  os.makedirs(os.path.dirname(os.path.abspath(workdir)), exist_ok=True)
+  with runs.output_to(workdir + ".log"):
+    main(argv)
+  results = []
+  for seed in seeds:
+    point = os.path.join(workdir, f"seed={seed}")
+    results.append({**runs.measure(run_lib.Run.build_with_data(run_lib.saved_config(point)), point, float("nan")),
+                    "seed": seed})
+  return results, argv
+
+
+def config_flags(argv: list[str]) -> list[str]:
+  """The run-config flags among an experiment's command line (--config, --gin_file, --config.KEY=VALUE, ...)."""
+  return [a for a in argv if a.startswith(BASE_FLAGS)]
+
+
 def _launch(args, base: list[str], points) -> None:
   from pretrain.commands import launch  # pylint: disable=g-import-not-at-top
   for name, settings in points:
