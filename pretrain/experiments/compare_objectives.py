@@ -175,7 +175,8 @@ def table(results: dict[str, list[dict]], batch: int, reference: dict) -> str:
                  f"{r['target_tokens_per_step']:,.0f} | {r['gflop_per_step']:.1f} | "
                  f"{stats.text([s['loss'] for s in seeds])} ({r['initial_loss']:.2f}) | "
                  + (f"{stats.text(bits)} ({r['initial_bits_per_byte']:.2f})" if bits else "n/a") + " | "
-                 f"{stats.text(yardstick) if yardstick else 'n/a'} | {_metrics_text([s['final_eval'] for s in seeds])} | "
+                 f"{stats.text(yardstick) if yardstick else 'n/a'} | "
+                 f"{_metrics_text([s['final_eval'] for s in seeds])} | "
                  f"{statistics.median(s['tokens_per_second'] for s in seeds):,.0f} | "
                  f"{statistics.median(s['wall'] for s in seeds):.0f} |")
   for name, values in reference.items():

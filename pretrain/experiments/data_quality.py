@@ -15,9 +15,10 @@ Every rung trains the same causal-LM model from scratch (same optimizer, schedul
 clean documents) for the same steps x batch x seq_len tokens with each of --seeds (train.seed: a seed gives every
 rung the same initial parameters), as one `pretrain sweep` per rung (OUT_DIR/RUNG/seed=S; an interrupted ladder
 rerun continues), and is evaluated on the source's clean validation split. The rungs compare paired over the
-seeds (pretrain/downstream/stats.py); count-based n-gram models of the clean documents give reference rows. The labels score each filter: precision (the share of the documents it removed that were
-defective) and recall (the share of the defective documents it removed), as the stage applied it (a document
-counts for the first rule it fails) and for every rule alone at its published threshold.
+seeds (pretrain/downstream/stats.py); count-based n-gram models of the clean documents give reference rows.
+The labels score each filter: precision (the share of the documents it removed that were defective) and
+recall (the share of the defective documents it removed), as the stage applied it (a document counts for the
+first rule it fails) and for every rule alone at its published threshold.
 
 Writes OUT.md (the command, machine, date and tables, also printed) and OUT.png (validation loss of each rung
 against the step, and the share of each defect that the stage removed). The data go to OUT_DIR/data, each
@@ -55,9 +56,10 @@ def rung_flags(rung: str, data_dir: str, vocabulary_path: str, args) -> list[str
   """The config overrides of one rung's runs: files of the rung, the clean validation split, the shared model and
   budget."""
   curated = rung == "curated"
+  train_files = os.path.join(data_dir, "clean.jsonl" if rung == "clean" else "defective.jsonl")
   return ["--config.data.source=files", "--config.data.objective=clm", "--config.data.mixture=()",
           f"--config.data.seq_len={args.seq_len}", "--config.data.eval_objectives=()",
-          f"--config.data.train_files={os.path.join(data_dir, 'clean.jsonl' if rung == 'clean' else 'defective.jsonl')}",
+          f"--config.data.train_files={train_files}",
           f"--config.data.validation_files={os.path.join(data_dir, 'validation.jsonl')}",
           f"--config.data.filters={args.filters if curated else ''}",
           f"--config.data.dedup={args.dedup if curated else ''}",

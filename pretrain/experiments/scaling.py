@@ -182,8 +182,8 @@ def seed_fit_note(fits: list[tuple[float, float, float]], seeds: int) -> str:
 
 
 def table(ladder: list[list[dict]], fit, reference: dict) -> str:
-  lines = ["| d_model x layers | heads x head_dim | N (non-embedding) | parameters | runs | val loss (step 0) | fitted | "
-           "residual | val bits/byte | tokens/s |",
+  lines = ["| d_model x layers | heads x head_dim | N (non-embedding) | parameters | runs | val loss (step 0) "
+           "| fitted | residual | val bits/byte | tokens/s |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
   for rung in ladder:
     r = rung[0]
