@@ -13,7 +13,7 @@ import os
 
 from pretrain import config as config_lib
 from pretrain import objectives
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 DEFAULT = "quickstart"

@@ -17,8 +17,9 @@ import sys
 import traceback
 
 from pretrain import config as config_lib
-from pretrain import gin_config, host_memory, tf_loader
-from pretrain.errors import UserError
+from pretrain.config import gin as gin_config
+from pretrain.system import host_memory, tf_loader
+from pretrain.system.errors import UserError
 
 # name: (module, one line for the overview)
 SUBCOMMANDS = {
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     hint = f"did you mean {close[0]!r}? " if close else ""
     print(f"error: unknown subcommand {name!r}; {hint}the subcommands are {', '.join(SUBCOMMANDS)}", file=sys.stderr)
     return 2
-  # TensorFlow is imported when data or a file is first touched (pretrain.tf_loader): quietly, unless asked.
+  # TensorFlow is imported when data or a file is first touched (pretrain.system.tf_loader): quietly, unless asked.
   tf_loader.quiet = "--verbose" not in rest
   if tf_loader.quiet:
     # Not even the native libraries' warnings, unless the user set the level: TensorFlow's data threads log a

@@ -24,16 +24,16 @@ import ml_collections
 import numpy as np
 
 from pretrain import config as config_lib
-from pretrain import files, models, objectives, text_vocab
-from pretrain import schedule as schedule_lib
-from pretrain.console import log
-from pretrain.errors import UserError
-from pretrain.family import Family, check_feed_forward, check_moe
+from pretrain.system import cache, files
+from pretrain import models, objectives, vocab as text_vocab
+from pretrain.data import schedule as schedule_lib
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
+from pretrain.families import Family, check_feed_forward, check_moe
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import checkpoint, optimizer, state as state_lib, steps
-
-VOCAB_FILES = ("spm.model", "tokenizer.json")  # The run's vocabulary (by its kind), copied beside config.json.
-
+# A run's files in its workdir, read here to load a run (and by the commands, as run.saved_config, ...).
+from pretrain.workdir import VOCAB_FILES, saved_config, vocabulary_file  # pylint: disable=unused-import
 
 def objective(cfg, name: str | None = None) -> objectives.Objective:
   """The objective `name` (default data.objective) with the config's data settings and seed."""
@@ -65,7 +65,7 @@ class Run:
   rules: tuple
   tx: object                 # optax.GradientTransformation
   # With data (build_with_data, load): the vocabulary, the sources and the registered tasks.
-  vocabulary: object = None  # pretrain.data.vocab's (seqio's), or text_vocab's (run.load(pipeline=False))
+  vocabulary: object = None  # pretrain.vocab.pipeline's (seqio's), or text_vocab's (run.load(pipeline=False))
   sources: list = dataclasses.field(default_factory=list)  # the Source of each member of the schedule
   task: str = ""
   eval_tasks: dict = dataclasses.field(default_factory=dict)  # {task name: objective}, from data.eval_objectives
@@ -119,7 +119,8 @@ class Run:
   @classmethod
   def build_with_data(cls, cfg) -> "Run":
     """A run that reads its data: the vocabulary (trained on first use), the task and the evaluation tasks."""
-    from pretrain.data import sources, tasks, vocab  # pylint: disable=g-import-not-at-top
+    from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top
+    from pretrain.vocab import pipeline as vocab
     family = _checked_family(cfg)
     objective_ = objective(cfg)  # Checks the objective's values.
     extra = {name: objective(cfg, name) for name in cfg.data.eval_objectives}
@@ -265,35 +266,12 @@ class Run:
                for task, source, o in self.member_tasks()]
     return IndexedBatches(members, self.schedule, self.vocabulary, self.family, self.task_lengths, task=self.task,
                           batch_size=c.train.batch_size, streams=c.data.streams, seed=c.train.seed,
-                          cache=sources.cache_dir(c.data), saved_position=position, step=step,
+                          cache=cache.cache_dir(c.data), saved_position=position, step=step,
                           report_members=bool(self.members_reported), length_stages=self.length_stages)
 
   def flops_per_example(self, params, task_lengths: dict[str, int] | None = None) -> float:
     """Model FLOPs of a row at the config's lengths, or at `task_lengths` (a stage of data.length_schedule)."""
     return self.family.flops_per_example(params, self.cfg.model, task_lengths or self.task_lengths)
-
-
-def saved_config(workdir: str) -> ml_collections.ConfigDict:
-  path = os.path.join(workdir, "config.json")
-  if not files.exists(path):
-    raise UserError(f"{workdir!r} holds no run (no config.json); give the --workdir of a training run")
-  try:
-    saved = json.loads(files.read_text(path))
-    if not isinstance(saved, dict):
-      raise ValueError(f"it holds a {type(saved).__name__}, not the config's sections")
-  except ValueError as e:  # Not JSON, or not UTF-8.
-    raise UserError(f"{path} is not a run's config ({e}); restore the file (train writes it at each start), or "
-                    "start a new workdir") from None
-  from pretrain import configs  # pylint: disable=g-import-not-at-top
-  cfg = objectives.with_settings(config_lib.with_newer_fields(ml_collections.ConfigDict(saved)))
-  config_lib.check_types(cfg, objectives.with_settings(configs.load(configs.DEFAULT)), path)
-  return cfg
-
-
-def vocabulary_file(workdir: str) -> str:
-  """The vocabulary a run wrote into its workdir."""
-  paths = [os.path.join(workdir, name) for name in VOCAB_FILES]
-  return next((path for path in paths if files.exists(path)), paths[0])
 
 
 def load(workdir: str, pipeline: bool = True) -> tuple[Run, object, int]:
@@ -302,7 +280,7 @@ def load(workdir: str, pipeline: bool = True) -> tuple[Run, object, int]:
   without TensorFlow (text_vocab)."""
   cfg = saved_config(workdir)
   if pipeline:
-    from pretrain.data import vocab  # pylint: disable=g-import-not-at-top  (the data stack)
+    from pretrain.vocab import pipeline as vocab  # pylint: disable=g-import-not-at-top  (the data stack)
     vocabulary = vocab.load(vocabulary_file(workdir), cfg.tokenizer.extra_ids)
   else:
     vocabulary = text_vocab.load(vocabulary_file(workdir), cfg.tokenizer.extra_ids)

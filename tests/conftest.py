@@ -33,12 +33,13 @@ def fake_devices(count: int) -> dict:
           "XLA_FLAGS": f"--xla_force_host_platform_device_count={count} {XLA_TEST_FLAGS}"}
 
 
-from pretrain import host_memory  # pylint: disable=g-import-not-at-top
+from pretrain.system import host_memory  # pylint: disable=g-import-not-at-top
 
 host_memory.keep_freed_memory()  # As the command line does: the tests' steps run faster.
 
 from pretrain import cli, objectives, run as run_lib  # pylint: disable=g-import-not-at-top
-from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top
+from pretrain.data import sources  # pylint: disable=g-import-not-at-top
+from pretrain.vocab import pipeline as vocab
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A model and batch small enough for a CPU test, used with the quickstart config. No samples at the end of a run

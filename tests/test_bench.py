@@ -65,7 +65,7 @@ def test_bench_beside_transformers_prints_both_sides_and_the_ratio(capsys):
 
 
 def test_bench_refuses_an_encoder_only_model():
-  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   with pytest.raises(UserError, match="not 'mlm'"):
     bench.main.__wrapped__([*TINY, *FAMILY_ARGS["mlm"], "--steps=1", "--warmup=0"])
 

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from pretrain import run as run_lib
-from pretrain.data import corpus, sources, tfds_files, token_store, vocab
-from pretrain.errors import UserError
+from pretrain.data import corpus, sources, tfds_files, token_store
+from pretrain.vocab import pipeline as vocab
+from pretrain.system.errors import UserError
 from tests.conftest import tiny_config
 
 

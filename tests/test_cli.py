@@ -97,7 +97,7 @@ def test_missing_required_flag_is_one_clear_error(args, missing, tmp_path):
     ("eval", ["--workdir=runs/none", "--task=corpus_clm", "--split=test"], "argument --split: invalid choice: 'test'"),
 ])
 def test_bad_flags_are_named_before_anything_loads(name, argv, message, tmp_path):
-  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   (tmp_path / "config.json").write_text("{}")  # A workdir as the flag's type checks it; nothing reads it.
   module = importlib.import_module(cli.SUBCOMMANDS[name][0])
   with pytest.raises(UserError, match=message):

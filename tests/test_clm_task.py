@@ -2,8 +2,9 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from pretrain import family, objectives
-from pretrain.data import replay, tasks, vocab
+from pretrain import families as family, objectives
+from pretrain.data import replay, tasks
+from pretrain.vocab import pipeline as vocab
 from pretrain.objectives import common
 
 CLM = objectives.make("clm", None, seed=0)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from pretrain import config
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_config_imports_no_front_end():
   loaded = set(json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                                          text=True).stdout))
   assert "pretrain.config" in loaded
-  assert not loaded & {"pretrain.gin_config", "pretrain.cli", "gin"}
+  assert not loaded & {"pretrain.config.gin", "pretrain.cli", "gin"}
   imported = set()  # Nor inside a function, where the import above would not see it.
   for node in ast.walk(ast.parse(inspect.getsource(config))):
     if isinstance(node, ast.ImportFrom):

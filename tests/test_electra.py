@@ -99,13 +99,13 @@ def test_the_discriminator_exports_and_reads_back(run, tmp_path):
 
 
 def test_a_generator_larger_than_the_discriminator_is_refused():
-  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   with pytest.raises(UserError, match="electra_generator_size=1.5 makes the generator larger than the discriminator"):
     tiny_run("--config.data.objective=electra", "--config.model.electra_generator_size=1.5")
 
 
 def test_generator_heads_that_do_not_split_over_the_tensor_axis_are_refused():
-  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   with pytest.raises(UserError, match="generator's 1 attention heads .* do not split over mesh.tensor=2"):
     tiny_run("--config.data.objective=electra", "--config.mesh.tensor=2", "--config.mesh.data=1")
 

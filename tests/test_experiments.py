@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 from pretrain import configs
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 from pretrain.data import dedup
-from pretrain.experiments import (compare_moe, compare_objectives, compare_tokenizers, curriculum, data_quality, scaling,
-                                  web_defects)
+from pretrain.experiments import compare_moe, compare_objectives, compare_tokenizers, curriculum, data_quality, scaling, web_defects
 from tests.conftest import REPO
 
 # A model and budget small enough for a CPU test: a few seconds of training per run.

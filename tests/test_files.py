@@ -5,8 +5,8 @@ import json
 
 import tensorflow as tf
 
-from pretrain import files
-from pretrain.data import vocab
+from pretrain.system import files
+from pretrain.vocab import pipeline as vocab
 from pretrain.train import metrics
 
 

@@ -16,8 +16,8 @@ import torch
 import transformers
 
 from pretrain import hf, run as run_lib
-from pretrain.data import vocab
-from pretrain.errors import UserError
+from pretrain.vocab import pipeline as vocab
+from pretrain.system.errors import UserError
 from pretrain.models import decoding
 from tests.conftest import REPO, tiny_run
 

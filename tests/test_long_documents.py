@@ -9,7 +9,8 @@ import sys
 import tensorflow as tf
 
 from pretrain import objectives
-from pretrain.data import long_documents, vocab
+from pretrain.data import long_documents
+from pretrain.vocab import pipeline as vocab
 from tests.conftest import REPO, TINY
 
 

@@ -6,8 +6,9 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from pretrain import configs, family, objectives
-from pretrain.data import tasks, vocab
+from pretrain import configs, families as family, objectives
+from pretrain.data import tasks
+from pretrain.vocab import pipeline as vocab
 from pretrain.objectives import bart, common, fim, mlm
 
 

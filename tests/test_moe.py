@@ -290,7 +290,7 @@ def test_flops_count_the_active_experts_only():
     (("--config.model.feed_forward=relu",), "model.feed_forward='relu' is for the encoder-decoder"),
 ])
 def test_settings_the_model_cannot_take_are_refused(flags, message):
-  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   from tests.conftest import tiny_run  # pylint: disable=g-import-not-at-top
   with pytest.raises(UserError, match=message):
     tiny_run("--config.model.moe_experts=4", *flags)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from pretrain import config, configs, family, objectives
-from pretrain.errors import UserError
+from pretrain import config, configs, families as family, objectives
+from pretrain.system.errors import UserError
 from pretrain.objectives import Objective, Setting
 
 

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from pretrain import cli
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

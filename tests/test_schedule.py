@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from pretrain import run as run_lib
-from pretrain import schedule
+from pretrain.data import schedule
 from pretrain.data import indexed
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 from pretrain.train import metrics
 from tests.conftest import tiny_config
 

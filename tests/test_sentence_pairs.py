@@ -8,8 +8,8 @@ import seqio
 import tensorflow as tf
 
 from pretrain import objectives
-from pretrain.data import vocab
-from pretrain.errors import UserError
+from pretrain.vocab import pipeline as vocab
+from pretrain.system.errors import UserError
 from pretrain.objectives import common, mlm, sentence_pairs
 
 LENGTH = 64

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 from pretrain.experiments import sweep as sweep_command, sweep_grid as sweep
 from tests.conftest import TINY
 

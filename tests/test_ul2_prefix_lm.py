@@ -13,9 +13,10 @@ import pytest
 import seqio
 import sentencepiece as spm
 
-from pretrain import configs, family, objectives
-from pretrain.data import replay, tasks, vocab
-from pretrain.errors import UserError
+from pretrain import configs, families as family, objectives
+from pretrain.data import replay, tasks
+from pretrain.vocab import pipeline as vocab
+from pretrain.system.errors import UserError
 from pretrain.objectives import ul2
 from tests.conftest import REPO, TINY
 

@@ -13,7 +13,7 @@ import seqio
 from pretrain import objectives
 from pretrain.commands import eval as eval_command, inspect_task
 from pretrain.data import tasks
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 from tests.conftest import REPO, tiny_config
 
 SHORT = ["--config.data.inputs_length=32", "--config.data.targets_length=32", "--config.train.checkpoint_every=2"]
@@ -90,7 +90,7 @@ def test_a_broken_objective_is_named(tmp_path):
 
 def test_a_users_python_control_flow_is_converted_and_the_packages_functions_are_traced_as_written():
   """AutoGraph still rewrites a user's preprocessor (Python `if` on a tensor becomes a graph op), while the
-  package's own pipeline functions are traced as written (pretrain.tf_loader.trace_as_written)."""
+  package's own pipeline functions are traced as written (pretrain.system.tf_loader.trace_as_written)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorflow.python.autograph.impl import conversion  # pylint: disable=g-import-not-at-top
   from pretrain.data import packing  # pylint: disable=g-import-not-at-top  (applies the rule)

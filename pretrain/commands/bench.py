@@ -36,8 +36,8 @@ import jax.numpy as jnp
 from pretrain import cli
 from pretrain import config as config_lib
 from pretrain import run as run_lib
-from pretrain.console import log
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.console import log
+from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.bench import matmul_floor, step_profile
 from pretrain.train import checkpoint, flops
 

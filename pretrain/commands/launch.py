@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 from pretrain import cli
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REMOTE_DIR = "pretrain"  # On each TPU VM worker, under the home directory.

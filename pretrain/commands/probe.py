@@ -37,7 +37,7 @@ import os
 import sys
 
 from pretrain import cli
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 
 
 @exit_on_user_error
@@ -61,7 +61,8 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
     raise UserError("--finetune fine-tunes on the labelled task; add --task=packages")
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from pretrain import files, run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.system import files  # pylint: disable=g-import-not-at-top
+  from pretrain import run as run_lib
   from pretrain.downstream import evaluation, stats  # pylint: disable=g-import-not-at-top
   run, params, step = run_lib.load(args.workdir)
   rows = {}

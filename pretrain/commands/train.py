@@ -10,7 +10,7 @@ import os
 import sys
 
 from pretrain import cli
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.parallel import distributed
 
 
@@ -19,7 +19,7 @@ def train(cfg, workdir: str) -> dict:
   (the config, the model against the workdir's, the checkpoint's shapes) and the restore have passed."""
   from pretrain import hf, run as run_lib, workdir as workdir_lib  # pylint: disable=g-import-not-at-top
   from pretrain.train import checkpoint, loop, memory  # pylint: disable=g-import-not-at-top
-  from pretrain.workdir_lock import WorkdirLock  # pylint: disable=g-import-not-at-top
+  from pretrain.workdir.lock import WorkdirLock  # pylint: disable=g-import-not-at-top
   cfg = hf.init_config(cfg, run_lib.objective(cfg).family)
   workdir_lib.check_writable(workdir)
   workdir_lib.check_layout(workdir)

@@ -13,7 +13,7 @@ tokenizer .json).
 import sys
 
 from pretrain import cli
-from pretrain.errors import exit_on_user_error
+from pretrain.system.errors import exit_on_user_error
 
 
 @exit_on_user_error
@@ -21,8 +21,10 @@ def main(argv: list[str], prog: str = "pretrain train-tokenizer") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--out", required=True, type=cli.output_file, help="path of the model file to write")
   args, cfg = cli.parse_command_line(parser, argv)
-  from pretrain import files, objectives  # pylint: disable=g-import-not-at-top
-  from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top  (imports TF)
+  from pretrain.system import files  # pylint: disable=g-import-not-at-top
+  from pretrain import objectives
+  from pretrain.data import sources  # pylint: disable=g-import-not-at-top  (imports TF)
+  from pretrain.vocab import pipeline as vocab
   source = sources.make_source(cfg.data)
   texts = source.texts("train", max_chars=cfg.tokenizer.max_chars)
   t, special = cfg.tokenizer, objectives.pieces(cfg)

@@ -23,7 +23,7 @@ import os
 
 from pretrain import cli, run as run_lib
 from pretrain.downstream import stats
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.experiments import compare_objectives, runs
 from pretrain.train import flops, metrics
 

@@ -52,7 +52,7 @@ import numpy as np
 
 from pretrain import cli, objectives, run as run_lib
 from pretrain.downstream import stats
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs
 
 DEFAULT_OBJECTIVES = "clm,prefix_lm_decoder,span_corruption,ul2,mass,mlm,nsp,sop,electra,contrastive"
@@ -131,7 +131,7 @@ def downstream(workdir: str, args) -> dict:
   a finished run and of its initial parameters (the same seed's); a measure with inner seeds (a probe's, a
   fine-tuning's) is their mean: the run is the unit."""
   from pretrain.downstream import evaluation  # pylint: disable=g-import-not-at-top
-  from pretrain.errors import UserError as NotScored  # pylint: disable=g-import-not-at-top,reimported
+  from pretrain.system.errors import UserError as NotScored  # pylint: disable=g-import-not-at-top,reimported
   run, params, _ = run_lib.load(workdir)
   inner = {}
   for name, row_params in (("model", params), (INIT, run.create_state().params)):
@@ -150,7 +150,7 @@ def downstream(workdir: str, args) -> dict:
 
 
 def _metrics_text(finals: list[dict]) -> str:
-  """The objective's other validation metrics (pretrain/family.py), means over its runs, e.g. 'accuracy 0.21'."""
+  """The objective's other validation metrics (pretrain/families/__init__.py), means over its runs, e.g. 'accuracy 0.21'."""
   return ", ".join(f"{k.replace('_', ' ')} {np.mean([f[k] for f in finals]):.3f}" for k in finals[0]
                    if k not in _OWN_COLUMN)
 

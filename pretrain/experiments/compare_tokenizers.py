@@ -5,7 +5,7 @@
       [--out=docs/tokenizers] [--out_dir=runs/tokenizers] [--config.KEY=VALUE ...]
 
 Kinds (KINDS): SentencePiece unigram (the default) and BPE, WordPiece, byte-level BPE and raw bytes
-(tokenizer.kind, pretrain/data/vocab.py), each trained on the bundled corpus's train split (configs/quickstart.py
+(tokenizer.kind, pretrain/vocab/pipeline.py), each trained on the bundled corpus's train split (configs/quickstart.py
 or --config) with --vocab_size ids (the sentinels included; bytes have their fixed size). Each kind's rows hold
 --row_bytes bytes of text on average (their length in tokens: --row_bytes over the kind's bytes per token on the
 validation split, to a multiple of 8), so every run trains on the same bytes of text in the same number of steps,
@@ -24,9 +24,10 @@ import shutil
 import time
 
 from pretrain import cli, objectives, run as run_lib
-from pretrain.data import sources, vocab
+from pretrain.data import sources
+from pretrain.vocab import pipeline as vocab
 from pretrain.downstream import stats
-from pretrain.errors import exit_on_user_error
+from pretrain.system.errors import exit_on_user_error
 from pretrain.experiments import runs
 from pretrain.train import metrics
 

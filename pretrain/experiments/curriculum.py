@@ -27,7 +27,7 @@ import numpy as np
 
 from pretrain import cli, run as run_lib
 from pretrain.downstream import stats
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs
 from pretrain.train import metrics
 

@@ -34,7 +34,7 @@ from scipy import optimize
 
 from pretrain import cli
 from pretrain.downstream import stats
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs, sweep
 
 # Two layers or more: a 1-layer model falls off the trend of deeper ones (Kaplan et al. 2020, figure 6); with a

@@ -21,9 +21,10 @@ import numpy as np
 import safetensors.numpy
 
 from pretrain import models
-from pretrain.console import log
-from pretrain.errors import UserError
-from pretrain.hf import electra, llama, t5, tokenizer
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
+from pretrain.hf import electra, llama, t5
+from pretrain.vocab import hf_tokenizer as tokenizer
 
 FAMILIES = {"llama": llama, "t5": t5}  # exported and imported
 EXPORTS = {**FAMILIES, "electra": electra}

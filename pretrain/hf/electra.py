@@ -8,7 +8,7 @@ is exported: the generator stays in the run's checkpoints. config.json names it 
 
 import numpy as np
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 from pretrain.hf import llama
 
 ARCHITECTURE = "PretrainElectraDiscriminator"

@@ -5,8 +5,8 @@ checkpoints hold them (one tensor per expert and projection), which every transf
 
 import numpy as np
 
-from pretrain.console import log
-from pretrain.errors import UserError
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
 from pretrain.hf import layers
 
 ARCHITECTURE = "LlamaForCausalLM"

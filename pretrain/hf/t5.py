@@ -4,8 +4,8 @@ layers and experts, top-1 routing with the raw router probability, every layer o
 
 import numpy as np
 
-from pretrain.console import log
-from pretrain.errors import UserError
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
 from pretrain.hf import layers
 
 ARCHITECTURE = "T5ForConditionalGeneration"

@@ -1,13 +1,13 @@
 """Flax Linen models. Every parameter carries logical axis names (see parallel/mesh.py).
 
 Which model an objective trains, and how a batch feeds it, is its family's
-business (pretrain/family.py).
+business (pretrain/families/__init__.py).
 """
 
 import flax.linen as nn
 import jax
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig, EncoderOnly
 from pretrain.models.electra import Electra

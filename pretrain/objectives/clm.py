@@ -1,7 +1,8 @@
 """Causal LM: every document ends with EOS and is cut into pieces of at most
 the target length, so no token is dropped; the feature converter packs them."""
 
-from pretrain import family as families, tf_loader
+from pretrain import families
+from pretrain.system import tf_loader
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective
 

@@ -11,14 +11,15 @@ on the encoder.
 
 import numpy as np
 
-from pretrain import config, family as families, text_vocab, tf_loader
-from pretrain.errors import UserError
+from pretrain import config, families, vocab as text_vocab
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 from pretrain.objectives import common
 from pretrain.objectives.mlm import MASK_TOKEN
 from pretrain.objectives.spec import Objective, Setting
 
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.data.vocab")
+vocab = tf_loader.Lazy("pretrain.vocab.pipeline")
 
 
 def fragment_length(segment: int, fraction: float) -> int:

@@ -14,14 +14,15 @@ import dataclasses
 
 import numpy as np
 
-from pretrain import config, family as families, tf_loader
-from pretrain.errors import UserError
+from pretrain import config, families
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective, Setting
 
 seqio = tf_loader.Lazy("seqio")
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.data.vocab")
+vocab = tf_loader.Lazy("pretrain.vocab.pipeline")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,14 +13,15 @@ once.
 
 import dataclasses
 
-from pretrain import family as families, text_vocab, tf_loader
-from pretrain.errors import UserError
+from pretrain import families, vocab as text_vocab
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 from pretrain.objectives import common, prefix_lm
 from pretrain.objectives.spec import Objective, Setting
 from pretrain.objectives.span_corruption import SpanCorruption, check_lengths, corrupt
 
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.data.vocab")
+vocab = tf_loader.Lazy("pretrain.vocab.pipeline")
 
 MODE_TOKENS = {"R": "[NLU]", "X": "[NLG]", "S": "[S2S]"}
 # The paper's seven denoisers at equal rates: (kind, mean_noise_span_length, noise_density, rate).

@@ -6,7 +6,7 @@ import itertools
 import jax
 import numpy as np
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 from pretrain.parallel import mesh as mesh_lib
 
 

@@ -11,9 +11,9 @@ import time
 import jax
 import tqdm
 
-from pretrain.console import log
-from pretrain import schedule
-from pretrain.errors import UserError
+from pretrain.system.console import log
+from pretrain.data import schedule
+from pretrain.system.errors import UserError
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import evaluation, flops, metrics, report, sampling, signals
 
@@ -112,7 +112,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
 
 def train_values(run, step_metrics: dict, step: int) -> dict[str, float]:
   """The logged values of a train step's metrics (the step that made `step`): train/NAME, and with a schedule of
-  several members (pretrain/schedule.py) each member's train/member/MEMBER/loss and accuracy over its rows
+  several members (pretrain/data/schedule.py) each member's train/member/MEMBER/loss and accuracy over its rows
   of that step (none where it had none) and its scheduled rate, data/rate/MEMBER."""
   metrics_ = dict(step_metrics)
   metrics_.pop("finite", None)

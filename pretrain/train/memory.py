@@ -10,7 +10,7 @@ import os
 
 import jax
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 from pretrain.models import attention
 
 

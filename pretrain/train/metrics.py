@@ -4,9 +4,9 @@ import io
 import json
 import os
 
-from pretrain import files, tf_loader
-from pretrain.console import log
-from pretrain.errors import UserError
+from pretrain.system import files, tf_loader
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
 
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "curves.png"

@@ -7,7 +7,7 @@ inverse-square-root schedule; both clip the global gradient norm first.
 import jax
 import optax
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 NAMES = ("adamw", "adafactor")
 SCHEDULES = ("cosine", "rsqrt")

@@ -21,7 +21,7 @@ import re
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 KINDS = ("wordpiece", "byte_bpe", "bytes")
 CONTROL = ("<pad>", "</s>", "<unk>")  # Ids 0, 1, 2 (text_vocab.PAD_ID, EOS_ID, UNK_ID).
@@ -99,7 +99,7 @@ def kind_of(tokenizer: tokenizers.Tokenizer) -> str | None:
 
 class TokenizersText:
   """A vocabulary over a tokenizer.json, encoding and decoding in Python as seqio's vocabularies do; the data
-  path wraps it as a seqio vocabulary (pretrain/data/vocab.py)."""
+  path wraps it as a seqio vocabulary (pretrain/vocab/pipeline.py)."""
 
   workdir_name = "tokenizer.json"
   pad_id, eos_id, unk_id = 0, 1, 2
@@ -109,7 +109,7 @@ class TokenizersText:
     self.tokenizer = parse(data)
     self.kind = kind_of(self.tokenizer)
     # seqio's sentinels, as SentencePiece's: `<extra_id_0>` the highest id, matched whole in the text. An export
-    # (pretrain/hf/tokenizer.py) holds them already.
+    # (pretrain/vocab/hf_tokenizer.py) holds them already.
     held = sum(1 for token in self.tokenizer.get_vocab() if SENTINEL.fullmatch(token))
     if held not in (0, extra_ids):
       raise UserError(f"{path!r} holds {held} sentinels <extra_id_N>, not tokenizer.extra_ids={extra_ids}; set "

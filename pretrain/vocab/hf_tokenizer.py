@@ -1,8 +1,8 @@
 """A Hugging Face fast tokenizer (tokenizer.json) equal to a run's vocabulary.
 
-A vocabulary of the `tokenizers` kinds (pretrain/tokenizers_vocab.py) is a tokenizer.json already: it is
+A vocabulary of the `tokenizers` kinds (pretrain/vocab/tokenizers_json.py) is a tokenizer.json already: it is
 written with the sentinels and the post-processor below. The SentencePiece model is unigram (or BPE, as ranked
-merges) with byte fallback, identity normalisation and a dummy-prefix space (pretrain/data/vocab.py).
+merges) with byte fallback, identity normalisation and a dummy-prefix space (pretrain/vocab/pipeline.py).
 SentencePiece first cuts the text into words, each a run of spaces followed by non-spaces, then segments each
 word; the pre-tokenizer below cuts the same words, so the unigram lattice is the same. The objectives' special
 pieces and seqio's sentinels are added tokens, matched whole wherever they occur, as SentencePiece matches user
@@ -16,7 +16,8 @@ import tokenizers
 from sentencepiece import sentencepiece_model_pb2
 from tokenizers import decoders, models as tok_models, pre_tokenizers, processors
 
-from pretrain import files, text_vocab
+from pretrain.system import files
+from pretrain import vocab as text_vocab
 
 SPACE = "\u2581"
 TOKENIZER_MODEL = "tokenizer.model"  # The SentencePiece model itself, for import and for slow tokenizers.

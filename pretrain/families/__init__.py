@@ -19,11 +19,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from pretrain import models
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 from pretrain.models import decoding
 from pretrain.train import flops, losses
 
-EOS_ID = 1  # seqio's, and the vocabularies' (pretrain.data.vocab)
+EOS_ID = 1  # seqio's, and the vocabularies' (pretrain.vocab.pipeline)
 
 
 # Model features of a packed row (seqio's feature converters and pretrain/data/encoder_converter.py).
@@ -388,7 +388,7 @@ class EncoderOnly(Family):
   def score_rows(self, context, continuation, vocabulary, task_lengths, *, span=True):
     """Pseudo-log-likelihood (Salazar et al. 2020): a row per continuation token, that token replaced by [MASK]
     and predicted from everything else."""
-    from pretrain import text_vocab  # pylint: disable=g-import-not-at-top
+    from pretrain import vocab as text_vocab  # pylint: disable=g-import-not-at-top
     context = cut_left(context, task_lengths["inputs"] - len(continuation))
     tokens = np.asarray([*context, *continuation], np.int32)
     mask_id = text_vocab.single_piece_id(vocabulary, "[MASK]")

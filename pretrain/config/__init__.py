@@ -18,7 +18,7 @@ import traceback
 
 import ml_collections
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -241,7 +241,7 @@ def one_of(*names: str) -> Valid:
 # The valid values of every checked field, declared once (the defaults are in the config files, which users
 # copy and edit; the ranges stay here, so that no copy can loosen them). validate() checks them all.
 # Fields that only some families use are checked here too when their range never depends on the family (a
-# family's own constraints between fields are in pretrain/family.py); an objective's own settings are declared,
+# family's own constraints between fields are in pretrain/families/__init__.py); an objective's own settings are declared,
 # with their defaults and ranges, in its module (pretrain/objectives/).
 RANGES = {
     "data.source": one_of("corpus", "files", "tfds"),

@@ -1,7 +1,7 @@
 """A run's vocabulary read without TensorFlow or seqio: the Python side (encode, decode, the ids' text) that the
 commands which read no data, `generate` and `export`, need, so they start without those imports' seconds.
 
-The data path wraps these as seqio vocabularies (pretrain/data/vocab.py) with the same ids and text (tested).
+The data path wraps these as seqio vocabularies (pretrain/vocab/pipeline.py) with the same ids and text (tested).
 Ids follow T5 and seqio in every kind: pad 0, eos 1, unk 2, no bos; `extra_ids` sentinels `<extra_id_N>`
 appended at load time, `<extra_id_0>` the highest id; the objectives' special tokens are single pieces, ids 3
 and up. Each vocabulary has `file` (the model it was loaded from), `workdir_name` (that file's name in a run's
@@ -15,8 +15,9 @@ import numpy as np
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
-from pretrain import files, tokenizers_vocab
-from pretrain.errors import UserError
+from pretrain.system import files
+from pretrain.vocab import tokenizers_json as tokenizers_vocab
+from pretrain.system.errors import UserError
 
 PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
 EXTRA_IDS = 100  # Sentinels by default, as T5; tokenizer.extra_ids sets another count.

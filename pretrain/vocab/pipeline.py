@@ -1,8 +1,8 @@
 """Vocabularies of the data path: training, caching by content, and loading as seqio vocabularies.
 
 `tokenizer.kind` picks one: SentencePiece (unigram or BPE, `tokenizer.model_type`; the default), or WordPiece,
-byte-level BPE or raw bytes (pretrain/tokenizers_vocab.py). What each holds, its ids and the helpers that read
-them (sentinel_id, single_piece_id, bytes_per_id, ...) are pretrain/text_vocab.py's, which reads a vocabulary
+byte-level BPE or raw bytes (pretrain/vocab/tokenizers_json.py). What each holds, its ids and the helpers that read
+them (sentinel_id, single_piece_id, bytes_per_id, ...) are pretrain/vocab/__init__.py's, which reads a vocabulary
 without TensorFlow; here they become seqio vocabularies, whose TensorFlow ops the pipelines map.
 """
 
@@ -14,18 +14,21 @@ import os
 import sys
 
 import numpy as np
-import seqio
 import sentencepiece as spm
-import tensorflow as tf
 
-from pretrain import files, text_vocab, tf_loader, tokenizers_vocab
-from pretrain.data import cache_lock, long_documents
-from pretrain.data.sources import cache_dir
-from pretrain.errors import UserError
+from pretrain.system import files, tf_loader
+from pretrain import vocab as text_vocab
+from pretrain.vocab import tokenizers_json as tokenizers_vocab
+from pretrain.system import cache
+from pretrain.vocab import long_texts
+from pretrain.system.cache import cache_dir
+from pretrain.system.errors import UserError
 # What the data path reads of any vocabulary, here beside the vocabularies it loads.
-from pretrain.text_vocab import EOS_ID, EXTRA_IDS, PAD_ID, UNK_ID  # pylint: disable=unused-import
-from pretrain.text_vocab import (bytes_per_id, first_regular_id, sentinel_id,  # pylint: disable=unused-import
-                                 single_piece_id)
+from pretrain.vocab import EOS_ID, EXTRA_IDS, PAD_ID, UNK_ID  # pylint: disable=unused-import
+from pretrain.vocab import bytes_per_id, first_regular_id, sentinel_id, single_piece_id  # pylint: disable=unused-import
+
+tf = tf_loader.Lazy("tensorflow")
+seqio = tf_loader.Lazy("seqio")
 
 # SentencePiece skips longer sentences (its max_sentence_length); documents are fed paragraph by paragraph,
 # a longer paragraph in pieces.
@@ -46,7 +49,7 @@ def _training_lines(texts):
   """Paragraphs, newlines kept, so that pieces for line breaks and indentation are learned."""
   for text in texts:
     for paragraph in text.split("\n\n"):
-      for piece in long_documents.pieces(paragraph.encode("utf-8"), _MAX_LINE_BYTES):
+      for piece in long_texts.pieces(paragraph.encode("utf-8"), _MAX_LINE_BYTES):
         if piece.strip():
           yield piece.decode("utf-8")
 
@@ -121,7 +124,7 @@ def cached_model(texts, vocab_size: int, model_type: str, cache: str, special: t
     print(f"Training a {vocab_size}-token {kind} vocabulary (once) -> {path}", file=sys.stderr, flush=True)
     files.write_atomically(path, train(texts, kind, vocab_size, model_type, extra_ids, special))
 
-  cache_lock.build_once(path, lambda: os.path.exists(path) and text_vocab.parse(text_vocab.read(path)) is not None,
+  cache.build_once(path, lambda: os.path.exists(path) and text_vocab.parse(text_vocab.read(path)) is not None,
                         build)
   return path
 
@@ -170,7 +173,7 @@ class SentencePieceVocabulary(seqio.SentencePieceVocabulary):
 
 
 class TokenizersVocabulary(seqio.Vocabulary):
-  """A `tokenizers` vocabulary (pretrain/tokenizers_vocab.py) as seqio reads one. The data pipeline tokenizes
+  """A `tokenizers` vocabulary (pretrain/vocab/tokenizers_json.py) as seqio reads one. The data pipeline tokenizes
   once, into the token store, so its TensorFlow ops call the Rust tokenizer through tf.numpy_function."""
 
   def __init__(self, text: tokenizers_vocab.TokenizersText):
