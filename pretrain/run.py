@@ -15,7 +15,6 @@ Every check of a config happens while building, before anything is compiled.
 import contextlib
 import dataclasses
 import functools
-import json
 import os
 
 import flax.linen as nn
@@ -23,8 +22,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from pretrain import config as config_lib
-from pretrain.system import cache, files
+from pretrain.system import cache
 from pretrain import models, objectives, vocab as text_vocab
 from pretrain.data import schedule as schedule_lib
 from pretrain.system.console import log
@@ -260,7 +258,6 @@ class Run:
       from pretrain.data.replay import ReplayBatches  # pylint: disable=g-import-not-at-top
       return ReplayBatches(self.task, self.task_lengths, self.family, batch_size=c.train.batch_size,
                            seed=c.train.seed, host_sharding=c.data.host_sharding, position=position)
-    from pretrain.data import sources  # pylint: disable=g-import-not-at-top
     from pretrain.data.indexed import IndexedBatches  # pylint: disable=g-import-not-at-top
     members = [(task, source, o.family.converter(), o.family.task_lengths(c.data))
                for task, source, o in self.member_tasks()]

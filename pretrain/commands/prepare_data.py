@@ -30,7 +30,7 @@ def prepare(cfg, shard: int = 0, num_shards: int = 1) -> list[dict]:
   """Builds shard `shard` of `num_shards` of the training store of every source of `cfg`; returns what each
   store holds (empty counts for a store that waits for other shards)."""
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.data import sources, token_store  # pylint: disable=g-import-not-at-top
+  from pretrain.data import token_store  # pylint: disable=g-import-not-at-top
   from pretrain.system import cache  # pylint: disable=g-import-not-at-top
   _check_preparable(cfg)
   run = run_lib.Run.build_with_data(cfg)

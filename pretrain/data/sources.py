@@ -11,7 +11,7 @@ import json
 import os
 
 
-from pretrain.system import errors, files
+from pretrain.system import errors
 from pretrain.data import schedule
 from pretrain.system.console import log
 from pretrain.data import corpus, curation as curation_lib, records, tfds_files

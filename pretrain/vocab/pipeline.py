@@ -19,9 +19,8 @@ import sentencepiece as spm
 from pretrain.system import files, tf_loader
 from pretrain import vocab as text_vocab
 from pretrain.vocab import tokenizers_json as tokenizers_vocab
-from pretrain.system import cache
 from pretrain.vocab import long_texts
-from pretrain.system.cache import cache_dir
+from pretrain.system.cache import build_once, cache_dir
 from pretrain.system.errors import UserError
 # What the data path reads of any vocabulary, here beside the vocabularies it loads.
 from pretrain.vocab import EOS_ID, EXTRA_IDS, PAD_ID, UNK_ID  # pylint: disable=unused-import
@@ -124,7 +123,7 @@ def cached_model(texts, vocab_size: int, model_type: str, cache: str, special: t
     print(f"Training a {vocab_size}-token {kind} vocabulary (once) -> {path}", file=sys.stderr, flush=True)
     files.write_atomically(path, train(texts, kind, vocab_size, model_type, extra_ids, special))
 
-  cache.build_once(path, lambda: os.path.exists(path) and text_vocab.parse(text_vocab.read(path)) is not None,
+  build_once(path, lambda: os.path.exists(path) and text_vocab.parse(text_vocab.read(path)) is not None,
                         build)
   return path
 
