@@ -22,7 +22,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from pretrain.system import cache
+from pretrain.system import data_cache
 from pretrain import models, objectives, vocab as text_vocab
 from pretrain.data import schedule as schedule_lib
 from pretrain.system.console import log
@@ -263,7 +263,7 @@ class Run:
                for task, source, o in self.member_tasks()]
     return IndexedBatches(members, self.schedule, self.vocabulary, self.family, self.task_lengths, task=self.task,
                           batch_size=c.train.batch_size, streams=c.data.streams, seed=c.train.seed,
-                          cache=cache.cache_dir(c.data), saved_position=position, step=step,
+                          cache=data_cache.cache_dir(c.data), saved_position=position, step=step,
                           report_members=bool(self.members_reported), length_stages=self.length_stages)
 
   def flops_per_example(self, params, task_lengths: dict[str, int] | None = None) -> float:

@@ -14,7 +14,8 @@ import pytest
 
 from pretrain import run as run_lib
 from pretrain.data import corpus, sources, tfds_files, token_store
-from pretrain.vocab import pipeline as vocab
+from pretrain import vocab
+from pretrain.vocab.cache import cached_model
 from pretrain.system.errors import UserError
 from tests.conftest import tiny_config
 
@@ -95,10 +96,10 @@ def test_bytes_changed_after_opening_end_the_run_with_one_line(files_run, monkey
 @pytest.mark.parametrize("content", [b"", b"\x00garbage\xff"], ids=["empty", "garbage"])
 def test_a_cached_vocabulary_that_is_no_model_is_trained_again(tmp_path, corpus_source, content, capfd):
   texts = list(corpus_source.texts("train", max_chars=200_000))
-  path = vocab.cached_model(texts, 512, "unigram", str(tmp_path), ("[MASK]",))
+  path = cached_model(texts, 512, "unigram", str(tmp_path), ("[MASK]",))
   with open(path, "wb") as f:
     f.write(content)
-  assert vocab.cached_model(texts, 512, "unigram", str(tmp_path), ("[MASK]",)) == path
+  assert cached_model(texts, 512, "unigram", str(tmp_path), ("[MASK]",)) == path
   assert vocab.single_piece_id(vocab.load(path), "[MASK]") >= 3
   assert "is not a SentencePiece model; moved aside" in capfd.readouterr().err
 

@@ -52,6 +52,6 @@ def test_processes_that_start_together_prepare_it_once(tmp_path):
 def test_empty_cache_variable_means_the_default(monkeypatch):
   import os  # pylint: disable=g-import-not-at-top
   import ml_collections  # pylint: disable=g-import-not-at-top
-  from pretrain.system import cache  # pylint: disable=g-import-not-at-top
+  from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
   monkeypatch.setenv("PRETRAIN_CACHE", "")
-  assert cache.cache_dir(ml_collections.ConfigDict({"cache_dir": ""})) == os.path.expanduser("~/.cache/pretrain")
+  assert data_cache.cache_dir(ml_collections.ConfigDict({"cache_dir": ""})) == os.path.expanduser("~/.cache/pretrain")

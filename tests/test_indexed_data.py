@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pretrain import run as run_lib
-from pretrain.system import cache
+from pretrain.system import data_cache
 from pretrain.data import indexed, token_store
 from pretrain.vocab import pipeline as vocab
 from pretrain.system.errors import UserError
@@ -177,7 +177,7 @@ def test_a_shard_that_another_process_builds_is_waited_for(cache_dir, vocabulary
   store_dir = os.path.join(cache_dir, "contended")
   shard = os.path.join(store_dir, "documents-00000-of-00001.array_record")
   second = threading.Thread(target=token_store.build_shard, args=(task, source, "train", vocabulary, store_dir))
-  with cache.held(shard):  # As the first builder holds it.
+  with data_cache.held(shard):  # As the first builder holds it.
     second.start()
     second.join(timeout=3)
     assert second.is_alive() and os.listdir(store_dir) == [os.path.basename(shard) + ".lock"]

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from pretrain import objectives
 from pretrain.data import long_documents
-from pretrain.vocab import pipeline as vocab
+from pretrain import vocab
 from tests.conftest import REPO, TINY
 
 
@@ -46,7 +46,7 @@ def test_long_documents_become_pieces_in_order_and_short_ones_pass():
 
 def test_a_tokenizer_learns_from_one_document_without_paragraph_breaks():
   """Its lines were once all over SentencePiece's length limit and left out: no sentences to train on."""
-  model = vocab.train_sentencepiece([_words(300_000)], 500, "unigram", 100, objectives.pieces())
+  model = vocab.train([_words(300_000)], "sentencepiece", 500, "unigram", 100, objectives.pieces())
   assert len(model) > 1000
 
 

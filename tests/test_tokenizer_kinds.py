@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from pretrain import objectives, vocab as text_vocab
-from pretrain.vocab import tokenizers_json as tokenizers_vocab
 from pretrain.data import tasks
 from pretrain.vocab import pipeline as vocab
 from pretrain.objectives import common, fim, ul2
@@ -123,7 +122,7 @@ def test_a_sentencepiece_unigram_vocabulary_reads_without_tensorflow_as_the_pipe
 def test_a_tokenizer_json_of_another_kind_is_refused(vocabulary, tmp_path):
   """The unigram tokenizer.json a SentencePiece vocabulary exports is not a vocabulary: its .model is."""
   from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
-  from pretrain.vocab import hf_tokenizer  # pylint: disable=g-import-not-at-top
+  from pretrain.vocab import hf_export as hf_tokenizer  # pylint: disable=g-import-not-at-top
   hf_tokenizer.write(vocabulary, str(tmp_path), bos=False)
   with pytest.raises(UserError, match="is neither a SentencePiece model nor a tokenizer.json of the kinds wordpiece"):
     vocab.load(str(tmp_path / "tokenizer.json"))
@@ -142,7 +141,7 @@ def test_a_cached_tokenizer_that_is_damaged_is_trained_again(tmp_path, corpus_so
   with open(path, "r+b") as f:
     f.truncate(100)
   assert vocab.cached_model(texts, 600, "unigram", str(tmp_path), objectives.pieces(), kind="byte_bpe") == path
-  assert tokenizers_vocab.parse(open(path, "rb").read()) is not None
+  assert text_vocab.kind_of(open(path, "rb").read()).name == "byte_bpe"
 
 
 @pytest.mark.parametrize("bos", [True, False], ids=["llama", "t5"])
@@ -150,14 +149,14 @@ def test_the_exported_tokenizer_gives_our_ids_in_transformers(kind_vocabulary, b
   """transformers' tokenizer of the export: our ids, with the BOS (decoder-only) or EOS (T5) of training, on a
   text nobody here wrote and on hard text; the sentinels and special tokens as ours."""
   from transformers import AutoTokenizer  # pylint: disable=g-import-not-at-top
-  from pretrain.vocab import hf_tokenizer  # pylint: disable=g-import-not-at-top
+  from pretrain.vocab import hf_export as hf_tokenizer  # pylint: disable=g-import-not-at-top
   _, vocabulary = kind_vocabulary
   hf_tokenizer.write(vocabulary, str(tmp_path), bos)
   theirs = AutoTokenizer.from_pretrained(str(tmp_path))
   for text in [UNSEEN, *HARD[:4], "<extra_id_0> and <extra_id_99>[MASK]"]:
     ours = vocabulary.encode(text)
     assert theirs(text)["input_ids"] == ([0, *ours] if bos else [*ours, 1]), text
-    if "extra_id" not in text:  # T5's tokenizer strips the space before a sentinel (pretrain/vocab/hf_tokenizer.py).
+    if "extra_id" not in text:  # T5's tokenizer strips the space before a sentinel (pretrain/vocab/sentencepiece.py).
       assert theirs.decode(ours) == vocabulary.decode(ours), text
 
 

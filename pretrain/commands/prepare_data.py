@@ -31,12 +31,12 @@ def prepare(cfg, shard: int = 0, num_shards: int = 1) -> list[dict]:
   store holds (empty counts for a store that waits for other shards)."""
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.data import token_store  # pylint: disable=g-import-not-at-top
-  from pretrain.system import cache  # pylint: disable=g-import-not-at-top
+  from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
   _check_preparable(cfg)
   run = run_lib.Run.build_with_data(cfg)
   summaries = []
   for task, source, _ in run.member_tasks():
-    store_dir = token_store.directory(cache.cache_dir(cfg.data), source, "train", run.vocabulary)
+    store_dir = token_store.directory(data_cache.cache_dir(cfg.data), source, "train", run.vocabulary)
     token_store.build_shard(task, source, "train", run.vocabulary, store_dir, shard, num_shards)
     summary = {"source": source.name, "directory": store_dir, "documents": 0, "tokens": 0,
                "bytes": sum(e.stat().st_size for e in os.scandir(store_dir) if e.name.endswith(".array_record"))}

@@ -24,7 +24,7 @@ def main(argv: list[str], prog: str = "pretrain train-tokenizer") -> None:
   from pretrain.system import files  # pylint: disable=g-import-not-at-top
   from pretrain import objectives
   from pretrain.data import sources  # pylint: disable=g-import-not-at-top  (imports TF)
-  from pretrain.vocab import pipeline as vocab
+  from pretrain import vocab
   source = sources.make_source(cfg.data)
   texts = source.texts("train", max_chars=cfg.tokenizer.max_chars)
   t, special = cfg.tokenizer, objectives.pieces(cfg)

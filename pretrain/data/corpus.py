@@ -23,7 +23,7 @@ import uuid
 
 from pretrain.system import tf_loader
 from pretrain.system.console import log
-from pretrain.system import cache
+from pretrain.system import data_cache
 from pretrain.data import tfds_files
 from pretrain.system.errors import UserError
 
@@ -134,14 +134,14 @@ def prepare(data_dir: str) -> tfds.core.DatasetBuilder:
   for attempt in range(2):
     problem = damage()
     if problem is None:
-      cache.build_once(dataset_dir, lambda: builder().is_prepared(), build)
+      data_cache.build_once(dataset_dir, lambda: builder().is_prepared(), build)
       problem = damage()
       if problem is None:
         return builder()
     if attempt:
       raise UserError(f"the bundled corpus in {dataset_dir} was prepared again and is still damaged ({problem}); "
                       "check the disk of the cache directory (data.cache_dir)")
-    with cache.held(dataset_dir):  # Of several processes finding it damaged, one moves it aside.
+    with data_cache.held(dataset_dir):  # Of several processes finding it damaged, one moves it aside.
       if damage() is not None:
         aside = f"{dataset_dir}.damaged-{uuid.uuid4().hex[:8]}"
         os.rename(dataset_dir, aside)

@@ -15,7 +15,7 @@ from pretrain.system import errors
 from pretrain.data import schedule
 from pretrain.system.console import log
 from pretrain.data import corpus, curation as curation_lib, records, tfds_files
-from pretrain.system.cache import cache_dir
+from pretrain.system.data_cache import cache_dir
 from pretrain.system.errors import UserError
 from pretrain.system import tf_loader
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from pretrain import cli
 from pretrain.downstream import stats
-from pretrain.system import cache
+from pretrain.system import data_cache
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs, sweep, web_defects
 
@@ -222,7 +222,7 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
     commands[rung] = " ".join(sweep_argv)
     run = run_lib.Run.build_with_data(configs[rung])
     (task, rung_source, _), = run.member_tasks()  # Its token store, built by the runs: the tokens they trained on.
-    store = token_store.open_or_build(task, rung_source, "train", run.vocabulary, cache.cache_dir(run.cfg.data))
+    store = token_store.open_or_build(task, rung_source, "train", run.vocabulary, data_cache.cache_dir(run.cfg.data))
     for r in results[rung]:
       r.update(rung=rung, documents=len(kept[rung]), tokens=int(store.meta["tokens"]),
                defective_share=sum(label != "clean" for label in kept[rung]) / len(kept[rung]))

@@ -24,7 +24,7 @@ from pretrain import models
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
 from pretrain.hf import electra, llama, t5
-from pretrain.vocab import hf_tokenizer as tokenizer
+from pretrain.vocab import hf_export as tokenizer
 
 FAMILIES = {"llama": llama, "t5": t5}  # exported and imported
 EXPORTS = {**FAMILIES, "electra": electra}

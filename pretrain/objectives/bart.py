@@ -9,7 +9,7 @@ replaced by one [MASK], a zero-length span inserting one).
 
 import dataclasses
 
-from pretrain import config, families
+from pretrain import config, families, vocab
 from pretrain.system import tf_loader
 from pretrain.system.errors import UserError
 from pretrain.objectives import common
@@ -17,7 +17,6 @@ from pretrain.objectives.mlm import MASK_TOKEN
 from pretrain.objectives.spec import Objective, Setting
 
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.vocab.pipeline")
 
 
 

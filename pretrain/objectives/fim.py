@@ -7,13 +7,12 @@ Other documents stay as they are. Every document ends with EOS and is cut into
 pieces of the target length, as for causal LM.
 """
 
-from pretrain import config, families
+from pretrain import config, families, vocab
 from pretrain.system import tf_loader
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective, Setting
 
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.vocab.pipeline")
 
 FIM_TOKENS = ("<PRE>", "<SUF>", "<MID>")
 

@@ -5,14 +5,13 @@ those 80% become [MASK], 10% a random regular token and 10% stay as they are.
 `weights` marks the selected positions: the loss is computed there only.
 """
 
-from pretrain import config, families
+from pretrain import config, families, vocab
 from pretrain.system import tf_loader
 from pretrain.system.errors import UserError
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective, Setting
 
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.vocab.pipeline")
 
 MASK_TOKEN = "[MASK]"
 SETTINGS = {"data.mlm_rate": Setting(0.15, config.OPEN_FRACTION, "share of tokens selected (80% [MASK], 10% random, "

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pretrain import config, families, models
+from pretrain import config, families, models, vocab
 from pretrain.system import tf_loader
 from pretrain.system.errors import UserError
 from pretrain.families import bits_per_byte, ratio, totals_ratio
@@ -34,7 +34,6 @@ from pretrain.objectives.spec import Objective, Setting
 from pretrain.train import losses
 
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.vocab.pipeline")
 
 KINDS = ("nsp", "sop")
 

@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from pretrain import config, families
+from pretrain import config, families, vocab
 from pretrain.system import tf_loader
 from pretrain.system.errors import UserError
 from pretrain.objectives import common
@@ -22,7 +22,6 @@ from pretrain.objectives.spec import Objective, Setting
 
 seqio = tf_loader.Lazy("seqio")
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.vocab.pipeline")
 
 
 @dataclasses.dataclass(frozen=True)

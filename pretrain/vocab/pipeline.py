@@ -1,139 +1,29 @@
-"""Vocabularies of the data path: training, caching by content, and loading as seqio vocabularies.
-
-`tokenizer.kind` picks one: SentencePiece (unigram or BPE, `tokenizer.model_type`; the default), or WordPiece,
-byte-level BPE or raw bytes (pretrain/vocab/tokenizers_json.py). What each holds, its ids and the helpers that read
-them (sentinel_id, single_piece_id, bytes_per_id, ...) are pretrain/vocab/__init__.py's, which reads a vocabulary
-without TensorFlow; here they become seqio vocabularies, whose TensorFlow ops the pipelines map.
-"""
+"""The vocabularies of the data path: each kind (pretrain/vocab/) as a seqio vocabulary, whose TensorFlow ops the
+pipelines map, and the run's vocabulary, trained on its source once (cache.py) or read from tokenizer.path."""
 
 import functools
-import hashlib
-import io
-import json
-import os
-import sys
 
 import numpy as np
-import sentencepiece as spm
 
-from pretrain.system import files, tf_loader
-from pretrain import vocab as text_vocab
-from pretrain.vocab import tokenizers_json as tokenizers_vocab
-from pretrain.vocab import long_texts
-from pretrain.system.cache import build_once, cache_dir
-from pretrain.system.errors import UserError
+from pretrain import vocab
+from pretrain.system import tf_loader
+from pretrain.system.data_cache import cache_dir
+from pretrain.vocab import sentencepiece, tokenizers_json
+from pretrain.vocab.cache import cached_model  # pylint: disable=unused-import  (the data path's, here)
 # What the data path reads of any vocabulary, here beside the vocabularies it loads.
-from pretrain.vocab import EOS_ID, EXTRA_IDS, PAD_ID, UNK_ID  # pylint: disable=unused-import
-from pretrain.vocab import bytes_per_id, first_regular_id, sentinel_id, single_piece_id  # pylint: disable=unused-import
+from pretrain.vocab.ids import (EOS_ID, EXTRA_IDS, PAD_ID, UNK_ID, bytes_per_id,  # pylint: disable=unused-import
+                                first_regular_id, sentinel_id, single_piece_id)
 
 tf = tf_loader.Lazy("tensorflow")
 seqio = tf_loader.Lazy("seqio")
 
-# SentencePiece skips longer sentences (its max_sentence_length); documents are fed paragraph by paragraph,
-# a longer paragraph in pieces.
-_MAX_LINE_BYTES = 4192
-KINDS = ("sentencepiece", *tokenizers_vocab.KINDS)
 
-
-def trainer_options(pieces) -> dict:
-  """Trainer options besides the size and type; part of the cache key. The tokenizer is lossless,
-  decode(encode(text)) == text: no normalisation, white space kept, rare characters spelled as bytes. `pieces`:
-  the special tokens, each made one piece."""
-  return dict(pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1, user_defined_symbols=list(pieces),
-              character_coverage=0.9995, split_digits=True, byte_fallback=True, normalization_rule_name="identity",
-              remove_extra_whitespaces=False, allow_whitespace_only_pieces=True)
-
-
-def _training_lines(texts):
-  """Paragraphs, newlines kept, so that pieces for line breaks and indentation are learned."""
-  for text in texts:
-    for paragraph in text.split("\n\n"):
-      for piece in long_texts.pieces(paragraph.encode("utf-8"), _MAX_LINE_BYTES):
-        if piece.strip():
-          yield piece.decode("utf-8")
-
-
-def train_sentencepiece(texts, vocab_size: int, model_type: str, extra_ids: int, special: tuple[str, ...]) -> bytes:
-  """Trains a model on an iterable of documents; `vocab_size` counts the `extra_ids` sentinels too, `special` are
-  the tokens made single pieces."""
-  pieces = vocab_size - extra_ids
-  _check_size(vocab_size, extra_ids, special)
-  model = io.BytesIO()
-  fed = {"lines": 0, "chars": 0}
-
-  def counted(lines):
-    for line in lines:
-      fed["lines"] += 1
-      fed["chars"] += len(line)
-      yield line
-
-  try:
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=counted(_training_lines(texts)), model_writer=model, vocab_size=pieces,
-        model_type=model_type, num_threads=os.cpu_count() or 1, minloglevel=2,
-        logstream=open(os.devnull, "w"), **trainer_options(special))
-  except RuntimeError as e:
-    raise UserError(f"SentencePiece could not train a {pieces}-piece model on {fed['chars']:,} characters in "
-                    f"{fed['lines']:,} lines of text ({e}); lower tokenizer.vocab_size or give more text") from None
-  return model.getvalue()
-
-
-def _check_size(vocab_size: int, extra_ids: int, special: tuple[str, ...]) -> None:
-  if vocab_size - extra_ids < 3 + len(special) + 256 + 30:
-    raise UserError(f"tokenizer.vocab_size={vocab_size} is too small: it must exceed {extra_ids} sentinels, "
-                    "3 control ids, the special tokens and 256 byte pieces by a few dozen pieces")
-
-
-def train(texts, kind: str, vocab_size: int, model_type: str, extra_ids: int, special: tuple[str, ...]) -> bytes:
-  """The model file of a `kind` vocabulary trained on documents (see train_sentencepiece)."""
-  if kind == "sentencepiece":
-    return train_sentencepiece(texts, vocab_size, model_type, extra_ids, special)
-  if kind != "bytes":
-    _check_size(vocab_size, extra_ids, special)
-  return tokenizers_vocab.train(texts, kind, tokenizers_vocab.size(kind, vocab_size, extra_ids, special), special)
-
-
-def cached_model(texts, vocab_size: int, model_type: str, cache: str, special: tuple[str, ...],
-                 extra_ids: int = EXTRA_IDS, kind: str = "sentencepiece") -> str:
-  """Path of a model trained on `texts`, trained once per distinct text and options."""
-  if kind == "bytes":  # Nothing to learn: the same model for any text.
-    texts, vocab_size = [], tokenizers_vocab.size(kind, vocab_size, extra_ids, special) + extra_ids
-  texts = list(texts)
-  if kind == "sentencepiece":
-    # How the text becomes training lines is part of the key: long paragraphs were once left out, now cut.
-    options = [model_type, extra_ids, trainer_options(special), {"max_line_bytes": _MAX_LINE_BYTES,
-                                                                 "long_paragraphs": "cut"}]
-    name = f"spm_{vocab_size}"
-  else:
-    options = [kind, extra_ids, list(special), f"tokenizers {tokenizers_vocab.tokenizers.__version__}"]
-    name = f"{kind}_{vocab_size}"
-  digest = hashlib.sha256(json.dumps([vocab_size, *options], sort_keys=True).encode())
-  for text in texts:
-    digest.update(hashlib.sha256(text.encode("utf-8")).digest())
-  suffix = ".model" if kind == "sentencepiece" else ".json"
-  path = os.path.join(cache, "tokenizers", f"{name}_{digest.hexdigest()[:16]}{suffix}")
-
-  def build():
-    if os.path.exists(path):  # There, but not a model: damaged (cut short, overwritten).
-      aside = f"{path}.damaged-{os.getpid()}"
-      os.replace(path, aside)
-      what = "SentencePiece model" if kind == "sentencepiece" else f"{kind} tokenizer.json"
-      print(f"warning: the cached vocabulary {path} is not a {what}; moved aside to {aside}, "
-            "training it again", file=sys.stderr, flush=True)
-    print(f"Training a {vocab_size}-token {kind} vocabulary (once) -> {path}", file=sys.stderr, flush=True)
-    files.write_atomically(path, train(texts, kind, vocab_size, model_type, extra_ids, special))
-
-  build_once(path, lambda: os.path.exists(path) and text_vocab.parse(text_vocab.read(path)) is not None,
-                        build)
-  return path
-
-
-def load(path: str, extra_ids: int = EXTRA_IDS):
-  """Loads a SentencePiece model or a tokenizer.json with seqio's sentinels, checking the ids we rely on."""
-  data, parsed = text_vocab.checked(path)
-  if isinstance(parsed, spm.SentencePieceProcessor):
+def load(path: str, extra_ids: int = vocab.EXTRA_IDS):
+  """The vocabulary in a model file of any kind, with seqio's sentinels, as a seqio vocabulary."""
+  data, kind = vocab.checked(path)
+  if kind is sentencepiece.KIND:
     return SentencePieceVocabulary(path, extra_ids=extra_ids)
-  return TokenizersVocabulary(tokenizers_vocab.TokenizersText(path, data, extra_ids))
+  return TokenizersVocabulary(kind.text(path, data, extra_ids))
 
 
 class SentencePieceVocabulary(seqio.SentencePieceVocabulary):
@@ -162,7 +52,7 @@ class SentencePieceVocabulary(seqio.SentencePieceVocabulary):
 
   @functools.cached_property
   def piece_bytes(self) -> list[bytes | None]:
-    return text_vocab.sentencepiece_piece_bytes(self.sp_model, self.vocab_size)
+    return sentencepiece.piece_bytes(self.sp_model, self.vocab_size)
 
   def __getstate__(self):  # What seqio compares (__eq__) and pickles: the model, not what is made of it.
     state = super().__getstate__()
@@ -172,10 +62,10 @@ class SentencePieceVocabulary(seqio.SentencePieceVocabulary):
 
 
 class TokenizersVocabulary(seqio.Vocabulary):
-  """A `tokenizers` vocabulary (pretrain/vocab/tokenizers_json.py) as seqio reads one. The data pipeline tokenizes
+  """A vocabulary of a `tokenizers` kind (pretrain/vocab/tokenizers_json.py) as seqio reads one. The data pipeline tokenizes
   once, into the token store, so its TensorFlow ops call the Rust tokenizer through tf.numpy_function."""
 
-  def __init__(self, text: tokenizers_vocab.TokenizersText):
+  def __init__(self, text: tokenizers_json.TokenizersText):
     super().__init__(extra_ids=text.extra_ids)
     self.text = text
     self.file, self.identity, self.kind, self.tokenizer = text.file, text.identity, text.kind, text.tokenizer
@@ -226,7 +116,7 @@ class TokenizersVocabulary(seqio.Vocabulary):
     return {"file": self.file, "data": self.identity, "extra_ids": self.extra_ids}
 
   def __setstate__(self, state):
-    self.__init__(tokenizers_vocab.TokenizersText(state["file"], state["data"], state["extra_ids"]))
+    self.__init__(vocab.from_bytes(state["file"], state["data"], state["extra_ids"]))
 
   def __eq__(self, other):
     return isinstance(other, TokenizersVocabulary) and self.__getstate__() == other.__getstate__()
@@ -241,6 +131,6 @@ def get_vocabulary(cfg, source, special: tuple[str, ...]):
   t = cfg.tokenizer
   if t.path:
     return load(t.path, t.extra_ids)
-  texts = source.texts("train", max_chars=t.max_chars) if t.kind != "bytes" else []
+  texts = source.texts("train", max_chars=t.max_chars) if vocab.KINDS[t.kind].learns else []
   return load(cached_model(texts, t.vocab_size, t.model_type, cache_dir(cfg.data), special, t.extra_ids, t.kind),
               t.extra_ids)

@@ -1,17 +1,11 @@
-"""Vocabularies made with the `tokenizers` library (the Rust tokenizers of transformers): WordPiece, byte-level
-BPE, and raw UTF-8 bytes.
+"""What the kinds made with the `tokenizers` library (the Rust tokenizers of transformers) share: a
+tokenizer.json with the ids every objective relies on (ids.py): pad 0, eos 1, unk 2, then the objectives' special
+tokens, single ids matched whole in the text as SentencePiece matches its user symbols, then the learned pieces;
+seqio's sentinels are added at load time, `<extra_id_0>` the highest id.
 
-Each is a tokenizer.json with the ids every objective relies on (text_vocab.py): pad 0, eos 1, unk 2, then the
-objectives' special tokens, single ids matched whole in the text as SentencePiece matches its user symbols, then
-the learned pieces; seqio's sentinels are added at load time, `<extra_id_0>` the highest id.
-
-- byte_bpe: GPT-2's byte-level BPE (its pre-tokenizer's word split, merges over bytes). Lossless, no unknown id.
-- bytes: one id per UTF-8 byte, byte b at 3 + len(special) + b (ByT5 without merges; the special tokens come
-  first, as in every kind). Lossless; its size is fixed, tokenizer.vocab_size does not apply.
-- wordpiece: BERT's, cased: BERT's normaliser (control characters dropped, a space around each CJK character)
-  and pre-tokenizer (words split at white space and punctuation). Not lossless: decoding puts one space between
-  words, so runs of spaces, tabs and newlines come back as single spaces, and a word with a character the
-  training text did not hold becomes the unknown id.
+Each kind is a TokenizersKind in a module of its own (wordpiece.py, byte_bpe.py, utf8_bytes.py) that says how it
+trains, how its tokenizer.json is told from the others', and what text each of its pieces stands for; reading
+them (TokenizersText) and their Hugging Face tokenizer.json (their own) are here.
 """
 
 import functools
@@ -19,14 +13,15 @@ import json
 import re
 
 import tokenizers
-from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import decoders, pre_tokenizers
 
 from pretrain.system.errors import UserError
+from pretrain.vocab import ids
 
-KINDS = ("wordpiece", "byte_bpe", "bytes")
-CONTROL = ("<pad>", "</s>", "<unk>")  # Ids 0, 1, 2 (text_vocab.PAD_ID, EOS_ID, UNK_ID).
-WORD_PREFIX = "##"  # WordPiece's mark of a piece that continues a word.
+CONTROL = ("<pad>", "</s>", "<unk>")  # Ids 0, 1, 2 (ids.PAD_ID, EOS_ID, UNK_ID).
 SENTINEL = re.compile(r"<extra_id_\d+>")
+WORKDIR_NAME = "tokenizer.json"
+SUFFIX = ".json"
 
 
 @functools.cache
@@ -38,78 +33,48 @@ def byte_chars() -> tuple[str, ...]:
   return tuple(chr(b) if b in printable else chr(next(shifted)) for b in range(256))
 
 
-def _byte_level(tokenizer: tokenizers.Tokenizer, split_words: bool) -> tokenizers.Tokenizer:
+def byte_level(tokenizer: tokenizers.Tokenizer, split_words: bool) -> tokenizers.Tokenizer:
+  """The tokenizer, reading and writing bytes as GPT-2's byte-level BPE does."""
   tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=split_words)
   tokenizer.decoder = decoders.ByteLevel()
   return tokenizer
 
 
-def train(texts, kind: str, pieces: int, special: tuple[str, ...]) -> bytes:
-  """tokenizer.json of a `kind` tokenizer of `pieces` ids (the sentinels not counted) trained on documents."""
-  tokens = [*CONTROL, *special]
-  if kind == "bytes":
-    vocabulary = {token: i for i, token in enumerate(tokens)}
-    vocabulary.update({c: len(tokens) + b for b, c in enumerate(byte_chars())})
-    tokenizer = _byte_level(tokenizers.Tokenizer(models.BPE(vocabulary, [])), split_words=False)
-    tokenizer.add_special_tokens(tokens)  # Matched whole, as the trainers of the other kinds add them.
-    return tokenizer.to_str().encode()
-  if kind == "byte_bpe":
-    tokenizer = _byte_level(tokenizers.Tokenizer(models.BPE()), split_words=True)
-    trainer = trainers.BpeTrainer(vocab_size=pieces, special_tokens=tokens, initial_alphabet=list(byte_chars()),
-                                  show_progress=False)
-  elif kind == "wordpiece":
-    tokenizer = tokenizers.Tokenizer(models.WordPiece(unk_token=CONTROL[2], continuing_subword_prefix=WORD_PREFIX))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.decoder = decoders.WordPiece(prefix=WORD_PREFIX)
-    trainer = trainers.WordPieceTrainer(vocab_size=pieces, special_tokens=tokens, show_progress=False,
-                                        continuing_subword_prefix=WORD_PREFIX)
-  else:
-    raise ValueError(f"unknown tokenizer kind {kind!r}")
-  tokenizer.train_from_iterator(texts, trainer)
-  return tokenizer.to_str().encode()
+def byte_text(token: str) -> bytes:
+  """The bytes a byte-level piece stands for."""
+  byte_of = _byte_of()
+  return bytes(byte_of[c] for c in token)
 
 
-def size(kind: str, vocab_size: int, extra_ids: int, special: tuple[str, ...]) -> int:
-  """Ids a `kind` tokenizer trains, sentinels aside: the bytes kind's is fixed."""
-  return len(CONTROL) + len(special) + 256 if kind == "bytes" else vocab_size - extra_ids
+@functools.cache
+def _byte_of() -> dict[str, int]:
+  return {c: b for b, c in enumerate(byte_chars())}
 
 
-def parse(data: bytes) -> tokenizers.Tokenizer | None:
-  """The tokenizer in `data`, if it is one of our kinds with our control ids; else None."""
+def spec(data: bytes) -> dict | None:
+  """The tokenizer.json in `data` as JSON, if `tokenizers` reads it and its first ids are our control ids."""
   try:
     tokenizer = tokenizers.Tokenizer.from_str(data.decode("utf-8"))
   except Exception:  # pylint: disable=broad-except  (not UTF-8; tokenizers raises a bare Exception on bad JSON)
     return None
-  ours = kind_of(tokenizer) and [tokenizer.id_to_token(i) for i in range(3)] == list(CONTROL)
-  return tokenizer if ours else None
-
-
-def kind_of(tokenizer: tokenizers.Tokenizer) -> str | None:
-  """Which of KINDS the tokenizer is, by its model and pre-tokenizer; None for any other (e.g. the unigram
-  tokenizer.json that a SentencePiece vocabulary exports, whose .model is the vocabulary)."""
-  spec = json.loads(tokenizer.to_str())
-  model, pre = spec["model"], (spec.get("pre_tokenizer") or {}).get("type")
-  if model["type"] == "WordPiece" and pre == "BertPreTokenizer":
-    return "wordpiece"
-  if model["type"] == "BPE" and pre == "ByteLevel":
-    return "byte_bpe" if model["merges"] else "bytes"
-  return None
+  if [tokenizer.id_to_token(i) for i in range(3)] != list(CONTROL):
+    return None
+  return json.loads(tokenizer.to_str())
 
 
 class TokenizersText:
-  """A vocabulary over a tokenizer.json, encoding and decoding in Python as seqio's vocabularies do; the data
-  path wraps it as a seqio vocabulary (pretrain/vocab/pipeline.py)."""
+  """A vocabulary over a tokenizer.json of a kind's module (`kind`), encoding and decoding in Python as seqio's
+  vocabularies do; the data path wraps it as a seqio vocabulary (pretrain/vocab/pipeline.py)."""
 
-  workdir_name = "tokenizer.json"
-  pad_id, eos_id, unk_id = 0, 1, 2
+  workdir_name = WORKDIR_NAME
+  pad_id, eos_id, unk_id = ids.PAD_ID, ids.EOS_ID, ids.UNK_ID
 
-  def __init__(self, path: str, data: bytes, extra_ids: int = 0):
-    self.file, self.identity, self.extra_ids = path, data, extra_ids
-    self.tokenizer = parse(data)
-    self.kind = kind_of(self.tokenizer)
+  def __init__(self, path: str, data: bytes, extra_ids: int, kind: "TokenizersKind"):
+    self.file, self.identity, self.extra_ids, self.kind_spec = path, data, extra_ids, kind
+    self.kind = kind.name
+    self.tokenizer = tokenizers.Tokenizer.from_str(data.decode("utf-8"))
     # seqio's sentinels, as SentencePiece's: `<extra_id_0>` the highest id, matched whole in the text. An export
-    # (pretrain/vocab/hf_tokenizer.py) holds them already.
+    # (pretrain/vocab/hf_export.py) holds them already.
     held = sum(1 for token in self.tokenizer.get_vocab() if SENTINEL.fullmatch(token))
     if held not in (0, extra_ids):
       raise UserError(f"{path!r} holds {held} sentinels <extra_id_N>, not tokenizer.extra_ids={extra_ids}; set "
@@ -121,28 +86,69 @@ class TokenizersText:
   def encode(self, text: str) -> list[int]:
     return self.tokenizer.encode(text, add_special_tokens=False).ids
 
-  def decode(self, ids) -> str:
-    """The text of `ids` up to the first EOS (seqio's decode); ids past the vocabulary read as unknown."""
-    ids = [self.unk_id if i >= self.vocab_size else int(i) for i in ids]
-    return self.decode_ids(ids[:ids.index(self.eos_id) + 1] if self.eos_id in ids else ids)
+  def decode(self, token_ids) -> str:
+    """The text of `token_ids` up to the first EOS (seqio's decode); ids past the vocabulary read as unknown."""
+    token_ids = [self.unk_id if i >= self.vocab_size else int(i) for i in token_ids]
+    return self.decode_ids(token_ids[:token_ids.index(self.eos_id) + 1] if self.eos_id in token_ids else token_ids)
 
-  def decode_ids(self, ids) -> str:  # Padding and EOS stand for no text, as in SentencePiece's decoding.
-    return self.tokenizer.decode([int(i) for i in ids if i not in (0, 1)], skip_special_tokens=False)
+  def decode_ids(self, token_ids) -> str:  # Padding and EOS stand for no text, as in SentencePiece's decoding.
+    return self.tokenizer.decode([int(i) for i in token_ids if i not in (0, 1)], skip_special_tokens=False)
 
   @functools.cached_property
   def piece_bytes(self) -> list[bytes | None]:
-    """The bytes each id stands for; None for control ids, special tokens and sentinels. A WordPiece piece that
-    starts a word stands for a space and the piece (decoding puts a space between words)."""
+    """The bytes each id stands for (its kind's piece_text); None for control ids, special tokens and
+    sentinels."""
     special = {token.content for token in self.tokenizer.get_added_tokens_decoder().values()}
-    byte_of = {c: b for b, c in enumerate(byte_chars())}
     table = []
     for i in range(self.vocab_size):
       token = self.tokenizer.id_to_token(i)
-      if token is None or token in special:
-        table.append(None)
-      elif self.kind == "wordpiece":
-        text = token[len(WORD_PREFIX):] if token.startswith(WORD_PREFIX) else " " + token
-        table.append(text.encode("utf-8"))
-      else:
-        table.append(bytes(byte_of[c] for c in token))
+      table.append(None if token is None or token in special else self.kind_spec.piece_text(token))
     return table
+
+
+class TokenizersKind:
+  """A kind of tokenizer.json; a subclass says its name, how it trains, how its tokenizer.json is told apart and
+  what text its pieces stand for."""
+  name: str
+  workdir_name, suffix, learns = WORKDIR_NAME, SUFFIX, True
+
+  @property
+  def cache_prefix(self) -> str:  # Its cached files' names.
+    return self.name
+
+  @property
+  def what(self) -> str:  # What its model file is.
+    return f"{self.name} tokenizer.json"
+
+  def is_spec(self, spec: dict) -> bool:
+    """Whether a tokenizer.json (as JSON) is of this kind."""
+    raise NotImplementedError
+
+  def train(self, texts, pieces: int, special: tuple[str, ...], model_type: str | None = None) -> bytes:
+    """tokenizer.json of `pieces` ids (the sentinels not counted) trained on documents, `special` tokens single
+    ids after the control ids."""
+    raise NotImplementedError
+
+  def piece_text(self, token: str) -> bytes:
+    """The bytes a regular piece stands for."""
+    raise NotImplementedError
+
+  def size(self, vocab_size: int, extra_ids: int, special: tuple[str, ...]) -> int:
+    """Ids it trains, sentinels aside."""
+    return vocab_size - extra_ids
+
+  def parse(self, data: bytes) -> bool:
+    found = spec(data)
+    return found is not None and self.is_spec(found)
+
+  def text(self, path: str, data: bytes, extra_ids: int) -> TokenizersText:
+    return TokenizersText(path, data, extra_ids, self)
+
+  def cache_options(self, model_type: str, extra_ids: int, special) -> list:
+    """What, besides the size and the text, makes a trained tokenizer differ (its cache key)."""
+    del model_type
+    return [self.name, extra_ids, list(special), f"tokenizers {tokenizers.__version__}"]
+
+  def hf_tokenizer(self, vocabulary) -> tokenizers.Tokenizer:
+    """The vocabulary's own tokenizer, sentinels included: a tokenizer.json already."""
+    return tokenizers.Tokenizer.from_str(vocabulary.tokenizer.to_str())
