@@ -163,7 +163,7 @@ def test_a_mixtral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   theirs = transformers.MixtralForCausalLM(hf_config).eval()
   theirs.save_pretrained(tmp_path / "mixtral")
   with open(tmp_path / "mixtral" / "config.json") as f:
-    settings, unsupported = hf.llama.model_config(json.load(f))
+    settings, unsupported = hf.mixtral.model_config(json.load(f))
   assert not unsupported and settings["moe_experts"] == 4 and settings["num_kv_heads"] == 2
   run = tiny_run(*(f"--config.model.{k}={v}" for k, v in settings.items()), vocab_size=256)
   params = hf.import_params(str(tmp_path / "mixtral"), run.family, run.cfg.model, run.abstract_state().params)
@@ -186,7 +186,7 @@ def test_a_switch_transformer_made_by_transformers_imports_and_gives_its_logits(
   theirs.encoder.embed_tokens.weight = theirs.decoder.embed_tokens.weight = theirs.shared.weight
   theirs.save_pretrained(tmp_path / "switch")
   with open(tmp_path / "switch" / "config.json") as f:
-    settings, unsupported = hf.t5.model_config(json.load(f))
+    settings, unsupported = hf.switch_transformers.model_config(json.load(f))
   assert not unsupported and (settings["moe_experts"], settings["moe_every"]) == (4, 2)
   run = tiny_run("--config.data.objective=span_corruption", *(f"--config.model.{k}={v}" for k, v in settings.items()),
                  vocab_size=300)
@@ -302,7 +302,8 @@ def test_bad_exports_and_imports_are_refused(tmp_path, run_train, trained_run, v
   gpt2 = tmp_path / "gpt2"
   gpt2.mkdir()
   (gpt2 / "config.json").write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))
-  with pytest.raises(UserError, match="'gpt2' model .*only LlamaForCausalLM, T5ForConditionalGeneration"):
+  with pytest.raises(UserError, match="'gpt2' model .*only LlamaForCausalLM, MixtralForCausalLM, "
+                                      "Qwen2MoeForCausalLM, T5ForConditionalGeneration"):
     hf.read_config(str(gpt2))
   result = run_train(tmp_path / "from_gpt2", f"--config.train.init_from_hf={gpt2}")
   assert result.returncode == 2 and "only LlamaForCausalLM" in result.stderr
@@ -323,8 +324,8 @@ def test_bad_exports_and_imports_are_refused(tmp_path, run_train, trained_run, v
     with pytest.raises(UserError, match=f"cannot be exported as SwitchTransformersForConditionalGeneration: {reason}"):
       hf.export(str(tmp_path / "switch"), run, params, vocabulary)
     assert not os.path.exists(tmp_path / "switch")
-  settings, unsupported = hf.t5.model_config({"model_type": "switch_transformers", "d_model": 8, "d_kv": 4,
-                                              "d_ff": 16, "num_layers": 2, "num_heads": 2, "vocab_size": 300,
-                                              "num_experts": 4, "dense_act_fn": "gelu", "router_bias": True,
-                                              "encoder_sparse_step": 2, "decoder_sparse_step": 1})
+  settings, unsupported = hf.switch_transformers.model_config({
+      "model_type": "switch_transformers", "d_model": 8, "d_kv": 4, "d_ff": 16, "num_layers": 2, "num_heads": 2,
+      "vocab_size": 300, "num_experts": 4, "dense_act_fn": "gelu", "router_bias": True, "encoder_sparse_step": 2,
+      "decoder_sparse_step": 1})
   assert settings["moe_experts"] == 4 and len(unsupported) == 4  # The activation, tied outputs, bias, steps.

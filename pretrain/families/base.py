@@ -32,7 +32,7 @@ ENCODER_FEATURES = ("encoder_input_tokens", "encoder_target_tokens", "encoder_lo
 class Family:
   name: str           # how messages and reports call it
   architecture: str   # families of one architecture train the same model (and evaluate each other's tasks)
-  hf: str | None      # the Hugging Face architecture it exports to (a key of pretrain.hf.EXPORTS), or None
+  hf: str | None      # the Hugging Face architecture it exports to (the FAMILY of pretrain.hf.ARCHITECTURES), or None
   task_features: tuple[str, ...] = ("inputs", "targets")
   inputs_end_with_eos: bool = False
   generates: bool = True   # whether its model writes text (generate, samples)
