@@ -33,6 +33,8 @@ SUBCOMMANDS = {
     "inspect-data": ("pretrain.commands.inspect_data", "what data.filters and data.dedup remove, with examples"),
     "prepare-data": ("pretrain.commands.prepare_data", "tokenize a config's training data once into token stores"),
     "train-tokenizer": ("pretrain.commands.train_tokenizer", "train a SentencePiece model on a config's data"),
+    "config": ("pretrain.commands.config", "print the config a command line resolves to, or every field's default "
+               "and valid values"),
     "estimate-memory": ("pretrain.commands.estimate_memory", "per-device memory of a config, nothing allocated"),
     "sweep": ("pretrain.experiments.sweep", "train a grid of config overrides, one run per point, and report them"),
     "bench": ("pretrain.commands.bench", "time training steps (optionally beside transformers)"),
