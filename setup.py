@@ -1,6 +1,7 @@
 from setuptools import find_packages, setup
 
 BEAM = ["apache-beam>=2.60,<3", "sentencepiece>=0.2.1,<0.2.3"]
+DOCS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10"]  # the documentation site (mkdocs.yml, docs/)
 
 setup(
     name="pretrain",
@@ -36,6 +37,7 @@ setup(
     # beam: `pretrain prepare-data --beam` (Apache Beam needs protobuf < 7, and sentencepiece 0.2.3's generated
     # code needs protobuf 7). torch 2.13.0 is the CPU build on these machines; transformers 5 compares against
     # PyTorch models.
-    extras_require={"beam": BEAM,
-                    "test": ["pytest", "pytest-xdist", "hypothesis", "torch==2.13.0", "transformers>=5,<6", *BEAM]},
+    extras_require={"beam": BEAM, "docs": DOCS,
+                    "test": ["pytest", "pytest-xdist", "hypothesis", "torch==2.13.0", "transformers>=5,<6", *BEAM,
+                             *DOCS]},
 )
