@@ -22,13 +22,13 @@ import jax
 import ml_collections
 import numpy as np
 
-from pretrain.system import data_cache
 from pretrain import models, objectives, vocab as text_vocab
 from pretrain.data import schedule as schedule_lib
-from pretrain.system.console import log
-from pretrain.system.errors import UserError
 from pretrain.families import Family, check_feed_forward, check_moe
 from pretrain.parallel import mesh as mesh_lib
+from pretrain.system import data_cache
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
 from pretrain.train import checkpoint, optimizer, state as state_lib, steps
 # A run's files in its workdir, read here to load a run (and by the commands, as run.saved_config, ...).
 from pretrain.workdir import VOCAB_FILES, saved_config, vocabulary_file  # pylint: disable=unused-import

@@ -12,11 +12,10 @@ import ml_collections
 import numpy as np
 import pytest
 
-from pretrain import run as run_lib
+from pretrain import run as run_lib, vocab
 from pretrain.data import corpus, sources, tfds_files, token_store
-from pretrain import vocab
-from pretrain.vocab.cache import cached_model
 from pretrain.system.errors import UserError
+from pretrain.vocab.cache import cached_model
 from tests.conftest import tiny_config
 
 

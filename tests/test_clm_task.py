@@ -4,8 +4,8 @@ import tensorflow as tf
 
 from pretrain import families as family, objectives
 from pretrain.data import replay, tasks
-from pretrain.vocab import pipeline as vocab
 from pretrain.objectives import common
+from pretrain.vocab import pipeline as vocab
 
 CLM = objectives.make("clm", None, seed=0)
 

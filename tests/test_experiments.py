@@ -13,9 +13,15 @@ import numpy as np
 import pytest
 
 from pretrain import configs
-from pretrain.system.errors import UserError
 from pretrain.data import dedup
-from pretrain.experiments import compare_moe, compare_objectives, compare_tokenizers, curriculum, data_quality, scaling, web_defects
+from pretrain.experiments import compare_moe
+from pretrain.experiments import compare_objectives
+from pretrain.experiments import compare_tokenizers
+from pretrain.experiments import curriculum
+from pretrain.experiments import data_quality
+from pretrain.experiments import scaling
+from pretrain.experiments import web_defects
+from pretrain.system.errors import UserError
 from tests.conftest import REPO
 
 # A model and budget small enough for a CPU test: a few seconds of training per run.

@@ -6,8 +6,8 @@ import json
 import tensorflow as tf
 
 from pretrain.system import files
-from pretrain.vocab import pipeline as vocab
 from pretrain.train import metrics
+from pretrain.vocab import pipeline as vocab
 
 
 def test_atomic_write_leaves_only_the_file():

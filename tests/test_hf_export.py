@@ -16,9 +16,9 @@ import torch
 import transformers
 
 from pretrain import hf, run as run_lib
-from pretrain.vocab import pipeline as vocab
-from pretrain.system.errors import UserError
 from pretrain.models import decoding
+from pretrain.system.errors import UserError
+from pretrain.vocab import pipeline as vocab
 from tests.conftest import REPO, tiny_run
 
 LLAMA_SHAPES = {

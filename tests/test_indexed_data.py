@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from pretrain import run as run_lib
-from pretrain.system import data_cache
 from pretrain.data import indexed, token_store
-from pretrain.vocab import pipeline as vocab
+from pretrain.system import data_cache
 from pretrain.system.errors import UserError
+from pretrain.vocab import pipeline as vocab
 from tests.conftest import REPO, tiny_config
 
 

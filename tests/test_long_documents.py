@@ -8,9 +8,8 @@ import sys
 
 import tensorflow as tf
 
-from pretrain import objectives
+from pretrain import objectives, vocab
 from pretrain.data import long_documents
-from pretrain import vocab
 from tests.conftest import REPO, TINY
 
 

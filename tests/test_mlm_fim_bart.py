@@ -8,8 +8,8 @@ import tensorflow as tf
 
 from pretrain import configs, families as family, objectives
 from pretrain.data import tasks
-from pretrain.vocab import pipeline as vocab
 from pretrain.objectives import bart, common, fim, mlm
+from pretrain.vocab import pipeline as vocab
 
 
 def _examples(source, vocabulary, name, lengths, num, split="train", **overrides):

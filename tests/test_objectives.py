@@ -3,8 +3,8 @@
 import pytest
 
 from pretrain import config, configs, families as family, objectives
-from pretrain.system.errors import UserError
 from pretrain.objectives import Objective, Setting
+from pretrain.system.errors import UserError
 
 
 @pytest.mark.parametrize("name", objectives.NAMES)

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from pretrain import run as run_lib
-from pretrain.data import schedule
-from pretrain.data import indexed
+from pretrain.data import indexed, schedule
 from pretrain.system.errors import UserError
 from pretrain.train import metrics
 from tests.conftest import tiny_config

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from pretrain.system.errors import UserError
 from pretrain.experiments import sweep as sweep_command, sweep_grid as sweep
+from pretrain.system.errors import UserError
 from tests.conftest import TINY
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from pretrain import objectives, vocab as text_vocab
 from pretrain.data import tasks
-from pretrain.vocab import pipeline as vocab
 from pretrain.objectives import common, fim, ul2
+from pretrain.vocab import pipeline as vocab
 from tests.conftest import TINY
 
 KINDS = ["sentencepiece_bpe", "wordpiece", "byte_bpe", "bytes"]

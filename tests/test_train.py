@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pretrain.system.errors import UserError
 from pretrain.parallel import mesh as mesh_lib
+from pretrain.system.errors import UserError
 from pretrain.train import checkpoint, metrics, optimizer, steps
 from tests.conftest import REPO, TINY, tiny_run
 

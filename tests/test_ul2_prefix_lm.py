@@ -15,9 +15,9 @@ import sentencepiece as spm
 
 from pretrain import configs, families as family, objectives
 from pretrain.data import replay, tasks
-from pretrain.vocab import pipeline as vocab
-from pretrain.system.errors import UserError
 from pretrain.objectives import ul2
+from pretrain.system.errors import UserError
+from pretrain.vocab import pipeline as vocab
 from tests.conftest import REPO, TINY
 
 

@@ -10,8 +10,8 @@ import os
 import sys
 
 from pretrain import cli
-from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.parallel import distributed
+from pretrain.system.errors import UserError, exit_on_user_error
 
 
 def train(cfg, workdir: str) -> dict:

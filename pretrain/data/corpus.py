@@ -21,10 +21,9 @@ import sysconfig
 import uuid
 
 
-from pretrain.system import tf_loader
-from pretrain.system.console import log
-from pretrain.system import data_cache
 from pretrain.data import tfds_files
+from pretrain.system import data_cache, tf_loader
+from pretrain.system.console import log
 from pretrain.system.errors import UserError
 
 tfds = tf_loader.Lazy("tensorflow_datasets")

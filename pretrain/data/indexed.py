@@ -32,12 +32,10 @@ import copy
 import jax
 import numpy as np
 
-from pretrain.system import errors
-from pretrain.data import schedule
+from pretrain.data import packing, schedule, token_store
+from pretrain.system import errors, tf_loader
 from pretrain.system.console import log
-from pretrain.data import packing, token_store
 from pretrain.system.errors import UserError
-from pretrain.system import tf_loader
 
 tf = tf_loader.Lazy("tensorflow")
 

@@ -8,10 +8,9 @@ pipeline that resumes in constant time.
 
 import jax
 
-from pretrain.system import errors
+from pretrain.system import errors, tf_loader
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
-from pretrain.system import tf_loader
 
 tf = tf_loader.Lazy("tensorflow")
 seqio = tf_loader.Lazy("seqio")

@@ -11,13 +11,11 @@ import json
 import os
 
 
-from pretrain.system import errors
-from pretrain.data import schedule
+from pretrain.data import corpus, curation as curation_lib, records, schedule, tfds_files
+from pretrain.system import errors, tf_loader
 from pretrain.system.console import log
-from pretrain.data import corpus, curation as curation_lib, records, tfds_files
 from pretrain.system.data_cache import cache_dir
 from pretrain.system.errors import UserError
-from pretrain.system import tf_loader
 
 tfds = tf_loader.Lazy("tensorflow_datasets")
 tf = tf_loader.Lazy("tensorflow")

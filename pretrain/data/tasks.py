@@ -10,10 +10,10 @@ import os
 
 
 from pretrain.data import long_documents
-from pretrain.vocab import pipeline as vocab
 from pretrain.data.sources import Source
-from pretrain.system.errors import UserError
 from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
+from pretrain.vocab import pipeline as vocab
 
 seqio = tf_loader.Lazy("seqio")
 

@@ -11,8 +11,8 @@ import os
 
 from google.protobuf import json_format
 
-from pretrain.system.errors import UserError
 from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 
 tfds = tf_loader.Lazy("tensorflow_datasets")
 

@@ -32,9 +32,8 @@ import numpy as np
 import tqdm
 from array_record.python import array_record_module
 
-from pretrain.system import files
+from pretrain.system import data_cache, files
 from pretrain.system.console import log
-from pretrain.system import data_cache
 from pretrain.system.errors import UserError
 
 FORMAT = 1             # Bump when the stored records change meaning.

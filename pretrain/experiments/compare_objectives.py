@@ -52,8 +52,8 @@ import numpy as np
 
 from pretrain import cli, objectives, run as run_lib
 from pretrain.downstream import stats
-from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs
+from pretrain.system.errors import UserError, exit_on_user_error
 
 DEFAULT_OBJECTIVES = "clm,prefix_lm_decoder,span_corruption,ul2,mass,mlm,nsp,sop,electra,contrastive"
 # The objectives a comparison needs most replicates of (--seeds); the others run --other_seeds.
@@ -150,7 +150,7 @@ def downstream(workdir: str, args) -> dict:
 
 
 def _metrics_text(finals: list[dict]) -> str:
-  """The objective's other validation metrics (pretrain/families/__init__.py), means over its runs, e.g. 'accuracy 0.21'."""
+  """The objective's other validation metrics (pretrain/families/), means over its runs, e.g. 'accuracy 0.21'."""
   return ", ".join(f"{k.replace('_', ' ')} {np.mean([f[k] for f in finals]):.3f}" for k in finals[0]
                    if k not in _OWN_COLUMN)
 

@@ -25,11 +25,11 @@ import time
 
 from pretrain import cli, objectives, run as run_lib
 from pretrain.data import sources
-from pretrain.vocab import pipeline as vocab
 from pretrain.downstream import stats
-from pretrain.system.errors import exit_on_user_error
 from pretrain.experiments import runs
+from pretrain.system.errors import exit_on_user_error
 from pretrain.train import metrics
+from pretrain.vocab import pipeline as vocab
 
 # name: (tokenizer.kind, tokenizer.model_type)
 KINDS = {"spm_unigram": ("sentencepiece", "unigram"), "spm_bpe": ("sentencepiece", "bpe"),

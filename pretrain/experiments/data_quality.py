@@ -35,9 +35,9 @@ import numpy as np
 
 from pretrain import cli
 from pretrain.downstream import stats
+from pretrain.experiments import runs, sweep, web_defects
 from pretrain.system import data_cache
 from pretrain.system.errors import UserError, exit_on_user_error
-from pretrain.experiments import runs, sweep, web_defects
 
 # Filters for documentation text: Gopher's word count rule at 50 words would remove a third of the clean
 # docstrings (their median is 59 words), and C4's sentence and punctuation rules most of them

@@ -8,8 +8,8 @@ is exported: the generator stays in the run's checkpoints. config.json names it 
 
 import numpy as np
 
-from pretrain.system.errors import UserError
 from pretrain.hf import llama
+from pretrain.system.errors import UserError
 
 ARCHITECTURE, MODEL_TYPE, FAMILY = "PretrainElectraDiscriminator", "pretrain_electra_discriminator", "electra"
 IMPORTS = False  # Its generator stays in the run's checkpoints: nothing to continue pre-training from.

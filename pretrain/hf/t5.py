@@ -4,8 +4,8 @@ shares (switch_transformers.py: its experts where to_hf and from_hf are told `ex
 
 import numpy as np
 
-from pretrain.system.errors import UserError
 from pretrain.hf import layers
+from pretrain.system.errors import UserError
 
 ARCHITECTURE, MODEL_TYPE, FAMILY = "T5ForConditionalGeneration", "t5", "t5"
 IMPORTS = True

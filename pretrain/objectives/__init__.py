@@ -19,10 +19,20 @@ import os
 
 from pretrain import config as config_lib
 from pretrain.data import schedule as schedule_lib
-from pretrain.system.errors import UserError
 from pretrain.families import Family
-from pretrain.objectives import bart, clm, contrastive, electra, fim, mass, mlm, prefix_lm, sentence_pairs, span_corruption, ul2
+from pretrain.objectives import bart
+from pretrain.objectives import clm
+from pretrain.objectives import contrastive
+from pretrain.objectives import electra
+from pretrain.objectives import fim
+from pretrain.objectives import mass
+from pretrain.objectives import mlm
+from pretrain.objectives import prefix_lm
+from pretrain.objectives import sentence_pairs
+from pretrain.objectives import span_corruption
+from pretrain.objectives import ul2
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system.errors import UserError
 
 # One line per objective. The special pieces of the vocabulary are theirs in this order (a new objective's go
 # after those above it; the vocabulary's cache key includes them).

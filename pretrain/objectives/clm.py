@@ -2,9 +2,9 @@
 the target length, so no token is dropped; the feature converter packs them."""
 
 from pretrain import families
-from pretrain.system import tf_loader
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective
+from pretrain.system import tf_loader
 
 tf = tf_loader.Lazy("tensorflow")
 

@@ -8,9 +8,9 @@ pieces of the target length, as for causal LM.
 """
 
 from pretrain import config, families, vocab
-from pretrain.system import tf_loader
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
 
 tf = tf_loader.Lazy("tensorflow")
 

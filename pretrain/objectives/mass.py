@@ -12,11 +12,11 @@ on the encoder.
 import numpy as np
 
 from pretrain import config, families, vocab
-from pretrain.system import tf_loader
-from pretrain.system.errors import UserError
 from pretrain.objectives import common
 from pretrain.objectives.mlm import MASK_TOKEN
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 
 tf = tf_loader.Lazy("tensorflow")
 

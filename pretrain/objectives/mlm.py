@@ -6,10 +6,10 @@ those 80% become [MASK], 10% a random regular token and 10% stay as they are.
 """
 
 from pretrain import config, families, vocab
-from pretrain.system import tf_loader
-from pretrain.system.errors import UserError
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 
 tf = tf_loader.Lazy("tensorflow")
 

@@ -2,10 +2,10 @@
 at a fixed share of the segment)."""
 
 from pretrain import config, families
-from pretrain.system import tf_loader
-from pretrain.system.errors import UserError
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 
 tf = tf_loader.Lazy("tensorflow")
 

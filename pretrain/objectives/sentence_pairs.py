@@ -26,11 +26,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from pretrain import config, families, models, vocab
-from pretrain.system import tf_loader
-from pretrain.system.errors import UserError
 from pretrain.families import bits_per_byte, ratio, totals_ratio
 from pretrain.objectives import common, mlm
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 from pretrain.train import losses
 
 tf = tf_loader.Lazy("tensorflow")

@@ -15,10 +15,10 @@ import dataclasses
 import numpy as np
 
 from pretrain import config, families, vocab
-from pretrain.system import tf_loader
-from pretrain.system.errors import UserError
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 
 seqio = tf_loader.Lazy("seqio")
 tf = tf_loader.Lazy("tensorflow")

@@ -1,6 +1,6 @@
 """What an objective declares: one class per objective, in a module of its own.
 
-An objective names its model family (pretrain/families/__init__.py, or a subclass of one
+An objective names its model family (pretrain/families/, or a subclass of one
 in its own module when it brings its own model or loss terms), the config
 settings it reads with their defaults and valid values, the vocabulary pieces
 it needs as single ids, the checks of a config and of a source it must pass

@@ -14,11 +14,11 @@ once.
 import dataclasses
 
 from pretrain import families, vocab
+from pretrain.objectives import common, prefix_lm
+from pretrain.objectives.span_corruption import SpanCorruption, check_lengths, corrupt
+from pretrain.objectives.spec import Objective, Setting
 from pretrain.system import tf_loader
 from pretrain.system.errors import UserError
-from pretrain.objectives import common, prefix_lm
-from pretrain.objectives.spec import Objective, Setting
-from pretrain.objectives.span_corruption import SpanCorruption, check_lengths, corrupt
 
 tf = tf_loader.Lazy("tensorflow")
 

@@ -11,10 +11,10 @@ import time
 import jax
 import tqdm
 
-from pretrain.system.console import log
 from pretrain.data import schedule
-from pretrain.system.errors import UserError
 from pretrain.parallel import mesh as mesh_lib
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
 from pretrain.train import evaluation, flops, metrics, report, sampling, signals
 
 

@@ -11,9 +11,8 @@ import uuid
 import jax
 import ml_collections
 
-from pretrain import config as config_lib
+from pretrain import config as config_lib, objectives
 from pretrain.system import files
-from pretrain import objectives
 from pretrain.system.errors import UserError
 
 # Config sections that fix the shapes of a checkpoint, and fields of theirs that only say how a step computes;
