@@ -58,6 +58,28 @@ def tiny_config(*args: str):
                                          ["--config=configs/quickstart.py", *TINY, *args])[1]
 
 
+def train_losses(workdir, with_eval: bool = False) -> dict[int, float]:
+  """{step: train/loss} of a run's metrics.jsonl (with `with_eval`, eval/loss at steps that log no train loss)."""
+  from pretrain.train import metrics  # pylint: disable=g-import-not-at-top
+  keys = ("train/loss", "eval/loss") if with_eval else ("train/loss",)
+  return {r["step"]: next(r[k] for k in keys if k in r) for r in metrics.read(str(workdir)) if any(k in r for k in keys)}
+
+
+def task_examples(source, vocabulary, objective_name: str, lengths: dict[str, int], split: str = "validation",
+                  num: int | None = None, seed: int = 0, **overrides) -> list[dict]:
+  """The first `num` examples (all: None) of an objective's seqio task over a source, before packing; `overrides`
+  set the quickstart's data fields (e.g. mlm_rate=0.3)."""
+  import itertools  # pylint: disable=g-import-not-at-top
+  import seqio  # pylint: disable=g-import-not-at-top
+  from pretrain import configs  # pylint: disable=g-import-not-at-top
+  from pretrain.data import tasks  # pylint: disable=g-import-not-at-top
+  data_cfg = configs.load("quickstart").data
+  data_cfg.update(overrides)
+  name = tasks.register(source, vocabulary, objectives.make(objective_name, data_cfg, seed=seed))
+  dataset = seqio.get_mixture_or_task(name).get_dataset(lengths, split=split, shuffle=False, seed=seed)
+  return list(itertools.islice(dataset.as_numpy_iterator(), num))
+
+
 def tiny_run(*args: str, vocab_size: int = 128) -> run_lib.Run:
   """The model side of a run (pretrain.run) of tiny_config(*args), without data."""
   return run_lib.Run.build(tiny_config(*args), vocab_size)

@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-import seqio
 import sentencepiece as spm
 
 from pretrain import configs, families as family, objectives
@@ -18,7 +17,7 @@ from pretrain.data import replay, tasks
 from pretrain.objectives import ul2
 from pretrain.system.errors import UserError
 from pretrain.vocab import pipeline as vocab
-from tests.conftest import REPO, TINY
+from tests.conftest import REPO, TINY, task_examples
 
 
 def _data_cfg(**overrides):
@@ -27,11 +26,7 @@ def _data_cfg(**overrides):
   return cfg
 
 
-def _examples(source, vocabulary, objective_name, lengths, split="validation", num=None, seed=0, **overrides):
-  objective = objectives.make(objective_name, _data_cfg(**overrides), seed=seed)
-  name = tasks.register(source, vocabulary, objective)
-  dataset = seqio.get_mixture_or_task(name).get_dataset(lengths, split=split, shuffle=False, seed=seed)
-  return list(itertools.islice(dataset.as_numpy_iterator(), num))
+_examples = task_examples
 
 
 def test_ul2_rates_and_mode_tokens(corpus_source, vocabulary):
@@ -241,7 +236,6 @@ def test_no_example_outgrows_its_lengths_before_trimming(corpus_source, vocabula
   """Every objective (UL2: every denoiser) sizes its examples to fit; seqio would otherwise cut the last
   token, the EOS. Checked on the untrimmed features; EOS ends every example whose objective ends it so."""
   import seqio  # pylint: disable=g-import-not-at-top
-  from pretrain import config  # pylint: disable=g-import-not-at-top
   data_cfg = configs.load("quickstart").data
   objective = objectives.make(name, data_cfg, seed=0)
   task = tasks.register(corpus_source, vocabulary, objective)

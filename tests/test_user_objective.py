@@ -14,7 +14,7 @@ from pretrain import objectives
 from pretrain.commands import eval as eval_command, inspect_task
 from pretrain.data import tasks
 from pretrain.system.errors import UserError
-from tests.conftest import REPO, tiny_config
+from tests.conftest import REPO, tiny_config, train_losses
 
 SHORT = ["--config.data.inputs_length=32", "--config.data.targets_length=32", "--config.train.checkpoint_every=2"]
 
@@ -51,9 +51,6 @@ def test_its_setting_is_a_config_field_and_its_examples_reverse_one_span(referen
       np.testing.assert_array_equal(inputs[start:stop], targets[start:stop][::-1])
 
 
-def _losses(workdir) -> dict[int, float]:
-  with open(workdir / "metrics.jsonl") as f:
-    return {r["step"]: r["train/loss"] for r in map(json.loads, f) if "train/loss" in r}
 
 
 def test_it_trains_resumes_evaluates_and_inspects(reference, tmp_path, run_train, cache_dir, capsys):
@@ -63,7 +60,7 @@ def test_it_trains_resumes_evaluates_and_inspects(reference, tmp_path, run_train
   assert (r := run_train(halves, "--config.train.steps=2", *flags)).returncode == 0, r.stderr
   assert (r := run_train(halves, "--config.train.steps=4", *flags)).returncode == 0, r.stderr
   assert "Resuming from the checkpoint at step 2" in r.stdout
-  assert _losses(halves) == _losses(whole) and len(_losses(whole)) == 4
+  assert train_losses(halves) == train_losses(whole) and len(train_losses(whole)) == 4
   saved = json.loads((whole / "config.json").read_text())
   assert saved["data"]["objective"] == reference and saved["data"]["reversed_tokens"] == 8
   assert eval_command.evaluate(str(whole), "corpus_reverse_span", "validation", 2)["loss"] > 0
