@@ -224,8 +224,9 @@ def accuracies(score, vocabulary, names=TASKS) -> dict[str, float]:
   return results
 
 
-def evaluate(run, params, names=TASKS) -> dict[str, float]:
-  """{task: accuracy} of a run's model with `params` on the zero-shot tasks."""
+def evaluate(run, params, names=TASKS, scorer=None) -> dict[str, float]:
+  """{task: accuracy} of a run's model with `params` on the zero-shot tasks (`scorer`: a likelihood.Scorer of the
+  run, to reuse its compiled steps for other parameters of the model)."""
   from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top
-  scorer = likelihood.Scorer(run, params)
-  return accuracies(lambda requests: [logprob for logprob, _ in scorer(requests)], run.vocabulary, names)
+  scorer = scorer or likelihood.Scorer(run)
+  return accuracies(lambda requests: [logprob for logprob, _ in scorer(params, requests)], run.vocabulary, names)

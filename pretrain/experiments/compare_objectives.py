@@ -130,14 +130,15 @@ def downstream(workdir: str, args) -> dict:
   """{'model': {measure: the run's value}, 'random init': ..., 'inner': {row: {measure: [each inner seed's]}}} of
   a finished run and of its initial parameters (the same seed's); a measure with inner seeds (a probe's, a
   fine-tuning's) is their mean: the run is the unit."""
-  from pretrain.downstream import evaluation  # pylint: disable=g-import-not-at-top
+  from pretrain.downstream import evaluation, likelihood  # pylint: disable=g-import-not-at-top
   from pretrain.system.errors import UserError as NotScored  # pylint: disable=g-import-not-at-top,reimported
   run, params, _ = run_lib.load(workdir)
+  scorer = likelihood.Scorer(run)  # Compiled once, for both rows.
   inner = {}
   for name, row_params in (("model", params), (INIT, run.create_state().params)):
     found = {}
     try:
-      found.update(evaluation.measure(run, row_params, "zero_shot", 1))
+      found.update(evaluation.measure(run, row_params, "zero_shot", 1, scorer=scorer))
     except NotScored:  # A model with no token head (contrastive) scores no text.
       pass
     found.update(evaluation.measure(run, row_params, "same_document", args.probe_seeds,
