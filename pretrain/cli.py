@@ -25,6 +25,8 @@ from pretrain.system.errors import UserError
 SUBCOMMANDS = {
     "train": ("pretrain.commands.train", "pre-train a model from a config (resumes from the workdir's checkpoint)"),
     "eval": ("pretrain.commands.eval", "loss, accuracy and perplexity of a run's checkpoint on a task"),
+    "lm-eval": ("pretrain.commands.lm_eval", "evaluate a run with lm-evaluation-harness (the project's tasks and "
+                "lm-eval's)"),
     "probe": ("pretrain.commands.probe", "a linear probe of a run's representations: same-document passages"),
     "plot": ("pretrain.commands.plot", "draw a run's learning curves (curves.png) from its metrics.jsonl"),
     "generate": ("pretrain.commands.generate", "continue a prompt with a run's checkpoint"),

@@ -271,10 +271,10 @@ class Run:
     return self.family.flops_per_example(params, self.cfg.model, task_lengths or self.task_lengths)
 
 
-def load(workdir: str, pipeline: bool = True) -> tuple[Run, object, int]:
-  """(run, parameters, step) of the latest checkpoint of a training run's workdir. Its vocabulary is a seqio
-  vocabulary, for the data pipelines; with `pipeline` False, for commands that only encode and decode text, read
-  without TensorFlow (text_vocab)."""
+def load(workdir: str, pipeline: bool = True, step: int | None = None) -> tuple[Run, object, int]:
+  """(run, parameters, step) of the latest checkpoint of a training run's workdir (or of `step`). Its vocabulary
+  is a seqio vocabulary, for the data pipelines; with `pipeline` False, for commands that only encode and decode
+  text, read without TensorFlow (text_vocab)."""
   cfg = saved_config(workdir)
   if pipeline:
     from pretrain.vocab import pipeline as vocab  # pylint: disable=g-import-not-at-top  (the data stack)
@@ -284,9 +284,13 @@ def load(workdir: str, pipeline: bool = True) -> tuple[Run, object, int]:
   run = Run.build(cfg, vocabulary=vocabulary)
   saver = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints, move_aside=False)
   try:
-    step = saver.latest_step()
-    if step is None:
+    latest = saver.latest_step()
+    if latest is None:
       raise UserError(f"{workdir!r} has no checkpoint yet; train first (or wait for train.checkpoint_every steps)")
+    if step is not None and step not in saver.manager.all_steps():
+      raise UserError(f"{workdir!r} has no checkpoint of step {step}; it keeps steps "
+                      f"{', '.join(map(str, sorted(saver.manager.all_steps())))}")
+    step = latest if step is None else step
     state = run.restore(saver, step, f"the checkpoint of step {step} in {workdir!r}")
   finally:
     saver.close()

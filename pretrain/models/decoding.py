@@ -6,6 +6,8 @@ time. The encoder-decoder path encodes once, then decodes one token at a time
 against the cache of its decoder's self-attention.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -34,8 +36,15 @@ def generate(model, params, prompt_BP, max_new_tokens: int, rng, temperature: fl
              top_p: float = 1.0, num_valid: int | None = None, prefix_lm: bool = False):
   """Continues each prompt row by `max_new_tokens` tokens with a KV cache; returns them [B, max_new_tokens]."""
   batch, prompt_len = prompt_BP.shape
+  run = _decoder_only(model, batch, prompt_len, max_new_tokens, float(temperature), top_k, top_p,
+                      num_valid or model.config.vocab_size, prefix_lm)
+  return run(params, prompt_BP, rng)
+
+
+@functools.lru_cache(maxsize=64)  # One compilation per model and shape, reused by later calls (lm-eval's requests).
+def _decoder_only(model, batch: int, prompt_len: int, max_new_tokens: int, temperature: float, top_k: int,
+                  top_p: float, num_valid: int, prefix_lm: bool):
   total = prompt_len + 1 + max_new_tokens
-  num_valid = num_valid or model.config.vocab_size
   sample = lambda logits_BV, key: sample_next(logits_BV, key, temperature, num_valid, top_k, top_p).astype(jnp.int32)
   cache_shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((batch, total), jnp.int32),
                                                    decode=True))["cache"]
@@ -70,7 +79,7 @@ def generate(model, params, prompt_BP, max_new_tokens: int, rng, temperature: fl
     generated_BG, _, _ = jax.lax.fori_loop(1, max_new_tokens, step, (generated_BG, cache, rng))
     return generated_BG
 
-  return run(params, prompt_BP, rng)
+  return run
 
 
 def generate_encoder_decoder(model, params, inputs_BS, max_new_tokens: int, rng, temperature: float = 0.0,
@@ -80,13 +89,19 @@ def generate_encoder_decoder(model, params, inputs_BS, max_new_tokens: int, rng,
   Encodes once, then feeds one decoder token per step against the key/value
   cache of the decoder's self-attention. Input id 0 is padding.
   """
-  batch = inputs_BS.shape[0]
-  num_valid = num_valid or model.config.vocab_size
+  run = _encoder_decoder(model, inputs_BS.shape[0], max_new_tokens, float(temperature), top_k, top_p,
+                         num_valid or model.config.vocab_size)
+  return run(params, inputs_BS, rng)
+
+
+@functools.lru_cache(maxsize=64)
+def _encoder_decoder(model, batch: int, max_new_tokens: int, temperature: float, top_k: int, top_p: float,
+                     num_valid: int):
   sample = lambda logits_BV, key: sample_next(logits_BV, key, temperature, num_valid, top_k, top_p).astype(jnp.int32)
-  segments_BS = (inputs_BS != 0).astype(jnp.int32)
 
   @jax.jit
   def run(params, inputs_BS, rng):
+    segments_BS = (inputs_BS != 0).astype(jnp.int32)
     encoded_BSD = model.apply({"params": params}, inputs_BS, segments_BS, method=model.encode)
     step_args = lambda tokens_BT, offset: (encoded_BSD, tokens_BT, offset, max_new_tokens, segments_BS)
     cache = model.init(jax.random.key(0), *step_args(jnp.zeros((batch, max_new_tokens), jnp.int32), 0),
@@ -106,4 +121,4 @@ def generate_encoder_decoder(model, params, inputs_BS, max_new_tokens: int, rng,
     generated_BG, _, _ = jax.lax.fori_loop(0, max_new_tokens, step, (generated_BG, cache, rng))
     return generated_BG
 
-  return run(params, inputs_BS, rng)
+  return run

@@ -1,0 +1,210 @@
+"""A run as a model of EleutherAI's lm-evaluation-harness (`lm_eval`): `pretrain lm-eval`, the in-loop
+evaluation of train.harness_tasks, and `python -m pretrain.downstream.harness` (lm-eval's own command line with
+this model type registered as `pretrain`; lm-eval 0.4 finds no model types of other packages by itself).
+
+PretrainLM implements lm-eval's three request types on the run's JAX model, under its mesh and dtype:
+
+- loglikelihood: log P(continuation | context), batched by length (likelihood.Scorer); a decoder-only model
+  reads the context after the BOS of its rows (a prefix-LM model reads it as its bidirectional prefix), an
+  encoder-decoder reads the context (and EOS, as its tokenizer appends) in the encoder, after the `mode` token
+  if one is given (UL2: [S2S], [NLU] or [NLG]), and scores the continuation from its decoder, as lm-eval's
+  seq2seq backend does;
+- loglikelihood_rolling: a text's log-likelihood over lm-eval's disjoint windows of the model's length;
+- generate_until: greedy continuations with the KV cache, cut at the request's stop strings.
+
+Tokenization is the run's own vocabulary (every kind), as its Hugging Face export's tokenizer encodes: a
+decoder-only model's inputs start with id 0 (the BOS of training; lm-eval's hf backend with add_bos_token=True),
+an encoder-decoder's end with EOS. Contexts longer than the model's length lose their left end, as lm-eval's
+backends cut them. tests/test_harness.py checks equality with lm-eval's hf backend on the exports.
+"""
+
+import os
+import sys
+
+import jax
+import numpy as np
+import tqdm
+import yaml
+from lm_eval import utils as lm_utils
+from lm_eval.api.model import TemplateLM
+from lm_eval.api.registry import register_model
+from lm_eval.models.utils import handle_stop_sequences
+
+from pretrain import families, vocab
+from pretrain.downstream import likelihood, zero_shot
+from pretrain.system.errors import UserError
+
+MAX_GEN_TOKS = 256
+
+# The project's lm-eval tasks, over the zero-shot files (zero_shot.py: held-out documents, local JSON, so they run
+# where no hub is reachable), all tagged `pretrain`: the minimal pairs and the cloze as lm-eval's multiple-choice
+# (BLiMP's and LAMBADA's forms, the same requests as `pretrain probe --task=zero_shot`), the cloze's answer
+# generated, and the held-out passages' rolling log-likelihood.
+_CHOICE = {"output_type": "multiple_choice", "metric_list": [{"metric": "acc", "aggregation": "mean",
+                                                              "higher_is_better": True}]}
+TASKS = {
+    **{f"pretrain_{name}": {**_CHOICE, "file": name, "doc_to_text": "", "doc_to_choice": "{{[good, bad]}}",
+                            "doc_to_target": 0, "target_delimiter": ""}
+       for name in ("pairs_swap", "pairs_replace", "pairs_lines")},
+    "pretrain_cloze": {**_CHOICE, "file": "cloze", "doc_to_text": "{{context}}", "doc_to_choice": "{{choices}}",
+                       "doc_to_target": "{{answer}}"},
+    "pretrain_cloze_gen": {"output_type": "generate_until", "file": "cloze", "doc_to_text": "{{context}}",
+                           "doc_to_target": "{{choices[answer]}}",
+                           "generation_kwargs": {"until": ["\n", ".", ","], "max_gen_toks": 4, "do_sample": False},
+                           "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True,
+                                            "regexes_to_ignore": ["\\s"]}]},
+    "pretrain_documents": {"output_type": "loglikelihood_rolling", "file": zero_shot.DOCUMENTS, "doc_to_text": "",
+                           "doc_to_target": "{{text}}",
+                           "metric_list": [{"metric": m} for m in ("word_perplexity", "byte_perplexity",
+                                                                   "bits_per_byte")]},
+}
+
+
+def task_directory(cache: str) -> str:
+  """A directory of the project's task YAMLs (lm-eval's --include_path), written under the data cache with the
+  absolute paths of the package's files (once per version)."""
+  directory = os.path.join(cache, "lm_eval_tasks", f"v{zero_shot.VERSION}")
+  os.makedirs(directory, exist_ok=True)
+  for name, spec in TASKS.items():
+    spec = dict(spec)
+    data = os.path.join(zero_shot.directory(), f"{spec.pop('file')}.jsonl")
+    text = yaml.safe_dump({"task": name, "tag": ["pretrain"], "dataset_path": "json",
+                           "dataset_kwargs": {"data_files": {"test": data}}, "test_split": "test", **spec,
+                           "metadata": {"version": zero_shot.VERSION}}, sort_keys=False)
+    path = os.path.join(directory, f"{name}.yaml")
+    if not os.path.exists(path) or open(path).read() != text:
+      with open(path + ".tmp", "w") as f:
+        f.write(text)
+      os.replace(path + ".tmp", path)
+  return directory
+
+
+@register_model("pretrain")
+class PretrainLM(TemplateLM):
+  """lm-eval's model type for a run: model_args workdir=DIR[,step=N][,mode=[S2S]][,batch_size=32][,max_length=N]
+  (or, in the training loop, the run and its current parameters)."""
+
+  def __init__(self, workdir: str | None = None, step: int | None = None, mode: str | None = None,
+               batch_size: int = likelihood.BATCH, max_length: int | None = None, max_gen_toks: int = MAX_GEN_TOKS,
+               run=None, params=None, **unused):
+    super().__init__()
+    del unused  # lm-eval passes its own (device, batch_size=auto, ...) to every model type.
+    if run is None:
+      if not workdir:
+        raise UserError("the pretrain model type needs model_args workdir=DIR (a run of pretrain train)")
+      from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+      run, params, step = run_lib.load(workdir, pipeline=False, step=int(step) if step is not None else None)
+    self.run, self.params, self.step, self.workdir = run, params, step, workdir
+    family = run.family
+    if not family.generates:
+      raise UserError(f"lm-eval scores text with a language model; an {family.name} run has none: evaluate "
+                      "decoder-only or encoder-decoder runs (pretrain probe --task=zero_shot scores masked LMs)")
+    self.backend = "causal" if "inputs" not in family.row_lengths(run.task_lengths) else "seq2seq"
+    self.mode_ids = [vocab.single_piece_id(run.vocabulary, mode)] if mode else []
+    self.batch = int(batch_size) if str(batch_size).isdigit() else likelihood.BATCH
+    self._max_length = int(max_length) if max_length else (
+        sum(run.task_lengths.values()) if self.backend == "causal" else run.task_lengths["inputs"])
+    self.max_gen_toks = int(max_gen_toks)
+    self.scorer = likelihood.Scorer(run, rows=self._rows, batch=self.batch)
+
+  # What lm-eval reads of a model.
+  def get_model_info(self) -> dict:
+    """What lm-eval's results record of the model (their config)."""
+    return {"model_workdir": self.workdir, "model_step": self.step, "model_family": self.run.family.name,
+            "model_objective": self.run.cfg.data.objective}
+
+  @property
+  def eot_token_id(self) -> int:
+    return vocab.EOS_ID
+
+  @property
+  def prefix_token_id(self) -> int:
+    """What an empty context is: the BOS of a decoder-only model's rows, an encoder-decoder's EOS."""
+    return vocab.PAD_ID if self.backend == "causal" else vocab.EOS_ID
+
+  @property
+  def max_length(self) -> int:
+    return self._max_length
+
+  def tok_encode(self, string: str, add_special_tokens: bool | None = None, left_truncate_len: int | None = None,
+                 **kwargs) -> list[int]:
+    ids = self.run.vocabulary.encode(string)
+    if add_special_tokens is not False:  # As the run's export's tokenizer adds them.
+      ids = [vocab.PAD_ID, *ids] if self.backend == "causal" else [*ids, vocab.EOS_ID]
+    return ids[-left_truncate_len:] if left_truncate_len else ids
+
+  def tok_decode(self, tokens, skip_special_tokens: bool = True) -> str:
+    return self.run.vocabulary.decode([int(t) for t in tokens])
+
+  # Scoring.
+  def _rows(self, context: list[int], continuation: list[int]) -> list[dict]:
+    """The model rows of one request: a decoder-only row supplies its own BOS (a context's leading id 0 is it);
+    an encoder-decoder's encoder reads the context as given, after the mode token."""
+    run = self.run
+    if self.backend == "causal":
+      context = context[1:] if context[:1] == [vocab.PAD_ID] else context
+      return run.family.score_rows(context, continuation, run.vocabulary, run.task_lengths)
+    encoder = [*self.mode_ids, *families.cut_left(context, self._max_length - len(self.mode_ids))]
+    return [families.encoder_decoder_row(encoder, continuation, 0)]
+
+  def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
+    results = []
+    chunk = 64 * self.batch  # Requests per scorer call: a progress bar that moves, batches that stay full.
+    for start in tqdm.tqdm(range(0, len(requests), chunk), desc="loglikelihood", disable=disable_tqdm,
+                           unit="chunk"):
+      part = requests[start:start + chunk]
+      results += self.scorer(self.params, [(context, continuation) for _, context, continuation in part])
+    return results
+
+  def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+    windows, owners = [], []
+    for i, (string,) in enumerate(request.args for request in requests):
+      for context, continuation in map(lm_utils.make_disjoint_window, lm_utils.get_rolling_token_windows(
+          token_list=self.tok_encode(string), prefix_token=self.prefix_token_id, max_seq_len=self.max_length,
+          context_len=1)):
+        windows.append((None, context, continuation))
+        owners.append(i)
+    totals = np.zeros(len(requests))
+    for owner, (logprob, _) in zip(owners, self._loglikelihood_tokens(windows, disable_tqdm)):
+      totals[owner] += logprob
+    return totals.tolist()
+
+  def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+    """Greedy continuations (a request asking to sample is refused), cut at its stop strings."""
+    from pretrain.models import decoding  # pylint: disable=g-import-not-at-top
+    outputs = []
+    for request in tqdm.tqdm(requests, desc="generate_until", disable=disable_tqdm):
+      context, gen_kwargs = request.args
+      gen_kwargs = dict(gen_kwargs)
+      if gen_kwargs.get("do_sample") or gen_kwargs.get("temperature", 0.0) > 0:
+        raise UserError("the pretrain model type generates greedily; drop do_sample and temperature from the "
+                        "task's generation_kwargs")
+      until = handle_stop_sequences(gen_kwargs.get("until"), eos=None)
+      max_gen_toks = int(gen_kwargs.get("max_gen_toks", self.max_gen_toks))
+      with self.run.activated():
+        if self.backend == "causal":
+          prompt = self.tok_encode(context, left_truncate_len=self.max_length - max_gen_toks)[1:]  # Its own BOS.
+          new = decoding.generate(self.run.model, self.params, np.asarray([prompt], np.int32), max_gen_toks,
+                                  jax.random.key(0), prefix_lm=self.run.family.prefix_lm,
+                                  num_valid=self.run.vocab_size)
+        else:
+          encoder = [*self.mode_ids, *self.tok_encode(context, left_truncate_len=self._max_length - len(self.mode_ids))]
+          new = decoding.generate_encoder_decoder(self.run.model, self.params, np.asarray([encoder], np.int32),
+                                                  max_gen_toks, jax.random.key(0), num_valid=self.run.vocab_size)
+      text = self.tok_decode(np.asarray(jax.device_get(new))[0])
+      for stop in until:
+        text = text.split(stop)[0]
+      outputs.append(text)
+    return outputs
+
+
+def main(argv: list[str]) -> None:
+  """lm-eval's command line, with this model type registered: python -m pretrain.downstream.harness run --model
+  pretrain --model_args workdir=DIR --tasks ..."""
+  from lm_eval.__main__ import cli_evaluate  # pylint: disable=g-import-not-at-top
+  sys.argv = ["lm-eval", *argv]
+  cli_evaluate()
+
+
+if __name__ == "__main__":
+  main(sys.argv[1:])
