@@ -18,8 +18,9 @@ LAYERS = (
     ("families",),                               # what sits between an objective's examples and a model
     ("objectives",),
     ("configs",),                                # the config zoo (configs/), which names objectives
-    ("hf", "workdir", "downstream"),
+    ("hf", "workdir"),
     ("run",),                                    # the one run setup
+    ("downstream",),                             # evaluation of a run: probes, zero-shot tasks, lm-eval
     ("cli",),                                    # the command line's parsing (and its entry point)
     ("bench",),
     ("commands",),

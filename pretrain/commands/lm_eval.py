@@ -23,39 +23,16 @@ from pretrain import cli
 from pretrain.system.errors import UserError, exit_on_user_error
 
 
-def evaluate(workdir: str | None, tasks: list[str], num_fewshot: int | None = None, limit: float | None = None,
-             step: int | None = None, mode: str | None = None, include_path: str | None = None,
-             batch_size: int | None = None, model=None, cache: str | None = None, progress: bool = True) -> dict:
-  """lm-eval's results dict of the run in `workdir` (or `model`, a harness.PretrainLM) on `tasks`."""
-  from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
+def load():
+  """pretrain.downstream.harness, which needs lm-evaluation-harness (the eval extra)."""
   try:
-    import lm_eval  # pylint: disable=g-import-not-at-top
-    from lm_eval.tasks import TaskManager  # pylint: disable=g-import-not-at-top
-  except ImportError:
+    from pretrain.downstream import harness  # pylint: disable=g-import-not-at-top  (lm-eval and JAX)
+  except ImportError as e:
+    if "lm_eval" not in str(e):
+      raise
     raise UserError("lm-evaluation-harness is not installed; install the eval extra: pip install -e '.[eval]'") \
         from None
-  from pretrain.downstream import harness  # pylint: disable=g-import-not-at-top
-  import ml_collections  # pylint: disable=g-import-not-at-top
-  cache = cache or data_cache.cache_dir(ml_collections.ConfigDict({"cache_dir": ""}))
-  paths = [harness.task_directory(cache), *([include_path] if include_path else [])]
-  if include_path and not os.path.isdir(include_path):
-    raise UserError(f"--include_path={include_path!r} is not a directory of task YAMLs")
-  ours = set(harness.TASKS) | {"pretrain"}
-  manager = TaskManager(include_path=paths, include_defaults=not set(tasks) <= ours)
-  unknown = [t for t in tasks if not manager.match_tasks([t])]
-  if unknown:
-    raise UserError(f"unknown lm-eval task {', '.join(map(repr, unknown))}; the project's are "
-                    f"{', '.join(sorted(harness.TASKS))} (tag pretrain), or lm-eval's own names, or add a directory "
-                    "of task YAMLs with --include_path")
-  if model is None:
-    model = harness.PretrainLM(workdir=workdir, step=step, mode=mode,
-                               **({"batch_size": batch_size} if batch_size else {}))
-  try:
-    results = lm_eval.simple_evaluate(model=model, tasks=tasks, num_fewshot=num_fewshot, limit=limit,
-                                      task_manager=manager, log_samples=False, verbosity="ERROR")
-  except FileNotFoundError as e:
-    raise UserError(f"a task's data file is missing ({e}); check its dataset_kwargs.data_files") from None
-  return results
+  return harness
 
 
 @exit_on_user_error
@@ -76,8 +53,9 @@ def main(argv: list[str], prog: str = "pretrain lm-eval") -> None:
   tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
   if not tasks:
     raise UserError("--tasks names no task; give e.g. --tasks=pretrain")
-  results = evaluate(args.workdir, tasks, args.num_fewshot, args.limit, args.step, args.mode, args.include_path,
-                     args.batch_size)
+  harness = load()
+  results = harness.evaluate(args.workdir, tasks, args.num_fewshot, args.limit, args.step, args.mode,
+                             args.include_path, args.batch_size)
   from lm_eval import utils as lm_utils  # pylint: disable=g-import-not-at-top
   from pretrain.system import files  # pylint: disable=g-import-not-at-top
   step = results["config"].get("model_step")

@@ -222,6 +222,13 @@ SCHEMA = {
         "checkpoint_every": Field(100, POSITIVE, ""),
         "keep_checkpoints": Field(2, POSITIVE, ""),
         "profile_steps": Field((), None, "(start, stop): a jax.profiler trace of those steps into WORKDIR/profile"),
+        "harness_tasks": Field((), None,
+            "lm-evaluation-harness tasks run on the current parameters during training (the eval extra; e.g. "
+            "('pretrain_pairs_swap', 'pretrain_documents'): pretrain lm-eval's), logged as harness/TASK/METRIC",
+            older=()),
+        "harness_every": Field(0, NOT_NEGATIVE, "steps between the harness evaluations (0: train.eval_every)",
+                               older=0),
+        "harness_limit": Field(0, NOT_NEGATIVE, "documents of each harness task (0: all)", older=0),
         "init_from_hf": Field("", None, "A Hugging Face directory (LlamaForCausalLM or T5 v1.1) to start from: its "
                                         "model shape and tokenizer replace the model and tokenizer sections, its "
                                         "weights the random initialisation."),

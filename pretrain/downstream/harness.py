@@ -24,6 +24,7 @@ import sys
 import jax
 import numpy as np
 import tqdm
+import lm_eval
 import yaml
 from lm_eval import utils as lm_utils
 from lm_eval.api.model import TemplateLM
@@ -188,14 +189,78 @@ class PretrainLM(TemplateLM):
                                   jax.random.key(0), prefix_lm=self.run.family.prefix_lm,
                                   num_valid=self.run.vocab_size)
         else:
-          encoder = [*self.mode_ids, *self.tok_encode(context, left_truncate_len=self._max_length - len(self.mode_ids))]
-          new = decoding.generate_encoder_decoder(self.run.model, self.params, np.asarray([encoder], np.int32),
-                                                  max_gen_toks, jax.random.key(0), num_valid=self.run.vocab_size)
+          context_ids = self.tok_encode(context, left_truncate_len=self._max_length - len(self.mode_ids))
+          # As lm-eval's seq2seq backend: up to the context's length and max_gen_toks decoder positions, the
+          # decoder's start among them.
+          new = decoding.generate_encoder_decoder(self.run.model, self.params,
+                                                  np.asarray([[*self.mode_ids, *context_ids]], np.int32),
+                                                  len(context_ids) + max_gen_toks - 1, jax.random.key(0),
+                                                  num_valid=self.run.vocab_size)
       text = self.tok_decode(np.asarray(jax.device_get(new))[0])
       for stop in until:
         text = text.split(stop)[0]
       outputs.append(text)
     return outputs
+
+
+def task_manager(tasks: list[str], cache: str | None = None, include_path: str | None = None):
+  """lm-eval's TaskManager over the project's tasks (and `include_path`'s; lm-eval's own only where a task is not
+  the project's: indexing them takes seconds), after checking every name of `tasks` is one of its."""
+  from lm_eval.tasks import TaskManager  # pylint: disable=g-import-not-at-top
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
+  if include_path and not os.path.isdir(include_path):
+    raise UserError(f"--include_path={include_path!r} is not a directory of task YAMLs")
+  cache = cache or data_cache.cache_dir(ml_collections.ConfigDict({"cache_dir": ""}))
+  paths = [task_directory(cache), *([include_path] if include_path else [])]
+  manager = TaskManager(include_path=paths, include_defaults=not set(tasks) <= {*TASKS, "pretrain"})
+  unknown = [t for t in tasks if not manager.match_tasks([t])]
+  if unknown:
+    raise UserError(f"unknown lm-eval task {', '.join(map(repr, unknown))}; the project's are "
+                    f"{', '.join(sorted(TASKS))} (tag pretrain), or lm-eval's own names, or add a directory of "
+                    "task YAMLs with --include_path")
+  return manager
+
+
+def evaluate(workdir: str | None, tasks: list[str], num_fewshot: int | None = None, limit: float | None = None,
+             step: int | None = None, mode: str | None = None, include_path: str | None = None,
+             batch_size: int | None = None, model=None, cache: str | None = None) -> dict:
+  """lm-eval's results dict of the run in `workdir` (or `model`, a PretrainLM) on `tasks`."""
+  manager = task_manager(tasks, cache, include_path)
+  if model is None:
+    model = PretrainLM(workdir=workdir, step=step, mode=mode, **({"batch_size": batch_size} if batch_size else {}))
+  try:
+    results = lm_eval.simple_evaluate(model=model, tasks=tasks, num_fewshot=num_fewshot, limit=limit,
+                                      task_manager=manager, log_samples=False, verbosity="ERROR")
+  except FileNotFoundError as e:
+    raise UserError(f"a task's data file is missing ({e}); check its dataset_kwargs.data_files") from None
+  return results
+
+
+class InLoop:
+  """train.harness_tasks evaluated on the current parameters during training (pretrain/train/loop.py's
+  extra_eval): harness/TASK/METRIC, the values `pretrain lm-eval` gives on the checkpoint of the same step."""
+
+  def __init__(self, run, cache: str):
+    t = run.cfg.train
+    self.run, self.cache, self.tasks = run, cache, list(t.harness_tasks)
+    self.every, self.limit = t.harness_every or t.eval_every, t.harness_limit or None
+    task_manager(self.tasks, cache)  # An unknown task fails now, before any step.
+
+  def __call__(self, params, step: int) -> dict[str, float]:
+    model = PretrainLM(run=self.run, params=params, step=step)
+    return metrics(evaluate(None, self.tasks, limit=self.limit, model=model, cache=self.cache))
+
+
+def metrics(results: dict) -> dict[str, float]:
+  """harness/TASK/METRIC of lm-eval's results (its default filter's; no standard errors)."""
+  found = {}
+  for task, values in results["results"].items():
+    for key, value in values.items():
+      metric, _, kept = key.partition(",")
+      if kept == "none" and not metric.endswith("_stderr") and isinstance(value, (int, float)):
+        found[f"harness/{task}/{metric}"] = float(value)
+  return found
 
 
 def main(argv: list[str]) -> None:
