@@ -98,12 +98,17 @@ def test_pretrain_command_parses(words, monkeypatch):
 
 @pytest.mark.parametrize("words", [c for c in COMMANDS if c[0] == ".venv/bin/python"], ids=shlex.join)
 def test_tool_command_exists_and_takes_its_flags(words):
-  script = words[1]
-  assert script.startswith("tools/") and os.path.exists(os.path.join(REPO, script)), script
-  shown = subprocess.run([sys.executable, script, "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
+  if words[1] == "-m":  # A module's command line (python -m MODULE [SUBCOMMAND] --flags).
+    command = [sys.executable, "-m", words[2], *(words[3:4] if len(words) > 3 and not words[3].startswith("-") else [])]
+    flags = words[3:]
+  else:
+    script = words[1]
+    assert script.startswith("tools/") and os.path.exists(os.path.join(REPO, script)), script
+    command, flags = [sys.executable, script], words[2:]
+  shown = subprocess.run([*command, "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
   assert shown.returncode == 0, shown.stderr
-  for flag in (w.split("=")[0] for w in words[2:] if w.startswith("--")):
-    assert flag in shown.stdout or flag.startswith("--config."), f"{script} has no flag {flag}"
+  for flag in (w.split("=")[0] for w in flags if w.startswith("--")):
+    assert flag in shown.stdout or flag.startswith("--config."), f"{shlex.join(command)} has no flag {flag}"
 
 
 def test_make_targets_exist():
