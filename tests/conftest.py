@@ -27,6 +27,10 @@ XLA_TEST_FLAGS = "--xla_backend_optimization_level=0"
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_TEST_FLAGS}".strip()
 
 
+def pytest_configure(config):
+  config.addinivalue_line("markers", "slow: trains a model or starts a process (make test-fast leaves these out)")
+
+
 def fake_devices(count: int) -> dict:
   """The environment of a process with `count` fake CPU devices (and the tests' XLA flags)."""
   return {**os.environ, "JAX_PLATFORMS": "cpu",
