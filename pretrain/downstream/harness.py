@@ -129,6 +129,10 @@ class PretrainLM(TemplateLM):
 
   def tok_encode(self, string: str, add_special_tokens: bool | None = None, left_truncate_len: int | None = None,
                  **kwargs) -> list[int]:
+    if string.startswith(" ") and self.run.vocabulary.kind == "sentencepiece":
+      # As the export's tokenizer reads it (and as the word reads inside a text): the leading space is the
+      # model's own dummy prefix, where SentencePiece alone would add a piece of one more space.
+      string = string[1:]
     ids = self.run.vocabulary.encode(string)
     if add_special_tokens is not False:  # As the run's export's tokenizer adds them.
       ids = [vocab.PAD_ID, *ids] if self.backend == "causal" else [*ids, vocab.EOS_ID]
@@ -139,14 +143,21 @@ class PretrainLM(TemplateLM):
 
   # Scoring.
   def _rows(self, context: list[int], continuation: list[int]) -> list[dict]:
-    """The model rows of one request: a decoder-only row supplies its own BOS (a context's leading id 0 is it);
-    an encoder-decoder's encoder reads the context as given, after the mode token."""
-    run = self.run
-    if self.backend == "causal":
-      context = context[1:] if context[:1] == [vocab.PAD_ID] else context
-      return run.family.score_rows(context, continuation, run.vocabulary, run.task_lengths)
-    encoder = [*self.mode_ids, *families.cut_left(context, self._max_length - len(self.mode_ids))]
-    return [families.encoder_decoder_row(encoder, continuation, 0)]
+    """The model row of one request, as lm-eval's backends build it: a decoder-only model reads the last
+    max_length tokens before each scored one (the context starts with the BOS, id 0, unless it was cut; a
+    prefix-LM model reads the context part bidirectionally); an encoder-decoder's encoder reads the context as
+    given, after the mode token, and its decoder scores the continuation."""
+    if self.backend == "seq2seq":
+      encoder = [*self.mode_ids, *families.cut_left(context, self._max_length - len(self.mode_ids))]
+      return [families.encoder_decoder_row(encoder, continuation, 0)]
+    whole = np.asarray([*context, *continuation][-(self._max_length + 1):], np.int32)
+    inputs, scored_from = whole[:-1], len(whole) - 1 - len(continuation)
+    row = {"decoder_input_tokens": inputs, "decoder_target_tokens": whole[1:],
+           "decoder_loss_weights": (np.arange(len(inputs)) >= scored_from).astype(np.int32),
+           "decoder_segment_ids": np.ones_like(inputs), "decoder_positions": np.arange(len(inputs), dtype=np.int32)}
+    if self.run.family.prefix_lm:
+      row["decoder_causal_attention"] = (np.arange(len(inputs)) <= scored_from).astype(np.int32)
+    return [row]
 
   def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
     results = []
