@@ -125,7 +125,7 @@ SCHEMA = {
         "path": Field("", None, "an existing .model (SentencePiece) or tokenizer .json; '' trains one on the train "
                                 "split"),
         "kind": Field("sentencepiece", _vocab_kinds(),
-            "sentencepiece, wordpiece, byte_bpe or bytes (pretrain/vocab/: a module per kind)", older='sentencepiece'),
+            "the tokenizer kind: a module each in pretrain/vocab/, registered in vocab.KINDS", older='sentencepiece'),
         "vocab_size": Field(4096, POSITIVE, "including the sentinels"),
         "extra_ids": Field(100, NOT_NEGATIVE, "sentinels <extra_id_N>; UL2 at long inputs needs more (spans ~ inputs / "
                                               "4)"),
