@@ -281,6 +281,18 @@ def test_weight_decay_skips_norm_scales_also_when_scanned():
                                           "embed": {"embedding": True}, "final_norm": {"scale": False}}
 
 
+def test_adamw_s_epsilon_is_the_config_s():
+  cfg = tiny_run(*STEP_ARGS).cfg
+  grads = {"w": jnp.full((2, 2), 1e-3)}
+  steps_of = {}
+  for eps in (1e-8, 1e-2):
+    cfg.optimizer.eps, cfg.optimizer.weight_decay, cfg.optimizer.warmup_steps = eps, 0.0, 0
+    transform = optimizer.make(cfg.optimizer, 10)
+    updates, _ = transform.update(grads, transform.init(grads), grads)
+    steps_of[eps] = float(jnp.abs(updates["w"]).max())
+  assert steps_of[1e-2] < 0.2 * steps_of[1e-8]  # |g| / (|g| + eps): 1e-3 / (1e-3 + 1e-2) of the full step.
+
+
 def test_adafactor_and_the_rsqrt_schedule():
   cfg = tiny_run(*STEP_ARGS).cfg
   cfg.optimizer.name, cfg.optimizer.schedule, cfg.optimizer.learning_rate = "adafactor", "rsqrt", 0.01

@@ -200,6 +200,7 @@ SCHEMA = {
         "weight_decay": Field(0.1, NOT_NEGATIVE, ""),
         "b1": Field(0.9, BELOW_ONE, ""),
         "b2": Field(0.95, BELOW_ONE, ""),
+        "eps": Field(1e-8, POSITIVE, "AdamW's epsilon, added to the root of the second moment", older=1e-8),
         "grad_clip": Field(1.0, Valid(lambda v: v >= 0, "at least 0 (0: no clipping)"), ""),
     },
     "loss": {
