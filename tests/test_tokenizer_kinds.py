@@ -13,8 +13,8 @@ from pretrain.objectives import common, fim, ul2
 from pretrain.vocab import pipeline as vocab
 from tests.conftest import TINY
 
-KINDS = ["sentencepiece_bpe", "wordpiece", "byte_bpe", "bytes"]
-LOSSLESS = ["sentencepiece_bpe", "byte_bpe", "bytes"]
+KINDS = ["sentencepiece_bpe", "wordpiece", "byte_bpe", "bytes", "byte_unigram"]
+LOSSLESS = ["sentencepiece_bpe", "byte_bpe", "bytes", "byte_unigram"]
 HARD = ["漢字とかな、中文。한국어 텍스트", "emoji 🦓🧪👩‍🔬 and ZWJ", "runs   of spaces\t\t\ttabs \n\n\n newlines  ",
         "def f(x):\n\treturn {'a': x ** 2}  # code\n", "word " * 2000, "<extra_id_3>[MASK]<PRE> next to text"]
 # Not written here: the opening of Moby-Dick (1851), in the public domain.

@@ -11,12 +11,13 @@ commands that read no data, `generate` and `export`, load a run's vocabulary her
 
 from pretrain.system import files
 from pretrain.system.errors import UserError
-from pretrain.vocab import byte_bpe, sentencepiece, utf8_bytes, wordpiece
+from pretrain.vocab import byte_bpe, byte_unigram, sentencepiece, utf8_bytes, wordpiece
 from pretrain.vocab.ids import (EOS_ID, EXTRA_IDS, PAD_ID, UNK_ID, bytes_per_id,  # pylint: disable=unused-import
                                 first_regular_id, sentinel_id, single_piece_id)
 
 # One line per kind.
-KINDS = {kind.name: kind for kind in (sentencepiece.KIND, wordpiece.KIND, byte_bpe.KIND, utf8_bytes.KIND)}
+KINDS = {kind.name: kind for kind in (sentencepiece.KIND, wordpiece.KIND, byte_bpe.KIND, utf8_bytes.KIND,
+                                      byte_unigram.KIND)}
 # Room every learned vocabulary needs beyond the sentinels: 3 control ids, the special tokens, 256 byte pieces and
 # a few dozen more.
 _MIN_LEARNED = 3 + 256 + 30
