@@ -174,6 +174,28 @@ def test_a_mixtral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   assert np.abs(ours - reference).max() < 1e-4
 
 
+def test_a_mistral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
+  """Mistral without its sliding window is Llama's model under another name; with a window it is refused."""
+  hf_config = transformers.MistralConfig(vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, rope_theta=1e4,
+                                         sliding_window=None)
+  torch.manual_seed(0)
+  theirs = transformers.MistralForCausalLM(hf_config).eval()
+  theirs.save_pretrained(tmp_path / "mistral")
+  with open(tmp_path / "mistral" / "config.json") as f:
+    saved = json.load(f)
+  assert hf.imported(saved["model_type"]) is hf.mistral
+  settings, unsupported = hf.mistral.model_config(saved)
+  assert not unsupported and hf.mistral.model_config({**saved, "sliding_window": 16})[1] == ["sliding_window"]
+  run = tiny_run(*(f"--config.model.{k}={v}" for k, v in settings.items()), vocab_size=256)
+  params = hf.import_params(str(tmp_path / "mistral"), run.family, run.cfg.model, run.abstract_state().params)
+  tokens = np.random.default_rng(0).integers(3, 256, (2, 24))
+  ours = np.asarray(run.model.apply({"params": params}, jnp.asarray(tokens)))
+  with torch.no_grad():
+    reference = theirs(torch.from_numpy(tokens)).logits.numpy()
+  assert np.abs(ours - reference).max() < 1e-4
+
+
 def test_a_switch_transformer_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   """A checkpoint written by transformers' save_pretrained (per-expert wi/wo, a router per sparse layer), with
   the one embedding table our model has, untied from the output; refused when its stacks' embeddings differ."""

@@ -24,13 +24,13 @@ import numpy as np
 import safetensors.numpy
 
 from pretrain import models
-from pretrain.hf import electra, llama, mixtral, qwen2_moe, switch_transformers, t5
+from pretrain.hf import electra, llama, mistral, mixtral, qwen2_moe, switch_transformers, t5
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
 from pretrain.vocab import hf_export as tokenizer
 
 # One line per architecture; of a family's, the first whose `matches` holds a run's model config exports it.
-ARCHITECTURES = (llama, mixtral, qwen2_moe, t5, switch_transformers, electra)
+ARCHITECTURES = (llama, mixtral, qwen2_moe, t5, switch_transformers, electra, mistral)
 WEIGHTS = "model.safetensors"
 
 
