@@ -6,8 +6,8 @@
 The model has pad=0, eos=1, unk=2, the special tokens (UL2 modes, FIM markers,
 [MASK]) as single pieces, and room for seqio's sentinels on top (`tokenizer.extra_ids`, 100 by
 default): `tokenizer.vocab_size` counts them. Use it with --config.tokenizer.path=my.model.
-`--config.tokenizer.kind` picks SentencePiece (a .model; the default), wordpiece, byte_bpe or bytes (a
-tokenizer .json).
+`--config.tokenizer.kind` picks SentencePiece (a .model; the default) or a kind of tokenizer .json
+(`pretrain config --fields` lists them).
 """
 
 import sys

@@ -33,7 +33,8 @@ from pretrain.vocab import pipeline as vocab
 
 # name: (tokenizer.kind, tokenizer.model_type)
 KINDS = {"spm_unigram": ("sentencepiece", "unigram"), "spm_bpe": ("sentencepiece", "bpe"),
-         "wordpiece": ("wordpiece", "unigram"), "byte_bpe": ("byte_bpe", "unigram"), "bytes": ("bytes", "unigram")}
+         "wordpiece": ("wordpiece", "unigram"), "byte_bpe": ("byte_bpe", "unigram"), "byte_unigram": ("byte_unigram", "unigram"),
+         "bytes": ("bytes", "unigram")}
 BPB = "val bits/byte"
 
 
@@ -139,7 +140,8 @@ def report(measured, results, args, argv, load) -> str:
 @exit_on_user_error
 def main(argv: list[str], prog: str = "tools/compare_tokenizers.py") -> int:
   parser = cli.parser_for(prog, __doc__)
-  parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
+  parser.add_argument("--kinds", default=",".join(k for k in KINDS if k != "byte_unigram"),  # docs/tokenizers.md's
+                      help=f"comma-separated, of {', '.join(KINDS)}")
   parser.add_argument("--seeds", default="0,1", help="pre-training seeds of every kind, comma-separated")
   parser.add_argument("--vocab_size", type=cli.at_least(400), default=4096, help="ids of every trained vocabulary")
   parser.add_argument("--row_bytes", type=cli.at_least(64), default=512, help="bytes of text per row")

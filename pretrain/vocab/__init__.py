@@ -1,9 +1,9 @@
 """Vocabularies: one module per kind and their registry (KINDS), read without TensorFlow or seqio.
 
 The kinds (tokenizer.kind): sentencepiece (unigram or BPE, the default; sentencepiece.py), and the kinds made
-with the `tokenizers` library (tokenizers_json.py): wordpiece, byte_bpe and bytes (wordpiece.py, byte_bpe.py,
-utf8_bytes.py). A kind says how it trains, how its model file is told apart, how it reads (encode, decode, the
-text of each id) and its Hugging Face tokenizer.json. Around them: the ids and helpers every kind shares (ids.py),
+with the `tokenizers` library (tokenizers_json.py): wordpiece, byte_bpe, byte_unigram and bytes (wordpiece.py,
+byte_bpe.py, byte_unigram.py, utf8_bytes.py). A kind says how it trains, how its model file is told apart, how
+it reads (encode, decode, the text of each id) and its Hugging Face tokenizer.json. Around them: the ids and helpers every kind shares (ids.py),
 training once per text and options into the cache (cache.py), the Hugging Face tokenizer files (hf_export.py), and
 the seqio vocabularies the data path maps (pipeline.py, the only module here that imports TensorFlow). The
 commands that read no data, `generate` and `export`, load a run's vocabulary here without those imports' seconds.

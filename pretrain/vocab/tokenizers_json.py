@@ -3,7 +3,7 @@ tokenizer.json with the ids every objective relies on (ids.py): pad 0, eos 1, un
 tokens, single ids matched whole in the text as SentencePiece matches its user symbols, then the learned pieces;
 seqio's sentinels are added at load time, `<extra_id_0>` the highest id.
 
-Each kind is a TokenizersKind in a module of its own (wordpiece.py, byte_bpe.py, utf8_bytes.py) that says how it
+Each kind is a TokenizersKind in a module of its own (wordpiece.py, byte_bpe.py, ...) that says how it
 trains, how its tokenizer.json is told from the others', and what text each of its pieces stands for; reading
 them (TokenizersText) and their Hugging Face tokenizer.json (their own) are here.
 """
