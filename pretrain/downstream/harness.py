@@ -18,6 +18,7 @@ an encoder-decoder's end with EOS. Contexts longer than the model's length lose 
 backends cut them. tests/test_harness.py checks equality with lm-eval's hf backend on the exports.
 """
 
+import collections
 import os
 import sys
 
@@ -182,35 +183,62 @@ class PretrainLM(TemplateLM):
     return totals.tolist()
 
   def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-    """Greedy continuations (a request asking to sample is refused), cut at its stop strings."""
+    """Greedy continuations (a request asking to sample is refused), cut at its stop strings: prompts of about
+    the same length and the same number of new tokens run as one batch (decoder-only prompts left-padded, encoder
+    inputs right-padded, to a multiple of likelihood.BUCKET), so a few compilations serve a task."""
     from pretrain.models import decoding  # pylint: disable=g-import-not-at-top
-    outputs = []
-    for request in tqdm.tqdm(requests, desc="generate_until", disable=disable_tqdm):
+    prompts, stops, groups = [], [], collections.defaultdict(list)
+    for i, request in enumerate(requests):
       context, gen_kwargs = request.args
       gen_kwargs = dict(gen_kwargs)
       if gen_kwargs.get("do_sample") or gen_kwargs.get("temperature", 0.0) > 0:
         raise UserError("the pretrain model type generates greedily; drop do_sample and temperature from the "
                         "task's generation_kwargs")
-      until = handle_stop_sequences(gen_kwargs.get("until"), eos=None)
       max_gen_toks = int(gen_kwargs.get("max_gen_toks", self.max_gen_toks))
-      with self.run.activated():
-        if self.backend == "causal":
-          prompt = self.tok_encode(context, left_truncate_len=self.max_length - max_gen_toks)[1:]  # Its own BOS.
-          new = decoding.generate(self.run.model, self.params, np.asarray([prompt], np.int32), max_gen_toks,
-                                  jax.random.key(0), prefix_lm=self.run.family.prefix_lm,
-                                  num_valid=self.run.vocab_size)
-        else:
-          context_ids = self.tok_encode(context, left_truncate_len=self._max_length - len(self.mode_ids))
-          # As lm-eval's seq2seq backend: up to the context's length and max_gen_toks decoder positions, the
-          # decoder's start among them.
-          new = decoding.generate_encoder_decoder(self.run.model, self.params,
-                                                  np.asarray([[*self.mode_ids, *context_ids]], np.int32),
-                                                  len(context_ids) + max_gen_toks - 1, jax.random.key(0),
-                                                  num_valid=self.run.vocab_size)
-      text = self.tok_decode(np.asarray(jax.device_get(new))[0])
-      for stop in until:
-        text = text.split(stop)[0]
-      outputs.append(text)
+      if self.backend == "causal":
+        prompt = self.tok_encode(context, left_truncate_len=self.max_length - max_gen_toks)[1:]  # Its own BOS.
+        new_tokens = max_gen_toks
+      else:
+        context_ids = self.tok_encode(context, left_truncate_len=self._max_length - len(self.mode_ids))
+        prompt = [*self.mode_ids, *context_ids]
+        # As lm-eval's seq2seq backend: up to the context's length and max_gen_toks decoder positions, the
+        # decoder's start among them.
+        new_tokens = len(context_ids) + max_gen_toks - 1
+      prompts.append((prompt, new_tokens))
+      stops.append(handle_stop_sequences(gen_kwargs.get("until"), eos=None))
+      bucket = (likelihood.padded(len(prompt)), new_tokens if self.backend == "causal" else
+                likelihood.padded(new_tokens))
+      groups[bucket].append(i)
+    outputs = [""] * len(requests)
+    progress = tqdm.tqdm(total=len(requests), desc="generate_until", disable=disable_tqdm)
+    with self.run.activated():
+      for (length, new_tokens), members in sorted(groups.items()):
+        for start in range(0, len(members), self.batch):
+          chunk = members[start:start + self.batch]
+          size = min(self.batch, 1 << (len(chunk) - 1).bit_length())  # A power of two: few shapes, little waste.
+          rows, lengths = np.zeros((size, length), np.int32), np.zeros(size, np.int32)
+          for b, i in enumerate(chunk):
+            prompt = prompts[i][0]
+            lengths[b] = len(prompt)
+            if self.backend == "causal":
+              rows[b, length - len(prompt):] = prompt
+            else:
+              rows[b, :len(prompt)] = prompt
+          if self.backend == "causal":
+            new = decoding.generate(self.run.model, self.params, rows, new_tokens, jax.random.key(0),
+                                    prefix_lm=self.run.family.prefix_lm, num_valid=self.run.vocab_size,
+                                    prompt_lengths_B=lengths)
+          else:
+            new = decoding.generate_encoder_decoder(self.run.model, self.params, rows, new_tokens,
+                                                    jax.random.key(0), num_valid=self.run.vocab_size)
+          new = np.asarray(jax.device_get(new))
+          for b, i in enumerate(chunk):
+            text = self.tok_decode(new[b, :prompts[i][1]])
+            for stop in stops[i]:
+              text = text.split(stop)[0]
+            outputs[i] = text
+          progress.update(len(chunk))
+    progress.close()
     return outputs
 
 

@@ -15,12 +15,13 @@ BUCKET = 16
 BATCH = 32
 
 
-def _padded(length: int) -> int:
+def padded(length: int) -> int:
+  """`length` rounded up to a multiple of BUCKET."""
   return -(-length // BUCKET) * BUCKET
 
 
 def _shape(row: dict[str, np.ndarray]) -> tuple:
-  return tuple(sorted((name, _padded(len(value))) for name, value in row.items()))
+  return tuple(sorted((name, padded(len(value))) for name, value in row.items()))
 
 
 class Scorer:
