@@ -27,8 +27,18 @@ XLA_TEST_FLAGS = "--xla_backend_optimization_level=0"
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_TEST_FLAGS}".strip()
 
 
+# A test that asks for these trains or starts `pretrain` processes: slow without saying so.
+SLOW_FIXTURES = {"run_train", "trained_run"}
+
+
 def pytest_configure(config):
   config.addinivalue_line("markers", "slow: trains a model or starts a process (make test-fast leaves these out)")
+
+
+def pytest_collection_modifyitems(items):
+  for item in items:
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+      item.add_marker(pytest.mark.slow)
 
 
 def fake_devices(count: int) -> dict:
