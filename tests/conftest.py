@@ -27,12 +27,13 @@ XLA_TEST_FLAGS = "--xla_backend_optimization_level=0"
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_TEST_FLAGS}".strip()
 
 
-# A test that asks for these trains or starts `pretrain` processes: slow without saying so.
-SLOW_FIXTURES = {"run_train", "trained_run"}
+# A test that asks for these (shared, or a module's own) trains or starts `pretrain` processes: slow without
+# saying so.
+SLOW_FIXTURES = {"run_train", "trained_run", "end_to_end_runs", "eight_device_runs", "outcomes"}
 
 
 def pytest_configure(config):
-  config.addinivalue_line("markers", "slow: trains a model or starts a process (make test-fast leaves these out)")
+  config.addinivalue_line("markers", "slow: trains a model, starts a process or compiles for seconds (make test-fast leaves these out)")
 
 
 def pytest_collection_modifyitems(items):

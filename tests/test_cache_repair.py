@@ -61,6 +61,7 @@ DAMAGES = {"shard cut short": lambda d: _cut(os.path.join(d, SHARD)),
            "store.json cut": lambda d: _cut(os.path.join(d, token_store.META))}
 
 
+@pytest.mark.slow
 def test_a_damaged_store_is_moved_aside_and_built_again(files_run, capsys):
   """Each damage in turn, the store opened again as a run opens it; the last one through a whole run's batches."""
   before = _first_batches(files_run)

@@ -62,6 +62,7 @@ CORRUPTIONS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("corruption", CORRUPTIONS)
 def test_a_damaged_latest_checkpoint_is_moved_aside_and_the_run_resumes(trained, tmp_path, cache_dir, corruption):
   workdir = tmp_path / "run"
@@ -78,6 +79,7 @@ def test_a_damaged_latest_checkpoint_is_moved_aside_and_the_run_resumes(trained,
   assert [train_losses(workdir)[s] for s in (3, 4)] == [expected[s] for s in (3, 4)]  # As the uninterrupted run.
 
 
+@pytest.mark.slow
 def test_no_intact_checkpoint_is_one_line(trained, tmp_path, cache_dir):
   workdir = tmp_path / "run"
   shutil.copytree(trained, workdir)

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import seqio
 import tensorflow as tf
 
@@ -58,6 +59,7 @@ def test_packed_batches(corpus_source, vocabulary):
     assert (np.diff(segments[row][segments[row] > 0]) >= 0).all()
 
 
+@pytest.mark.slow
 def test_same_seed_same_batches(corpus_source, vocabulary):
   name = tasks.register(corpus_source, vocabulary, CLM)
   first = [next(replay.batches(name, "train", {"targets": 32}, 4, family.CAUSAL_LM, shuffle=True, seed=7, repeat=True)) for _ in range(2)]

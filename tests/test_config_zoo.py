@@ -84,6 +84,7 @@ def lower_bounds():
   return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ZOO)
 def test_zoo_config_fits_the_hardware_it_is_sized_for(name, lower_bounds):
   """The config's recorded `pretrain estimate-memory` figure (tools/zoo_memory.py measures it again, compiled)

@@ -96,6 +96,7 @@ def test_mlm_beside_contrastive_sums_each_loss_over_its_own_rows():
   assert metrics["member_weight"].tolist() == [float(train["weight"]), 2.0]
 
 
+@pytest.mark.slow
 def test_mlm_then_contrastive_trains_and_evaluates_each_member(cache_dir, vocabulary):
   """On the corpus: the ramp's batches name each row's member, the step reports each member's loss, and the
   evaluation of each member's task reports its own metrics."""

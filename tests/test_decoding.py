@@ -26,6 +26,7 @@ def _recompute(model, params, prompt_BP, max_new_tokens, prefix_lm):
   return tokens[:, prompt_len + 1:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prefix_lm, scan", [(False, False), (True, False), (False, True)])
 def test_kv_cache_matches_recomputation(prefix_lm, scan):
   model = DecoderOnly(dataclasses.replace(CONFIG, scan_layers=scan))

@@ -36,6 +36,7 @@ def run():
                   "--config.optimizer.warmup_steps=1", "--config.train.steps=30", vocab_size=VOCAB)
 
 
+@pytest.mark.slow
 def test_replaced_positions_are_where_the_sample_differs(run):
   batch = _batch()
   params = run.create_state().params
@@ -58,6 +59,7 @@ def test_replaced_positions_are_where_the_sample_differs(run):
   assert float(sums["tokens"]) == batch["encoder_segment_ids"].sum()
 
 
+@pytest.mark.slow
 def test_a_few_steps_lower_both_losses_on_a_fixed_batch(run):
   batch = mesh_lib.global_batch(_batch(rows=8), run.batch_sharding)
   with run.activated():

@@ -24,6 +24,9 @@ from pretrain.experiments import web_defects
 from pretrain.system.errors import UserError
 from tests.conftest import REPO
 
+# Every test here trains, starts processes or compiles a model of each kind.
+pytestmark = pytest.mark.slow
+
 # A model and budget small enough for a CPU test: a few seconds of training per run.
 TINY = ["--steps=3", "--batch_size=4", "--seq_len=64", "--evals=3", "--config.train.eval_batches=2"]
 

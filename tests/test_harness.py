@@ -22,6 +22,9 @@ from pretrain.system.errors import UserError  # pylint: disable=wrong-import-pos
 from pretrain.train import metrics as metrics_lib  # pylint: disable=wrong-import-position
 from tests.conftest import tiny_config  # pylint: disable=wrong-import-position
 
+# Every test here trains, starts processes or compiles a model of each kind.
+pytestmark = pytest.mark.slow
+
 # One task of each request type, a few documents each: multiple choice (loglikelihood), rolling log-likelihood,
 # generation.
 LIMITS = {"pretrain_cloze": 4, "pretrain_documents": 2, "pretrain_cloze_gen": 3}

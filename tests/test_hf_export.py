@@ -132,6 +132,7 @@ RANDOM_MODELS.update({f"switch_{name}": ("span_corruption", shape) for name, sha
 MOE_ARCHITECTURES = {"mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", RANDOM_MODELS)
 def test_random_model_matches_transformers(tmp_path, vocabulary, corpus_source, name):
   objective, shape = RANDOM_MODELS[name]
@@ -154,6 +155,7 @@ def test_random_model_matches_transformers(tmp_path, vocabulary, corpus_source, 
   jax.tree.map(np.testing.assert_array_equal, imported, jax.tree.map(np.asarray, params))
 
 
+@pytest.mark.slow
 def test_a_mixtral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   """A checkpoint written by transformers' own save_pretrained (Mixtral's per-expert w1/w2/w3 tensors)."""
   hf_config = transformers.MixtralConfig(vocab_size=256, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
@@ -196,6 +198,7 @@ def test_a_mistral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   assert np.abs(ours - reference).max() < 1e-4
 
 
+@pytest.mark.slow
 def test_a_switch_transformer_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   """A checkpoint written by transformers' save_pretrained (per-expert wi/wo, a router per sparse layer), with
   the one embedding table our model has, untied from the output; refused when its stacks' embeddings differ."""

@@ -44,6 +44,7 @@ def zebra_files(tmp_path):
     ["--config.data.objective=ul2", "--config.data.inputs_length=64", "--config.data.targets_length=64"],
     ["--config.data.objective=clm", "MIXTURE"],
 ], ids=["clm", "span_corruption", "ul2", "mixture"])
+@pytest.mark.slow
 def test_resuming_at_a_position_continues_the_uninterrupted_stream(cache_dir, vocabulary, zebra_files, args):
   del vocabulary  # Cached first, so the runs find it.
   if "MIXTURE" in args:
@@ -85,6 +86,7 @@ def test_a_saved_position_of_another_stream_restarts_it_or_is_refused(capsys):
     indexed.resume_position({"task": "corpus_clm", "examples": 8, "batch_size": 4, "processes": 1}, fresh)
 
 
+@pytest.mark.slow
 def test_streams_fill_their_rows_of_each_batch(cache_dir, vocabulary):
   del vocabulary
   two = _run(cache_dir, "--config.data.streams=2")
@@ -108,6 +110,7 @@ def _row_args(run, member):
   return task, store, run.family.converter(), run.task_lengths, run.cfg.train.seed, member
 
 
+@pytest.mark.slow
 def test_an_epoch_reads_every_document_once(cache_dir, vocabulary):
   del vocabulary
   run = _run(cache_dir)

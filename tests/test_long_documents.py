@@ -6,6 +6,7 @@ import random
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 from pretrain import objectives, vocab
@@ -49,6 +50,7 @@ def test_a_tokenizer_learns_from_one_document_without_paragraph_breaks():
   assert len(model) > 1000
 
 
+@pytest.mark.slow
 def test_a_12_mb_document_trains_in_bounded_memory(tmp_path, cache_dir, vocabulary):
   """Tokenized whole, a document took about 125 bytes per byte of text (a 32 MB one peaked at 11.7 GB). In pieces,
   a run on one 12 MB document peaks within 1 GiB of a run on the same text as 6,000 short documents (both

@@ -80,6 +80,7 @@ def eight_device_runs():
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_layout_gives_the_losses_of_one_device(eight_device_runs, family):
   one_device = run_layout(family, ONE_DEVICE)["losses"]
@@ -94,6 +95,7 @@ def test_the_encoder_objectives_give_the_losses_of_one_device(eight_device_runs,
   np.testing.assert_allclose(eight_device_runs[family]["losses"], one_device, rtol=2e-5, err_msg=family)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MOE_RUNS)
 def test_experts_split_over_the_expert_axis_give_the_losses_of_one_device(eight_device_runs, name):
   family, flags, _ = MOE_RUNS[name]

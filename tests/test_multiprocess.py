@@ -9,8 +9,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from tests.conftest import REPO, TINY, fake_devices, train_losses
+
+# Every test here trains, starts processes or compiles a model of each kind.
+pytestmark = pytest.mark.slow
 
 ARGS = [*TINY, "--config.train.batch_size=8", "--config.data.host_sharding=examples", "--config.train.eval_every=2",
         "--config.train.checkpoint_every=100"]

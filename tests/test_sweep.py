@@ -11,6 +11,9 @@ from pretrain.experiments import sweep as sweep_command, sweep_grid as sweep
 from pretrain.system.errors import UserError
 from tests.conftest import TINY
 
+# Every test here trains, starts processes or compiles a model of each kind.
+pytestmark = pytest.mark.slow
+
 
 def test_grid_values_and_point_names():
   assert sweep.split_values("0.1, 0.15,((0, 1), (2, 3)),'a,b'") == ["0.1", "0.15", "((0, 1), (2, 3))", "'a,b'"]

@@ -38,6 +38,7 @@ def corpus_documents(corpus_source):
   return list(itertools.islice(corpus_source.texts("validation"), 50))
 
 
+@pytest.mark.slow
 def test_round_trips(kind_vocabulary, corpus_documents):
   kind, vocabulary = kind_vocabulary
   for text in [*corpus_documents, *HARD]:
@@ -115,6 +116,7 @@ def test_generate_and_export_read_the_vocabulary_without_tensorflow_as_the_pipel
   _read_without_tensorflow_as_seqio_reads(kind_vocabulary[1])
 
 
+@pytest.mark.slow
 def test_a_sentencepiece_unigram_vocabulary_reads_without_tensorflow_as_the_pipeline_does(vocabulary):
   _read_without_tensorflow_as_seqio_reads(vocabulary)
 

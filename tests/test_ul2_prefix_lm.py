@@ -47,6 +47,7 @@ def test_ul2_rates_and_mode_tokens(corpus_source, vocabulary):
     assert has_sentinel == (kind != "S")
 
 
+@pytest.mark.slow
 def test_ul2_decoder_form_is_a_prefix_lm_example(corpus_source, vocabulary):
   examples = _examples(corpus_source, vocabulary, "ul2_decoder", {"inputs": 64, "targets": 64}, num=50)
   for ex in examples:
@@ -87,6 +88,7 @@ def test_a_fixed_prefix_share_splits_every_full_segment_there(corpus_source, voc
   assert len(full) > 150 and set(full) == {(10, 29)}
 
 
+@pytest.mark.slow
 def test_same_seed_same_examples(corpus_source, vocabulary):
   first = _examples(corpus_source, vocabulary, "ul2", {"inputs": 64, "targets": 64}, num=20, seed=5)
   second = _examples(corpus_source, vocabulary, "ul2", {"inputs": 64, "targets": 64}, num=20, seed=5)
@@ -176,6 +178,7 @@ def end_to_end_runs(tmp_path_factory, cache_dir, vocabulary):
   return runs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", END_TO_END)
 def test_objectives_train_end_to_end(end_to_end_runs, objective):
   code, stdout, stderr = end_to_end_runs[objective]
@@ -206,6 +209,7 @@ def test_electra_checkpoints_hold_both_and_export_the_discriminator(end_to_end_r
   assert (out / "tokenizer.json").exists() and not (out / "generation_config.json").exists()
 
 
+@pytest.mark.slow
 def test_inspect_task(cache_dir, vocabulary):
   del vocabulary  # Cached, so the tool reuses it.
   env = {**os.environ, "PRETRAIN_CACHE": cache_dir}

@@ -1,4 +1,4 @@
-"""An objective of the user's own, in a module outside the package (the README's example, written to a temporary
+"""An objective of the user's own, in a module outside the package (the objectives guide's example, written to a temporary
 directory), plugs in by name: its setting is a config field, its examples are what it says, and it trains,
 resumes bit-identically, evaluates and inspects as a built-in objective does."""
 
@@ -19,16 +19,16 @@ from tests.conftest import REPO, tiny_config, train_losses
 SHORT = ["--config.data.inputs_length=32", "--config.data.targets_length=32", "--config.train.checkpoint_every=2"]
 
 
-def readme_objective() -> str:
-  """The code block of the README's 'Your own objective'."""
-  with open(os.path.join(REPO, "README.md")) as f:
+def guide_objective() -> str:
+  """The code block of the objectives guide's 'Your own objective'."""
+  with open(os.path.join(REPO, "docs", "guide", "objectives.md")) as f:
     section = f.read().split("## Your own objective", 1)[1]
   return re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
 
 
 @pytest.fixture
 def reference(tmp_path):
-  (tmp_path / "reverse_span.py").write_text(readme_objective())
+  (tmp_path / "reverse_span.py").write_text(guide_objective())
   return f"{tmp_path / 'reverse_span.py'}:ReverseSpan"
 
 

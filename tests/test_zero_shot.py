@@ -52,6 +52,7 @@ def _by_hand(run, params, context, continuation):
   return total
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["clm", "prefix_lm_decoder", "span_corruption", "mlm"])
 def test_likelihood_scoring_equals_a_forward_pass_per_token(vocabulary, objective):
   run = _run(vocabulary, objective)
@@ -102,6 +103,7 @@ def test_the_shipped_task_files_are_what_the_builder_makes_from_held_out_documen
   assert hashlib.sha256(built["manifest.json"]).hexdigest()  # Written with the files.
 
 
+@pytest.mark.slow
 def test_random_parameters_score_chance(vocabulary):
   """Over initial parameters of five seeds, each task's accuracy has chance inside its 95% interval."""
   run = _run(vocabulary, "clm")

@@ -152,7 +152,7 @@ def tpu_vm_commands(args, train_args: list[str]) -> tuple[TpuSlice, list[list[st
     raise UserError(f"--workdir={args.workdir} is a local path, but the {tpu.hosts} hosts of a {tpu.accelerator_type} "
                     "slice must write checkpoints and metrics to one shared place: use a Cloud Storage bucket, "
                     "--workdir=gs://BUCKET/RUN (or --allow_local_workdir if every host mounts that path)")
-  if not os.path.isdir(os.path.join(REPO, ".git")):
+  if not os.path.exists(os.path.join(REPO, ".git")):  # A worktree's .git is a file.
     raise UserError(f"{REPO} is not a git checkout; launch tpu-vm copies the files git knows of, so run it from "
                     "a clone of the repository")
   gcloud = ["gcloud", "compute", "tpus", "tpu-vm"]
