@@ -6,7 +6,7 @@ CONFIG ?= configs/quickstart.py
 WORKDIR ?= runs/quickstart
 ARGS ?=
 
-.PHONY: train test clean
+.PHONY: train test test-fast docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,5 +27,13 @@ train: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
+# The tests that neither train a model nor start a process (the `slow` marker: tests/conftest.py), in minutes.
+test-fast: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests
+
+# The documentation site (mkdocs.yml, docs/) into site/; the test suite builds it with --strict too.
+docs: $(VENV)/.installed-test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) runs site

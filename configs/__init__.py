@@ -11,9 +11,8 @@ at its default unless the file sets it (pretrain/objectives/).
 import difflib
 import os
 
-from pretrain import config as config_lib
-from pretrain import objectives
-from pretrain.errors import UserError
+from pretrain import config as config_lib, objectives
+from pretrain.system.errors import UserError
 
 DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 DEFAULT = "quickstart"

@@ -2,8 +2,7 @@
 
 import typing
 
-from pretrain import config as config_lib
-from pretrain import configs
+from pretrain import config as config_lib, configs
 
 C4 = "c4/en:3.1.0"
 

@@ -17,13 +17,16 @@ import sys
 import traceback
 
 from pretrain import config as config_lib
-from pretrain import gin_config, host_memory, tf_loader
-from pretrain.errors import UserError
+from pretrain.config import gin as gin_config
+from pretrain.system import host_memory, tf_loader
+from pretrain.system.errors import UserError
 
 # name: (module, one line for the overview)
 SUBCOMMANDS = {
     "train": ("pretrain.commands.train", "pre-train a model from a config (resumes from the workdir's checkpoint)"),
     "eval": ("pretrain.commands.eval", "loss, accuracy and perplexity of a run's checkpoint on a task"),
+    "lm-eval": ("pretrain.commands.lm_eval", "evaluate a run with lm-evaluation-harness (the project's tasks and "
+                "lm-eval's)"),
     "probe": ("pretrain.commands.probe", "a linear probe of a run's representations: same-document passages"),
     "plot": ("pretrain.commands.plot", "draw a run's learning curves (curves.png) from its metrics.jsonl"),
     "generate": ("pretrain.commands.generate", "continue a prompt with a run's checkpoint"),
@@ -32,6 +35,8 @@ SUBCOMMANDS = {
     "inspect-data": ("pretrain.commands.inspect_data", "what data.filters and data.dedup remove, with examples"),
     "prepare-data": ("pretrain.commands.prepare_data", "tokenize a config's training data once into token stores"),
     "train-tokenizer": ("pretrain.commands.train_tokenizer", "train a SentencePiece model on a config's data"),
+    "config": ("pretrain.commands.config", "print the config a command line resolves to, or every field's default "
+               "and valid values"),
     "estimate-memory": ("pretrain.commands.estimate_memory", "per-device memory of a config, nothing allocated"),
     "sweep": ("pretrain.experiments.sweep", "train a grid of config overrides, one run per point, and report them"),
     "bench": ("pretrain.commands.bench", "time training steps (optionally beside transformers)"),
@@ -131,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     hint = f"did you mean {close[0]!r}? " if close else ""
     print(f"error: unknown subcommand {name!r}; {hint}the subcommands are {', '.join(SUBCOMMANDS)}", file=sys.stderr)
     return 2
-  # TensorFlow is imported when data or a file is first touched (pretrain.tf_loader): quietly, unless asked.
+  # TensorFlow is imported when data or a file is first touched (pretrain.system.tf_loader): quietly, unless asked.
   tf_loader.quiet = "--verbose" not in rest
   if tf_loader.quiet:
     # Not even the native libraries' warnings, unless the user set the level: TensorFlow's data threads log a

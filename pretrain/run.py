@@ -15,7 +15,6 @@ Every check of a config happens while building, before anything is compiled.
 import contextlib
 import dataclasses
 import functools
-import json
 import os
 
 import flax.linen as nn
@@ -23,17 +22,16 @@ import jax
 import ml_collections
 import numpy as np
 
-from pretrain import config as config_lib
-from pretrain import files, models, objectives, text_vocab
-from pretrain import schedule as schedule_lib
-from pretrain.console import log
-from pretrain.errors import UserError
-from pretrain.family import Family, check_feed_forward, check_moe
+from pretrain import models, objectives, vocab as text_vocab
+from pretrain.data import schedule as schedule_lib
+from pretrain.families import Family, check_feed_forward, check_moe
 from pretrain.parallel import mesh as mesh_lib
+from pretrain.system import data_cache
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
 from pretrain.train import checkpoint, optimizer, state as state_lib, steps
-
-VOCAB_FILES = ("spm.model", "tokenizer.json")  # The run's vocabulary (by its kind), copied beside config.json.
-
+# A run's files in its workdir, read here to load a run (and by the commands, as run.saved_config, ...).
+from pretrain.workdir import VOCAB_FILES, saved_config, vocabulary_file  # pylint: disable=unused-import
 
 def objective(cfg, name: str | None = None) -> objectives.Objective:
   """The objective `name` (default data.objective) with the config's data settings and seed."""
@@ -65,7 +63,7 @@ class Run:
   rules: tuple
   tx: object                 # optax.GradientTransformation
   # With data (build_with_data, load): the vocabulary, the sources and the registered tasks.
-  vocabulary: object = None  # pretrain.data.vocab's (seqio's), or text_vocab's (run.load(pipeline=False))
+  vocabulary: object = None  # pretrain.vocab.pipeline's (seqio's), or text_vocab's (run.load(pipeline=False))
   sources: list = dataclasses.field(default_factory=list)  # the Source of each member of the schedule
   task: str = ""
   eval_tasks: dict = dataclasses.field(default_factory=dict)  # {task name: objective}, from data.eval_objectives
@@ -119,7 +117,8 @@ class Run:
   @classmethod
   def build_with_data(cls, cfg) -> "Run":
     """A run that reads its data: the vocabulary (trained on first use), the task and the evaluation tasks."""
-    from pretrain.data import sources, tasks, vocab  # pylint: disable=g-import-not-at-top
+    from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top
+    from pretrain.vocab import pipeline as vocab
     family = _checked_family(cfg)
     objective_ = objective(cfg)  # Checks the objective's values.
     extra = {name: objective(cfg, name) for name in cfg.data.eval_objectives}
@@ -259,13 +258,12 @@ class Run:
       from pretrain.data.replay import ReplayBatches  # pylint: disable=g-import-not-at-top
       return ReplayBatches(self.task, self.task_lengths, self.family, batch_size=c.train.batch_size,
                            seed=c.train.seed, host_sharding=c.data.host_sharding, position=position)
-    from pretrain.data import sources  # pylint: disable=g-import-not-at-top
     from pretrain.data.indexed import IndexedBatches  # pylint: disable=g-import-not-at-top
     members = [(task, source, o.family.converter(), o.family.task_lengths(c.data))
                for task, source, o in self.member_tasks()]
     return IndexedBatches(members, self.schedule, self.vocabulary, self.family, self.task_lengths, task=self.task,
                           batch_size=c.train.batch_size, streams=c.data.streams, seed=c.train.seed,
-                          cache=sources.cache_dir(c.data), saved_position=position, step=step,
+                          cache=data_cache.cache_dir(c.data), saved_position=position, step=step,
                           report_members=bool(self.members_reported), length_stages=self.length_stages)
 
   def flops_per_example(self, params, task_lengths: dict[str, int] | None = None) -> float:
@@ -273,45 +271,26 @@ class Run:
     return self.family.flops_per_example(params, self.cfg.model, task_lengths or self.task_lengths)
 
 
-def saved_config(workdir: str) -> ml_collections.ConfigDict:
-  path = os.path.join(workdir, "config.json")
-  if not files.exists(path):
-    raise UserError(f"{workdir!r} holds no run (no config.json); give the --workdir of a training run")
-  try:
-    saved = json.loads(files.read_text(path))
-    if not isinstance(saved, dict):
-      raise ValueError(f"it holds a {type(saved).__name__}, not the config's sections")
-  except ValueError as e:  # Not JSON, or not UTF-8.
-    raise UserError(f"{path} is not a run's config ({e}); restore the file (train writes it at each start), or "
-                    "start a new workdir") from None
-  from pretrain import configs  # pylint: disable=g-import-not-at-top
-  cfg = objectives.with_settings(config_lib.with_newer_fields(ml_collections.ConfigDict(saved)))
-  config_lib.check_types(cfg, objectives.with_settings(configs.load(configs.DEFAULT)), path)
-  return cfg
-
-
-def vocabulary_file(workdir: str) -> str:
-  """The vocabulary a run wrote into its workdir."""
-  paths = [os.path.join(workdir, name) for name in VOCAB_FILES]
-  return next((path for path in paths if files.exists(path)), paths[0])
-
-
-def load(workdir: str, pipeline: bool = True) -> tuple[Run, object, int]:
-  """(run, parameters, step) of the latest checkpoint of a training run's workdir. Its vocabulary is a seqio
-  vocabulary, for the data pipelines; with `pipeline` False, for commands that only encode and decode text, read
-  without TensorFlow (text_vocab)."""
+def load(workdir: str, pipeline: bool = True, step: int | None = None) -> tuple[Run, object, int]:
+  """(run, parameters, step) of the latest checkpoint of a training run's workdir (or of `step`). Its vocabulary
+  is a seqio vocabulary, for the data pipelines; with `pipeline` False, for commands that only encode and decode
+  text, read without TensorFlow (text_vocab)."""
   cfg = saved_config(workdir)
   if pipeline:
-    from pretrain.data import vocab  # pylint: disable=g-import-not-at-top  (the data stack)
+    from pretrain.vocab import pipeline as vocab  # pylint: disable=g-import-not-at-top  (the data stack)
     vocabulary = vocab.load(vocabulary_file(workdir), cfg.tokenizer.extra_ids)
   else:
     vocabulary = text_vocab.load(vocabulary_file(workdir), cfg.tokenizer.extra_ids)
   run = Run.build(cfg, vocabulary=vocabulary)
   saver = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints, move_aside=False)
   try:
-    step = saver.latest_step()
-    if step is None:
+    latest = saver.latest_step()
+    if latest is None:
       raise UserError(f"{workdir!r} has no checkpoint yet; train first (or wait for train.checkpoint_every steps)")
+    if step is not None and step not in saver.manager.all_steps():
+      raise UserError(f"{workdir!r} has no checkpoint of step {step}; it keeps steps "
+                      f"{', '.join(map(str, sorted(saver.manager.all_steps())))}")
+    step = latest if step is None else step
     state = run.restore(saver, step, f"the checkpoint of step {step} in {workdir!r}")
   finally:
     saver.close()

@@ -27,18 +27,34 @@ XLA_TEST_FLAGS = "--xla_backend_optimization_level=0"
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_TEST_FLAGS}".strip()
 
 
+# A test that asks for these (shared, or a module's own) trains or starts `pretrain` processes: slow without
+# saying so.
+SLOW_FIXTURES = {"run_train", "trained_run", "end_to_end_runs", "eight_device_runs", "outcomes"}
+
+
+def pytest_configure(config):
+  config.addinivalue_line("markers", "slow: trains a model, starts a process or compiles for seconds (make test-fast leaves these out)")
+
+
+def pytest_collection_modifyitems(items):
+  for item in items:
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+      item.add_marker(pytest.mark.slow)
+
+
 def fake_devices(count: int) -> dict:
   """The environment of a process with `count` fake CPU devices (and the tests' XLA flags)."""
   return {**os.environ, "JAX_PLATFORMS": "cpu",
           "XLA_FLAGS": f"--xla_force_host_platform_device_count={count} {XLA_TEST_FLAGS}"}
 
 
-from pretrain import host_memory  # pylint: disable=g-import-not-at-top
+from pretrain.system import host_memory  # pylint: disable=g-import-not-at-top
 
 host_memory.keep_freed_memory()  # As the command line does: the tests' steps run faster.
 
 from pretrain import cli, objectives, run as run_lib  # pylint: disable=g-import-not-at-top
-from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top
+from pretrain.data import sources  # pylint: disable=g-import-not-at-top
+from pretrain.vocab import pipeline as vocab
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A model and batch small enough for a CPU test, used with the quickstart config. No samples at the end of a run
@@ -55,6 +71,28 @@ def tiny_config(*args: str):
   """The quickstart config with the TINY model, then `--config.KEY=VALUE` args."""
   return cli.parse_command_line(argparse.ArgumentParser(),
                                          ["--config=configs/quickstart.py", *TINY, *args])[1]
+
+
+def train_losses(workdir, with_eval: bool = False) -> dict[int, float]:
+  """{step: train/loss} of a run's metrics.jsonl (with `with_eval`, eval/loss at steps that log no train loss)."""
+  from pretrain.train import metrics  # pylint: disable=g-import-not-at-top
+  keys = ("train/loss", "eval/loss") if with_eval else ("train/loss",)
+  return {r["step"]: next(r[k] for k in keys if k in r) for r in metrics.read(str(workdir)) if any(k in r for k in keys)}
+
+
+def task_examples(source, vocabulary, objective_name: str, lengths: dict[str, int], split: str = "validation",
+                  num: int | None = None, seed: int = 0, **overrides) -> list[dict]:
+  """The first `num` examples (all: None) of an objective's seqio task over a source, before packing; `overrides`
+  set the quickstart's data fields (e.g. mlm_rate=0.3)."""
+  import itertools  # pylint: disable=g-import-not-at-top
+  import seqio  # pylint: disable=g-import-not-at-top
+  from pretrain import configs  # pylint: disable=g-import-not-at-top
+  from pretrain.data import tasks  # pylint: disable=g-import-not-at-top
+  data_cfg = configs.load("quickstart").data
+  data_cfg.update(overrides)
+  name = tasks.register(source, vocabulary, objectives.make(objective_name, data_cfg, seed=seed))
+  dataset = seqio.get_mixture_or_task(name).get_dataset(lengths, split=split, shuffle=False, seed=seed)
+  return list(itertools.islice(dataset.as_numpy_iterator(), num))
 
 
 def tiny_run(*args: str, vocab_size: int = 128) -> run_lib.Run:

@@ -117,6 +117,7 @@ def test_what_a_kernel_cannot_express_takes_the_xla_path_and_says_why(capsys):
       jax.default_backend(), "xla")
 
 
+@pytest.mark.slow
 def test_a_model_with_a_kernel_trains_as_with_the_xla_path():
   """A train step's loss and gradients: the encoder-decoder with splash (its cross-attention; T5's biased
   self-attention stays on the XLA path) equals the XLA path's. tests/test_mesh_layouts.py: the decoder-only

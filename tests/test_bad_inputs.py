@@ -263,6 +263,7 @@ def _can_mount_tmpfs() -> bool:
 
 @pytest.mark.skipif(not _can_mount_tmpfs(), reason="no user namespace to mount a small tmpfs in; "
                     "test_a_failed_checkpoint_write_leaves_no_partial_step simulates the failure instead")
+@pytest.mark.slow
 def test_a_full_disk_refuses_the_save_and_the_run_resumes_once_there_is_space(tmp_path, cache_dir, vocabulary):
   """A 5 MiB filesystem holds two checkpoints of the tiny model (2.1 MiB each), not three."""
   del vocabulary
@@ -289,6 +290,7 @@ def test_a_full_disk_refuses_the_save_and_the_run_resumes_once_there_is_space(tm
   assert "Resuming from the checkpoint at step 4" in rerun
 
 
+@pytest.mark.slow
 def test_a_failed_checkpoint_write_leaves_no_partial_step(tmp_path, cache_dir, vocabulary):
   """Files over 300 KiB cannot be written (RLIMIT_FSIZE): every save fails as it would on a disk that filled up after
   the free-space check, or on a lost mount."""

@@ -35,6 +35,7 @@ def test_model_features_are_the_pipelines(objective, cache_dir, vocabulary):
   assert ("decoder_causal_attention" in shapes) == (objective == "prefix_lm_decoder")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["clm", "prefix_lm_decoder", "span_corruption"])
 def test_bench_times_the_training_step(objective, capsys):
   bench.main.__wrapped__([*TINY, *FAMILY_ARGS[objective], "--config.train.microbatches=2", "--steps=1",
@@ -65,7 +66,7 @@ def test_bench_beside_transformers_prints_both_sides_and_the_ratio(capsys):
 
 
 def test_bench_refuses_an_encoder_only_model():
-  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   with pytest.raises(UserError, match="not 'mlm'"):
     bench.main.__wrapped__([*TINY, *FAMILY_ARGS["mlm"], "--steps=1", "--warmup=0"])
 
@@ -93,6 +94,7 @@ def test_estimate_memory_counts_the_attention_by_implementation(capsys):
   assert [line.split()[0] for line in table.strip().splitlines()] == ["xla", "splash"]
 
 
+@pytest.mark.slow
 def test_bench_runs_without_the_data_stack():
   """As on an accelerator image with only jax, flax, optax and orbax: TensorFlow, seqio and TFDS cannot be
   imported, and bench still builds, times and checkpoints the step (of the encoder-decoder, whose model

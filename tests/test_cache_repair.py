@@ -12,9 +12,10 @@ import ml_collections
 import numpy as np
 import pytest
 
-from pretrain import run as run_lib
-from pretrain.data import corpus, sources, tfds_files, token_store, vocab
-from pretrain.errors import UserError
+from pretrain import run as run_lib, vocab
+from pretrain.data import corpus, sources, tfds_files, token_store
+from pretrain.system.errors import UserError
+from pretrain.vocab.cache import cached_model
 from tests.conftest import tiny_config
 
 
@@ -60,6 +61,7 @@ DAMAGES = {"shard cut short": lambda d: _cut(os.path.join(d, SHARD)),
            "store.json cut": lambda d: _cut(os.path.join(d, token_store.META))}
 
 
+@pytest.mark.slow
 def test_a_damaged_store_is_moved_aside_and_built_again(files_run, capsys):
   """Each damage in turn, the store opened again as a run opens it; the last one through a whole run's batches."""
   before = _first_batches(files_run)
@@ -94,10 +96,10 @@ def test_bytes_changed_after_opening_end_the_run_with_one_line(files_run, monkey
 @pytest.mark.parametrize("content", [b"", b"\x00garbage\xff"], ids=["empty", "garbage"])
 def test_a_cached_vocabulary_that_is_no_model_is_trained_again(tmp_path, corpus_source, content, capfd):
   texts = list(corpus_source.texts("train", max_chars=200_000))
-  path = vocab.cached_model(texts, 512, "unigram", str(tmp_path), ("[MASK]",))
+  path = cached_model(texts, 512, "unigram", str(tmp_path), ("[MASK]",))
   with open(path, "wb") as f:
     f.write(content)
-  assert vocab.cached_model(texts, 512, "unigram", str(tmp_path), ("[MASK]",)) == path
+  assert cached_model(texts, 512, "unigram", str(tmp_path), ("[MASK]",)) == path
   assert vocab.single_piece_id(vocab.load(path), "[MASK]") >= 3
   assert "is not a SentencePiece model; moved aside" in capfd.readouterr().err
 

@@ -9,8 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from pretrain.train import metrics
-from tests.conftest import REPO, TINY
+from tests.conftest import REPO, TINY, train_losses
 
 ARGS = [*TINY, "--config.train.steps=4", "--config.train.checkpoint_every=2", "--config.sample.num=0"]
 
@@ -21,8 +20,6 @@ def _train(workdir, cache_dir, *args):
                         env={**os.environ, "PRETRAIN_CACHE": cache_dir}, timeout=600)
 
 
-def _losses(workdir) -> dict:
-  return {r["step"]: r["train/loss"] for r in metrics.read(str(workdir)) if "train/loss" in r}
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +62,7 @@ CORRUPTIONS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("corruption", CORRUPTIONS)
 def test_a_damaged_latest_checkpoint_is_moved_aside_and_the_run_resumes(trained, tmp_path, cache_dir, corruption):
   workdir = tmp_path / "run"
@@ -77,10 +75,11 @@ def test_a_damaged_latest_checkpoint_is_moved_aside_and_the_run_resumes(trained,
   assert "Traceback" not in output
   aside = [name for name in os.listdir(workdir / "checkpoints") if name.startswith("4.damaged-")]
   assert len(aside) == 1 and f"moved to {workdir / 'checkpoints' / aside[0]}" in output  # Kept, not deleted.
-  expected = _losses(trained)
-  assert [_losses(workdir)[s] for s in (3, 4)] == [expected[s] for s in (3, 4)]  # As the uninterrupted run.
+  expected = train_losses(trained)
+  assert [train_losses(workdir)[s] for s in (3, 4)] == [expected[s] for s in (3, 4)]  # As the uninterrupted run.
 
 
+@pytest.mark.slow
 def test_no_intact_checkpoint_is_one_line(trained, tmp_path, cache_dir):
   workdir = tmp_path / "run"
   shutil.copytree(trained, workdir)

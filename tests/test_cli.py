@@ -23,8 +23,8 @@ def run(*args):
 def test_overview_lists_every_subcommand():
   result = run("--help")
   assert result.returncode == 0, result.stderr
-  names = {"train", "eval", "probe", "plot", "generate", "export", "inspect-task", "inspect-data", "prepare-data", "train-tokenizer",
-           "estimate-memory", "sweep", "bench", "launch"}
+  names = {"train", "eval", "lm-eval", "probe", "plot", "generate", "export", "inspect-task", "inspect-data", "prepare-data",
+           "train-tokenizer", "config", "estimate-memory", "sweep", "bench", "launch"}
   for name in names:
     assert f"\n  {name} " in result.stdout
   assert set(cli.SUBCOMMANDS) == names
@@ -97,13 +97,14 @@ def test_missing_required_flag_is_one_clear_error(args, missing, tmp_path):
     ("eval", ["--workdir=runs/none", "--task=corpus_clm", "--split=test"], "argument --split: invalid choice: 'test'"),
 ])
 def test_bad_flags_are_named_before_anything_loads(name, argv, message, tmp_path):
-  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   (tmp_path / "config.json").write_text("{}")  # A workdir as the flag's type checks it; nothing reads it.
   module = importlib.import_module(cli.SUBCOMMANDS[name][0])
   with pytest.raises(UserError, match=message):
     module.main.__wrapped__([a.replace("runs/none", str(tmp_path)) for a in argv], prog=f"pretrain {name}")
 
 
+@pytest.mark.slow
 def test_the_error_is_the_only_line(tmp_path):
   """TensorFlow's and XLA's start-up lines are silenced unless asked for (TF_CPP_MIN_LOG_LEVEL set, --verbose)."""
   env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
@@ -121,6 +122,7 @@ NOISE = re.compile(r"cuInit|CUDA|oneDNN|[Tt]ype inference|normalizer\.cc|precomp
                    r"^[IWE]\d{4} |Variant folder|Waiting for previous save")
 
 
+@pytest.mark.slow
 def test_a_run_prints_its_own_lines_only(tmp_path, cache_dir, vocabulary):
   """A UL2 run on new files (a token store built, so SentencePiece's TF kernel loads), evaluated and saved: no
   library's log line, unless --verbose asks for them."""

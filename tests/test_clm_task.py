@@ -1,10 +1,12 @@
 import numpy as np
+import pytest
 import seqio
 import tensorflow as tf
 
-from pretrain import family, objectives
-from pretrain.data import replay, tasks, vocab
+from pretrain import families as family, objectives
+from pretrain.data import replay, tasks
 from pretrain.objectives import common
+from pretrain.vocab import pipeline as vocab
 
 CLM = objectives.make("clm", None, seed=0)
 
@@ -57,6 +59,7 @@ def test_packed_batches(corpus_source, vocabulary):
     assert (np.diff(segments[row][segments[row] > 0]) >= 0).all()
 
 
+@pytest.mark.slow
 def test_same_seed_same_batches(corpus_source, vocabulary):
   name = tasks.register(corpus_source, vocabulary, CLM)
   first = [next(replay.batches(name, "train", {"targets": 32}, 4, family.CAUSAL_LM, shuffle=True, seed=7, repeat=True)) for _ in range(2)]

@@ -1,13 +1,16 @@
 import ast
 import inspect
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
-from pretrain import config
-from pretrain.errors import UserError
+from pretrain import config, configs, objectives, vocab
+from pretrain.system.errors import UserError
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
@@ -53,7 +56,7 @@ def test_config_imports_no_front_end():
   loaded = set(json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                                          text=True).stdout))
   assert "pretrain.config" in loaded
-  assert not loaded & {"pretrain.gin_config", "pretrain.cli", "gin"}
+  assert not loaded & {"pretrain.config.gin", "pretrain.cli", "gin"}
   imported = set()  # Nor inside a function, where the import above would not see it.
   for node in ast.walk(ast.parse(inspect.getsource(config))):
     if isinstance(node, ast.ImportFrom):
@@ -116,3 +119,17 @@ def test_a_run_saved_before_a_field_existed_reads_as_its_default_and_resumes(cfg
   cfg.model.d_model = 48
   with pytest.raises(UserError, match="model.d_model=256, not 48"):
     workdir_lib.check_same_model(cfg, str(tmp_path))
+
+
+def test_the_schema_declares_each_field_once_and_the_rest_follows(capsys):
+  """The quickstart is the schema's defaults; the checks and older configs' values come from it; docs/config.md
+  is `pretrain config --fields --markdown`."""
+  from pretrain.commands import config as config_command  # pylint: disable=g-import-not-at-top
+  from pretrain.config import schema  # pylint: disable=g-import-not-at-top
+  assert configs.load("quickstart").to_dict() == objectives.with_settings(schema.defaults()).to_dict()
+  assert config.RANGES == schema.ranges() and config.NEWER_FIELDS == schema.newer_fields()
+  assert config.RANGES["tokenizer.kind"].what == " | ".join(vocab.KINDS)  # The registry's kinds, not a copy.
+  with open(os.path.join(REPO, "docs", "config.md")) as f:
+    assert f.read() == config_command.markdown(), "regenerate: pretrain config --fields --markdown > docs/config.md"
+  config_command.main(["--config.model.d_model=64"])
+  assert json.loads(capsys.readouterr().out)["model"]["d_model"] == 64

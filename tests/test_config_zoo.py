@@ -84,6 +84,7 @@ def lower_bounds():
   return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ZOO)
 def test_zoo_config_fits_the_hardware_it_is_sized_for(name, lower_bounds):
   """The config's recorded `pretrain estimate-memory` figure (tools/zoo_memory.py measures it again, compiled)
@@ -120,7 +121,7 @@ def test_tiny_gin_shrinks_every_zoo_run_to_the_bundled_corpus(name):
 
 
 def test_gin_macros_includes_flags_and_errors(tmp_path):
-  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   (tmp_path / "base.gin").write_text("WIDTH = 96\nmodel.d_model = %WIDTH\n")
   (tmp_path / "run.gin").write_text("include 'base.gin'\nmodel.mlp_dim = 384\ntrain.steps = 7\n")
   cfg = _parse([f"--gin_file={tmp_path / 'run.gin'}", "--gin.train.batch_size=8", "--gin.data.objective=ul2"])

@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 from tests.conftest import tiny_run
 
 VOCAB = 128
@@ -65,7 +65,7 @@ MLM_THEN_CONTRASTIVE = ("--config.data.objective=mlm", "--config.model.dropout=0
 def test_mlm_beside_contrastive_sums_each_loss_over_its_own_rows():
   """A schedule of mlm and contrastive trains one encoder (WithMLM): its loss is MLM's over the MLM rows plus
   InfoNCE's over the contrastive rows, each what the objective's own family computes on those rows alone."""
-  from pretrain import family as families  # pylint: disable=g-import-not-at-top
+  from pretrain import families  # pylint: disable=g-import-not-at-top
   from pretrain.objectives import contrastive  # pylint: disable=g-import-not-at-top
   run = tiny_run(*MLM_THEN_CONTRASTIVE, vocab_size=VOCAB)
   assert isinstance(run.family, contrastive.WithMLM) and run.members_reported == 2
@@ -96,6 +96,7 @@ def test_mlm_beside_contrastive_sums_each_loss_over_its_own_rows():
   assert metrics["member_weight"].tolist() == [float(train["weight"]), 2.0]
 
 
+@pytest.mark.slow
 def test_mlm_then_contrastive_trains_and_evaluates_each_member(cache_dir, vocabulary):
   """On the corpus: the ramp's batches name each row's member, the step reports each member's loss, and the
   evaluation of each member's task reports its own metrics."""

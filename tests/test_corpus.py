@@ -2,6 +2,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import tensorflow_datasets as tfds
 
 from pretrain.data import corpus
@@ -36,6 +38,7 @@ def test_prepared_once_and_reused(cache_dir, corpus_source):
   assert sum(builder.info.splits[split].num_examples for split in corpus.SPLITS) == len(corpus.documents())
 
 
+@pytest.mark.slow
 def test_processes_that_start_together_prepare_it_once(tmp_path):
   """Two processes on a fresh cache (one per device, parallel workers): one prepares, the other waits and reuses
   it; both keep stdout for results."""
@@ -52,6 +55,6 @@ def test_processes_that_start_together_prepare_it_once(tmp_path):
 def test_empty_cache_variable_means_the_default(monkeypatch):
   import os  # pylint: disable=g-import-not-at-top
   import ml_collections  # pylint: disable=g-import-not-at-top
-  from pretrain.data import sources  # pylint: disable=g-import-not-at-top
+  from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
   monkeypatch.setenv("PRETRAIN_CACHE", "")
-  assert sources.cache_dir(ml_collections.ConfigDict({"cache_dir": ""})) == os.path.expanduser("~/.cache/pretrain")
+  assert data_cache.cache_dir(ml_collections.ConfigDict({"cache_dir": ""})) == os.path.expanduser("~/.cache/pretrain")

@@ -8,7 +8,7 @@ import pytest
 
 from pretrain.commands import inspect_data
 from pretrain.data import curation, dedup, sources, token_store
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 from tests.conftest import tiny_config
 
 

@@ -6,7 +6,8 @@ import struct
 
 import pytest
 
-from pretrain import cli, tf_loader
+from pretrain import cli
+from pretrain.system import tf_loader
 from pretrain.train import metrics
 
 TRAIN = [{"step": s, "train/loss": 8.0 - s / 10, "train/accuracy": 0.01 * s, "train/grad_norm": 1.5 - s / 100,

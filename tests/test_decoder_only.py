@@ -25,6 +25,7 @@ def test_every_parameter_has_logical_axes():
   assert leaves and all(len(leaf.names) == leaf.value.ndim for leaf in leaves)
 
 
+@pytest.mark.slow
 def test_later_tokens_never_change_earlier_logits():
   model, params = _model_and_params()
   tokens = jax.random.randint(jax.random.key(1), (2, 16), 3, 200)
@@ -86,6 +87,7 @@ def test_scanned_and_unrolled_layers_agree():
                              atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scan", [False, True])
 def test_remat_policies_give_equal_gradients(scan):
   tokens = jax.random.randint(jax.random.key(6), (2, 16), 3, 200)

@@ -26,6 +26,7 @@ def _recompute(model, params, prompt_BP, max_new_tokens, prefix_lm):
   return tokens[:, prompt_len + 1:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prefix_lm, scan", [(False, False), (True, False), (False, True)])
 def test_kv_cache_matches_recomputation(prefix_lm, scan):
   model = DecoderOnly(dataclasses.replace(CONFIG, scan_layers=scan))
@@ -33,6 +34,22 @@ def test_kv_cache_matches_recomputation(prefix_lm, scan):
   prompt = np.asarray(jax.random.randint(jax.random.key(1), (3, 7), 3, 97))
   cached = decoding.generate(model, params["params"], jnp.asarray(prompt), 12, jax.random.key(2), prefix_lm=prefix_lm)
   np.testing.assert_array_equal(np.asarray(cached), _recompute(model, params, prompt, 12, prefix_lm))
+
+
+@pytest.mark.parametrize("prefix_lm", [False, True])
+def test_left_padded_prompts_decode_as_each_alone(prefix_lm):
+  """Prompts of different lengths in one batch, left-padded: each row's tokens are its own prompt's alone."""
+  model = DecoderOnly(CONFIG)
+  params = model.init(jax.random.key(0), jnp.zeros((1, 8), jnp.int32))["params"]
+  prompts = [np.asarray(jax.random.randint(jax.random.key(n), (n,), 3, 97)) for n in (7, 3, 5)]
+  rows = np.zeros((3, 7), np.int32)
+  for b, prompt in enumerate(prompts):
+    rows[b, 7 - len(prompt):] = prompt
+  batched = decoding.generate(model, params, jnp.asarray(rows), 10, jax.random.key(2), prefix_lm=prefix_lm,
+                              prompt_lengths_B=[len(p) for p in prompts])
+  for b, prompt in enumerate(prompts):
+    alone = decoding.generate(model, params, jnp.asarray(prompt[None]), 10, jax.random.key(2), prefix_lm=prefix_lm)
+    np.testing.assert_array_equal(np.asarray(batched[b]), np.asarray(alone[0]))
 
 
 def test_top_k_and_top_p_restrict_the_draws():

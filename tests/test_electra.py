@@ -36,6 +36,7 @@ def run():
                   "--config.optimizer.warmup_steps=1", "--config.train.steps=30", vocab_size=VOCAB)
 
 
+@pytest.mark.slow
 def test_replaced_positions_are_where_the_sample_differs(run):
   batch = _batch()
   params = run.create_state().params
@@ -58,6 +59,7 @@ def test_replaced_positions_are_where_the_sample_differs(run):
   assert float(sums["tokens"]) == batch["encoder_segment_ids"].sum()
 
 
+@pytest.mark.slow
 def test_a_few_steps_lower_both_losses_on_a_fixed_batch(run):
   batch = mesh_lib.global_batch(_batch(rows=8), run.batch_sharding)
   with run.activated():
@@ -99,13 +101,13 @@ def test_the_discriminator_exports_and_reads_back(run, tmp_path):
 
 
 def test_a_generator_larger_than_the_discriminator_is_refused():
-  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   with pytest.raises(UserError, match="electra_generator_size=1.5 makes the generator larger than the discriminator"):
     tiny_run("--config.data.objective=electra", "--config.model.electra_generator_size=1.5")
 
 
 def test_generator_heads_that_do_not_split_over_the_tensor_axis_are_refused():
-  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   with pytest.raises(UserError, match="generator's 1 attention heads .* do not split over mesh.tensor=2"):
     tiny_run("--config.data.objective=electra", "--config.mesh.tensor=2", "--config.mesh.data=1")
 

@@ -54,6 +54,7 @@ def test_one_relative_bias_table_per_stack_and_logical_axes():
   assert all(len(leaf.names) == leaf.value.ndim for leaf in leaves)
 
 
+@pytest.mark.slow
 def test_decoder_is_causal_and_reads_the_encoder():
   model, params = _model_and_params()
   inputs = jax.random.randint(jax.random.key(1), (2, 12), 3, 200)
@@ -98,6 +99,7 @@ def _scanned(params):
   return {"params": params}
 
 
+@pytest.mark.slow
 def test_scanned_and_unrolled_stacks_agree():
   model, params = _model_and_params()
   scanned = EncoderDecoder(dataclasses.replace(CONFIG, scan_layers=True))
@@ -107,6 +109,7 @@ def test_scanned_and_unrolled_stacks_agree():
                              atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scan", [False, True])
 def test_remat_policies_give_equal_gradients(scan):
   inputs = jax.random.randint(jax.random.key(8), (2, 12), 3, 200)

@@ -10,9 +10,9 @@ import jax
 import numpy as np
 
 from pretrain import run as run_lib
-from pretrain.data import vocab
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import metrics
+from pretrain.vocab import pipeline as vocab
 from tests.conftest import REPO, tiny_config
 
 

@@ -13,11 +13,19 @@ import numpy as np
 import pytest
 
 from pretrain import configs
-from pretrain.errors import UserError
 from pretrain.data import dedup
-from pretrain.experiments import (compare_moe, compare_objectives, compare_tokenizers, curriculum, data_quality, scaling,
-                                  web_defects)
+from pretrain.experiments import compare_moe
+from pretrain.experiments import compare_objectives
+from pretrain.experiments import compare_tokenizers
+from pretrain.experiments import curriculum
+from pretrain.experiments import data_quality
+from pretrain.experiments import scaling
+from pretrain.experiments import web_defects
+from pretrain.system.errors import UserError
 from tests.conftest import REPO
+
+# Every test here trains, starts processes or compiles a model of each kind.
+pytestmark = pytest.mark.slow
 
 # A model and budget small enough for a CPU test: a few seconds of training per run.
 TINY = ["--steps=3", "--batch_size=4", "--seq_len=64", "--evals=3", "--config.train.eval_batches=2"]

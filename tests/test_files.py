@@ -5,9 +5,9 @@ import json
 
 import tensorflow as tf
 
-from pretrain import files
-from pretrain.data import vocab
+from pretrain.system import files
 from pretrain.train import metrics
+from pretrain.vocab import pipeline as vocab
 
 
 def test_atomic_write_leaves_only_the_file():

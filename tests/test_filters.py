@@ -1,7 +1,7 @@
 import pytest
 
 from pretrain.data import filters
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 # About 90 words of plain prose in three paragraphs: it passes every rule with the default thresholds.
 GOOD = """The river runs through the old town and past the market.

@@ -16,9 +16,9 @@ import torch
 import transformers
 
 from pretrain import hf, run as run_lib
-from pretrain.data import vocab
-from pretrain.errors import UserError
 from pretrain.models import decoding
+from pretrain.system.errors import UserError
+from pretrain.vocab import pipeline as vocab
 from tests.conftest import REPO, tiny_run
 
 LLAMA_SHAPES = {
@@ -132,6 +132,7 @@ RANDOM_MODELS.update({f"switch_{name}": ("span_corruption", shape) for name, sha
 MOE_ARCHITECTURES = {"mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", RANDOM_MODELS)
 def test_random_model_matches_transformers(tmp_path, vocabulary, corpus_source, name):
   objective, shape = RANDOM_MODELS[name]
@@ -154,6 +155,7 @@ def test_random_model_matches_transformers(tmp_path, vocabulary, corpus_source, 
   jax.tree.map(np.testing.assert_array_equal, imported, jax.tree.map(np.asarray, params))
 
 
+@pytest.mark.slow
 def test_a_mixtral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   """A checkpoint written by transformers' own save_pretrained (Mixtral's per-expert w1/w2/w3 tensors)."""
   hf_config = transformers.MixtralConfig(vocab_size=256, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
@@ -163,7 +165,7 @@ def test_a_mixtral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   theirs = transformers.MixtralForCausalLM(hf_config).eval()
   theirs.save_pretrained(tmp_path / "mixtral")
   with open(tmp_path / "mixtral" / "config.json") as f:
-    settings, unsupported = hf.llama.model_config(json.load(f))
+    settings, unsupported = hf.mixtral.model_config(json.load(f))
   assert not unsupported and settings["moe_experts"] == 4 and settings["num_kv_heads"] == 2
   run = tiny_run(*(f"--config.model.{k}={v}" for k, v in settings.items()), vocab_size=256)
   params = hf.import_params(str(tmp_path / "mixtral"), run.family, run.cfg.model, run.abstract_state().params)
@@ -174,6 +176,29 @@ def test_a_mixtral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   assert np.abs(ours - reference).max() < 1e-4
 
 
+def test_a_mistral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
+  """Mistral without its sliding window is Llama's model under another name; with a window it is refused."""
+  hf_config = transformers.MistralConfig(vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, rope_theta=1e4,
+                                         sliding_window=None)
+  torch.manual_seed(0)
+  theirs = transformers.MistralForCausalLM(hf_config).eval()
+  theirs.save_pretrained(tmp_path / "mistral")
+  with open(tmp_path / "mistral" / "config.json") as f:
+    saved = json.load(f)
+  assert hf.imported(saved["model_type"]) is hf.mistral
+  settings, unsupported = hf.mistral.model_config(saved)
+  assert not unsupported and hf.mistral.model_config({**saved, "sliding_window": 16})[1] == ["sliding_window"]
+  run = tiny_run(*(f"--config.model.{k}={v}" for k, v in settings.items()), vocab_size=256)
+  params = hf.import_params(str(tmp_path / "mistral"), run.family, run.cfg.model, run.abstract_state().params)
+  tokens = np.random.default_rng(0).integers(3, 256, (2, 24))
+  ours = np.asarray(run.model.apply({"params": params}, jnp.asarray(tokens)))
+  with torch.no_grad():
+    reference = theirs(torch.from_numpy(tokens)).logits.numpy()
+  assert np.abs(ours - reference).max() < 1e-4
+
+
+@pytest.mark.slow
 def test_a_switch_transformer_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   """A checkpoint written by transformers' save_pretrained (per-expert wi/wo, a router per sparse layer), with
   the one embedding table our model has, untied from the output; refused when its stacks' embeddings differ."""
@@ -186,7 +211,7 @@ def test_a_switch_transformer_made_by_transformers_imports_and_gives_its_logits(
   theirs.encoder.embed_tokens.weight = theirs.decoder.embed_tokens.weight = theirs.shared.weight
   theirs.save_pretrained(tmp_path / "switch")
   with open(tmp_path / "switch" / "config.json") as f:
-    settings, unsupported = hf.t5.model_config(json.load(f))
+    settings, unsupported = hf.switch_transformers.model_config(json.load(f))
   assert not unsupported and (settings["moe_experts"], settings["moe_every"]) == (4, 2)
   run = tiny_run("--config.data.objective=span_corruption", *(f"--config.model.{k}={v}" for k, v in settings.items()),
                  vocab_size=300)
@@ -302,7 +327,8 @@ def test_bad_exports_and_imports_are_refused(tmp_path, run_train, trained_run, v
   gpt2 = tmp_path / "gpt2"
   gpt2.mkdir()
   (gpt2 / "config.json").write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))
-  with pytest.raises(UserError, match="'gpt2' model .*only LlamaForCausalLM, T5ForConditionalGeneration"):
+  with pytest.raises(UserError, match="'gpt2' model .*only LlamaForCausalLM, MixtralForCausalLM, "
+                                      "Qwen2MoeForCausalLM, T5ForConditionalGeneration"):
     hf.read_config(str(gpt2))
   result = run_train(tmp_path / "from_gpt2", f"--config.train.init_from_hf={gpt2}")
   assert result.returncode == 2 and "only LlamaForCausalLM" in result.stderr
@@ -323,8 +349,8 @@ def test_bad_exports_and_imports_are_refused(tmp_path, run_train, trained_run, v
     with pytest.raises(UserError, match=f"cannot be exported as SwitchTransformersForConditionalGeneration: {reason}"):
       hf.export(str(tmp_path / "switch"), run, params, vocabulary)
     assert not os.path.exists(tmp_path / "switch")
-  settings, unsupported = hf.t5.model_config({"model_type": "switch_transformers", "d_model": 8, "d_kv": 4,
-                                              "d_ff": 16, "num_layers": 2, "num_heads": 2, "vocab_size": 300,
-                                              "num_experts": 4, "dense_act_fn": "gelu", "router_bias": True,
-                                              "encoder_sparse_step": 2, "decoder_sparse_step": 1})
+  settings, unsupported = hf.switch_transformers.model_config({
+      "model_type": "switch_transformers", "d_model": 8, "d_kv": 4, "d_ff": 16, "num_layers": 2, "num_heads": 2,
+      "vocab_size": 300, "num_experts": 4, "dense_act_fn": "gelu", "router_bias": True, "encoder_sparse_step": 2,
+      "decoder_sparse_step": 1})
   assert settings["moe_experts"] == 4 and len(unsupported) == 4  # The activation, tied outputs, bias, steps.

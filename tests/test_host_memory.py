@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from pretrain import host_memory
+from pretrain.system import host_memory
 
 # Mallocs, fills and frees 64 MiB (as XLA:CPU does with a buffer), then prints the page faults of doing it again.
 _SECOND_ALLOCATION_FAULTS = """
 import ctypes, resource, sys
-from pretrain import host_memory
+from pretrain.system import host_memory
 applied = sys.argv[1] == "1" and host_memory.keep_freed_memory()
 libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_void_p]

@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from pretrain import run as run_lib
-from pretrain.data import cache_lock, indexed, token_store, vocab
-from pretrain.errors import UserError
+from pretrain.data import indexed, token_store
+from pretrain.system import data_cache
+from pretrain.system.errors import UserError
+from pretrain.vocab import pipeline as vocab
 from tests.conftest import REPO, tiny_config
 
 
@@ -42,6 +44,7 @@ def zebra_files(tmp_path):
     ["--config.data.objective=ul2", "--config.data.inputs_length=64", "--config.data.targets_length=64"],
     ["--config.data.objective=clm", "MIXTURE"],
 ], ids=["clm", "span_corruption", "ul2", "mixture"])
+@pytest.mark.slow
 def test_resuming_at_a_position_continues_the_uninterrupted_stream(cache_dir, vocabulary, zebra_files, args):
   del vocabulary  # Cached first, so the runs find it.
   if "MIXTURE" in args:
@@ -83,6 +86,7 @@ def test_a_saved_position_of_another_stream_restarts_it_or_is_refused(capsys):
     indexed.resume_position({"task": "corpus_clm", "examples": 8, "batch_size": 4, "processes": 1}, fresh)
 
 
+@pytest.mark.slow
 def test_streams_fill_their_rows_of_each_batch(cache_dir, vocabulary):
   del vocabulary
   two = _run(cache_dir, "--config.data.streams=2")
@@ -106,6 +110,7 @@ def _row_args(run, member):
   return task, store, run.family.converter(), run.task_lengths, run.cfg.train.seed, member
 
 
+@pytest.mark.slow
 def test_an_epoch_reads_every_document_once(cache_dir, vocabulary):
   del vocabulary
   run = _run(cache_dir)
@@ -175,7 +180,7 @@ def test_a_shard_that_another_process_builds_is_waited_for(cache_dir, vocabulary
   store_dir = os.path.join(cache_dir, "contended")
   shard = os.path.join(store_dir, "documents-00000-of-00001.array_record")
   second = threading.Thread(target=token_store.build_shard, args=(task, source, "train", vocabulary, store_dir))
-  with cache_lock.held(shard):  # As the first builder holds it.
+  with data_cache.held(shard):  # As the first builder holds it.
     second.start()
     second.join(timeout=3)
     assert second.is_alive() and os.listdir(store_dir) == [os.path.basename(shard) + ".lock"]

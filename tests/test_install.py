@@ -5,7 +5,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO, TINY
+
+# Every test here trains, starts processes or compiles a model of each kind.
+pytestmark = pytest.mark.slow
 
 
 def test_the_installed_command_runs_outside_the_checkout(tmp_path, cache_dir, vocabulary):

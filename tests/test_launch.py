@@ -177,6 +177,7 @@ def test_slurm_script_is_valid_bash_with_the_sbatch_lines(capsys, tmp_path):
   assert srun[-len(OVERRIDES):] == OVERRIDES
 
 
+@pytest.mark.slow
 def test_slurm_script_trains_with_two_processes(capsys, tmp_path, cache_dir, vocabulary):
   """The script's own srun line, run by a fake srun as 2 local tasks: each must get its own process id."""
   del vocabulary  # Built first, so the processes find it cached.

@@ -6,10 +6,11 @@ import random
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
-from pretrain import objectives
-from pretrain.data import long_documents, vocab
+from pretrain import objectives, vocab
+from pretrain.data import long_documents
 from tests.conftest import REPO, TINY
 
 
@@ -45,10 +46,11 @@ def test_long_documents_become_pieces_in_order_and_short_ones_pass():
 
 def test_a_tokenizer_learns_from_one_document_without_paragraph_breaks():
   """Its lines were once all over SentencePiece's length limit and left out: no sentences to train on."""
-  model = vocab.train_sentencepiece([_words(300_000)], 500, "unigram", 100, objectives.pieces())
+  model = vocab.train([_words(300_000)], "sentencepiece", 500, "unigram", 100, objectives.pieces())
   assert len(model) > 1000
 
 
+@pytest.mark.slow
 def test_a_12_mb_document_trains_in_bounded_memory(tmp_path, cache_dir, vocabulary):
   """Tokenized whole, a document took about 125 bytes per byte of text (a 32 MB one peaked at 11.7 GB). In pieces,
   a run on one 12 MB document peaks within 1 GiB of a run on the same text as 6,000 short documents (both

@@ -7,8 +7,8 @@ import seqio
 import tensorflow as tf
 
 from pretrain import objectives
-from pretrain.errors import UserError
 from pretrain.objectives import mass, mlm
+from pretrain.system.errors import UserError
 from tests.conftest import tiny_config
 
 

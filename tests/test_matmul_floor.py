@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from pretrain.commands import bench
 from pretrain.bench import matmul_floor
+from pretrain.commands import bench
 from tests.conftest import tiny_run
 
 

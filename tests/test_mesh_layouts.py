@@ -80,6 +80,7 @@ def eight_device_runs():
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_layout_gives_the_losses_of_one_device(eight_device_runs, family):
   one_device = run_layout(family, ONE_DEVICE)["losses"]
@@ -94,6 +95,7 @@ def test_the_encoder_objectives_give_the_losses_of_one_device(eight_device_runs,
   np.testing.assert_allclose(eight_device_runs[family]["losses"], one_device, rtol=2e-5, err_msg=family)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MOE_RUNS)
 def test_experts_split_over_the_expert_axis_give_the_losses_of_one_device(eight_device_runs, name):
   family, flags, _ = MOE_RUNS[name]
@@ -150,7 +152,7 @@ if __name__ == "__main__":
 
 def test_bad_meshes_and_rules_are_named():
   import ml_collections  # pylint: disable=g-import-not-at-top
-  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   mesh_cfg = ml_collections.ConfigDict({"data": 3, "fsdp": -1, "expert": 1, "tensor": 1, "rules": "megatron"})
   with pytest.raises(UserError, match="does not divide the 8 devices"):
     mesh_lib.mesh_shape(mesh_cfg, 8)
@@ -163,7 +165,7 @@ def test_bad_meshes_and_rules_are_named():
 
 def test_multi_slice_split():
   import ml_collections  # pylint: disable=g-import-not-at-top
-  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   assert mesh_lib.split_over_slices((16, 32, 2, 4), (2, 1, 2, 1)) == (8, 32, 1, 4)
   with pytest.raises(UserError, match="mesh.dcn_fsdp=3 must be a positive divisor of the fsdp axis size 8"):
     mesh_lib.split_over_slices((2, 8, 1, 1), (1, 3, 1, 1))

@@ -3,20 +3,17 @@
 import itertools
 
 import numpy as np
-import seqio
 import tensorflow as tf
 
-from pretrain import configs, family, objectives
-from pretrain.data import tasks, vocab
+from pretrain import configs, families as family, objectives
+from pretrain.data import tasks
 from pretrain.objectives import bart, common, fim, mlm
+from pretrain.vocab import pipeline as vocab
+from tests.conftest import task_examples
 
 
 def _examples(source, vocabulary, name, lengths, num, split="train", **overrides):
-  data_cfg = configs.load("quickstart").data
-  data_cfg.update(overrides)
-  task = tasks.register(source, vocabulary, objectives.make(name, data_cfg, seed=0))
-  dataset = seqio.get_mixture_or_task(task).get_dataset(lengths, split=split, shuffle=False, seed=0)
-  return list(itertools.islice(dataset.as_numpy_iterator(), num))
+  return task_examples(source, vocabulary, name, lengths, split=split, num=num, **overrides)
 
 
 def test_mlm_proportions(corpus_source, vocabulary):

@@ -207,6 +207,7 @@ def _as_experts(dense_params, sparse_params, num_experts):
   return convert(dense_params, sparse_params)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["decoder_only", "encoder_decoder"])
 def test_experts_that_copy_the_dense_layer_give_the_dense_model(family):
   """Every token's k weights sum to 1, so identical experts compute the dense feed-forward layer: the model's
@@ -236,6 +237,7 @@ def _unstack(scanned, every):
   return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("every", [1, 2])
 def test_a_scanned_stack_places_its_experts_as_the_unrolled_one(every):
   tokens = jax.random.randint(jax.random.PRNGKey(0), (2, 8), 3, 64)
@@ -250,6 +252,7 @@ def test_a_scanned_stack_places_its_experts_as_the_unrolled_one(every):
     np.testing.assert_allclose(values, moe.collected(unrolled_state["moe"])[name], atol=1e-6, err_msg=name)
 
 
+@pytest.mark.slow
 def test_the_loss_holds_the_weighted_auxiliary_terms_and_the_metrics_keep_them_apart():
   from tests.conftest import tiny_run  # pylint: disable=g-import-not-at-top
   flags = ("--config.model.moe_experts=4", "--config.model.num_layers=2", "--config.model.moe_every=2")
@@ -290,7 +293,7 @@ def test_flops_count_the_active_experts_only():
     (("--config.model.feed_forward=relu",), "model.feed_forward='relu' is for the encoder-decoder"),
 ])
 def test_settings_the_model_cannot_take_are_refused(flags, message):
-  from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   from tests.conftest import tiny_run  # pylint: disable=g-import-not-at-top
   with pytest.raises(UserError, match=message):
     tiny_run("--config.model.moe_experts=4", *flags)
@@ -334,6 +337,7 @@ def _partitioned_outputs_and_gradients(layout=None):
     return step(params, x), step.lower(params, x).compile().as_text()
 
 
+@pytest.mark.slow
 def test_dropless_dispatch_partitioned_over_devices_gives_one_device_s_outputs_and_gradients():
   """Each layout's loss and gradients equal one device's; with an expert axis, no collective makes a whole expert
   kernel [E, D, F] or its gradient (XLA's partitioning of the global sort did, for both)."""

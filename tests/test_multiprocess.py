@@ -9,9 +9,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
-from pretrain.train import metrics
-from tests.conftest import REPO, TINY, fake_devices
+from tests.conftest import REPO, TINY, fake_devices, train_losses
+
+# Every test here trains, starts processes or compiles a model of each kind.
+pytestmark = pytest.mark.slow
 
 ARGS = [*TINY, "--config.train.batch_size=8", "--config.data.host_sharding=examples", "--config.train.eval_every=2",
         "--config.train.checkpoint_every=100"]
@@ -40,9 +43,6 @@ def _train(workdir, cache_dir, processes: int, devices: int, *args):
   return outputs[0][0] + outputs[0][1]
 
 
-def _losses(workdir):
-  return {r["step"]: r.get("train/loss", r.get("eval/loss")) for r in metrics.read(str(workdir))
-          if "train/loss" in r or "eval/loss" in r}
 
 
 def test_two_processes_match_one_and_checkpoints_move_between_them(tmp_path, cache_dir, vocabulary):
@@ -51,11 +51,11 @@ def test_two_processes_match_one_and_checkpoints_move_between_them(tmp_path, cac
   del vocabulary  # Built first, so every process finds it cached.
   one = tmp_path / "one"
   _train(one, cache_dir, 1, 8, "--config.train.steps=6", "--config.data.streams=2")
-  expected = _losses(one)
+  expected = train_losses(one, with_eval=True)
 
   two = tmp_path / "two"
   _train(two, cache_dir, 2, 4, "--config.train.steps=2", "--config.data.streams=2")
-  np.testing.assert_allclose([_losses(two)[s] for s in (0, 1, 2)], [expected[s] for s in (0, 1, 2)], rtol=1e-5)
+  np.testing.assert_allclose([train_losses(two, with_eval=True)[s] for s in (0, 1, 2)], [expected[s] for s in (0, 1, 2)], rtol=1e-5)
   from pretrain.train import checkpoint  # pylint: disable=g-import-not-at-top
   position = checkpoint.Checkpointer(str(two / "checkpoints"), keep=2).restore_data(2)
   assert [s["rows"] for s in position["streams"]] == [8, 8]  # Gathered from both processes.
@@ -67,7 +67,7 @@ def test_two_processes_match_one_and_checkpoints_move_between_them(tmp_path, cac
   out = _train(two, cache_dir, 2, 4, "--config.train.steps=6", "--config.data.streams=2", "--config.mesh.data=2",
                "--config.mesh.fsdp=2", "--config.mesh.tensor=2", "--config.sample.num=1")
   assert "Resuming from the checkpoint at step 4" in out and "\n>>> " in out
-  resumed = _losses(two)
+  resumed = train_losses(two, with_eval=True)
   np.testing.assert_allclose([resumed[s] for s in range(7)], [expected[s] for s in range(7)], rtol=1e-5)
 
 
@@ -80,7 +80,7 @@ def test_replay_with_two_processes_reading_their_own_shards(tmp_path, cache_dir,
   from pretrain.train import checkpoint  # pylint: disable=g-import-not-at-top
   position = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(2)
   assert position == {"task": "corpus_clm", "examples": 16, "batch_size": 8, "processes": 2}
-  assert all(np.isfinite(loss) for loss in _losses(workdir).values())
+  assert all(np.isfinite(loss) for loss in train_losses(workdir, with_eval=True).values())
   out = _train(workdir, cache_dir, 1, 8, "--config.train.steps=3", *replay)
   assert "Resuming from the checkpoint at step 2" in out and "each host's order of examples changes" in out
 

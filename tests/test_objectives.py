@@ -2,9 +2,9 @@
 
 import pytest
 
-from pretrain import config, configs, family, objectives
-from pretrain.errors import UserError
+from pretrain import config, configs, families as family, objectives
 from pretrain.objectives import Objective, Setting
+from pretrain.system.errors import UserError
 
 
 @pytest.mark.parametrize("name", objectives.NAMES)
@@ -59,9 +59,9 @@ def test_checks_run_with_the_config_before_any_data():
 
 def test_a_user_objective_s_settings_go_in_data_model_or_loss(tmp_path):
   (tmp_path / "elsewhere.py").write_text(
-      "from pretrain import family\nfrom pretrain.objectives import Objective, Setting\n"
+      "from pretrain import families\nfrom pretrain.objectives import Objective, Setting\n"
       "class Elsewhere(Objective):\n"
-      "  name, family, settings = 'elsewhere', family.CAUSAL_LM, {'optimizer.thing': Setting(1, help='')}\n"
+      "  name, family, settings = 'elsewhere', families.CAUSAL_LM, {'optimizer.thing': Setting(1, help='')}\n"
       "  def preprocess(self, dataset, sequence_length, output_features):\n    return dataset\n")
   with pytest.raises(UserError, match="declares the setting 'optimizer.thing'; name settings data.NAME"):
     objectives.get(f"{tmp_path / 'elsewhere.py'}:Elsewhere")

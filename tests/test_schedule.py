@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from pretrain import run as run_lib
-from pretrain import schedule
-from pretrain.data import indexed
-from pretrain.errors import UserError
+from pretrain.data import indexed, schedule
+from pretrain.system.errors import UserError
 from pretrain.train import metrics
 from tests.conftest import tiny_config
 
@@ -116,6 +115,7 @@ def test_the_one_stage_schedule_gives_todays_batches(cache_dir, vocabulary):
       np.testing.assert_array_equal(a[k], b[k])
 
 
+@pytest.mark.slow
 def test_another_batch_size_continues_each_members_rows(cache_dir, vocabulary):
   del vocabulary
   switch = "--config.data.schedule=((0, (('clm', 1.0),)), (3, (('fim', 1.0),)))"
@@ -172,6 +172,7 @@ def test_a_curriculum_killed_inside_its_ramp_resumes_bit_identically(tmp_path, r
   assert json.loads((tmp_path / "straight" / "config.json").read_text())["data"]["schedule"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("warmup, rows", [("tokens", (16, 8, 4)), ("rows", (4, 4, 4))])
 def test_sequence_length_warmup(cache_dir, vocabulary, warmup, rows):
   del vocabulary
@@ -237,6 +238,7 @@ def test_inspect_task_shows_a_steps_members(cache_dir, vocabulary, monkeypatch, 
   assert shown.count("=== step 3, row ") == 4 and "--- targets" in shown
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pipeline", ["indexed", "replay"])
 def test_a_fixed_mixture_trains_with_either_pipeline(cache_dir, vocabulary, tmp_path, pipeline):
   """The indexed pipeline says each row's source, so a mixture's members are reported one by one; the replay

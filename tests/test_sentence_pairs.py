@@ -8,9 +8,9 @@ import seqio
 import tensorflow as tf
 
 from pretrain import objectives
-from pretrain.data import vocab
-from pretrain.errors import UserError
 from pretrain.objectives import common, mlm, sentence_pairs
+from pretrain.system.errors import UserError
+from pretrain.vocab import pipeline as vocab
 
 LENGTH = 64
 

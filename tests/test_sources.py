@@ -9,7 +9,8 @@ import ml_collections
 import pytest
 
 from pretrain.data import corpus, sources
-from pretrain.errors import UserError
+from pretrain.system import data_cache
+from pretrain.system.errors import UserError
 from tests.conftest import REPO
 
 
@@ -31,7 +32,7 @@ def test_a_data_cache_on_an_object_store_is_refused_before_any_work(monkeypatch,
     sources.make_source(ml_collections.ConfigDict({"source": "corpus", "cache_dir": ""}))
   assert not list(tmp_path.iterdir())  # Nothing made here either (a local folder named "gs:").
   monkeypatch.setenv("PRETRAIN_CACHE", str(tmp_path / "cache"))
-  assert sources.cache_dir(ml_collections.ConfigDict({"cache_dir": ""})) == str(tmp_path / "cache")
+  assert data_cache.cache_dir(ml_collections.ConfigDict({"cache_dir": ""})) == str(tmp_path / "cache")
 
 
 @pytest.fixture

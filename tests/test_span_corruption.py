@@ -5,9 +5,13 @@ import pytest
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
-from pretrain.objectives.span_corruption import (SpanCorruption, check_lengths, corrupt, lengths_of,
-                                                      random_spans_helper, random_spans_noise_mask)
-from pretrain.errors import UserError
+from pretrain.objectives.span_corruption import SpanCorruption
+from pretrain.objectives.span_corruption import check_lengths
+from pretrain.objectives.span_corruption import corrupt
+from pretrain.objectives.span_corruption import lengths_of
+from pretrain.objectives.span_corruption import random_spans_helper
+from pretrain.objectives.span_corruption import random_spans_noise_mask
+from pretrain.system.errors import UserError
 
 # Far above the test's token ids, so that even 4096 spans never reach them.
 FIRST_SENTINEL = 1_000_000

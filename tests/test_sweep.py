@@ -7,9 +7,12 @@ import shutil
 
 import pytest
 
-from pretrain.errors import UserError
 from pretrain.experiments import sweep as sweep_command, sweep_grid as sweep
+from pretrain.system.errors import UserError
 from tests.conftest import TINY
+
+# Every test here trains, starts processes or compiles a model of each kind.
+pytestmark = pytest.mark.slow
 
 
 def test_grid_values_and_point_names():

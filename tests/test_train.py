@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pretrain.errors import UserError
 from pretrain.parallel import mesh as mesh_lib
+from pretrain.system.errors import UserError
 from pretrain.train import checkpoint, metrics, optimizer, steps
 from tests.conftest import REPO, TINY, tiny_run
 
@@ -44,6 +44,7 @@ def test_steps_reduce_loss_on_a_fixed_batch():
   assert losses[-1] < 0.5 * losses[0]
 
 
+@pytest.mark.slow
 def test_bfloat16_parameters_store_half_and_still_train():
   runs = {}
   for name in ("float32", "bfloat16"):
@@ -155,6 +156,7 @@ def test_stop_signal_checkpoints_and_rerun_resumes(tmp_path, run_train, stop_sig
   assert _steps_logged(workdir)[-3:] == [saved, saved + 1, saved + 2]
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_starting_ends_the_run_at_once_and_a_second_one_while_it_saves(tmp_path, cache_dir, vocabulary):
   """No traceback and no crash: Ctrl-C before the training loop (the data, a compilation) ends the process at
   once; in the loop the first asks for a checkpoint, a second ends the process at once."""
@@ -203,6 +205,7 @@ def test_resume_with_another_model_is_refused(tmp_path, run_train):
   assert rerun.returncode == 0 and "Resuming from the checkpoint at step 1" in rerun.stdout + rerun.stderr
 
 
+@pytest.mark.slow
 def test_loss_normalizing_factor_scales_the_gradients():
   tokens = 4 * 16  # Weighted target tokens in _batch().
   norms = {}
@@ -227,6 +230,7 @@ def _one_step(*args, batch):
     return run.train_step(run.create_state(), mesh_lib.global_batch(batch, run.batch_sharding))
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_over_four_microbatches_matches_the_full_batch():
   batch = _batch(None, rows=8)
   batch["decoder_loss_weights"][:, -5:] = 0  # Uneven weights: the loss is normalised over the whole batch.
@@ -279,6 +283,18 @@ def test_weight_decay_skips_norm_scales_also_when_scanned():
             "embed": {"embedding": jnp.ones((16, 8))}, "final_norm": {"scale": jnp.ones(8)}}
   assert optimizer.decay_mask(params) == {"layers": {"norm": {"scale": False}, "mlp": {"kernel": True}},
                                           "embed": {"embedding": True}, "final_norm": {"scale": False}}
+
+
+def test_adamw_s_epsilon_is_the_config_s():
+  cfg = tiny_run(*STEP_ARGS).cfg
+  grads = {"w": jnp.full((2, 2), 1e-3)}
+  steps_of = {}
+  for eps in (1e-8, 1e-2):
+    cfg.optimizer.eps, cfg.optimizer.weight_decay, cfg.optimizer.warmup_steps = eps, 0.0, 0
+    transform = optimizer.make(cfg.optimizer, 10)
+    updates, _ = transform.update(grads, transform.init(grads), grads)
+    steps_of[eps] = float(jnp.abs(updates["w"]).max())
+  assert steps_of[1e-2] < 0.2 * steps_of[1e-8]  # |g| / (|g| + eps): 1e-3 / (1e-3 + 1e-2) of the full step.
 
 
 def test_adafactor_and_the_rsqrt_schedule():

@@ -10,14 +10,14 @@ import sys
 
 import numpy as np
 import pytest
-import seqio
 import sentencepiece as spm
 
-from pretrain import configs, family, objectives
-from pretrain.data import replay, tasks, vocab
-from pretrain.errors import UserError
+from pretrain import configs, families as family, objectives
+from pretrain.data import replay, tasks
 from pretrain.objectives import ul2
-from tests.conftest import REPO, TINY
+from pretrain.system.errors import UserError
+from pretrain.vocab import pipeline as vocab
+from tests.conftest import REPO, TINY, task_examples
 
 
 def _data_cfg(**overrides):
@@ -26,11 +26,7 @@ def _data_cfg(**overrides):
   return cfg
 
 
-def _examples(source, vocabulary, objective_name, lengths, split="validation", num=None, seed=0, **overrides):
-  objective = objectives.make(objective_name, _data_cfg(**overrides), seed=seed)
-  name = tasks.register(source, vocabulary, objective)
-  dataset = seqio.get_mixture_or_task(name).get_dataset(lengths, split=split, shuffle=False, seed=seed)
-  return list(itertools.islice(dataset.as_numpy_iterator(), num))
+_examples = task_examples
 
 
 def test_ul2_rates_and_mode_tokens(corpus_source, vocabulary):
@@ -51,6 +47,7 @@ def test_ul2_rates_and_mode_tokens(corpus_source, vocabulary):
     assert has_sentinel == (kind != "S")
 
 
+@pytest.mark.slow
 def test_ul2_decoder_form_is_a_prefix_lm_example(corpus_source, vocabulary):
   examples = _examples(corpus_source, vocabulary, "ul2_decoder", {"inputs": 64, "targets": 64}, num=50)
   for ex in examples:
@@ -91,6 +88,7 @@ def test_a_fixed_prefix_share_splits_every_full_segment_there(corpus_source, voc
   assert len(full) > 150 and set(full) == {(10, 29)}
 
 
+@pytest.mark.slow
 def test_same_seed_same_examples(corpus_source, vocabulary):
   first = _examples(corpus_source, vocabulary, "ul2", {"inputs": 64, "targets": 64}, num=20, seed=5)
   second = _examples(corpus_source, vocabulary, "ul2", {"inputs": 64, "targets": 64}, num=20, seed=5)
@@ -180,6 +178,7 @@ def end_to_end_runs(tmp_path_factory, cache_dir, vocabulary):
   return runs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", END_TO_END)
 def test_objectives_train_end_to_end(end_to_end_runs, objective):
   code, stdout, stderr = end_to_end_runs[objective]
@@ -210,6 +209,7 @@ def test_electra_checkpoints_hold_both_and_export_the_discriminator(end_to_end_r
   assert (out / "tokenizer.json").exists() and not (out / "generation_config.json").exists()
 
 
+@pytest.mark.slow
 def test_inspect_task(cache_dir, vocabulary):
   del vocabulary  # Cached, so the tool reuses it.
   env = {**os.environ, "PRETRAIN_CACHE": cache_dir}
@@ -240,7 +240,6 @@ def test_no_example_outgrows_its_lengths_before_trimming(corpus_source, vocabula
   """Every objective (UL2: every denoiser) sizes its examples to fit; seqio would otherwise cut the last
   token, the EOS. Checked on the untrimmed features; EOS ends every example whose objective ends it so."""
   import seqio  # pylint: disable=g-import-not-at-top
-  from pretrain import config  # pylint: disable=g-import-not-at-top
   data_cfg = configs.load("quickstart").data
   objective = objectives.make(name, data_cfg, seed=0)
   task = tasks.register(corpus_source, vocabulary, objective)

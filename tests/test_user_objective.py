@@ -1,4 +1,4 @@
-"""An objective of the user's own, in a module outside the package (the README's example, written to a temporary
+"""An objective of the user's own, in a module outside the package (the objectives guide's example, written to a temporary
 directory), plugs in by name: its setting is a config field, its examples are what it says, and it trains,
 resumes bit-identically, evaluates and inspects as a built-in objective does."""
 
@@ -13,22 +13,22 @@ import seqio
 from pretrain import objectives
 from pretrain.commands import eval as eval_command, inspect_task
 from pretrain.data import tasks
-from pretrain.errors import UserError
-from tests.conftest import REPO, tiny_config
+from pretrain.system.errors import UserError
+from tests.conftest import REPO, tiny_config, train_losses
 
 SHORT = ["--config.data.inputs_length=32", "--config.data.targets_length=32", "--config.train.checkpoint_every=2"]
 
 
-def readme_objective() -> str:
-  """The code block of the README's 'Your own objective'."""
-  with open(os.path.join(REPO, "README.md")) as f:
+def guide_objective() -> str:
+  """The code block of the objectives guide's 'Your own objective'."""
+  with open(os.path.join(REPO, "docs", "guide", "objectives.md")) as f:
     section = f.read().split("## Your own objective", 1)[1]
   return re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
 
 
 @pytest.fixture
 def reference(tmp_path):
-  (tmp_path / "reverse_span.py").write_text(readme_objective())
+  (tmp_path / "reverse_span.py").write_text(guide_objective())
   return f"{tmp_path / 'reverse_span.py'}:ReverseSpan"
 
 
@@ -51,9 +51,6 @@ def test_its_setting_is_a_config_field_and_its_examples_reverse_one_span(referen
       np.testing.assert_array_equal(inputs[start:stop], targets[start:stop][::-1])
 
 
-def _losses(workdir) -> dict[int, float]:
-  with open(workdir / "metrics.jsonl") as f:
-    return {r["step"]: r["train/loss"] for r in map(json.loads, f) if "train/loss" in r}
 
 
 def test_it_trains_resumes_evaluates_and_inspects(reference, tmp_path, run_train, cache_dir, capsys):
@@ -63,7 +60,7 @@ def test_it_trains_resumes_evaluates_and_inspects(reference, tmp_path, run_train
   assert (r := run_train(halves, "--config.train.steps=2", *flags)).returncode == 0, r.stderr
   assert (r := run_train(halves, "--config.train.steps=4", *flags)).returncode == 0, r.stderr
   assert "Resuming from the checkpoint at step 2" in r.stdout
-  assert _losses(halves) == _losses(whole) and len(_losses(whole)) == 4
+  assert train_losses(halves) == train_losses(whole) and len(train_losses(whole)) == 4
   saved = json.loads((whole / "config.json").read_text())
   assert saved["data"]["objective"] == reference and saved["data"]["reversed_tokens"] == 8
   assert eval_command.evaluate(str(whole), "corpus_reverse_span", "validation", 2)["loss"] > 0
@@ -90,7 +87,7 @@ def test_a_broken_objective_is_named(tmp_path):
 
 def test_a_users_python_control_flow_is_converted_and_the_packages_functions_are_traced_as_written():
   """AutoGraph still rewrites a user's preprocessor (Python `if` on a tensor becomes a graph op), while the
-  package's own pipeline functions are traced as written (pretrain.tf_loader.trace_as_written)."""
+  package's own pipeline functions are traced as written (pretrain.system.tf_loader.trace_as_written)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorflow.python.autograph.impl import conversion  # pylint: disable=g-import-not-at-top
   from pretrain.data import packing  # pylint: disable=g-import-not-at-top  (applies the rule)

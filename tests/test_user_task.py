@@ -7,7 +7,7 @@ import pytest
 from pretrain import run as run_lib
 from pretrain.commands import eval as eval_command, inspect_task, prepare_data
 from pretrain.data.replay import ReplayBatches
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 from pretrain.train import checkpoint, evaluation
 from tests.conftest import tiny_config
 

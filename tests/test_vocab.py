@@ -4,8 +4,8 @@ import os
 import pytest
 
 from pretrain import objectives
-from pretrain.data import vocab
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
+from pretrain.vocab import pipeline as vocab
 
 
 def test_special_ids(vocabulary):

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from pretrain import cli
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 from pretrain.train import metrics
-from pretrain.workdir_lock import LOCK_FILE, WorkdirLock
+from pretrain.workdir.lock import LOCK_FILE, WorkdirLock
 
 
 def _records(n: int) -> str:

@@ -52,12 +52,13 @@ def _by_hand(run, params, context, continuation):
   return total
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["clm", "prefix_lm_decoder", "span_corruption", "mlm"])
 def test_likelihood_scoring_equals_a_forward_pass_per_token(vocabulary, objective):
   run = _run(vocabulary, objective)
   params = run.create_state().params
   requests = _requests(vocabulary)
-  scored = likelihood.Scorer(run, params, batch=4)(requests)
+  scored = likelihood.Scorer(run, batch=4)(params, requests)
   for (context, continuation), (logprob, greedy) in zip(requests, scored):
     assert logprob == pytest.approx(_by_hand(run, params, context, continuation), abs=1e-4)
     assert greedy in (True, False)
@@ -67,7 +68,7 @@ def test_electra_scores_by_its_discriminator(vocabulary):
   run = _run(vocabulary, "electra")
   params = run.create_state().params
   requests = _requests(vocabulary)
-  for (context, continuation), (logprob, _) in zip(requests, likelihood.Scorer(run, params)(requests)):
+  for (context, continuation), (logprob, _) in zip(requests, likelihood.Scorer(run)(params, requests)):
     tokens = jnp.asarray([[*context, *continuation]])
     logits, _ = run.model.apply({"params": params}, tokens, jnp.ones_like(tokens),
                                 jnp.arange(tokens.shape[1])[None], method="discriminate")
@@ -77,7 +78,7 @@ def test_electra_scores_by_its_discriminator(vocabulary):
 def test_a_model_with_no_token_head_is_refused(vocabulary):
   run = _run(vocabulary, "contrastive", "--config.model.dropout=0.1")
   with pytest.raises(Exception, match="no token predictions to score text by"):
-    likelihood.Scorer(run, None)(_requests(vocabulary))
+    likelihood.Scorer(run)(None, _requests(vocabulary))
 
 
 def test_the_shipped_task_files_are_what_the_builder_makes_from_held_out_documents():
@@ -102,13 +103,15 @@ def test_the_shipped_task_files_are_what_the_builder_makes_from_held_out_documen
   assert hashlib.sha256(built["manifest.json"]).hexdigest()  # Written with the files.
 
 
+@pytest.mark.slow
 def test_random_parameters_score_chance(vocabulary):
   """Over initial parameters of five seeds, each task's accuracy has chance inside its 95% interval."""
   run = _run(vocabulary, "clm")
   found = {name: [] for name in zero_shot.TASKS}
+  scorer = likelihood.Scorer(run)  # Compiled once for the five.
   for seed in range(5):
     run.cfg.train.seed = seed
-    for name, accuracy in zero_shot.evaluate(run, run.create_state().params).items():
+    for name, accuracy in zero_shot.evaluate(run, run.create_state().params, scorer=scorer).items():
       found[name].append(accuracy)
   for name, values in found.items():
     mean, half = stats.interval(values)

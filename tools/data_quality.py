@@ -4,7 +4,7 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from pretrain import host_memory  # pylint: disable=g-import-not-at-top
+from pretrain.system import host_memory  # pylint: disable=g-import-not-at-top
 
 host_memory.keep_freed_memory()  # Before JAX starts its threads.
 from pretrain.experiments import data_quality  # pylint: disable=g-import-not-at-top

@@ -19,7 +19,7 @@ import statistics
 import time
 
 from pretrain import cli
-from pretrain.errors import exit_on_user_error
+from pretrain.system.errors import exit_on_user_error
 
 
 def pretokenized_task(name: str, tokens, vocabulary, objective) -> str:
@@ -66,7 +66,8 @@ def main(argv: list[str], prog: str = "tools/bench_data.py") -> None:
   cfg.data.seq_len, cfg.data.inputs_length, cfg.data.targets_length = 512, 512, 512
   cfg.tokenizer.extra_ids = 200  # UL2's X-denoiser (mean 3, density 0.5) makes 127 spans at inputs 512.
   from pretrain import objectives, run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.data import sources, tasks, vocab  # pylint: disable=g-import-not-at-top
+  from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top
+  from pretrain.vocab import pipeline as vocab
 
   names = args.objectives.split(",") if args.objectives else objectives.NAMES
   for name in names:

@@ -25,7 +25,8 @@ def prepare(run, threads: int) -> tuple:
   torch.manual_seed(0)
   torch.set_num_threads(threads)
   rows, row = run.cfg.train.batch_size, run.family.row_lengths(run.task_lengths)
-  config = hf.FAMILIES[run.family.hf].hf_config(run.cfg.model, run.vocab_size, sum(run.task_lengths.values()))
+  config = hf.architecture(run.family.hf, run.cfg.model).hf_config(run.cfg.model, run.vocab_size,
+                                                               sum(run.task_lengths.values()))
   config = transformers.AutoConfig.for_model(config.pop("model_type"), **config)
   seq2seq = "inputs" in row  # An encoder and a decoder.
   auto = transformers.AutoModelForSeq2SeqLM if seq2seq else transformers.AutoModelForCausalLM

@@ -18,7 +18,7 @@ import shutil
 import time
 
 from pretrain import cli
-from pretrain.errors import exit_on_user_error
+from pretrain.system.errors import exit_on_user_error
 
 
 def _first_batch_seconds(make) -> float:
@@ -35,13 +35,14 @@ def main(argv: list[str], prog: str = "tools/bench_resume.py") -> None:
   args, cfg = cli.parse_command_line(parser, argv)
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.data import sources, token_store  # pylint: disable=g-import-not-at-top
+  from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
 
   run = run_lib.Run.build_with_data(cfg)
   task, source, _ = run.member_tasks()[0]
-  store_dir = token_store.directory(sources.cache_dir(cfg.data), source, "train", run.vocabulary)
+  store_dir = token_store.directory(data_cache.cache_dir(cfg.data), source, "train", run.vocabulary)
   shutil.rmtree(store_dir, ignore_errors=True)
   start = time.perf_counter()
-  store = token_store.open_or_build(task, source, "train", run.vocabulary, sources.cache_dir(cfg.data))
+  store = token_store.open_or_build(task, source, "train", run.vocabulary, data_cache.cache_dir(cfg.data))
   build = time.perf_counter() - start
   size = sum(e.stat().st_size for e in os.scandir(store_dir) if e.name.endswith(".array_record"))
   batch = cfg.train.batch_size

@@ -33,12 +33,10 @@ import time
 import jax
 import jax.numpy as jnp
 
-from pretrain import cli
-from pretrain import config as config_lib
-from pretrain import run as run_lib
-from pretrain.console import log
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain import cli, config as config_lib, run as run_lib
 from pretrain.bench import matmul_floor, step_profile
+from pretrain.system.console import log
+from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.train import checkpoint, flops
 
 # The configurations of the transformers comparison, as config overrides.

@@ -14,7 +14,7 @@ import os
 import sys
 
 from pretrain import cli
-from pretrain.errors import exit_on_user_error
+from pretrain.system.errors import exit_on_user_error
 
 
 def _gib(n: int) -> str:

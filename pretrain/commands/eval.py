@@ -22,14 +22,15 @@ import os
 import sys
 
 from pretrain import cli
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 
 
 def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None, ngram: int = 0) -> dict:
   """`max_batches`: at most this many batches (None: the whole split); `ngram`: also the count-based models of
   orders 1 to `ngram` (pretrain/downstream/ngram.py), under 'ngram'."""
   import jax  # pylint: disable=g-import-not-at-top
-  from pretrain import files, objectives, run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.system import files  # pylint: disable=g-import-not-at-top
+  from pretrain import objectives, run as run_lib
   from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top
   from pretrain.train import evaluation  # pylint: disable=g-import-not-at-top
 

@@ -17,7 +17,7 @@ trained: its inputs are the targets shifted right after id 0.
 import sys
 
 from pretrain import cli
-from pretrain.errors import exit_on_user_error
+from pretrain.system.errors import exit_on_user_error
 
 
 @exit_on_user_error

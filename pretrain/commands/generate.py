@@ -11,7 +11,7 @@ reads the prompt followed by <extra_id_0> and writes what fills that span.
 import sys
 
 from pretrain import cli
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 
 
 @exit_on_user_error
@@ -36,7 +36,7 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
     raise UserError(f"--top_p={args.top_p} is outside (0, 1]; use e.g. 0.95 (1 keeps every token)")
 
   import jax  # pylint: disable=g-import-not-at-top
-  from pretrain import run as run_lib, text_vocab  # pylint: disable=g-import-not-at-top
+  from pretrain import run as run_lib, vocab as text_vocab  # pylint: disable=g-import-not-at-top
 
   run, params, _ = run_lib.load(args.workdir, pipeline=False)
   prompt = run.vocabulary.encode(args.prompt)

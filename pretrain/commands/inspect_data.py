@@ -14,7 +14,7 @@ import itertools
 import sys
 
 from pretrain import cli
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 
 
 def table(report: dict, split: str) -> list[str]:

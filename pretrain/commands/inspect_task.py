@@ -23,7 +23,7 @@ import json
 import sys
 
 from pretrain import cli
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 
 
 @exit_on_user_error
@@ -47,7 +47,8 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
 
   import seqio  # pylint: disable=g-import-not-at-top  (imports TF)
   from pretrain import config as config_lib, objectives  # pylint: disable=g-import-not-at-top
-  from pretrain.data import sources, tasks, vocab  # pylint: disable=g-import-not-at-top
+  from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top
+  from pretrain.vocab import pipeline as vocab
 
   source = sources.make_source(cfg.data)
   vocabulary = vocab.get_vocabulary(cfg, source, objectives.pieces(cfg))

@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 from pretrain import cli
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REMOTE_DIR = "pretrain"  # On each TPU VM worker, under the home directory.
@@ -152,7 +152,7 @@ def tpu_vm_commands(args, train_args: list[str]) -> tuple[TpuSlice, list[list[st
     raise UserError(f"--workdir={args.workdir} is a local path, but the {tpu.hosts} hosts of a {tpu.accelerator_type} "
                     "slice must write checkpoints and metrics to one shared place: use a Cloud Storage bucket, "
                     "--workdir=gs://BUCKET/RUN (or --allow_local_workdir if every host mounts that path)")
-  if not os.path.isdir(os.path.join(REPO, ".git")):
+  if not os.path.exists(os.path.join(REPO, ".git")):  # A worktree's .git is a file.
     raise UserError(f"{REPO} is not a git checkout; launch tpu-vm copies the files git knows of, so run it from "
                     "a clone of the repository")
   gcloud = ["gcloud", "compute", "tpus", "tpu-vm"]

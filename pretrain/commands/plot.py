@@ -12,7 +12,7 @@ gs:// workdir.
 import sys
 
 from pretrain import cli
-from pretrain.errors import exit_on_user_error
+from pretrain.system.errors import exit_on_user_error
 
 
 @exit_on_user_error

@@ -17,7 +17,7 @@ import os
 import sys
 
 from pretrain import cli
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 
 
 def _check_preparable(cfg) -> None:
@@ -30,12 +30,13 @@ def prepare(cfg, shard: int = 0, num_shards: int = 1) -> list[dict]:
   """Builds shard `shard` of `num_shards` of the training store of every source of `cfg`; returns what each
   store holds (empty counts for a store that waits for other shards)."""
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.data import sources, token_store  # pylint: disable=g-import-not-at-top
+  from pretrain.data import token_store  # pylint: disable=g-import-not-at-top
+  from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
   _check_preparable(cfg)
   run = run_lib.Run.build_with_data(cfg)
   summaries = []
   for task, source, _ in run.member_tasks():
-    store_dir = token_store.directory(sources.cache_dir(cfg.data), source, "train", run.vocabulary)
+    store_dir = token_store.directory(data_cache.cache_dir(cfg.data), source, "train", run.vocabulary)
     token_store.build_shard(task, source, "train", run.vocabulary, store_dir, shard, num_shards)
     summary = {"source": source.name, "directory": store_dir, "documents": 0, "tokens": 0,
                "bytes": sum(e.stat().st_size for e in os.scandir(store_dir) if e.name.endswith(".array_record"))}

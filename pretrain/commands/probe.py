@@ -37,7 +37,7 @@ import os
 import sys
 
 from pretrain import cli
-from pretrain.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 
 
 @exit_on_user_error
@@ -61,14 +61,17 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
     raise UserError("--finetune fine-tunes on the labelled task; add --task=packages")
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from pretrain import files, run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.system import files  # pylint: disable=g-import-not-at-top
+  from pretrain import run as run_lib
   from pretrain.downstream import evaluation, stats  # pylint: disable=g-import-not-at-top
   run, params, step = run_lib.load(args.workdir)
+  from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top
+  scorer = likelihood.Scorer(run) if args.task == "zero_shot" else None  # Compiled once, for both rows.
   rows = {}
   for name, row_params in ((f"model (step {step})", params), ("random init", run.create_state().params)):
     print(f"Probing {name} ({args.task})...", flush=True)  # Each takes a minute or two.
     rows[name] = evaluation.measure(run, row_params, args.task, args.seeds, args.finetune and args.finetune_steps,
-                                    args.split, args.documents)
+                                    args.split, args.documents, scorer)
   about = next(iter(rows.values())).pop("about")
   for row in rows.values():
     row.pop("about", None)

@@ -10,8 +10,8 @@ import os
 import sys
 
 from pretrain import cli
-from pretrain.errors import UserError, exit_on_user_error
 from pretrain.parallel import distributed
+from pretrain.system.errors import UserError, exit_on_user_error
 
 
 def train(cfg, workdir: str) -> dict:
@@ -19,7 +19,7 @@ def train(cfg, workdir: str) -> dict:
   (the config, the model against the workdir's, the checkpoint's shapes) and the restore have passed."""
   from pretrain import hf, run as run_lib, workdir as workdir_lib  # pylint: disable=g-import-not-at-top
   from pretrain.train import checkpoint, loop, memory  # pylint: disable=g-import-not-at-top
-  from pretrain.workdir_lock import WorkdirLock  # pylint: disable=g-import-not-at-top
+  from pretrain.workdir.lock import WorkdirLock  # pylint: disable=g-import-not-at-top
   cfg = hf.init_config(cfg, run_lib.objective(cfg).family)
   workdir_lib.check_writable(workdir)
   workdir_lib.check_layout(workdir)
@@ -37,9 +37,14 @@ def train(cfg, workdir: str) -> dict:
       if position is None:
         raise UserError(f"the latest checkpoint in {workdir!r} has no data position (written by an older "
                         "version); start a new workdir")
+    extra_eval = None
+    if cfg.train.harness_tasks:  # lm-eval's tasks during training, checked before any step.
+      from pretrain.commands import lm_eval  # pylint: disable=g-import-not-at-top
+      from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
+      extra_eval = lm_eval.load().InLoop(run, data_cache.cache_dir(cfg.data))
     train_batches = run.train_batches(position, start)
     workdir_lib.write_run_files(run, workdir)
-    return loop.train(run, workdir, ckpt, state, start, train_batches)
+    return loop.train(run, workdir, ckpt, state, start, train_batches, extra_eval)
 
 
 @exit_on_user_error

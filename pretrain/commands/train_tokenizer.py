@@ -6,14 +6,14 @@
 The model has pad=0, eos=1, unk=2, the special tokens (UL2 modes, FIM markers,
 [MASK]) as single pieces, and room for seqio's sentinels on top (`tokenizer.extra_ids`, 100 by
 default): `tokenizer.vocab_size` counts them. Use it with --config.tokenizer.path=my.model.
-`--config.tokenizer.kind` picks SentencePiece (a .model; the default), wordpiece, byte_bpe or bytes (a
-tokenizer .json).
+`--config.tokenizer.kind` picks SentencePiece (a .model; the default) or a kind of tokenizer .json
+(`pretrain config --fields` lists them).
 """
 
 import sys
 
 from pretrain import cli
-from pretrain.errors import exit_on_user_error
+from pretrain.system.errors import exit_on_user_error
 
 
 @exit_on_user_error
@@ -21,8 +21,10 @@ def main(argv: list[str], prog: str = "pretrain train-tokenizer") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--out", required=True, type=cli.output_file, help="path of the model file to write")
   args, cfg = cli.parse_command_line(parser, argv)
-  from pretrain import files, objectives  # pylint: disable=g-import-not-at-top
-  from pretrain.data import sources, vocab  # pylint: disable=g-import-not-at-top  (imports TF)
+  from pretrain.system import files  # pylint: disable=g-import-not-at-top
+  from pretrain import objectives
+  from pretrain.data import sources  # pylint: disable=g-import-not-at-top  (imports TF)
+  from pretrain import vocab
   source = sources.make_source(cfg.data)
   texts = source.texts("train", max_chars=cfg.tokenizer.max_chars)
   t, special = cfg.tokenizer, objectives.pieces(cfg)

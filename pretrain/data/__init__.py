@@ -1,11 +1,7 @@
 """The data path: sources -> vocabulary -> objectives -> seqio tasks -> batches.
 
-Every module here imports TensorFlow; the package imports it first, through
-pretrain.tf_loader (quietly on the command line, the GPUs hidden from it), and
-has tf.data trace the package's own functions without AutoGraph.
+Importing the package imports nothing heavy: the modules that use TensorFlow, seqio or TFDS reach them through
+pretrain.system.tf_loader.Lazy, which imports TensorFlow on first use (quietly on the command line, the GPUs
+hidden from it, tf.data tracing the package's own functions without AutoGraph). So the TensorFlow-free parts
+of the data path (the curricula's schedule, the filters, deduplication) live here too.
 """
-
-from pretrain import tf_loader
-
-tf_loader.tensorflow()
-tf_loader.trace_as_written()

@@ -20,12 +20,13 @@ import sys
 import sysconfig
 import uuid
 
-import tensorflow_datasets as tfds
 
-from pretrain import tf_loader
-from pretrain.console import log
-from pretrain.data import cache_lock, tfds_files
-from pretrain.errors import UserError
+from pretrain.data import tfds_files
+from pretrain.system import data_cache, tf_loader
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
+
+tfds = tf_loader.Lazy("tensorflow_datasets")
 
 VALIDATION_PERCENT = 5
 DOWNSTREAM_PERCENT = 15
@@ -132,14 +133,14 @@ def prepare(data_dir: str) -> tfds.core.DatasetBuilder:
   for attempt in range(2):
     problem = damage()
     if problem is None:
-      cache_lock.build_once(dataset_dir, lambda: builder().is_prepared(), build)
+      data_cache.build_once(dataset_dir, lambda: builder().is_prepared(), build)
       problem = damage()
       if problem is None:
         return builder()
     if attempt:
       raise UserError(f"the bundled corpus in {dataset_dir} was prepared again and is still damaged ({problem}); "
                       "check the disk of the cache directory (data.cache_dir)")
-    with cache_lock.held(dataset_dir):  # Of several processes finding it damaged, one moves it aside.
+    with data_cache.held(dataset_dir):  # Of several processes finding it damaged, one moves it aside.
       if damage() is not None:
         aside = f"{dataset_dir}.damaged-{uuid.uuid4().hex[:8]}"
         os.rename(dataset_dir, aside)

@@ -22,9 +22,9 @@ import os
 import numpy as np
 import tqdm
 
-from pretrain import files
-from pretrain.console import log
 from pretrain.data import dedup, filters as filters_lib
+from pretrain.system import files
+from pretrain.system.console import log
 
 FORMAT = 1   # Bump when a rule or the order of decisions changes meaning.
 KEEP = ""

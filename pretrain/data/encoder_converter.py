@@ -7,8 +7,10 @@ packing finds each feature's length by its trailing zeros, which would cut the
 of each group of concatenated documents is shorter), so packing gains little.
 """
 
-import seqio
-import tensorflow as tf
+from pretrain.system import tf_loader
+
+tf = tf_loader.Lazy("tensorflow")
+seqio = tf_loader.Lazy("seqio")
 
 
 class EncoderFeatureConverter(seqio.FeatureConverter):

@@ -22,7 +22,7 @@ import re
 import string
 from typing import Callable
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 
 class Document:

@@ -17,7 +17,7 @@ A host prepares only the streams its rows come from (every stream when S=1),
 so the global batches are the same for any number of hosts, and each
 stream's rows are the same for any batch size (a multiple of S).
 
-A mixture or a schedule (pretrain/schedule.py) draws the member of each
+A mixture or a schedule (pretrain/data/schedule.py) draws the member of each
 stream's i-th row from (seed, stream, i) at the rates of the step that row
 belongs to; each member keeps its own position. Members of different objectives
 make rows of the run's model features (a causal-LM row beside prefix-LM rows
@@ -31,12 +31,13 @@ import copy
 
 import jax
 import numpy as np
-import tensorflow as tf
 
-from pretrain import errors, schedule
-from pretrain.console import log
-from pretrain.data import packing, token_store
-from pretrain.errors import UserError
+from pretrain.data import packing, schedule, token_store
+from pretrain.system import errors, tf_loader
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
+
+tf = tf_loader.Lazy("tensorflow")
 
 # A window's preparation has a fixed cost (its small tf.data pipeline), shared by its rows (tools/bench_data.md):
 # a window holds documents of about WINDOW_ROWS rows' tokens, and at most WINDOW_DOCUMENTS of them.
@@ -196,7 +197,7 @@ class IndexedBatches:
                batch_size: int, streams: int, seed: int, cache: str, saved_position: dict | None = None,
                step: int = 0, report_members: bool = False, length_stages: tuple = ()):
     """members: (seqio task, source, its family's converter, its task lengths) of each member of the schedule
-    `plan` (pretrain/schedule.py); family and lengths: the run's; task: the run's task name; cache: the data
+    `plan` (pretrain/data/schedule.py); family and lengths: the run's; task: the run's task name; cache: the data
     cache holding the token stores; step: the run's step at saved_position. report_members: each batch also holds
     'member', the member of each row, shaped as the targets the loss reads (family.targets_and_weights).
     length_stages: data.length_schedule's stages (schedule.length_stages; none: the config's lengths); at a stage's

@@ -10,7 +10,9 @@ the row; 0 on padding).
 """
 
 import numpy as np
-import tensorflow as tf
+from pretrain.system import tf_loader
+
+tf = tf_loader.Lazy("tensorflow")
 
 
 def pack_batch(lengths: list[int], *features: np.ndarray) -> list[np.ndarray]:

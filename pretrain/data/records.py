@@ -13,8 +13,8 @@ skipped silently.
 import gzip
 import json
 
-from pretrain.console import log
-from pretrain.errors import UserError
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
 
 POLICIES = ("error", "skip")
 

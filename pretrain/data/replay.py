@@ -7,18 +7,19 @@ pipeline that resumes in constant time.
 """
 
 import jax
-import seqio
-import tensorflow as tf
 
-from pretrain import errors
-from pretrain.console import log
-from pretrain.errors import UserError
+from pretrain.system import errors, tf_loader
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
+
+tf = tf_loader.Lazy("tensorflow")
+seqio = tf_loader.Lazy("seqio")
 
 
 def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, family, *, shuffle: bool,
             seed: int, repeat: bool, skip_examples: int = 0, host_sharding: str = "source"):
   """A numpy iterator over this host's batches of `batch_size // process_count` rows, packed by the
-  feature converter of `family` (pretrain.family).
+  feature converter of `family` (pretrain.families).
 
   host_sharding 'source': each host reads and prepares only its shard of the
   documents (scales with the number of hosts). 'examples': each host prepares

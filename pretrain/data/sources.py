@@ -10,14 +10,16 @@ import glob
 import json
 import os
 
-import seqio
-import tensorflow as tf
-import tensorflow_datasets as tfds
 
-from pretrain import errors, files, schedule
-from pretrain.console import log
-from pretrain.data import corpus, curation as curation_lib, records, tfds_files
-from pretrain.errors import UserError
+from pretrain.data import corpus, curation as curation_lib, records, schedule, tfds_files
+from pretrain.system import errors, tf_loader
+from pretrain.system.console import log
+from pretrain.system.data_cache import cache_dir
+from pretrain.system.errors import UserError
+
+tfds = tf_loader.Lazy("tensorflow_datasets")
+tf = tf_loader.Lazy("tensorflow")
+seqio = tf_loader.Lazy("seqio")
 
 # TFDS caches a small dataset in memory, and discards the cache with a warning whenever a read stops early (an
 # evaluation's first batches, the end of a run); reading the records again costs little.
@@ -65,30 +67,6 @@ class Source:
           left -= len(text)
           if left <= 0:
             return
-
-
-def cache_dir(data_cfg) -> str:
-  """The data cache: data.cache_dir, else $PRETRAIN_CACHE, else ~/.cache/pretrain. It must be a mounted file
-  system (hosts that build one store together share it as NFS or a gcsfuse mount): its entries are built
-  under OS file locks and read through the os module and ArrayRecord's local reader."""
-  path = data_cfg.cache_dir or os.environ.get("PRETRAIN_CACHE") or "~/.cache/pretrain"
-  named = "$PRETRAIN_CACHE" if not data_cfg.cache_dir and os.environ.get("PRETRAIN_CACHE") else "data.cache_dir"
-  if not files.local(path):
-    raise UserError(f"the data cache must be a directory of a mounted file system, not {path} (data.cache_dir, "
-                    "else $PRETRAIN_CACHE): use a local disk, or for hosts that share it an NFS or gcsfuse mount; "
-                    "a run's workdir can still be on an object store")
-  path = os.path.expanduser(path)
-  problem = "it is a file" if os.path.isfile(path) else None
-  try:
-    os.makedirs(path, exist_ok=True)
-  except OSError as e:
-    problem = problem or e.strerror.lower()
-  if problem is None and not os.access(path, os.W_OK | os.X_OK):
-    problem = "it is not writable"
-  if problem:
-    raise UserError(f"the data cache {path} cannot be used ({problem}); set {named} to a "
-                    "writable directory")
-  return path
 
 
 def make_source(data_cfg) -> Source:
@@ -140,7 +118,7 @@ def mixture_sources(data_cfg) -> list[tuple[Source, float]]:
 
 
 def schedule_sources(data_cfg, members) -> list[Source]:
-  """The source of each member of a schedule (pretrain/schedule.py); members over one source share it. Without
+  """The source of each member of a schedule (pretrain/data/schedule.py); members over one source share it. Without
   data.schedule, those of data.mixture_sources."""
   if not data_cfg.schedule:
     return [source for source, _ in mixture_sources(data_cfg)]

@@ -8,11 +8,14 @@ import functools
 import importlib
 import os
 
-import seqio
 
-from pretrain.data import long_documents, vocab
+from pretrain.data import long_documents
 from pretrain.data.sources import Source
-from pretrain.errors import UserError
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
+from pretrain.vocab import pipeline as vocab
+
+seqio = tf_loader.Lazy("seqio")
 
 
 def task_name(source: Source, objective) -> str:
@@ -83,7 +86,7 @@ def user_task(data_cfg, tokenizer_cfg, family) -> tuple[str, seqio.SentencePiece
   vocabulary = features["targets"].vocabulary
   if not isinstance(vocabulary, (seqio.SentencePieceVocabulary, vocab.TokenizersVocabulary)):
     raise UserError(f"data.task={name!r} uses a {type(vocabulary).__name__}; the project's runs need a "
-                    "seqio.SentencePieceVocabulary or pretrain.data.vocab.TokenizersVocabulary (the "
+                    "seqio.SentencePieceVocabulary or pretrain.vocab.pipeline.TokenizersVocabulary (the "
                     "workdir keeps its model for generate, eval and export)")
   if vocabulary.extra_ids != tokenizer_cfg.extra_ids:
     raise UserError(f"data.task={name!r}'s vocabulary has {vocabulary.extra_ids} extra ids; set "

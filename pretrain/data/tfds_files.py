@@ -10,9 +10,11 @@ checksums (pretrain.data.sources.reading).
 import os
 
 from google.protobuf import json_format
-import tensorflow_datasets as tfds
 
-from pretrain.errors import UserError
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
+
+tfds = tf_loader.Lazy("tensorflow_datasets")
 
 RECORD_FRAMING = 16  # A TFRecord's length (8 bytes), its checksum (4) and the data's checksum (4).
 

@@ -32,10 +32,9 @@ import numpy as np
 import tqdm
 from array_record.python import array_record_module
 
-from pretrain import files
-from pretrain.console import log
-from pretrain.data import cache_lock
-from pretrain.errors import UserError
+from pretrain.system import data_cache, files
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
 
 FORMAT = 1             # Bump when the stored records change meaning.
 META = "store.json"
@@ -79,7 +78,7 @@ def build_shard(task, source, split: str, vocabulary, store_dir: str, index: int
   """Writes shard `index` of `count` of the store (unless it is there), and store.json once every shard is."""
   files.makedirs(store_dir)
   path = os.path.join(store_dir, _shard_name(index, count))
-  cache_lock.build_once(path, lambda: os.path.exists(path + ".json"),  # Once, when processes start together.
+  data_cache.build_once(path, lambda: os.path.exists(path + ".json"),  # Once, when processes start together.
                         lambda: _write_shard(task, source, split, vocabulary, path, index, count))
   _finish(store_dir, source, split, vocabulary, count)
 
@@ -228,7 +227,7 @@ def open_or_build(task, source, split: str, vocabulary, cache: str) -> TokenStor
         raise UserError(f"the token store {store_dir} was built again and is still damaged ({e}); check the disk "
                         "of the cache directory (data.cache_dir)") from None
       aside = f"{store_dir}.damaged-{uuid.uuid4().hex[:8]}"
-      with cache_lock.held(store_dir):  # Of several processes finding it damaged, one moves it aside.
+      with data_cache.held(store_dir):  # Of several processes finding it damaged, one moves it aside.
         if _still_damaged(store_dir):
           os.rename(store_dir, aside)
           log(f"warning: the token store {store_dir} is damaged ({e}); moved aside to {aside} (delete it at "

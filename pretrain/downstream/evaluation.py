@@ -7,13 +7,13 @@ TASKS = ("zero_shot", "same_document", "packages")
 
 
 def measure(run, params, task: str, seeds: int, finetune: int = 0, split: str | None = None,
-            max_documents: int = 2000) -> dict:
+            max_documents: int = 2000, scorer=None) -> dict:
   """{measure: [its value per seed], ..., 'about': what was read}: for 'same_document', the probe's test accuracy
   per probe seed (which documents fit it, which pairs); for 'packages', the linear probe's test accuracy (one:
   it draws nothing) and, with `finetune` steps, the fine-tuned model's per fine-tuning seed; for 'zero_shot',
-  each zero-shot task's accuracy (one: it draws nothing)."""
+  each zero-shot task's accuracy (one: it draws nothing; `scorer`: a likelihood.Scorer of the run to reuse)."""
   if task == "zero_shot":
-    return {**{name: [value] for name, value in zero_shot.evaluate(run, params).items()},
+    return {**{name: [value] for name, value in zero_shot.evaluate(run, params, scorer=scorer).items()},
             "about": {"version": zero_shot.VERSION, "chance": zero_shot.CHANCE}}
   with run.activated():
     if task == "same_document":

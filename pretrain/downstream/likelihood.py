@@ -15,29 +15,34 @@ BUCKET = 16
 BATCH = 32
 
 
-def _padded(length: int) -> int:
+def padded(length: int) -> int:
+  """`length` rounded up to a multiple of BUCKET."""
   return -(-length // BUCKET) * BUCKET
 
 
 def _shape(row: dict[str, np.ndarray]) -> tuple:
-  return tuple(sorted((name, _padded(len(value))) for name, value in row.items()))
+  return tuple(sorted((name, padded(len(value))) for name, value in row.items()))
 
 
 class Scorer:
-  """log P(continuation | context) of a run's model with given parameters, as its objective reads text."""
+  """log P(continuation | context) by a run's model: compiled once per shape, for any parameters of the model.
 
-  def __init__(self, run, params, objective=None, batch: int = BATCH):
-    self.run, self.params, self.batch = run, params, batch
-    self.objective = objective or run.objective
+  `rows(context, continuation)` makes the rows a request is scored by: by default the objective's
+  (Objective.score_rows, the form its examples have); lm-eval's harness gives its own (harness.py)."""
+
+  def __init__(self, run, objective=None, rows=None, batch: int = BATCH):
+    self.run, self.batch = run, batch
+    objective = objective or run.objective
+    self.rows = rows or (lambda context, continuation: objective.score_rows(context, continuation, run.vocabulary,
+                                                                            run.task_lengths))
     family, model = run.family, run.model
     self._step = jax.jit(lambda params, batch: family.token_logprobs(model, params, batch))
 
-  def __call__(self, requests: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
+  def __call__(self, params, requests: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
     """Per (context, continuation) of token ids: (the continuation's summed log-probability, whether every one of
     its tokens is the model's greedy choice)."""
     rows = [(i, row) for i, (context, continuation) in enumerate(requests)
-            for row in self.objective.score_rows(list(context), list(continuation), self.run.vocabulary,
-                                                 self.run.task_lengths)]
+            for row in self.rows(list(context), list(continuation))]
     by_shape = collections.defaultdict(list)
     for i, row in rows:
       by_shape[_shape(row)].append((i, row))
@@ -51,7 +56,7 @@ class Scorer:
           for b, (_, row) in enumerate(chunk):
             for name, value in row.items():
               batch[name][b, :len(value)] = value
-          logp_BL, greedy_BL = jax.device_get(self._step(self.params, batch))
+          logp_BL, greedy_BL = jax.device_get(self._step(params, batch))
           for b, (i, _) in enumerate(chunk):
             logprob[i] += float(logp_BL[b].sum(dtype=np.float64))
             greedy[i] &= bool(greedy_BL[b].all())

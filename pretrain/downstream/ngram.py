@@ -173,7 +173,7 @@ def reference(run, orders=(1, 2, 3), max_batches: int | None = None, split: str 
   """{order: {'loss', 'bits_per_byte'}} of count models (`models`, or fitted on the run's train split) scored on
   up to `max_batches` batches (None: all) of `split`'s causal-LM rows: the rows `pretrain eval
   --task=SOURCE_clm` and the experiments' yardstick read."""
-  from pretrain import text_vocab  # pylint: disable=g-import-not-at-top
+  from pretrain import vocab as text_vocab  # pylint: disable=g-import-not-at-top
   models = models or fitted(run, orders)
   scored, per_id = _clm_segments(run, split, max_batches), text_vocab.bytes_per_id(run.vocabulary)
   return {order: bits_per_byte(models[order], scored, per_id) for order in orders}

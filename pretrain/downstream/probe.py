@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 PASSAGE_TOKENS = 32
 PAIRS_PER_DOCUMENT = 4   # Of each kind: same document, other document.

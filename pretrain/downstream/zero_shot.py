@@ -34,6 +34,8 @@ import numpy as np
 
 VERSION = 1
 TASKS = ("pairs_swap", "pairs_replace", "pairs_lines", "cloze")
+# Held-out passages for a text's log-likelihood (lm-eval's loglikelihood_rolling: pretrain/downstream/harness.py).
+DOCUMENTS, DOCUMENT_CHARS, MAX_DOCUMENTS = "documents", 2000, 200
 CHANCE = {"pairs_swap": 0.5, "pairs_replace": 0.5, "pairs_lines": 0.5, "cloze": 0.25}
 CHOICES = 4
 MAX_RANK = 500             # pairs_replace: both words among the train split's most frequent lowercase words
@@ -123,8 +125,8 @@ def _cloze(document: str, rng, rank: dict[str, int]) -> list[dict]:
 
 
 def build(downstream: list[str], train: list[str], seed: int = 0) -> dict[str, list[dict]]:
-  """{task: its items} from the held-out documents (`downstream`), the word frequencies of `train`; the same
-  documents and seed give the same items."""
+  """{task: its items} from the held-out documents (`downstream`), the word frequencies of `train`, and the
+  held-out passages (DOCUMENTS); the same documents and seed give the same items."""
   counts = collections.Counter(w for text in train for w in _WORD.findall(text))
   ranked = [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
   rank = {w: i for i, w in enumerate(ranked)}
@@ -152,6 +154,10 @@ def build(downstream: list[str], train: list[str], seed: int = 0) -> dict[str, l
       picked = rng.permutation(len(items))[:PER_DOCUMENT]
       tasks[name].extend({"document": document_id(text), **items[k]} for k in sorted(picked))
   picked = {}
+  passages = [(document_id(text), text[:text.rfind("\n", 0, DOCUMENT_CHARS)] if len(text) > DOCUMENT_CHARS else text)
+              for text in downstream]
+  picked[DOCUMENTS] = [{"id": f"{DOCUMENTS}-{n:04d}", "document": doc, "text": passage}
+                       for n, (doc, passage) in enumerate(p for p in passages[:MAX_DOCUMENTS] if p[1].strip())]
   for name, items in tasks.items():
     keep = sorted(np.random.default_rng([seed, TASKS.index(name)]).permutation(len(items))[:MAX_ITEMS])
     picked[name] = [{"id": f"{name}-{n:04d}", **items[k]} for n, k in enumerate(keep)]
@@ -172,7 +178,7 @@ def files(tasks: dict[str, list[dict]]) -> dict[str, bytes]:
   contents = {f"{name}.jsonl": "".join(json.dumps(item, sort_keys=True) + "\n" for item in items).encode()
               for name, items in tasks.items()}
   manifest = {"version": VERSION, "source": f"the bundled corpus's downstream split (CPython {_python()})",
-              "tasks": {name: {"items": len(tasks[name]), "chance": CHANCE[name],
+              "tasks": {name: {"items": len(tasks[name]), "chance": CHANCE.get(name),
                                "sha256": hashlib.sha256(contents[f"{name}.jsonl"]).hexdigest()}
                         for name in tasks}}
   contents["manifest.json"] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
@@ -224,8 +230,9 @@ def accuracies(score, vocabulary, names=TASKS) -> dict[str, float]:
   return results
 
 
-def evaluate(run, params, names=TASKS) -> dict[str, float]:
-  """{task: accuracy} of a run's model with `params` on the zero-shot tasks."""
+def evaluate(run, params, names=TASKS, scorer=None) -> dict[str, float]:
+  """{task: accuracy} of a run's model with `params` on the zero-shot tasks (`scorer`: a likelihood.Scorer of the
+  run, to reuse its compiled steps for other parameters of the model)."""
   from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top
-  scorer = likelihood.Scorer(run, params)
-  return accuracies(lambda requests: [logprob for logprob, _ in scorer(requests)], run.vocabulary, names)
+  scorer = scorer or likelihood.Scorer(run)
+  return accuracies(lambda requests: [logprob for logprob, _ in scorer(params, requests)], run.vocabulary, names)

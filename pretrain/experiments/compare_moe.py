@@ -23,8 +23,8 @@ import os
 
 from pretrain import cli, run as run_lib
 from pretrain.downstream import stats
-from pretrain.errors import UserError, exit_on_user_error
 from pretrain.experiments import compare_objectives, runs
+from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.train import flops, metrics
 
 FAMILIES = {"decoder_only": "clm", "encoder_decoder": "span_corruption"}

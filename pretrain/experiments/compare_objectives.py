@@ -52,8 +52,8 @@ import numpy as np
 
 from pretrain import cli, objectives, run as run_lib
 from pretrain.downstream import stats
-from pretrain.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs
+from pretrain.system.errors import UserError, exit_on_user_error
 
 DEFAULT_OBJECTIVES = "clm,prefix_lm_decoder,span_corruption,ul2,mass,mlm,nsp,sop,electra,contrastive"
 # The objectives a comparison needs most replicates of (--seeds); the others run --other_seeds.
@@ -130,14 +130,15 @@ def downstream(workdir: str, args) -> dict:
   """{'model': {measure: the run's value}, 'random init': ..., 'inner': {row: {measure: [each inner seed's]}}} of
   a finished run and of its initial parameters (the same seed's); a measure with inner seeds (a probe's, a
   fine-tuning's) is their mean: the run is the unit."""
-  from pretrain.downstream import evaluation  # pylint: disable=g-import-not-at-top
-  from pretrain.errors import UserError as NotScored  # pylint: disable=g-import-not-at-top,reimported
+  from pretrain.downstream import evaluation, likelihood  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError as NotScored  # pylint: disable=g-import-not-at-top,reimported
   run, params, _ = run_lib.load(workdir)
+  scorer = likelihood.Scorer(run)  # Compiled once, for both rows.
   inner = {}
   for name, row_params in (("model", params), (INIT, run.create_state().params)):
     found = {}
     try:
-      found.update(evaluation.measure(run, row_params, "zero_shot", 1))
+      found.update(evaluation.measure(run, row_params, "zero_shot", 1, scorer=scorer))
     except NotScored:  # A model with no token head (contrastive) scores no text.
       pass
     found.update(evaluation.measure(run, row_params, "same_document", args.probe_seeds,
@@ -150,7 +151,7 @@ def downstream(workdir: str, args) -> dict:
 
 
 def _metrics_text(finals: list[dict]) -> str:
-  """The objective's other validation metrics (pretrain/family.py), means over its runs, e.g. 'accuracy 0.21'."""
+  """The objective's other validation metrics (pretrain/families/), means over its runs, e.g. 'accuracy 0.21'."""
   return ", ".join(f"{k.replace('_', ' ')} {np.mean([f[k] for f in finals]):.3f}" for k in finals[0]
                    if k not in _OWN_COLUMN)
 

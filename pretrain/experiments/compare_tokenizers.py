@@ -5,7 +5,7 @@
       [--out=docs/tokenizers] [--out_dir=runs/tokenizers] [--config.KEY=VALUE ...]
 
 Kinds (KINDS): SentencePiece unigram (the default) and BPE, WordPiece, byte-level BPE and raw bytes
-(tokenizer.kind, pretrain/data/vocab.py), each trained on the bundled corpus's train split (configs/quickstart.py
+(tokenizer.kind, pretrain/vocab/pipeline.py), each trained on the bundled corpus's train split (configs/quickstart.py
 or --config) with --vocab_size ids (the sentinels included; bytes have their fixed size). Each kind's rows hold
 --row_bytes bytes of text on average (their length in tokens: --row_bytes over the kind's bytes per token on the
 validation split, to a multiple of 8), so every run trains on the same bytes of text in the same number of steps,
@@ -24,15 +24,17 @@ import shutil
 import time
 
 from pretrain import cli, objectives, run as run_lib
-from pretrain.data import sources, vocab
+from pretrain.data import sources
 from pretrain.downstream import stats
-from pretrain.errors import exit_on_user_error
 from pretrain.experiments import runs
+from pretrain.system.errors import exit_on_user_error
 from pretrain.train import metrics
+from pretrain.vocab import pipeline as vocab
 
 # name: (tokenizer.kind, tokenizer.model_type)
 KINDS = {"spm_unigram": ("sentencepiece", "unigram"), "spm_bpe": ("sentencepiece", "bpe"),
-         "wordpiece": ("wordpiece", "unigram"), "byte_bpe": ("byte_bpe", "unigram"), "bytes": ("bytes", "unigram")}
+         "wordpiece": ("wordpiece", "unigram"), "byte_bpe": ("byte_bpe", "unigram"), "byte_unigram": ("byte_unigram", "unigram"),
+         "bytes": ("bytes", "unigram")}
 BPB = "val bits/byte"
 
 
@@ -138,7 +140,8 @@ def report(measured, results, args, argv, load) -> str:
 @exit_on_user_error
 def main(argv: list[str], prog: str = "tools/compare_tokenizers.py") -> int:
   parser = cli.parser_for(prog, __doc__)
-  parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
+  parser.add_argument("--kinds", default=",".join(k for k in KINDS if k != "byte_unigram"),  # docs/tokenizers.md's
+                      help=f"comma-separated, of {', '.join(KINDS)}")
   parser.add_argument("--seeds", default="0,1", help="pre-training seeds of every kind, comma-separated")
   parser.add_argument("--vocab_size", type=cli.at_least(400), default=4096, help="ids of every trained vocabulary")
   parser.add_argument("--row_bytes", type=cli.at_least(64), default=512, help="bytes of text per row")

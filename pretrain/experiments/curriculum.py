@@ -27,8 +27,8 @@ import numpy as np
 
 from pretrain import cli, run as run_lib
 from pretrain.downstream import stats
-from pretrain.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs
+from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.train import metrics
 
 ARMS = ("clm", "ul2", "ul2_then_clm", "clm_then_ul2", "clm_length_warmup")

@@ -36,8 +36,9 @@ import numpy as np
 
 from pretrain import cli
 from pretrain.downstream import stats
-from pretrain.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs, sweep, web_defects
+from pretrain.system import data_cache
+from pretrain.system.errors import UserError, exit_on_user_error
 
 # Filters for documentation text: Gopher's word count rule at 50 words would remove a third of the clean
 # docstrings (their median is 59 words), and C4's sentence and punctuation rules most of them
@@ -181,7 +182,8 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
                       "documents (0: all)")
   args, base = cli.parse_command_line(parser, argv)
   from pretrain import objectives, run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.data import filters, sources, token_store, vocab  # pylint: disable=g-import-not-at-top
+  from pretrain.data import filters, sources, token_store  # pylint: disable=g-import-not-at-top
+  from pretrain.vocab import pipeline as vocab
   filters.parse(args.filters)  # A bad spec fails now, not after the first runs.
   if args.dedup not in ("", "exact", "near"):
     raise UserError(f"--dedup={args.dedup!r}: give exact, near or ''")
@@ -222,7 +224,7 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
     commands[rung] = " ".join(sweep_argv)
     run = run_lib.Run.build_with_data(configs[rung])
     (task, rung_source, _), = run.member_tasks()  # Its token store, built by the runs: the tokens they trained on.
-    store = token_store.open_or_build(task, rung_source, "train", run.vocabulary, sources.cache_dir(run.cfg.data))
+    store = token_store.open_or_build(task, rung_source, "train", run.vocabulary, data_cache.cache_dir(run.cfg.data))
     for r in results[rung]:
       r.update(rung=rung, documents=len(kept[rung]), tokens=int(store.meta["tokens"]),
                defective_share=sum(label != "clean" for label in kept[rung]) / len(kept[rung]))

@@ -15,7 +15,7 @@ import jax
 
 from pretrain import run as run_lib
 from pretrain.commands.train import train
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 from pretrain.train import metrics
 
 # How to read the timings, in every experiment's report.
@@ -149,7 +149,7 @@ def measure(run, workdir: str, wall: float) -> dict:
       "yardstick_bits_per_byte": final_eval.get(yardstick_bits) if yardstick_bits else None,
       "tokens_per_second": tokens_per_step / statistics.median(step_seconds), "wall": wall,
       "curve": curve, "yardstick_curve": yardstick_curve,
-      # The family's validation metrics at the end (pretrain/family.py), e.g. {'loss', 'accuracy', ...}.
+      # The family's validation metrics at the end (pretrain/families/), e.g. {'loss', 'accuracy', ...}.
       "final_eval": {k.split("/", 1)[1]: v for k, v in final_eval.items()
                      if k.startswith("eval/") and k.count("/") == 1},
   }

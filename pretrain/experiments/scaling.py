@@ -34,8 +34,8 @@ from scipy import optimize
 
 from pretrain import cli
 from pretrain.downstream import stats
-from pretrain.errors import UserError, exit_on_user_error
 from pretrain.experiments import runs, sweep
+from pretrain.system.errors import UserError, exit_on_user_error
 
 # Two layers or more: a 1-layer model falls off the trend of deeper ones (Kaplan et al. 2020, figure 6); with a
 # 32x1 rung in place of 32x2 the fit was a straight line in log-log: L_inf at its bound 0, alpha 0.045, Nc 6e20.

@@ -33,8 +33,8 @@ import shlex
 import sys
 
 from pretrain import cli
-from pretrain.errors import UserError, exit_on_user_error
 from pretrain.experiments import sweep_grid
+from pretrain.system.errors import UserError, exit_on_user_error
 
 BASE_FLAGS = ("--config", "--gin_file", "--config.", "--gin.")
 

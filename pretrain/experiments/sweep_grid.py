@@ -7,8 +7,8 @@ import json
 import os
 import re
 
-from pretrain import files
-from pretrain.errors import UserError
+from pretrain.system import files
+from pretrain.system.errors import UserError
 
 MANIFEST = "sweep.json"
 GRID_PREFIX = "--grid."

@@ -7,11 +7,11 @@ import json
 import math
 import os
 
-from pretrain import files
 from pretrain.downstream import stats
-from pretrain.errors import UserError
 from pretrain.experiments import runs
 from pretrain.experiments.sweep_grid import is_seed, point_names, read_manifest
+from pretrain.system import files
+from pretrain.system.errors import UserError
 from pretrain.train import metrics as metrics_lib
 
 

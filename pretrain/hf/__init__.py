@@ -1,13 +1,16 @@
 """Hugging Face format: export a run to a directory `transformers` loads, and
 import such a directory to continue pre-training.
 
-Decoder-only models are Llama (LlamaForCausalLM), or with experts Mixtral
-(MixtralForCausalLM) or Qwen2-MoE (Qwen2MoeForCausalLM), encoder-decoder models T5 v1.1
-(T5ForConditionalGeneration), or with experts the Switch Transformer
-(SwitchTransformersForConditionalGeneration); the tokenizer is the run's SentencePiece
-model as tokenizer.json (see tokenizer.py) plus the .model file itself. An
-ELECTRA run exports its discriminator in a format of its own (electra.py),
-which is not imported.
+One module per architecture, listed once in ARCHITECTURES: decoder-only models
+are Llama (llama.py), or with experts Mixtral (mixtral.py) or Qwen2-MoE
+(qwen2_moe.py); encoder-decoder models T5 v1.1 (t5.py), or with experts the
+Switch Transformer (switch_transformers.py); an ELECTRA run exports its
+discriminator in a format of its own (electra.py), which is not imported. A
+module says its architecture, model_type, the family it serves (a family's
+`hf`) and which of that family's model configs it holds (matches), and maps
+the config and the weights both ways. The tokenizer is the run's vocabulary as
+tokenizer.json (pretrain/vocab/hf_export.py), with a SentencePiece vocabulary's
+.model file beside it.
 """
 
 import json
@@ -21,15 +24,24 @@ import numpy as np
 import safetensors.numpy
 
 from pretrain import models
-from pretrain.console import log
-from pretrain.errors import UserError
-from pretrain.hf import electra, llama, t5, tokenizer
+from pretrain.hf import electra, llama, mistral, mixtral, qwen2_moe, switch_transformers, t5
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
+from pretrain.vocab import hf_export as tokenizer
 
-FAMILIES = {"llama": llama, "t5": t5}  # exported and imported
-EXPORTS = {**FAMILIES, "electra": electra}
-# config.json's model_type -> its FAMILIES key
-MODEL_TYPES = {"llama": "llama", "mixtral": "llama", "qwen2_moe": "llama", "t5": "t5", "switch_transformers": "t5"}
+# One line per architecture; of a family's, the first whose `matches` holds a run's model config exports it.
+ARCHITECTURES = (llama, mixtral, qwen2_moe, t5, switch_transformers, electra, mistral)
 WEIGHTS = "model.safetensors"
+
+
+def architecture(family_hf: str, model_cfg):
+  """The module that exports a model of the family whose `hf` is `family_hf` with this model config."""
+  return next(a for a in ARCHITECTURES if a.FAMILY == family_hf and a.matches(model_cfg))
+
+
+def imported(model_type: str):
+  """The module that imports a config.json's model_type, or None."""
+  return next((a for a in ARCHITECTURES if a.IMPORTS and a.MODEL_TYPE == model_type), None)
 
 
 def export(out_dir: str, run, params, vocabulary=None) -> str:
@@ -41,7 +53,7 @@ def export(out_dir: str, run, params, vocabulary=None) -> str:
   """
   run.family.check_exportable()
   model_cfg, max_length = run.cfg.model, sum(run.task_lengths.values())
-  module = EXPORTS[run.family.hf]
+  module = architecture(run.family.hf, model_cfg)
   if os.path.exists(out_dir) and not (os.path.isdir(out_dir) and not os.listdir(out_dir)):
     raise UserError(f"--out={out_dir!r} exists and is not an empty directory; give a new directory")
   params = jax.tree.map(np.asarray, jax.device_get(nn.meta.unbox(params)))
@@ -80,25 +92,27 @@ def _as_umask_allows(directory: str) -> None:
     os.chmod(os.path.join(directory, name), 0o666 & ~umask)
 
 
-def read_config(hf_dir: str) -> tuple[str, dict]:
-  """(family, config.json) of a Hugging Face directory, or a UserError naming what is wrong."""
+def read_config(hf_dir: str) -> tuple[object, dict]:
+  """(the architecture's module, config.json) of a Hugging Face directory, or a UserError naming what is
+  wrong."""
   path = os.path.join(hf_dir, "config.json")
   if not os.path.exists(path):
     raise UserError(f"{hf_dir!r} has no config.json; give a directory written by save_pretrained or pretrain export")
   with open(path) as f:
     config = json.load(f)
   model_type = config.get("model_type")
-  if model_type not in MODEL_TYPES:
-    supported = ", ".join([*(m.ARCHITECTURE for m in FAMILIES.values()), llama.MIXTRAL, llama.QWEN2_MOE, t5.SWITCH])
+  module = imported(model_type)
+  if module is None:
+    supported = ", ".join(a.ARCHITECTURE for a in ARCHITECTURES if a.IMPORTS)
     raise UserError(f"{hf_dir!r} holds a {model_type!r} model ({', '.join(config.get('architectures') or [])}); "
                     f"only {supported} can be imported")
-  return MODEL_TYPES[model_type], config
+  return module, config
 
 
 def import_config(cfg, hf_dir: str):
   """`cfg` with the model and tokenizer of a Hugging Face directory, checked against the objective."""
-  family, hf_config = read_config(hf_dir)
-  settings, unsupported = FAMILIES[family].model_config(hf_config)
+  module, hf_config = read_config(hf_dir)
+  settings, unsupported = module.model_config(hf_config)
   if unsupported:
     raise UserError(f"{hf_dir!r} uses {', '.join(unsupported)}, which this project's models do not implement")
   # T5 calls its SentencePiece model spiece.model; an export of a `tokenizers` vocabulary has tokenizer.json only.
@@ -138,9 +152,9 @@ def init_config(cfg, family):
   path = cfg.train.init_from_hf
   if not path:
     return cfg
-  architecture, _ = read_config(path)
-  if architecture != family.hf:
-    raise UserError(f"train.init_from_hf={path!r} holds a {architecture} model, but data.objective="
+  module, _ = read_config(path)
+  if module.FAMILY != family.hf:
+    raise UserError(f"train.init_from_hf={path!r} holds a {module.FAMILY} model, but data.objective="
                     f"{cfg.data.objective!r} trains {family.architecture}; choose an objective of that family")
   imported = import_config(cfg, path)
   changed = [f"model.{k}={v!r}" for k, v in imported.model.items() if cfg.model.get(k) != v]
@@ -164,7 +178,7 @@ def import_params(hf_dir: str, family, model_cfg, expected) -> dict:
   """Our parameters from a Hugging Face directory, checked against the shapes `expected` (a pytree of shapes)."""
   state = load_weights(hf_dir)
   try:
-    params = FAMILIES[family.hf].from_hf(state, model_cfg)
+    params = architecture(family.hf, model_cfg).from_hf(state, model_cfg)
   except KeyError as e:
     raise UserError(f"{hf_dir!r} lacks the weight {e.args[0]!r} that its config.json implies") from None
   models.check_shapes(params, expected, f"the weights in {hf_dir!r}")

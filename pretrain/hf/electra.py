@@ -8,11 +8,17 @@ is exported: the generator stays in the run's checkpoints. config.json names it 
 
 import numpy as np
 
-from pretrain.errors import UserError
 from pretrain.hf import llama
+from pretrain.system.errors import UserError
 
-ARCHITECTURE = "PretrainElectraDiscriminator"
+ARCHITECTURE, MODEL_TYPE, FAMILY = "PretrainElectraDiscriminator", "pretrain_electra_discriminator", "electra"
+IMPORTS = False  # Its generator stays in the run's checkpoints: nothing to continue pre-training from.
 PREPENDS_BOS = False  # Rows start with their first token, as MLM's.
+
+
+def matches(model_cfg) -> bool:
+  del model_cfg
+  return True
 
 
 def _as_encoder(model_cfg):
@@ -28,7 +34,7 @@ def hf_config(model_cfg, vocab_size: int, max_length: int) -> dict:
   config = llama.hf_config(_as_encoder(model_cfg), vocab_size, max_length)
   for key in ("tie_word_embeddings", "bos_token_id"):
     del config[key]
-  return {**config, "architectures": [ARCHITECTURE], "model_type": "pretrain_electra_discriminator",
+  return {**config, "architectures": [ARCHITECTURE], "model_type": MODEL_TYPE,
           "is_causal": False, "layout": "llama tensors, bidirectional attention, discriminator_head.weight [1, hidden]"}
 
 

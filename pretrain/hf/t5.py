@@ -1,30 +1,31 @@
 """Encoder-decoder models <-> transformers' T5ForConditionalGeneration (T5 v1.1: gated GELU, untied head; with
-model.feed_forward=relu, v1.0's ReLU layers), and with experts SwitchTransformersForConditionalGeneration (ReLU
-layers and experts, top-1 routing with the raw router probability, every layer or every other one sparse)."""
+model.feed_forward=relu, v1.0's ReLU layers), and the encoder-decoder weight layout that the Switch Transformer
+shares (switch_transformers.py: its experts where to_hf and from_hf are told `experts`)."""
 
 import numpy as np
 
-from pretrain.console import log
-from pretrain.errors import UserError
 from pretrain.hf import layers
+from pretrain.system.errors import UserError
 
-ARCHITECTURE = "T5ForConditionalGeneration"
-SWITCH = "SwitchTransformersForConditionalGeneration"
+ARCHITECTURE, MODEL_TYPE, FAMILY = "T5ForConditionalGeneration", "t5", "t5"
+IMPORTS = True
 # The tokenizer appends EOS to the inputs, as seqio's tasks do.
 PREPENDS_BOS = False
-# transformers' Switch keeps at most this many of a row's tokens per expert (its capacity); ours is dropless, or
-# has a capacity that depends on the row's length: written so large that nothing is dropped.
-_NO_CAPACITY = 1 << 30
 
 
-def _relu(model_cfg) -> bool:
+def relu(model_cfg) -> bool:
   return model_cfg.get("feed_forward", "gated") == "relu"
 
 
-def hf_config(model_cfg, vocab_size: int, max_length: int) -> dict:
-  del max_length  # Relative positions: T5 has no maximum length.
+def matches(model_cfg) -> bool:
+  """Whether an encoder-decoder exports as this architecture: a dense one."""
+  return not model_cfg.get("moe_experts")
+
+
+def base_config(model_cfg, vocab_size: int) -> dict:
+  """The fields of config.json that T5 and the Switch Transformer share."""
   m = model_cfg
-  config = {
+  return {
       "vocab_size": vocab_size, "d_model": m.d_model, "d_kv": m.head_dim, "d_ff": m.mlp_dim,
       "num_layers": m.num_layers, "num_decoder_layers": m.num_decoder_layers or m.num_layers,
       "num_heads": m.num_heads, "relative_attention_num_buckets": m.relative_attention_num_buckets,
@@ -33,66 +34,34 @@ def hf_config(model_cfg, vocab_size: int, max_length: int) -> dict:
       "is_encoder_decoder": True, "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0,
       "dtype": "float32",
   }
-  if not m.get("moe_experts"):
-    return {**config, "architectures": [ARCHITECTURE], "model_type": "t5",
-            "feed_forward_proj": "relu" if _relu(m) else "gated-gelu"}
-  _check_switch(m)
-  if m.moe_capacity_factor:
-    log(f"model.moe_capacity_factor={m.moe_capacity_factor}: the export drops no token (transformers' Switch "
-        "capacity is set above any row's length); its outputs equal this model's wherever no token is over capacity")
-  decoder_layers = m.num_decoder_layers or m.num_layers
-  return {**config, "architectures": [SWITCH], "model_type": "switch_transformers", "num_experts": m.moe_experts,
-          "expert_capacity": _NO_CAPACITY, "encoder_sparse_step": m.moe_every, "decoder_sparse_step": m.moe_every,
-          "num_sparse_encoder_layers": m.num_layers // m.moe_every,
-          "num_sparse_decoder_layers": decoder_layers // m.moe_every, "router_bias": False,
-          "router_jitter_noise": float(m.moe_router_jitter), "router_dtype": "float32",
-          "router_ignore_padding_tokens": False, "dense_act_fn": "relu"}
 
 
-def _check_switch(m) -> None:
-  """Refuses, naming the option, an encoder-decoder with experts that SwitchTransformers does not compute."""
-  differences = {
-      "model.feed_forward='gated' (Switch's layers and experts are plain ReLU: model.feed_forward='relu')":
-          not _relu(m),
-      f"model.moe_top_k={m.moe_top_k} (Switch routes each token to 1 expert)": m.moe_top_k != 1,
-      "model.moe_normalize_top_k=True (Switch weighs an expert by its raw router probability: False)":
-          m.moe_normalize_top_k,
-      f"model.moe_every={m.moe_every} (Switch's experts are in every layer or every other one: 1 or 2)":
-          m.moe_every not in (1, 2),
-      f"model.moe_mlp_dim={m.moe_mlp_dim} (Switch's experts are as wide as its dense layers, model.mlp_dim)":
-          m.moe_mlp_dim not in (0, m.mlp_dim),
-      f"model.moe_shared_mlp_dim={m.moe_shared_mlp_dim} (Switch has no shared expert)": m.moe_shared_mlp_dim,
-  }
-  found = [what for what, differs in differences.items() if differs]
-  if found:
-    raise UserError(f"this encoder-decoder with experts cannot be exported as {SWITCH}: {'; '.join(found)}")
+def hf_config(model_cfg, vocab_size: int, max_length: int) -> dict:
+  del max_length  # Relative positions: T5 has no maximum length.
+  return {**base_config(model_cfg, vocab_size), "architectures": [ARCHITECTURE], "model_type": MODEL_TYPE,
+          "feed_forward_proj": "relu" if relu(model_cfg) else "gated-gelu"}
 
 
-def model_config(hf: dict) -> dict:
-  """Our model.* settings for a T5 or SwitchTransformers config.json, and the features we cannot reproduce."""
-  switch = hf.get("model_type") == "switch_transformers"
-  activation = hf.get("dense_act_fn") if switch else hf.get("feed_forward_proj")
-  step = hf.get("encoder_sparse_step", 1)
-  unsupported = {
-      f"{'dense_act_fn' if switch else 'feed_forward_proj'}={activation!r} (gated-gelu or relu)":
-          activation not in (("relu",) if switch else ("gated-gelu", "relu")),
-      "tie_word_embeddings (T5 v1.0's and Switch's checkpoints scale tied outputs)":
-          hf.get("tie_word_embeddings", True),
-      "router_bias": switch and hf.get("router_bias", False),
-      "encoder_sparse_step and decoder_sparse_step that differ or are over 2 (experts every layer or every other)":
-          switch and (step != hf.get("decoder_sparse_step", 1) or step not in (1, 2)),
-  }
+def model_config(hf: dict) -> tuple[dict, list[str]]:
+  """(our model.* settings, the features we cannot reproduce) of a T5 config.json."""
+  activation = hf.get("feed_forward_proj")
+  unsupported = {f"feed_forward_proj={activation!r} (gated-gelu or relu)": activation not in ("gated-gelu", "relu")}
+  settings, shared = base_settings(hf, activation)
+  return settings, [k for k, bad in {**unsupported, **shared}.items() if bad]
+
+
+def base_settings(hf: dict, activation: str) -> tuple[dict, dict]:
+  """(the settings T5 and the Switch Transformer share, {feature we cannot reproduce: whether this config has
+  it})."""
   settings = {"d_model": hf["d_model"], "head_dim": hf["d_kv"], "mlp_dim": hf["d_ff"], "num_layers": hf["num_layers"],
               "num_decoder_layers": hf.get("num_decoder_layers") or hf["num_layers"], "num_heads": hf["num_heads"],
               "relative_attention_num_buckets": hf.get("relative_attention_num_buckets", 32),
               "relative_attention_max_distance": hf.get("relative_attention_max_distance", 128),
               "vocab_size": hf["vocab_size"], "feed_forward": "relu" if activation == "relu" else "gated",
               "moe_experts": 0}
-  if switch:
-    settings.update({"moe_experts": hf["num_experts"], "moe_top_k": 1, "moe_every": step, "moe_mlp_dim": 0,
-                     "moe_shared_mlp_dim": 0, "moe_capacity_factor": 0.0, "moe_normalize_top_k": False,
-                     "moe_router_jitter": float(hf.get("router_jitter_noise") or 0.0)})
-  return settings, [k for k, bad in unsupported.items() if bad]
+  unsupported = {"tie_word_embeddings (T5 v1.0's and Switch's checkpoints scale tied outputs)":
+                 hf.get("tie_word_embeddings", True)}
+  return settings, unsupported
 
 
 _ATTENTION = {"query": "q", "key": "k", "value": "v"}
@@ -138,7 +107,7 @@ def to_hf(params, model_cfg) -> dict[str, np.ndarray]:
   if model_cfg.get("moe_experts"):  # Switch with untied embeddings reads each stack's own (T5 ties them to shared).
     state.update({f"{stack}.embed_tokens.weight": params["embed"]["embedding"] for stack in _BLOCKS})
   counts = {"encoder": model_cfg.num_layers, "decoder": model_cfg.num_decoder_layers or model_cfg.num_layers}
-  relu = _relu(model_cfg)
+  plain = relu(model_cfg)
   for stack, blocks in _BLOCKS.items():
     ours_stack = params[stack]
     state[f"{stack}.final_layer_norm.weight"] = ours_stack["norm"]["scale"]
@@ -154,9 +123,9 @@ def to_hf(params, model_cfg) -> dict[str, np.ndarray]:
         moe = layer["moe"]
         state[f"{prefix}.router.classifier.weight"] = moe["router"].T
         for e in range(moe["router"].shape[1]):
-          state.update({hf: moe[ours][e].T for ours, hf in _mlp_names(f"{prefix}.experts.expert_{e}", relu).items()})
+          state.update({hf: moe[ours][e].T for ours, hf in _mlp_names(f"{prefix}.experts.expert_{e}", plain).items()})
       else:
-        state.update({hf: layer["mlp"][ours]["kernel"].T for ours, hf in _mlp_names(prefix, relu).items()})
+        state.update({hf: layer["mlp"][ours]["kernel"].T for ours, hf in _mlp_names(prefix, plain).items()})
       state[f"{stack}.block.{i}.layer.{mlp}.layer_norm.weight"] = layer["moe_norm" if "moe" in layer else
                                                                         "mlp_norm"]["scale"]
   return state
@@ -172,7 +141,7 @@ def from_hf(state: dict, model_cfg) -> dict:
                       "encoder-decoder reads one embedding table in both stacks")
   params = {"embed": {"embedding": state["shared.weight"]}, "lm_head": {"kernel": state["lm_head.weight"].T}}
   counts = {"encoder": c.num_layers, "decoder": c.num_decoder_layers or c.num_layers}
-  relu, every = _relu(c), (c.moe_every if c.get("moe_experts") else 0)
+  plain, every = relu(c), (c.moe_every if c.get("moe_experts") else 0)
   for stack, blocks in _BLOCKS.items():
     per_layer = []
     for i in range(counts[stack]):
@@ -186,9 +155,9 @@ def from_hf(state: dict, model_cfg) -> dict:
         experts = range(c.moe_experts)
         layer["moe"] = {"router": state[f"{prefix}.router.classifier.weight"].T, **{
             ours: np.stack([state[f"{prefix}.experts.expert_{e}.{ours}.weight"].T for e in experts])
-            for ours in _mlp_names("", relu)}}
+            for ours in _mlp_names("", plain)}}
       else:
-        layer["mlp"] = {ours: {"kernel": state[hf].T} for ours, hf in _mlp_names(prefix, relu).items()}
+        layer["mlp"] = {ours: {"kernel": state[hf].T} for ours, hf in _mlp_names(prefix, plain).items()}
       layer["moe_norm" if "moe" in layer else "mlp_norm"] = {
           "scale": state[f"{stack}.block.{i}.layer.{mlp}.layer_norm.weight"]}
       per_layer.append(layer)

@@ -1,19 +1,19 @@
 """Flax Linen models. Every parameter carries logical axis names (see parallel/mesh.py).
 
 Which model an objective trains, and how a batch feeds it, is its family's
-business (pretrain/family.py).
+business (pretrain/families/).
 """
 
 import flax.linen as nn
 import jax
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
+from pretrain.models import moe
 from pretrain.models.decoder_only import DecoderOnly, DecoderOnlyConfig, EncoderOnly
 from pretrain.models.electra import Electra
-from pretrain.models.pair_encoder import PairEncoder
 from pretrain.models.encoder_decoder import EncoderDecoder, EncoderDecoderConfig
-from pretrain.models import moe
+from pretrain.models.pair_encoder import PairEncoder
 
 # Embedding rows are rounded up to a multiple of this (faster matmuls).
 VOCAB_MULTIPLE = 128

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from pretrain import console
+from pretrain.system import console
 
 KERNEL_PLATFORM = {"splash": "tpu", "gpu_flash": "gpu"}
 KERNEL_TILE = 128  # Both kernels' lengths must be multiples of this (splash's lane width; the GPU kernel's block).

@@ -95,7 +95,7 @@ def rematerialised(module_class, policy: str, scanned: bool):
   if policy == "none":
     return module_class
   if policy not in REMAT_POLICIES:
-    from pretrain.errors import UserError  # pylint: disable=g-import-not-at-top
+    from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
     raise UserError(f"model.remat={policy!r} is unknown; use none, {', '.join(REMAT_POLICIES)}")
   return nn.remat(module_class, policy=REMAT_POLICIES[policy], prevent_cse=not scanned)
 

@@ -18,12 +18,21 @@ import importlib
 import os
 
 from pretrain import config as config_lib
-from pretrain import schedule as schedule_lib
-from pretrain.errors import UserError
-from pretrain.family import Family
-from pretrain.objectives import (bart, clm, contrastive, electra, fim, mass, mlm, prefix_lm, sentence_pairs,
-                                 span_corruption, ul2)
+from pretrain.data import schedule as schedule_lib
+from pretrain.families import Family
+from pretrain.objectives import bart
+from pretrain.objectives import clm
+from pretrain.objectives import contrastive
+from pretrain.objectives import electra
+from pretrain.objectives import fim
+from pretrain.objectives import mass
+from pretrain.objectives import mlm
+from pretrain.objectives import prefix_lm
+from pretrain.objectives import sentence_pairs
+from pretrain.objectives import span_corruption
+from pretrain.objectives import ul2
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system.errors import UserError
 
 # One line per objective. The special pieces of the vocabulary are theirs in this order (a new objective's go
 # after those above it; the vocabulary's cache key includes them).
@@ -82,7 +91,7 @@ def _user_objective(reference: str) -> type[Objective]:
   if not (isinstance(spec, type) and issubclass(spec, Objective)):
     raise UserError(f"{what}: {where} has no subclass of pretrain.objectives.Objective named {attribute!r}")
   if not spec.name or not isinstance(spec.family, Family) or spec.preprocess is Objective.preprocess:
-    raise UserError(f"{what} must set `name` and `family` (e.g. pretrain.family.CAUSAL_LM) and define "
+    raise UserError(f"{what} must set `name` and `family` (e.g. pretrain.families.CAUSAL_LM) and define "
                     "preprocess(); see the README's 'Your own objective'")
   if spec.name in BUILT_IN:
     raise UserError(f"{what} is named {spec.name!r}, as a built-in objective; give it a name of its own")
@@ -151,7 +160,7 @@ def run_family(cfg) -> Family:
 
 
 def check_schedule(cfg) -> schedule_lib.Schedule:
-  """The run's schedule (pretrain/schedule.py), whose members must train the model of data.objective and
+  """The run's schedule (pretrain/data/schedule.py), whose members must train the model of data.objective and
   share its batches: one family's rows, causal-LM rows beside prefix-LM rows of the same length (a CLM row is
   a prefix-LM row without a prefix), or the rows of the families a joint family trains (MLM and contrastive)."""
   plan = schedule_lib.parse(cfg.data)

@@ -9,14 +9,14 @@ replaced by one [MASK], a zero-length span inserting one).
 
 import dataclasses
 
-from pretrain import config, family as families, tf_loader
-from pretrain.errors import UserError
+from pretrain import config, families, vocab
 from pretrain.objectives import common
 from pretrain.objectives.mlm import MASK_TOKEN
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 
 

@@ -1,9 +1,10 @@
 """Causal LM: every document ends with EOS and is cut into pieces of at most
 the target length, so no token is dropped; the feature converter packs them."""
 
-from pretrain import family as families, tf_loader
+from pretrain import families
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective
+from pretrain.system import tf_loader
 
 tf = tf_loader.Lazy("tensorflow")
 

@@ -6,10 +6,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pretrain import tf_loader
+from pretrain import vocab
+from pretrain.system import tf_loader
 
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 SENTENCE_ENDS = (".", "!", "?")
 

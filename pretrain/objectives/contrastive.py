@@ -11,12 +11,13 @@ import math
 import jax
 import jax.numpy as jnp
 
-from pretrain import config, family as families, models, tf_loader
-from pretrain.errors import UserError
-from pretrain.family import ratio, totals_ratio
+from pretrain import config, families, models
+from pretrain.families import ratio, totals_ratio
 from pretrain.models import layers
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 from pretrain.train import losses
 
 tf = tf_loader.Lazy("tensorflow")

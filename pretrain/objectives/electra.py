@@ -11,12 +11,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pretrain import config, family as families, models
-from pretrain.console import log
-from pretrain.errors import UserError
-from pretrain.family import bits_per_byte, ratio, totals_ratio
+from pretrain import config, families, models
+from pretrain.families import bits_per_byte, ratio, totals_ratio
 from pretrain.objectives import mlm
 from pretrain.objectives.spec import Setting
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
 from pretrain.train import losses
 
 

@@ -7,12 +7,12 @@ Other documents stay as they are. Every document ends with EOS and is cut into
 pieces of the target length, as for causal LM.
 """
 
-from pretrain import config, family as families, tf_loader
+from pretrain import config, families, vocab
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
 
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 FIM_TOKENS = ("<PRE>", "<SUF>", "<MID>")
 

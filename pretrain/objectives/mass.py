@@ -11,14 +11,14 @@ on the encoder.
 
 import numpy as np
 
-from pretrain import config, family as families, text_vocab, tf_loader
-from pretrain.errors import UserError
+from pretrain import config, families, vocab
 from pretrain.objectives import common
 from pretrain.objectives.mlm import MASK_TOKEN
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 
 def fragment_length(segment: int, fraction: float) -> int:
@@ -72,7 +72,7 @@ class MASS(Objective):
   def score_rows(self, context, continuation, vocabulary, task_lengths):
     """As its examples: the encoder reads the context and one [MASK] per continuation token (and EOS), the
     decoder writes the continuation."""
-    mask_id = text_vocab.single_piece_id(vocabulary, MASK_TOKEN)
+    mask_id = vocab.single_piece_id(vocabulary, MASK_TOKEN)
     context = families.cut_left(context, task_lengths["inputs"] - len(continuation) - 1)
     return [families.encoder_decoder_row([*context, *[mask_id] * len(continuation), vocabulary.eos_id],
                                          continuation, 0)]

@@ -5,13 +5,13 @@ those 80% become [MASK], 10% a random regular token and 10% stay as they are.
 `weights` marks the selected positions: the loss is computed there only.
 """
 
-from pretrain import config, family as families, tf_loader
-from pretrain.errors import UserError
+from pretrain import config, families, vocab
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 MASK_TOKEN = "[MASK]"
 SETTINGS = {"data.mlm_rate": Setting(0.15, config.OPEN_FRACTION, "share of tokens selected (80% [MASK], 10% random, "

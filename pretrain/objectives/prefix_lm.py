@@ -1,10 +1,11 @@
 """Prefix LM: a segment split at a uniform random point into inputs and targets (or, with data.prefix_share,
 at a fixed share of the segment)."""
 
-from pretrain import config, family as families, tf_loader
-from pretrain.errors import UserError
+from pretrain import config, families
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 
 tf = tf_loader.Lazy("tensorflow")
 

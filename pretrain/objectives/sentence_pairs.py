@@ -25,15 +25,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pretrain import config, family as families, models, tf_loader
-from pretrain.errors import UserError
-from pretrain.family import bits_per_byte, ratio, totals_ratio
+from pretrain import config, families, models, vocab
+from pretrain.families import bits_per_byte, ratio, totals_ratio
 from pretrain.objectives import common, mlm
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 from pretrain.train import losses
 
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 KINDS = ("nsp", "sop")
 

@@ -14,14 +14,14 @@ import dataclasses
 
 import numpy as np
 
-from pretrain import config, family as families, tf_loader
-from pretrain.errors import UserError
+from pretrain import config, families, vocab
 from pretrain.objectives import common
 from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 
 seqio = tf_loader.Lazy("seqio")
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What an objective declares: one class per objective, in a module of its own.
 
-An objective names its model family (pretrain/family.py, or a subclass of one
+An objective names its model family (pretrain/families/, or a subclass of one
 in its own module when it brings its own model or loss terms), the config
 settings it reads with their defaults and valid values, the vocabulary pieces
 it needs as single ids, the checks of a config and of a source it must pass
@@ -10,19 +10,13 @@ seed. The registry (pretrain/objectives/__init__.py) collects the built-in
 ones; `data.objective=MODULE:CLASS` (or `FILE.py:CLASS`) names one of a user's.
 """
 
-import dataclasses
-
-from pretrain.config import Valid
-from pretrain.family import Family
+from pretrain.config.schema import Field
+from pretrain.families import Family
 
 
-@dataclasses.dataclass(frozen=True)
-class Setting:
-  """A config field an objective reads: its default, its valid values (None: any value of the default's type, or
-  checked by the objective's own check()) and one line of help."""
-  default: object
-  valid: Valid | None = None
-  help: str = ""
+# A config field an objective reads: declared as the core fields are (its default, its valid values, None: any
+# value of the default's type, or checked by the objective's own check(), and one line of help).
+Setting = Field
 
 
 class Objective:

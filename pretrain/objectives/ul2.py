@@ -13,14 +13,14 @@ once.
 
 import dataclasses
 
-from pretrain import family as families, text_vocab, tf_loader
-from pretrain.errors import UserError
+from pretrain import families, vocab
 from pretrain.objectives import common, prefix_lm
-from pretrain.objectives.spec import Objective, Setting
 from pretrain.objectives.span_corruption import SpanCorruption, check_lengths, corrupt
+from pretrain.objectives.spec import Objective, Setting
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 
 tf = tf_loader.Lazy("tensorflow")
-vocab = tf_loader.Lazy("pretrain.data.vocab")
 
 MODE_TOKENS = {"R": "[NLU]", "X": "[NLG]", "S": "[S2S]"}
 # The paper's seven denoisers at equal rates: (kind, mean_noise_span_length, noise_density, rate).
@@ -134,7 +134,7 @@ class UL2(Objective):
   def score_rows(self, context, continuation, vocabulary, task_lengths):
     """As the S-denoiser's examples (UL2's mode for continuing text): [S2S] and the context as the inputs, the
     continuation as the targets."""
-    mode = text_vocab.single_piece_id(vocabulary, MODE_TOKENS["S"])
+    mode = vocab.single_piece_id(vocabulary, MODE_TOKENS["S"])
     # The mode token stays when the context is cut to fit.
     context = [mode, *families.cut_left(context, sum(task_lengths.values()) - len(continuation) - 1
                                          if self.family.prefix_lm else task_lengths["inputs"] - 2)]

@@ -8,7 +8,7 @@ import os
 
 import jax
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 
 def add_flags(parser) -> None:

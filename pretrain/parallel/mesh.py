@@ -12,7 +12,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 AXES = ("data", "fsdp", "expert", "tensor")
 

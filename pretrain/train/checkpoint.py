@@ -18,9 +18,9 @@ import shutil
 import jax
 import orbax.checkpoint as ocp
 from etils import epath
-from pretrain import files
-from pretrain.console import log
-from pretrain.errors import UserError
+from pretrain.system import files
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
 from pretrain.train import checksums
 
 # A save's size against the last one's: the optimizer's moments compress less as more of them become non-zero.

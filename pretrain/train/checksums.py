@@ -11,7 +11,7 @@ import json
 import os
 import zlib
 
-from pretrain import files
+from pretrain.system import files
 
 MANIFEST = "pretrain_checksums.json"
 # Orbax's step metadata (times of the save and its commit) is rewritten as the step is renamed into place.

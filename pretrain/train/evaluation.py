@@ -6,8 +6,8 @@ import itertools
 import jax
 import numpy as np
 
-from pretrain.errors import UserError
 from pretrain.parallel import mesh as mesh_lib
+from pretrain.system.errors import UserError
 
 
 def evaluate(family, eval_step, params, eval_batches) -> dict[str, float]:

@@ -11,16 +11,18 @@ import time
 import jax
 import tqdm
 
-from pretrain.console import log
-from pretrain import schedule
-from pretrain.errors import UserError
+from pretrain.data import schedule
 from pretrain.parallel import mesh as mesh_lib
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
 from pretrain.train import evaluation, flops, metrics, report, sampling, signals
 
 
-def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
+def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=None) -> dict:
   """Trains `state` (at step `start`; 0 for a new run) on `train_batches` (Run.train_batches) to `train.steps`,
-  saving with `ckpt` and writing metrics and plots to `workdir`, and returns a summary."""
+  saving with `ckpt` and writing metrics and plots to `workdir`, and returns a summary. `extra_eval`: an
+  evaluation of the parameters beyond the validation loss (its `every` steps and at the end; called with the
+  parameters and the step, it returns metrics to log), e.g. lm-eval's tasks (train.harness_tasks)."""
   cfg, c = run.cfg, run.cfg.train
   if start:
     log(f"Resuming from the checkpoint at step {start} in {workdir}/checkpoints")
@@ -72,6 +74,9 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
       interval_tokens, interval_flops = interval_tokens + step_tokens, interval_flops + step_flops
       bar.update(1)
       eval_now = step % c.eval_every == 0 or step == c.steps
+      extra_now = extra_eval is not None and (step % extra_eval.every == 0 or step == c.steps)
+      if extra_now and not (eval_now or step % c.log_every == 0):
+        writer.write(step, extra_eval(state.params, step))
       if eval_now or step % c.log_every == 0:
         unchecked = check_finite(unchecked, bar, ckpt, saved)
         values = train_values(run, jax.device_get(step_metrics), step)
@@ -85,6 +90,8 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
         if eval_now:
           latest_eval = {"step": step, **evaluation.evaluate_all(run, state.params, eval_sets)}
           values.update({k: v for k, v in latest_eval.items() if k != "step"})
+        if extra_now:
+          values.update(extra_eval(state.params, step))
         writer.write(step, values)
         bar.set_postfix(loss=f"{values['train/loss']:.3f}", tok_s=f"{values['train/tokens_per_second']:,.0f}")
         interval_start, interval_steps, interval_tokens, interval_flops, data_wait = \
@@ -112,7 +119,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches) -> dict:
 
 def train_values(run, step_metrics: dict, step: int) -> dict[str, float]:
   """The logged values of a train step's metrics (the step that made `step`): train/NAME, and with a schedule of
-  several members (pretrain/schedule.py) each member's train/member/MEMBER/loss and accuracy over its rows
+  several members (pretrain/data/schedule.py) each member's train/member/MEMBER/loss and accuracy over its rows
   of that step (none where it had none) and its scheduled rate, data/rate/MEMBER."""
   metrics_ = dict(step_metrics)
   metrics_.pop("finite", None)

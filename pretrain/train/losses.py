@@ -13,7 +13,7 @@ def loss_sums(logits_BLV, targets_BL, weights_BL, z_loss: float = 0.0, label_smo
               members_BL=None, num_members: int = 0):
   """Sums over the weighted positions: the loss optimised, the plain
   cross-entropy, the z-loss term, the weight and the correct predictions.
-  With `members_BL` (the member of a schedule each position's row comes from, pretrain/schedule.py), also
+  With `members_BL` (the member of a schedule each position's row comes from, pretrain/data/schedule.py), also
   each member's cross-entropy, weight and correct predictions: [num_members] arrays."""
   logits_BLV = logits_BLV.astype(jnp.float32)
   weights_BL = weights_BL.astype(jnp.float32)

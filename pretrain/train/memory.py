@@ -10,8 +10,8 @@ import os
 
 import jax
 
-from pretrain.errors import UserError
 from pretrain.models import attention
+from pretrain.system.errors import UserError
 
 
 def _shard_bytes(abstract_tree) -> int:

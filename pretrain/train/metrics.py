@@ -4,9 +4,9 @@ import io
 import json
 import os
 
-from pretrain import files, tf_loader
-from pretrain.console import log
-from pretrain.errors import UserError
+from pretrain.system import files, tf_loader
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
 
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "curves.png"
@@ -73,7 +73,8 @@ class MetricsWriter:
 
 # The panels of curves.png, in order: (title, metric keys, log scale). The loss panel also draws the validation
 # loss of each extra eval task (eval/TASK/loss, pretrain/train/evaluation.py) and the training loss of each member
-# of a schedule (train/member/NAME/loss); the schedule panel each member's rate (data/rate/NAME).
+# of a schedule (train/member/NAME/loss); the schedule panel each member's rate (data/rate/NAME); lm-eval's
+# tasks in training (harness/TASK/METRIC) get panels of their own.
 PANELS = (
     ("train and validation loss", ("train/loss", "eval/loss"), False),
     ("validation perplexity", ("eval/perplexity",), True),
@@ -100,6 +101,10 @@ def curves_figure(records: list[dict], title: str = ""):
   if expert_load:  # A mixture-of-experts run: 1 is balanced, the experts' number all tokens to one.
     panels.append(("MoE: busiest expert's share x experts, per layer", (*expert_load, "train/moe_load_balance"),
                    False))
+  harness = keys_like("harness/")  # lm-eval's tasks during training (train.harness_tasks): scores, then the rest.
+  scores = [k for k in harness if k.rsplit("/", 1)[-1] in ("acc", "acc_norm", "exact_match")]
+  panels += [("lm-eval tasks: accuracy", tuple(scores), False),
+             ("lm-eval tasks: other metrics", tuple(k for k in harness if k not in scores), True)]
   panels = [panel for panel in panels if panel[1]]  # The schedule's panel of a run without one goes.
   rows = -(-len(panels) // 3)
   fig = figure.Figure(figsize=(15, 4 * rows), layout="constrained")

@@ -7,7 +7,7 @@ inverse-square-root schedule; both clip the global gradient norm first.
 import jax
 import optax
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 NAMES = ("adamw", "adafactor")
 SCHEDULES = ("cosine", "rsqrt")
@@ -39,7 +39,7 @@ def make(opt_cfg, total_steps: int) -> optax.GradientTransformation:
   name = opt_cfg.name
   lr = schedule(opt_cfg, total_steps)
   if name == "adamw":
-    update = optax.adamw(lr, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=1e-8, weight_decay=opt_cfg.weight_decay,
+    update = optax.adamw(lr, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps, weight_decay=opt_cfg.weight_decay,
                          mask=decay_mask)
   elif name == "adafactor":
     # T5's settings: factored second moments, decay 0.8, update clipping at 1, no momentum,

@@ -19,7 +19,7 @@ def report(workdir: str, step: int, final: dict, pairs, eval_batches: int, vocab
       lines = [f"Trained {step} steps. Validation loss {final['eval/loss']:.3f}, "
                f"perplexity {final['eval/perplexity']:.1f}"
                + (f" (step 0: {initial:.1f}, {initial / final['eval/perplexity']:.0f}x lower)" if initial else "")]
-    else:  # An objective without a token loss (pretrain/family.py): its own metrics.
+    else:  # An objective without a token loss (pretrain/families/): its own metrics.
       lines = [f"Trained {step} steps. Validation " + ", ".join(
           f"{k.split('/', 1)[1].replace('_', ' ')} {v:.3f}" for k, v in final.items() if k.count("/") == 1)]
     lines[0] += (f"; on {eval_batches} batches of the validation split (at most train.eval_batches; "

@@ -2,7 +2,7 @@
 
 import jax
 
-from pretrain import text_vocab
+from pretrain import vocab as text_vocab
 
 
 def samples(run, params) -> list[tuple[str, str]]:

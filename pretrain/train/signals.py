@@ -2,7 +2,7 @@
 
 import signal
 
-from pretrain.console import log
+from pretrain.system.console import log
 
 
 class StopRequest:

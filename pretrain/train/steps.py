@@ -14,7 +14,7 @@ def microbatches(batch, count: int):
 
 
 def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: int = 1, members: int = 0):
-  """The step of `model`, fed by its `family` (pretrain.family), which computes the loss. The loss is
+  """The step of `model`, fed by its `family` (pretrain.families), which computes the loss. The loss is
   summed over target tokens and divided by their number (the family's weight), or by `loss.normalizing_factor`
   when that is set (T5X's loss_normalizing_factor).
   With `num_microbatches` > 1 the gradients of the summed loss are accumulated
@@ -62,7 +62,7 @@ def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: 
 
 def make_eval_step(family, model, loss_cfg, bytes_per_id=None):
   """(params, batch) -> the family's loss sums of the batch (family.eval_metrics turns their totals to metrics).
-  With `bytes_per_id` (pretrain.data.vocab.bytes_per_id), also 'bytes': the UTF-8 bytes of the loss-bearing
+  With `bytes_per_id` (pretrain.vocab.pipeline.bytes_per_id), also 'bytes': the UTF-8 bytes of the loss-bearing
   target tokens, for bits per byte."""
   def eval_step(params, batch):
     sums = family.loss_sums(model, params, batch, loss_cfg)

@@ -1,15 +1,13 @@
-"""Model families: what sits between an objective's examples and a model.
+"""What a model family is (Family), and what every family shares: the features of a packed row, the rows that
+score text, and the ratios of the loss's sums.
 
 A family owns, for one kind of model, everything that depends on that kind:
 the seqio feature converter that packs the task's features, the model's input
 features (the converter's), building the Flax module from the config, the
 example inputs that fix its shapes, the forward pass, the loss and its
-metrics, the tokens and FLOPs of a row, generation, and the Hugging Face
-architecture it exports to. An objective names its family (pretrain/objectives/); no
-other module switches on families or model classes.
-
-The four kinds of model are here; an objective that brings its own model or
-loss terms (ELECTRA, NSP/SOP, contrastive) subclasses one in its own module.
+metrics, the tokens and FLOPs of a row, generation, scoring text by likelihood,
+and the Hugging Face architecture it exports to. An objective names its family
+(pretrain/objectives/); no other module switches on families or model classes.
 """
 
 import math
@@ -18,12 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pretrain import models
-from pretrain.errors import UserError
-from pretrain.models import decoding
+from pretrain.system.errors import UserError
 from pretrain.train import flops, losses
 
-EOS_ID = 1  # seqio's, and the vocabularies' (pretrain.data.vocab)
+EOS_ID = 1  # seqio's, and the vocabularies' (pretrain.vocab.pipeline)
 
 
 # Model features of a packed row (seqio's feature converters and pretrain/data/encoder_converter.py).
@@ -36,7 +32,7 @@ ENCODER_FEATURES = ("encoder_input_tokens", "encoder_target_tokens", "encoder_lo
 class Family:
   name: str           # how messages and reports call it
   architecture: str   # families of one architecture train the same model (and evaluate each other's tasks)
-  hf: str | None      # the Hugging Face architecture it exports to (a key of pretrain.hf.EXPORTS), or None
+  hf: str | None      # the Hugging Face architecture it exports to (the FAMILY of pretrain.hf.ARCHITECTURES), or None
   task_features: tuple[str, ...] = ("inputs", "targets")
   inputs_end_with_eos: bool = False
   generates: bool = True   # whether its model writes text (generate, samples)
@@ -206,198 +202,9 @@ class Family:
                       "encoder-decoder (T5) or ELECTRA (its discriminator) runs")
 
 
-def _until_eos(rows) -> list[list[int]]:
+def until_eos(rows) -> list[list[int]]:
   rows = np.asarray(jax.device_get(rows)).tolist()
   return [row[:row.index(EOS_ID)] if EOS_ID in row else row for row in rows]
-
-
-class CausalLM(Family):
-  name, architecture, hf = "decoder-only", "llama", "llama"
-  task_features = ("targets",)
-
-  def task_lengths(self, data_cfg):
-    return {"targets": data_cfg.seq_len}
-
-  def converter(self):
-    import seqio  # pylint: disable=g-import-not-at-top  (the data stack; the model code does not need it)
-    return seqio.LMFeatureConverter(pack=True)
-
-  def model_lengths(self, task_lengths):
-    return dict.fromkeys(DECODER_FEATURES, task_lengths["targets"])
-
-  def check(self, cfg):
-    m = cfg.model
-    if m.num_heads % m.num_kv_heads:
-      raise UserError(f"model.num_heads ({m.num_heads}) must be a multiple of model.num_kv_heads ({m.num_kv_heads})")
-    if m.head_dim % 2:
-      raise UserError(f"model.head_dim must be even for rotary positions, got {m.head_dim}")
-
-  def build(self, model_cfg, vocabulary_size):
-    return models.DecoderOnly(models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size)))
-
-  def forward(self, model, params, batch, dropout_rng=None):
-    return models.apply(model, params, batch["decoder_input_tokens"], batch["decoder_segment_ids"],
-                        batch["decoder_positions"], batch.get("decoder_causal_attention"), dropout_rng=dropout_rng)
-
-  def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths) -> None:
-    limit = sum(task_lengths.values())
-    if prompt_tokens + 1 + max_new_tokens > limit:
-      raise UserError(f"the prompt has {prompt_tokens} tokens and {max_new_tokens} new tokens are asked, more than "
-                      f"the {limit} positions the model was trained on; shorten the prompt or --max_new_tokens")
-
-  def generate(self, model, params, prompts, max_new_tokens, rng, *, sentinel, **sampling):
-    del sentinel
-    new = decoding.generate(model, params, jnp.asarray(prompts, jnp.int32), max_new_tokens, rng,
-                            prefix_lm=self.prefix_lm, **sampling)
-    return _until_eos(new)
-
-  def score_rows(self, context, continuation, vocabulary, task_lengths, *, span=True):
-    """One row: the context, then the continuation scored, read from BOS as a training row (a prefix-LM model
-    reads the context, and BOS, bidirectionally)."""
-    context = cut_left(context, sum(task_lengths.values()) - len(continuation))
-    tokens = np.asarray([*context, *continuation], np.int32)
-    row = {"decoder_target_tokens": tokens, "decoder_input_tokens": np.concatenate([[0], tokens[:-1]]),
-           "decoder_loss_weights": (np.arange(len(tokens)) >= len(context)).astype(np.int32),
-           "decoder_segment_ids": np.ones_like(tokens), "decoder_positions": np.arange(len(tokens), dtype=np.int32)}
-    if self.prefix_lm:
-      row["decoder_causal_attention"] = (np.arange(len(tokens)) <= len(context)).astype(np.int32)
-    return [row]
-
-
-class PrefixLM(CausalLM):
-  """The decoder-only model reading the inputs bidirectionally (decoder_causal_attention) and predicting the
-  targets; a row holds inputs + targets."""
-  name = "decoder-only prefix-LM"
-  task_features = ("inputs", "targets")
-  prefix_lm = True
-
-  def task_lengths(self, data_cfg):
-    return Family.task_lengths(self, data_cfg)
-
-  def converter(self):
-    import seqio  # pylint: disable=g-import-not-at-top
-    return seqio.PrefixLMFeatureConverter(pack=True, loss_on_targets_only=True)
-
-  def model_lengths(self, task_lengths):
-    return dict.fromkeys((*DECODER_FEATURES, "decoder_causal_attention"),
-                         task_lengths["inputs"] + task_lengths["targets"])
-
-  def random_batch(self, rows, task_lengths, vocab_size):
-    """The inputs (and the first target position) are the bidirectional prefix; the loss is on the targets."""
-    batch = super().random_batch(rows, task_lengths, vocab_size)
-    prefix = np.arange(sum(task_lengths.values())) <= task_lengths["inputs"]
-    batch["decoder_causal_attention"] = np.tile(prefix.astype(np.int32), (rows, 1))
-    batch["decoder_loss_weights"] = np.tile((~prefix).astype(np.int32), (rows, 1))
-    return batch
-
-
-class EncoderDecoder(Family):
-  name, architecture, hf = "encoder-decoder", "t5", "t5"
-  inputs_end_with_eos = True
-
-  def converter(self):
-    import seqio  # pylint: disable=g-import-not-at-top
-    return seqio.EncDecFeatureConverter(pack=True)
-
-  def model_lengths(self, task_lengths):
-    inputs, targets = task_lengths["inputs"], task_lengths["targets"]
-    return {"encoder_input_tokens": inputs, "decoder_target_tokens": targets, "decoder_input_tokens": targets,
-            "decoder_loss_weights": targets, "encoder_segment_ids": inputs, "decoder_segment_ids": targets,
-            "encoder_positions": inputs, "decoder_positions": targets}
-
-  def build(self, model_cfg, vocabulary_size):
-    return models.EncoderDecoder(models.EncoderDecoderConfig.from_config(*models.resolve(model_cfg,
-                                                                                         vocabulary_size)))
-
-  def example_args(self, task_lengths):
-    return jnp.zeros((1, task_lengths["inputs"]), jnp.int32), jnp.zeros((1, task_lengths["targets"]), jnp.int32)
-
-  def row_lengths(self, task_lengths):
-    return {"inputs": task_lengths["inputs"], "targets": task_lengths["targets"]}
-
-  def attentions(self, model_cfg, task_lengths):
-    s, t, decoder_layers = task_lengths["inputs"], task_lengths["targets"], model_cfg.num_decoder_layers
-    decoder_layers = decoder_layers or model_cfg.num_layers
-    return [(s, s, model_cfg.num_layers, {"bias": True}), (t, t, decoder_layers, {"bias": True}),
-            (t, s, decoder_layers, {"cross": True})]
-
-  def forward(self, model, params, batch, dropout_rng=None):
-    return models.apply(model, params, batch["encoder_input_tokens"], batch["decoder_input_tokens"],
-                        batch["encoder_segment_ids"], batch["decoder_segment_ids"], dropout_rng=dropout_rng)
-
-  def representations(self, model, params, tokens_BL):
-    return model.apply({"params": params}, tokens_BL, method="encode")  # The encoder's output.
-
-  def check_prompt(self, prompt_tokens, max_new_tokens, task_lengths):
-    inputs = prompt_tokens + 2  # <extra_id_0> and EOS follow.
-    if inputs > task_lengths["inputs"] or max_new_tokens > task_lengths["targets"]:
-      raise UserError(f"the prompt takes {inputs} input tokens and {max_new_tokens} new tokens are asked; the model "
-                      f"was trained on at most {task_lengths['inputs']} and {task_lengths['targets']}: shorten the "
-                      "prompt or --max_new_tokens")
-
-  def generate(self, model, params, prompts, max_new_tokens, rng, *, sentinel, **sampling):
-    """The encoder reads each prompt followed by <extra_id_0> and EOS; the decoder writes what fills that span."""
-    inputs = [p + [sentinel, EOS_ID] for p in prompts]
-    longest = max(len(i) for i in inputs)
-    inputs = [i + [0] * (longest - len(i)) for i in inputs]  # Id 0 is padding for the encoder.
-    return _until_eos(decoding.generate_encoder_decoder(model, params, jnp.asarray(inputs, jnp.int32),
-                                                        max_new_tokens, rng, **sampling))
-
-  def score_rows(self, context, continuation, vocabulary, task_lengths, *, span=True):
-    """The sentinel form (`span`, as generate prompts): the encoder reads the context, <extra_id_0> and EOS, the
-    decoder writes <extra_id_0> and then the continuation, scored. The prefix form: the encoder reads the context
-    and EOS, the decoder writes the continuation. An empty context scores the continuation as a whole text."""
-    if span:
-      sentinel = vocabulary.vocab_size - 1  # <extra_id_0>: the sentinels count down from the top.
-      return [encoder_decoder_row([*cut_left(context, task_lengths["inputs"] - 2), sentinel, EOS_ID],
-                                  [sentinel, *continuation], 1)]
-    return [encoder_decoder_row([*cut_left(context, task_lengths["inputs"] - 1), EOS_ID], continuation, 0)]
-
-
-class EncoderOnly(Family):
-  """A bidirectional encoder predicting masked tokens (MLM); rows are padded, not packed."""
-  name, architecture, hf = "encoder-only", "encoder-only", None
-  generates = False
-  task_features = ("inputs", "targets", "weights")
-
-  def task_lengths(self, data_cfg):
-    return dict.fromkeys(self.task_features, data_cfg.seq_len)
-
-  def converter(self):
-    from pretrain.data.encoder_converter import EncoderFeatureConverter  # pylint: disable=g-import-not-at-top
-    return EncoderFeatureConverter()
-
-  def model_lengths(self, task_lengths):
-    return dict.fromkeys(ENCODER_FEATURES, task_lengths["inputs"])
-
-  check = CausalLM.check  # The same layers.
-
-  def build(self, model_cfg, vocabulary_size):
-    return models.EncoderOnly(models.DecoderOnlyConfig.from_config(*models.resolve(model_cfg, vocabulary_size)))
-
-  def row_lengths(self, task_lengths):
-    return {"targets": task_lengths["inputs"]}  # The three task features describe one sequence.
-
-  def forward(self, model, params, batch, dropout_rng=None):
-    return models.apply(model, params, batch["encoder_input_tokens"], batch["encoder_segment_ids"],
-                        batch["encoder_positions"], dropout_rng=dropout_rng)
-
-  def targets_and_weights(self, batch):
-    return batch["encoder_target_tokens"], batch["encoder_loss_weights"]
-
-  def score_rows(self, context, continuation, vocabulary, task_lengths, *, span=True):
-    """Pseudo-log-likelihood (Salazar et al. 2020): a row per continuation token, that token replaced by [MASK]
-    and predicted from everything else."""
-    from pretrain import text_vocab  # pylint: disable=g-import-not-at-top
-    context = cut_left(context, task_lengths["inputs"] - len(continuation))
-    tokens = np.asarray([*context, *continuation], np.int32)
-    mask_id = text_vocab.single_piece_id(vocabulary, "[MASK]")
-    rows = []
-    for position in range(len(context), len(tokens)):
-      masked = tokens.copy()
-      masked[position] = mask_id
-      rows.append(encoder_row(masked, tokens, np.arange(len(tokens)) == position))
-    return rows
 
 
 def encoder_row(inputs: np.ndarray, targets: np.ndarray, scored: np.ndarray) -> dict[str, np.ndarray]:
@@ -423,37 +230,6 @@ def encoder_decoder_row(inputs: list[int], targets: list[int], scored_from: int)
           "decoder_segment_ids": np.ones_like(targets), "decoder_positions": np.arange(len(targets), dtype=np.int32)}
 
 
-def check_feed_forward(cfg, family: Family) -> None:
-  """model.feed_forward=relu (T5 v1.0's and Switch's plain ReLU layers) is the encoder-decoder's only."""
-  if cfg.model.feed_forward != "gated" and family.architecture != "t5":
-    raise UserError(f"model.feed_forward={cfg.model.feed_forward!r} is for the encoder-decoder (T5 v1.0, Switch); "
-                    f"the {family.name} model's feed-forward layers are gated: set model.feed_forward='gated'")
-
-
-def check_moe(cfg, family: Family) -> None:
-  """Refuses mixture-of-experts settings (model.moe_*) that the family or the model's shape cannot take."""
-  m = cfg.model
-  if not m.moe_experts:
-    return
-  if not family.moe:
-    raise UserError(f"model.moe_experts={m.moe_experts}: the {family.name} objective's loss does not take the "
-                    "experts' balancing terms; set model.moe_experts=0 (a dense model) or train another objective")
-  if m.moe_top_k > m.moe_experts:
-    raise UserError(f"model.moe_top_k={m.moe_top_k} is more than the {m.moe_experts} experts (model.moe_experts); "
-                    "route each token to at most that many")
-  depths = {"model.num_layers": m.num_layers, "model.num_decoder_layers": m.num_decoder_layers}
-  for name, depth in depths.items():
-    if depth and m.moe_every > depth:
-      raise UserError(f"model.moe_every={m.moe_every} is more than {name}={depth}: no layer would have experts; "
-                      "lower model.moe_every")
-    if depth and m.scan_layers and depth % m.moe_every:
-      raise UserError(f"with model.scan_layers the scan repeats units of model.moe_every={m.moe_every} layers; "
-                      f"{name}={depth} is not a multiple: change one, or set model.scan_layers=False")
-  if m.moe_experts % cfg.mesh.expert:
-    raise UserError(f"model.moe_experts={m.moe_experts} does not split over mesh.expert={cfg.mesh.expert} devices; "
-                    "make the experts a multiple of mesh.expert")
-
-
 def bits_per_byte(totals: dict[str, float]) -> dict[str, float]:
   """{'bits_per_byte': the token loss summed in nats / ln 2 / the UTF-8 bytes of the target tokens' text}, where
   the evaluation counted bytes (totals['bytes'], pretrain.train.steps.make_eval_step); else {}."""
@@ -470,6 +246,3 @@ def ratio(a, b):
 def totals_ratio(a: float, b: float) -> float:
   """a / b of evaluation totals (0 where b is 0)."""
   return a / max(b, 1.0)
-
-
-CAUSAL_LM, PREFIX_LM, ENCODER_DECODER, ENCODER_ONLY = CausalLM(), PrefixLM(), EncoderDecoder(), EncoderOnly()

@@ -22,7 +22,7 @@ import dataclasses
 
 import numpy as np
 
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 SOURCES = ("corpus", "files", "tfds")
 RAMP = "ramp"

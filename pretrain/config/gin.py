@@ -10,7 +10,7 @@ import tokenize
 from gin import config_parser
 
 from pretrain import config as config_lib
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 
 class _Delegate(config_parser.ParserDelegate):

@@ -1,7 +1,7 @@
 """TensorFlow, imported once, on first use, and quietly on the user-facing commands.
 
 TensorFlow only reads and transforms data here, writes TensorBoard summaries
-and, where it is installed, serves workdir files (pretrain/files.py), so it is
+and, where it is installed, serves workdir files (pretrain/system/files.py), so it is
 loaded when the data path or a file is first touched, not at start-up: a command that fails on its flags or its config
 answers without the seconds of TensorFlow's import. Its native start-up lines
 (CPU feature and CUDA-driver notices, which TF_CPP_MIN_LOG_LEVEL does not
@@ -18,14 +18,20 @@ quiet = False  # Set by the command line unless --verbose asks for the libraries
 
 
 def tensorflow():
-  """The tensorflow module, with the GPUs hidden from it (the accelerators are JAX's)."""
-  if "tensorflow" in sys.modules:
+  """The tensorflow module, with the GPUs hidden from it (the accelerators are JAX's) and tf.data tracing the
+  package's functions as written (trace_as_written)."""
+  if "tensorflow" in sys.modules and _ready:
     return sys.modules["tensorflow"]
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   with native_logs_hidden():
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     tf.config.set_visible_devices([], "GPU")
+  trace_as_written()
+  _ready.append(True)
   return tf
+
+
+_ready = []  # Whether tensorflow() has set TensorFlow up (another import may have loaded it first).
 
 
 def trace_as_written(package: str = "pretrain") -> None:

@@ -7,7 +7,7 @@ gone (same host) or its heartbeat is older than LEASE_SECONDS (another host:
 a killed or preempted VM leaves its lock behind).
 
 On a local disk the lock is created with O_EXCL, so two starts cannot both
-win. Object stores (gs://) have no exclusive create (pretrain/files.py): there
+win. Object stores (gs://) have no exclusive create (pretrain/system/files.py): there
 the lock is a lease, written and read back after a pause, so that of two runs
 starting within a few seconds the later writer wins and the other refuses;
 the heartbeat keeps the lease of a long run.
@@ -26,9 +26,9 @@ import uuid
 
 import jax
 import numpy as np
-from pretrain import files
-from pretrain.console import log
-from pretrain.errors import UserError
+from pretrain.system import files
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
 
 LOCK_FILE = "run.lock"
 HEARTBEAT_SECONDS = 30.0

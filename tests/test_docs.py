@@ -1,7 +1,9 @@
-"""Every shell command in README.md parses as written: subcommand, flags, config files and config keys.
+"""The README and the documentation site: every shell command in them parses as written (subcommand, flags,
+config files and config keys), the site builds with `mkdocs build --strict` (a broken link or anchor fails), and
+the README stays short.
 
 The commands' behaviour is tested where each feature is (a CLI run per subcommand in the other test files);
-this file catches the README drifting from the code: a renamed flag, a moved tool, an unknown config key.
+this file catches the pages drifting from the code: a renamed flag, a moved tool, an unknown config key.
 """
 
 import argparse
@@ -15,15 +17,20 @@ import sys
 import pytest
 
 from pretrain import cli
-from pretrain.errors import UserError
+from pretrain.system.errors import UserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def readme_commands() -> list[list[str]]:
-  """Shell commands of the README's ``` blocks (not ```python), continuations joined, [optional] parts dropped."""
+PAGES = ["README.md", *sorted(os.path.relpath(os.path.join(root, name), REPO)
+                              for root, _, names in os.walk(os.path.join(REPO, "docs")) for name in names
+                              if name.endswith(".md"))]
+
+
+def page_commands(page: str) -> list[list[str]]:
+  """Shell commands of a page's ``` blocks (not ```python), continuations joined, [optional] parts dropped."""
   blocks, block, language = [], None, ""
-  with open(os.path.join(REPO, "README.md")) as f:
+  with open(os.path.join(REPO, page)) as f:
     for line in f:
       if line.startswith("```"):
         if block is None:
@@ -46,14 +53,14 @@ def readme_commands() -> list[list[str]]:
   return commands
 
 
-COMMANDS = readme_commands()
+COMMANDS = [words for page in PAGES for words in page_commands(page)]
 
 
 class Parsed(Exception):
   """Raised in place of running a command once its flags and config have been resolved."""
 
 
-def test_the_readme_has_commands_of_every_kind():
+def test_the_pages_have_commands_of_every_kind():
   programs = {c[0] if c[0] != ".venv/bin/pretrain" else f"pretrain {c[1]}" for c in COMMANDS}
   assert {"make", "pretrain train", "pretrain eval", "pretrain generate", "pretrain export", "pretrain launch",
           "pretrain inspect-task", "pretrain train-tokenizer", "pretrain estimate-memory", "pretrain bench"} <= programs
@@ -91,16 +98,31 @@ def test_pretrain_command_parses(words, monkeypatch):
 
 @pytest.mark.parametrize("words", [c for c in COMMANDS if c[0] == ".venv/bin/python"], ids=shlex.join)
 def test_tool_command_exists_and_takes_its_flags(words):
-  script = words[1]
-  assert script.startswith("tools/") and os.path.exists(os.path.join(REPO, script)), script
-  shown = subprocess.run([sys.executable, script, "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
+  if words[1] == "-m":  # A module's command line (python -m MODULE [SUBCOMMAND] --flags).
+    command = [sys.executable, "-m", words[2], *(words[3:4] if len(words) > 3 and not words[3].startswith("-") else [])]
+    flags = words[3:]
+  else:
+    script = words[1]
+    assert script.startswith("tools/") and os.path.exists(os.path.join(REPO, script)), script
+    command, flags = [sys.executable, script], words[2:]
+  shown = subprocess.run([*command, "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
   assert shown.returncode == 0, shown.stderr
-  for flag in (w.split("=")[0] for w in words[2:] if w.startswith("--")):
-    assert flag in shown.stdout or flag.startswith("--config."), f"{script} has no flag {flag}"
+  for flag in (w.split("=")[0] for w in flags if w.startswith("--")):
+    assert flag in shown.stdout or flag.startswith("--config."), f"{shlex.join(command)} has no flag {flag}"
 
 
 def test_make_targets_exist():
   with open(os.path.join(REPO, "Makefile")) as f:
-    targets = set(re.findall(r"^([a-z]+):", f.read(), flags=re.M))
+    targets = set(re.findall(r"^([a-z-]+):", f.read(), flags=re.M))
   for words in (c for c in COMMANDS if c[0] == "make"):
     assert words[1] in targets, shlex.join(words)
+
+
+def test_the_readme_is_short_and_the_site_builds_strictly(tmp_path):
+  with open(os.path.join(REPO, "README.md")) as f:
+    assert len(f.readlines()) < 250
+  built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                         cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+  assert built.returncode == 0, built.stderr
+  assert (tmp_path / "site" / "guide" / "evaluation" / "index.html").exists()

@@ -12,8 +12,8 @@ import uuid
 
 from etils.epath import backend
 
-from pretrain import tf_loader
-from pretrain.errors import UserError
+from pretrain.system import tf_loader
+from pretrain.system.errors import UserError
 
 
 @functools.cache

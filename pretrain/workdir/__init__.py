@@ -9,10 +9,11 @@ import os
 import uuid
 
 import jax
+import ml_collections
 
-from pretrain import config as config_lib
-from pretrain import files, run as run_lib
-from pretrain.errors import UserError
+from pretrain import config as config_lib, objectives
+from pretrain.system import files
+from pretrain.system.errors import UserError
 
 # Config sections that fix the shapes of a checkpoint, and fields of theirs that only say how a step computes;
 # other fields that fix the checkpoint's tree (the optimizer's state: AdamW's moments, Adafactor's factors).
@@ -20,6 +21,7 @@ _SHAPE_SECTIONS = ("model", "tokenizer")
 _NOT_SHAPES = ("model.attention",)
 _STATE_FIELDS = ("optimizer.name",)
 CURATION_FILE = "data_curation.json"
+VOCAB_FILES = ("spm.model", "tokenizer.json")  # The run's vocabulary (by its kind), copied beside config.json.
 
 
 def check_writable(workdir: str) -> None:
@@ -37,7 +39,7 @@ def check_writable(workdir: str) -> None:
 
 # What a run writes in its workdir, and of which kind; a run checks them before it starts, not at its first save.
 _LAYOUT = {"checkpoints": "directory", "tensorboard": "directory", "eval": "directory", "config.json": "file",
-           "metrics.jsonl": "file", "curves.png": "file", **{name: "file" for name in run_lib.VOCAB_FILES}}
+           "metrics.jsonl": "file", "curves.png": "file", **{name: "file" for name in VOCAB_FILES}}
 
 
 def check_layout(workdir: str) -> None:
@@ -54,9 +56,9 @@ def check_same_model(cfg, workdir: str) -> None:
   """A workdir with checkpoints only resumes a run of the same model and vocabulary."""
   if not (files.exists(os.path.join(workdir, "config.json")) and files.exists(os.path.join(workdir, "checkpoints"))):
     return
-  saved = run_lib.saved_config(workdir).to_dict()
+  saved = saved_config(workdir).to_dict()
   current = cfg.to_dict()
-  before, now = run_lib.objective(cfg, saved["data"]["objective"]).family, run_lib.objective(cfg).family
+  before, now = objectives.get(saved["data"]["objective"]).family, objectives.get(cfg.data.objective).family
   if not now.trains_same_model(before):
     raise UserError(f"workdir {workdir!r} holds checkpoints of a {before.name} model (objective "
                     f"{saved['data']['objective']!r}), which data.objective={cfg.data.objective!r} cannot continue; "
@@ -80,3 +82,26 @@ def write_run_files(run, workdir: str) -> None:
     curated = {source.name: source.curation.report(run.vocabulary) for source in run.sources if source.curation}
     if curated:
       files.write_atomically(os.path.join(workdir, CURATION_FILE), json.dumps(curated, indent=1).encode())
+
+
+def saved_config(workdir: str) -> ml_collections.ConfigDict:
+  path = os.path.join(workdir, "config.json")
+  if not files.exists(path):
+    raise UserError(f"{workdir!r} holds no run (no config.json); give the --workdir of a training run")
+  try:
+    saved = json.loads(files.read_text(path))
+    if not isinstance(saved, dict):
+      raise ValueError(f"it holds a {type(saved).__name__}, not the config's sections")
+  except ValueError as e:  # Not JSON, or not UTF-8.
+    raise UserError(f"{path} is not a run's config ({e}); restore the file (train writes it at each start), or "
+                    "start a new workdir") from None
+  from pretrain import configs  # pylint: disable=g-import-not-at-top
+  cfg = objectives.with_settings(config_lib.with_newer_fields(ml_collections.ConfigDict(saved)))
+  config_lib.check_types(cfg, objectives.with_settings(configs.load(configs.DEFAULT)), path)
+  return cfg
+
+
+def vocabulary_file(workdir: str) -> str:
+  """The vocabulary a run wrote into its workdir."""
+  paths = [os.path.join(workdir, name) for name in VOCAB_FILES]
+  return next((path for path in paths if files.exists(path)), paths[0])

@@ -1,4 +1,5 @@
-"""Run configuration: ml_collections config files, dotted-key overrides, checks.
+"""Run configuration: ml_collections config files, dotted-key overrides, checks (the fields themselves, their
+defaults, valid values and help: schema.py).
 
 A run is described by a Python file whose `get_config()` returns a ConfigDict
 (see configs/quickstart.py; pretrain.configs.load finds a built-in one by
@@ -18,7 +19,11 @@ import traceback
 
 import ml_collections
 
-from pretrain.errors import UserError
+from pretrain.config import schema
+# The valid-value helpers, for the objectives and config files that declare settings (config.POSITIVE, ...).
+from pretrain.config.schema import (BELOW_ONE, FRACTION, NOT_NEGATIVE, OPEN_FRACTION,  # pylint: disable=unused-import
+                                     POSITIVE, Valid, one_of)
+from pretrain.system.errors import UserError
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -60,16 +65,9 @@ def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigD
 
 
 # Fields added after runs and config files were first written, with the value that keeps their behaviour:
-# a config.json or a config file from before a field existed reads as if it held this value.
+# a config.json or a config file from before a field existed reads as if it held this value (schema.py's `older`).
 # (The objectives' own settings come with their defaults from pretrain/objectives/.)
-NEWER_FIELDS = {"model.attention": "auto", "data.filters": "", "data.dedup": "", "data.dedup_threshold": 0.8,
-                "data.schedule": (), "data.length_schedule": (), "data.length_warmup": "tokens",
-                "data.text_documents": "line", "tokenizer.kind": "sentencepiece",
-                "model.moe_experts": 0, "model.moe_top_k": 2, "model.moe_every": 1, "model.moe_capacity_factor": 0.0,
-                "model.moe_mlp_dim": 0, "model.moe_shared_mlp_dim": 0, "model.moe_router_jitter": 0.0,
-                "model.moe_normalize_top_k": True, "loss.moe_load_balance": 0.01, "loss.moe_z_loss": 0.001,
-                "mesh.expert": 1, "mesh.dcn_expert": 1, "model.norm_eps": 1e-6, "model.feed_forward": "gated",
-                "model.moe_grouped_matmul": "auto"}
+NEWER_FIELDS = schema.newer_fields()
 
 
 def with_newer_fields(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -220,110 +218,11 @@ def _require(condition: bool, message: str) -> None:
     raise UserError(message)
 
 
-class Valid:
-  """The values a field may take: `test` of the value, and `what` says them, e.g. 'positive'."""
-
-  def __init__(self, test, what: str):
-    self.test, self.what = test, what
-
-
-POSITIVE = Valid(lambda v: v > 0, "positive")
-NOT_NEGATIVE = Valid(lambda v: v >= 0, "at least 0")
-FRACTION = Valid(lambda v: 0 <= v <= 1, "in [0, 1]")
-OPEN_FRACTION = Valid(lambda v: 0 < v < 1, "in (0, 1)")
-BELOW_ONE = Valid(lambda v: 0 <= v < 1, "in [0, 1)")
-
-
-def one_of(*names: str) -> Valid:
-  return Valid(lambda v: v in names, " | ".join(names))
-
-
-# The valid values of every checked field, declared once (the defaults are in the config files, which users
-# copy and edit; the ranges stay here, so that no copy can loosen them). validate() checks them all.
-# Fields that only some families use are checked here too when their range never depends on the family (a
-# family's own constraints between fields are in pretrain/family.py); an objective's own settings are declared,
-# with their defaults and ranges, in its module (pretrain/objectives/).
-RANGES = {
-    "data.source": one_of("corpus", "files", "tfds"),
-    "data.bad_records": one_of("error", "skip"),
-    "data.text_documents": one_of("line", "paragraph", "file"),
-    "data.host_sharding": one_of("source", "examples"),
-    "data.pipeline": one_of("indexed", "replay"),
-    "data.length_warmup": one_of("tokens", "rows"),
-    "data.dedup": Valid(lambda v: v in ("", "exact", "near"), "'' (none), exact or near"),
-    "data.dedup_threshold": Valid(lambda v: 0 < v <= 1, "in (0, 1]"),
-    "data.streams": POSITIVE,
-    "data.seq_len": Valid(lambda v: v >= 2, "at least 2"),
-    "data.inputs_length": POSITIVE,
-    "data.targets_length": POSITIVE,
-    "tokenizer.vocab_size": POSITIVE,
-    "tokenizer.extra_ids": NOT_NEGATIVE,
-    "tokenizer.kind": one_of("sentencepiece", "wordpiece", "byte_bpe", "bytes"),
-    "tokenizer.model_type": one_of("unigram", "bpe", "char", "word"),
-    "tokenizer.max_chars": POSITIVE,
-    "model.d_model": POSITIVE,
-    "model.num_layers": POSITIVE,
-    "model.num_heads": POSITIVE,
-    "model.num_kv_heads": POSITIVE,
-    "model.head_dim": POSITIVE,
-    "model.mlp_dim": POSITIVE,
-    "model.rope_theta": POSITIVE,
-    "model.norm_eps": POSITIVE,
-    "model.dtype": one_of("auto", "float32", "bfloat16", "float16"),
-    "model.param_dtype": one_of("float32", "bfloat16"),
-    "model.remat": one_of("none", "full", "save_dots"),
-    "model.attention": one_of("auto", "xla", "splash", "gpu_flash"),
-    "model.feed_forward": one_of("gated", "relu"),
-    "model.dropout": BELOW_ONE,
-    "model.vocab_size": Valid(lambda v: v >= 0, "at least 0 (0: the tokenizer's size rounded up to 128)"),
-    "model.num_decoder_layers": Valid(lambda v: v >= 0, "at least 0 (0: as many as model.num_layers)"),
-    "model.relative_attention_num_buckets": POSITIVE,
-    "model.relative_attention_max_distance": POSITIVE,
-    "model.moe_experts": Valid(lambda v: v == 0 or v >= 2, "0 (dense) or at least 2"),
-    "model.moe_top_k": POSITIVE,
-    "model.moe_every": POSITIVE,
-    "model.moe_capacity_factor": Valid(lambda v: v >= 0, "at least 0 (0: dropless)"),
-    "model.moe_mlp_dim": Valid(lambda v: v >= 0, "at least 0 (0: model.mlp_dim)"),
-    "model.moe_shared_mlp_dim": NOT_NEGATIVE,
-    "model.moe_router_jitter": BELOW_ONE,
-    "model.moe_grouped_matmul": one_of("auto", "ragged_dot", "blocks"),
-    "optimizer.name": one_of("adamw", "adafactor"),
-    "optimizer.schedule": one_of("cosine", "rsqrt"),
-    "optimizer.learning_rate": POSITIVE,
-    "optimizer.warmup_steps": NOT_NEGATIVE,
-    "optimizer.end_lr_ratio": FRACTION,
-    "optimizer.weight_decay": NOT_NEGATIVE,
-    "optimizer.b1": BELOW_ONE,
-    "optimizer.b2": BELOW_ONE,
-    "optimizer.grad_clip": Valid(lambda v: v >= 0, "at least 0 (0: no clipping)"),
-    "loss.z_loss": NOT_NEGATIVE,
-    "loss.label_smoothing": BELOW_ONE,
-    "loss.moe_load_balance": NOT_NEGATIVE,
-    "loss.moe_z_loss": NOT_NEGATIVE,
-    "loss.normalizing_factor": Valid(lambda v: v >= 0, "at least 0 (0: the mean over target tokens)"),
-    "train.steps": POSITIVE,
-    "train.batch_size": POSITIVE,
-    "train.microbatches": POSITIVE,
-    "train.seed": NOT_NEGATIVE,
-    "train.log_every": POSITIVE,
-    "train.eval_every": POSITIVE,
-    "train.eval_batches": POSITIVE,
-    "train.checkpoint_every": POSITIVE,
-    # 0 would train and keep nothing.
-    "train.keep_checkpoints": POSITIVE,
-    "mesh.data": Valid(lambda v: v == -1 or v > 0, "positive, or -1 (the devices left by the other axes)"),
-    "mesh.fsdp": POSITIVE,
-    "mesh.tensor": POSITIVE,
-    "mesh.expert": POSITIVE,
-    "mesh.dcn_data": POSITIVE,
-    "mesh.dcn_expert": POSITIVE,
-    "mesh.dcn_fsdp": POSITIVE,
-    "mesh.dcn_tensor": POSITIVE,
-    "sample.num": NOT_NEGATIVE,
-    "sample.prompt_tokens": POSITIVE,
-    "sample.max_new_tokens": POSITIVE,
-    "sample.temperature": Valid(lambda v: v >= 0, "at least 0 (0: greedy)"),
-}
+# The valid values of every checked field, declared once with its default and help (schema.py). Fields that only
+# some families use are checked here too when their range never depends on the family (a family's own
+# constraints between fields are in pretrain/families/); an objective's own settings are declared, with their
+# defaults and ranges, in its module (pretrain/objectives/).
+RANGES = schema.ranges()
 
 
 def validate(cfg: ml_collections.ConfigDict, more: dict[str, Valid] | None = None) -> None:

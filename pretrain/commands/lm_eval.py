@@ -1,0 +1,69 @@
+"""Evaluates a run's checkpoint with EleutherAI's lm-evaluation-harness (the `eval` extra: pip install -e '.[eval]').
+
+  pretrain lm-eval --workdir=DIR --tasks=A,B [--num_fewshot=K] [--limit=N] [--output=FILE] [--step=N]
+      [--mode=TOKEN] [--include_path=DIR] [--batch_size=N]
+
+The model is the run's own JAX model (pretrain/downstream/harness.py: lm-eval's `pretrain` model type), so any
+run of pretrain train is evaluated, also one that has no Hugging Face export (prefix LM, UL2's mode tokens). The
+project's tasks (tag `pretrain`) need no download: pretrain_pairs_swap, pretrain_pairs_replace,
+pretrain_pairs_lines and pretrain_cloze (the zero-shot tasks of pretrain probe, as lm-eval's multiple choice),
+pretrain_cloze_gen (the cloze's word generated) and pretrain_documents (the held-out passages' rolling
+log-likelihood: bits per byte, word and byte perplexity). lm-eval's own tasks work where their data can be
+downloaded; --include_path adds a directory of task YAMLs (e.g. local JSON data: dataset_path: json,
+dataset_kwargs: {data_files: ...}). --mode names an encoder-decoder's mode token, e.g. [S2S] for UL2.
+
+Writes lm-eval's results JSON to WORKDIR/eval/lm_eval-stepN.json (or --output) and prints its table.
+"""
+
+import json
+import os
+import sys
+
+from pretrain import cli
+from pretrain.system.errors import UserError, exit_on_user_error
+
+
+def load():
+  """pretrain.downstream.harness, which needs lm-evaluation-harness (the eval extra)."""
+  try:
+    from pretrain.downstream import harness  # pylint: disable=g-import-not-at-top  (lm-eval and JAX)
+  except ImportError as e:
+    if "lm_eval" not in str(e):
+      raise
+    raise UserError("lm-evaluation-harness is not installed; install the eval extra: pip install -e '.[eval]'") \
+        from None
+  return harness
+
+
+@exit_on_user_error
+def main(argv: list[str], prog: str = "pretrain lm-eval") -> None:
+  parser = cli.parser_for(prog, __doc__)
+  parser.add_argument("--workdir", required=True, type=cli.run_workdir, help="a run of pretrain train")
+  parser.add_argument("--tasks", required=True, help="comma-separated lm-eval task, group or tag names (pretrain: "
+                                                      "the project's)")
+  parser.add_argument("--num_fewshot", type=cli.at_least(0), default=None, help="examples in each prompt")
+  parser.add_argument("--limit", type=float, default=None, help="at most this many documents of each task (or a "
+                                                                "fraction, below 1)")
+  parser.add_argument("--output", default=None, help="the results JSON (default WORKDIR/eval/lm_eval-stepN.json)")
+  parser.add_argument("--step", type=cli.at_least(0), default=None, help="a checkpoint's step (default: the latest)")
+  parser.add_argument("--mode", default=None, help="an encoder-decoder's mode token before each context, e.g. [S2S]")
+  parser.add_argument("--include_path", default=None, help="a directory of more task YAMLs")
+  parser.add_argument("--batch_size", type=cli.at_least(1), default=None, help="rows per scoring batch")
+  args = parser.parse_args(argv)
+  tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+  if not tasks:
+    raise UserError("--tasks names no task; give e.g. --tasks=pretrain")
+  harness = load()
+  results = harness.evaluate(args.workdir, tasks, args.num_fewshot, args.limit, args.step, args.mode,
+                             args.include_path, args.batch_size)
+  from lm_eval import utils as lm_utils  # pylint: disable=g-import-not-at-top
+  from pretrain.system import files  # pylint: disable=g-import-not-at-top
+  step = results["config"].get("model_step")
+  path = args.output or os.path.join(args.workdir, "eval", f"lm_eval-step{step}.json")
+  files.write_atomically(path, json.dumps(results, indent=2, default=lm_utils.handle_non_serializable).encode())
+  print(lm_utils.make_table(results))
+  print(f"Wrote {path}")
+
+
+if __name__ == "__main__":
+  main(sys.argv[1:])

@@ -1,0 +1,314 @@
+"""A run as a model of EleutherAI's lm-evaluation-harness (`lm_eval`): `pretrain lm-eval`, the in-loop
+evaluation of train.harness_tasks, and `python -m pretrain.downstream.harness` (lm-eval's own command line with
+this model type registered as `pretrain`; lm-eval 0.4 finds no model types of other packages by itself).
+
+PretrainLM implements lm-eval's three request types on the run's JAX model, under its mesh and dtype:
+
+- loglikelihood: log P(continuation | context), batched by length (likelihood.Scorer); a decoder-only model
+  reads the context after the BOS of its rows (a prefix-LM model reads it as its bidirectional prefix), an
+  encoder-decoder reads the context (and EOS, as its tokenizer appends) in the encoder, after the `mode` token
+  if one is given (UL2: [S2S], [NLU] or [NLG]), and scores the continuation from its decoder, as lm-eval's
+  seq2seq backend does;
+- loglikelihood_rolling: a text's log-likelihood over lm-eval's disjoint windows of the model's length;
+- generate_until: greedy continuations with the KV cache, cut at the request's stop strings.
+
+Tokenization is the run's own vocabulary (every kind), as its Hugging Face export's tokenizer encodes: a
+decoder-only model's inputs start with id 0 (the BOS of training; lm-eval's hf backend with add_bos_token=True),
+an encoder-decoder's end with EOS. Contexts longer than the model's length lose their left end, as lm-eval's
+backends cut them. tests/test_harness.py checks equality with lm-eval's hf backend on the exports.
+"""
+
+import collections
+import os
+import sys
+
+import jax
+import numpy as np
+import tqdm
+import lm_eval
+import yaml
+from lm_eval import utils as lm_utils
+from lm_eval.api.model import TemplateLM
+from lm_eval.api.registry import register_model
+from lm_eval.models.utils import handle_stop_sequences
+
+from pretrain import families, vocab
+from pretrain.downstream import likelihood, zero_shot
+from pretrain.system.errors import UserError
+
+MAX_GEN_TOKS = 256
+
+# The project's lm-eval tasks, over the zero-shot files (zero_shot.py: held-out documents, local JSON, so they run
+# where no hub is reachable), all tagged `pretrain`: the minimal pairs and the cloze as lm-eval's multiple-choice
+# (BLiMP's and LAMBADA's forms, the same requests as `pretrain probe --task=zero_shot`), the cloze's answer
+# generated, and the held-out passages' rolling log-likelihood.
+_CHOICE = {"output_type": "multiple_choice", "metric_list": [{"metric": "acc", "aggregation": "mean",
+                                                              "higher_is_better": True}]}
+TASKS = {
+    **{f"pretrain_{name}": {**_CHOICE, "file": name, "doc_to_text": "", "doc_to_choice": "{{[good, bad]}}",
+                            "doc_to_target": 0, "target_delimiter": ""}
+       for name in ("pairs_swap", "pairs_replace", "pairs_lines")},
+    "pretrain_cloze": {**_CHOICE, "file": "cloze", "doc_to_text": "{{context}}", "doc_to_choice": "{{choices}}",
+                       "doc_to_target": "{{answer}}"},
+    "pretrain_cloze_gen": {"output_type": "generate_until", "file": "cloze", "doc_to_text": "{{context}}",
+                           "doc_to_target": "{{choices[answer]}}",
+                           "generation_kwargs": {"until": ["\n", ".", ","], "max_gen_toks": 4, "do_sample": False},
+                           "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True,
+                                            "regexes_to_ignore": ["\\s"]}]},
+    "pretrain_documents": {"output_type": "loglikelihood_rolling", "file": zero_shot.DOCUMENTS, "doc_to_text": "",
+                           "doc_to_target": "{{text}}",
+                           "metric_list": [{"metric": m} for m in ("word_perplexity", "byte_perplexity",
+                                                                   "bits_per_byte")]},
+}
+
+
+def task_directory(cache: str) -> str:
+  """A directory of the project's task YAMLs (lm-eval's --include_path), written under the data cache with the
+  absolute paths of the package's files (once per version)."""
+  directory = os.path.join(cache, "lm_eval_tasks", f"v{zero_shot.VERSION}")
+  os.makedirs(directory, exist_ok=True)
+  for name, spec in TASKS.items():
+    spec = dict(spec)
+    data = os.path.join(zero_shot.directory(), f"{spec.pop('file')}.jsonl")
+    text = yaml.safe_dump({"task": name, "tag": ["pretrain"], "dataset_path": "json",
+                           "dataset_kwargs": {"data_files": {"test": data}}, "test_split": "test", **spec,
+                           "metadata": {"version": zero_shot.VERSION}}, sort_keys=False)
+    path = os.path.join(directory, f"{name}.yaml")
+    if not os.path.exists(path) or open(path).read() != text:
+      with open(path + ".tmp", "w") as f:
+        f.write(text)
+      os.replace(path + ".tmp", path)
+  return directory
+
+
+@register_model("pretrain")
+class PretrainLM(TemplateLM):
+  """lm-eval's model type for a run: model_args workdir=DIR[,step=N][,mode=[S2S]][,batch_size=32][,max_length=N]
+  (or, in the training loop, the run and its current parameters)."""
+
+  def __init__(self, workdir: str | None = None, step: int | None = None, mode: str | None = None,
+               batch_size: int = likelihood.BATCH, max_length: int | None = None, max_gen_toks: int = MAX_GEN_TOKS,
+               run=None, params=None, **unused):
+    super().__init__()
+    del unused  # lm-eval passes its own (device, batch_size=auto, ...) to every model type.
+    if run is None:
+      if not workdir:
+        raise UserError("the pretrain model type needs model_args workdir=DIR (a run of pretrain train)")
+      from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+      run, params, step = run_lib.load(workdir, pipeline=False, step=int(step) if step is not None else None)
+    self.run, self.params, self.step, self.workdir = run, params, step, workdir
+    family = run.family
+    if not family.generates:
+      raise UserError(f"lm-eval scores text with a language model; an {family.name} run has none: evaluate "
+                      "decoder-only or encoder-decoder runs (pretrain probe --task=zero_shot scores masked LMs)")
+    self.backend = "causal" if "inputs" not in family.row_lengths(run.task_lengths) else "seq2seq"
+    self.mode_ids = [vocab.single_piece_id(run.vocabulary, mode)] if mode else []
+    self.batch = int(batch_size) if str(batch_size).isdigit() else likelihood.BATCH
+    self._max_length = int(max_length) if max_length else (
+        sum(run.task_lengths.values()) if self.backend == "causal" else run.task_lengths["inputs"])
+    self.max_gen_toks = int(max_gen_toks)
+    self.scorer = likelihood.Scorer(run, rows=self._rows, batch=self.batch)
+
+  # What lm-eval reads of a model.
+  def get_model_info(self) -> dict:
+    """What lm-eval's results record of the model (their config)."""
+    return {"model_workdir": self.workdir, "model_step": self.step, "model_family": self.run.family.name,
+            "model_objective": self.run.cfg.data.objective}
+
+  @property
+  def eot_token_id(self) -> int:
+    return vocab.EOS_ID
+
+  @property
+  def prefix_token_id(self) -> int:
+    """What an empty context is: the BOS of a decoder-only model's rows, an encoder-decoder's EOS."""
+    return vocab.PAD_ID if self.backend == "causal" else vocab.EOS_ID
+
+  @property
+  def max_length(self) -> int:
+    return self._max_length
+
+  def tok_encode(self, string: str, add_special_tokens: bool | None = None, left_truncate_len: int | None = None,
+                 **kwargs) -> list[int]:
+    if string.startswith(" ") and self.run.vocabulary.kind == "sentencepiece":
+      # As the export's tokenizer reads it (and as the word reads inside a text): the leading space is the
+      # model's own dummy prefix, where SentencePiece alone would add a piece of one more space.
+      string = string[1:]
+    ids = self.run.vocabulary.encode(string)
+    if add_special_tokens is not False:  # As the run's export's tokenizer adds them.
+      ids = [vocab.PAD_ID, *ids] if self.backend == "causal" else [*ids, vocab.EOS_ID]
+    return ids[-left_truncate_len:] if left_truncate_len else ids
+
+  def tok_decode(self, tokens, skip_special_tokens: bool = True) -> str:
+    return self.run.vocabulary.decode([int(t) for t in tokens])
+
+  # Scoring.
+  def _rows(self, context: list[int], continuation: list[int]) -> list[dict]:
+    """The model row of one request, as lm-eval's backends build it: a decoder-only model reads the last
+    max_length tokens before each scored one (the context starts with the BOS, id 0, unless it was cut; a
+    prefix-LM model reads the context part bidirectionally); an encoder-decoder's encoder reads the context as
+    given, after the mode token, and its decoder scores the continuation."""
+    if self.backend == "seq2seq":
+      encoder = [*self.mode_ids, *families.cut_left(context, self._max_length - len(self.mode_ids))]
+      return [families.encoder_decoder_row(encoder, continuation, 0)]
+    whole = np.asarray([*context, *continuation][-(self._max_length + 1):], np.int32)
+    inputs, scored_from = whole[:-1], len(whole) - 1 - len(continuation)
+    row = {"decoder_input_tokens": inputs, "decoder_target_tokens": whole[1:],
+           "decoder_loss_weights": (np.arange(len(inputs)) >= scored_from).astype(np.int32),
+           "decoder_segment_ids": np.ones_like(inputs), "decoder_positions": np.arange(len(inputs), dtype=np.int32)}
+    if self.run.family.prefix_lm:
+      row["decoder_causal_attention"] = (np.arange(len(inputs)) <= scored_from).astype(np.int32)
+    return [row]
+
+  def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
+    results = []
+    chunk = 64 * self.batch  # Requests per scorer call: a progress bar that moves, batches that stay full.
+    for start in tqdm.tqdm(range(0, len(requests), chunk), desc="loglikelihood", disable=disable_tqdm,
+                           unit="chunk"):
+      part = requests[start:start + chunk]
+      results += self.scorer(self.params, [(context, continuation) for _, context, continuation in part])
+    return results
+
+  def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+    windows, owners = [], []
+    for i, (string,) in enumerate(request.args for request in requests):
+      for context, continuation in map(lm_utils.make_disjoint_window, lm_utils.get_rolling_token_windows(
+          token_list=self.tok_encode(string), prefix_token=self.prefix_token_id, max_seq_len=self.max_length,
+          context_len=1)):
+        windows.append((None, context, continuation))
+        owners.append(i)
+    totals = np.zeros(len(requests))
+    for owner, (logprob, _) in zip(owners, self._loglikelihood_tokens(windows, disable_tqdm)):
+      totals[owner] += logprob
+    return totals.tolist()
+
+  def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+    """Greedy continuations (a request asking to sample is refused), cut at its stop strings: prompts of about
+    the same length and the same number of new tokens run as one batch (decoder-only prompts left-padded, encoder
+    inputs right-padded, to a multiple of likelihood.BUCKET), so a few compilations serve a task."""
+    from pretrain.models import decoding  # pylint: disable=g-import-not-at-top
+    prompts, stops, groups = [], [], collections.defaultdict(list)
+    for i, request in enumerate(requests):
+      context, gen_kwargs = request.args
+      gen_kwargs = dict(gen_kwargs)
+      if gen_kwargs.get("do_sample") or gen_kwargs.get("temperature", 0.0) > 0:
+        raise UserError("the pretrain model type generates greedily; drop do_sample and temperature from the "
+                        "task's generation_kwargs")
+      max_gen_toks = int(gen_kwargs.get("max_gen_toks", self.max_gen_toks))
+      if self.backend == "causal":
+        prompt = self.tok_encode(context, left_truncate_len=self.max_length - max_gen_toks)[1:]  # Its own BOS.
+        new_tokens = max_gen_toks
+      else:
+        context_ids = self.tok_encode(context, left_truncate_len=self._max_length - len(self.mode_ids))
+        prompt = [*self.mode_ids, *context_ids]
+        # As lm-eval's seq2seq backend: up to the context's length and max_gen_toks decoder positions, the
+        # decoder's start among them.
+        new_tokens = len(context_ids) + max_gen_toks - 1
+      prompts.append((prompt, new_tokens))
+      stops.append(handle_stop_sequences(gen_kwargs.get("until"), eos=None))
+      bucket = (likelihood.padded(len(prompt)), new_tokens if self.backend == "causal" else
+                likelihood.padded(new_tokens))
+      groups[bucket].append(i)
+    outputs = [""] * len(requests)
+    progress = tqdm.tqdm(total=len(requests), desc="generate_until", disable=disable_tqdm)
+    with self.run.activated():
+      for (length, new_tokens), members in sorted(groups.items()):
+        for start in range(0, len(members), self.batch):
+          chunk = members[start:start + self.batch]
+          size = min(self.batch, 1 << (len(chunk) - 1).bit_length())  # A power of two: few shapes, little waste.
+          rows, lengths = np.zeros((size, length), np.int32), np.zeros(size, np.int32)
+          for b, i in enumerate(chunk):
+            prompt = prompts[i][0]
+            lengths[b] = len(prompt)
+            if self.backend == "causal":
+              rows[b, length - len(prompt):] = prompt
+            else:
+              rows[b, :len(prompt)] = prompt
+          if self.backend == "causal":
+            new = decoding.generate(self.run.model, self.params, rows, new_tokens, jax.random.key(0),
+                                    prefix_lm=self.run.family.prefix_lm, num_valid=self.run.vocab_size,
+                                    prompt_lengths_B=lengths)
+          else:
+            new = decoding.generate_encoder_decoder(self.run.model, self.params, rows, new_tokens,
+                                                    jax.random.key(0), num_valid=self.run.vocab_size)
+          new = np.asarray(jax.device_get(new))
+          for b, i in enumerate(chunk):
+            text = self.tok_decode(new[b, :prompts[i][1]])
+            for stop in stops[i]:
+              text = text.split(stop)[0]
+            outputs[i] = text
+          progress.update(len(chunk))
+    progress.close()
+    return outputs
+
+
+def task_manager(tasks: list[str], cache: str | None = None, include_path: str | None = None):
+  """lm-eval's TaskManager over the project's tasks (and `include_path`'s; lm-eval's own only where a task is not
+  the project's: indexing them takes seconds), after checking every name of `tasks` is one of its."""
+  from lm_eval.tasks import TaskManager  # pylint: disable=g-import-not-at-top
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
+  if include_path and not os.path.isdir(include_path):
+    raise UserError(f"--include_path={include_path!r} is not a directory of task YAMLs")
+  cache = cache or data_cache.cache_dir(ml_collections.ConfigDict({"cache_dir": ""}))
+  paths = [task_directory(cache), *([include_path] if include_path else [])]
+  manager = TaskManager(include_path=paths, include_defaults=not set(tasks) <= {*TASKS, "pretrain"})
+  unknown = [t for t in tasks if not manager.match_tasks([t])]
+  if unknown:
+    raise UserError(f"unknown lm-eval task {', '.join(map(repr, unknown))}; the project's are "
+                    f"{', '.join(sorted(TASKS))} (tag pretrain), or lm-eval's own names, or add a directory of "
+                    "task YAMLs with --include_path")
+  return manager
+
+
+def evaluate(workdir: str | None, tasks: list[str], num_fewshot: int | None = None, limit: float | None = None,
+             step: int | None = None, mode: str | None = None, include_path: str | None = None,
+             batch_size: int | None = None, model=None, cache: str | None = None) -> dict:
+  """lm-eval's results dict of the run in `workdir` (or `model`, a PretrainLM) on `tasks`."""
+  manager = task_manager(tasks, cache, include_path)
+  if model is None:
+    model = PretrainLM(workdir=workdir, step=step, mode=mode, **({"batch_size": batch_size} if batch_size else {}))
+  try:
+    results = lm_eval.simple_evaluate(model=model, tasks=tasks, num_fewshot=num_fewshot, limit=limit,
+                                      task_manager=manager, log_samples=False, verbosity="ERROR")
+  except FileNotFoundError as e:
+    raise UserError(f"a task's data file is missing ({e}); check its dataset_kwargs.data_files") from None
+  return results
+
+
+class InLoop:
+  """train.harness_tasks evaluated on the current parameters during training (pretrain/train/loop.py's
+  extra_eval): harness/TASK/METRIC, the values `pretrain lm-eval` gives on the checkpoint of the same step."""
+
+  def __init__(self, run, cache: str):
+    t = run.cfg.train
+    self.run, self.cache, self.tasks = run, cache, list(t.harness_tasks)
+    self.every, self.limit = t.harness_every or t.eval_every, t.harness_limit or None
+    task_manager(self.tasks, cache)  # An unknown task fails now, before any step.
+
+  def __call__(self, params, step: int) -> dict[str, float]:
+    model = PretrainLM(run=self.run, params=params, step=step)
+    return metrics(evaluate(None, self.tasks, limit=self.limit, model=model, cache=self.cache))
+
+
+def metrics(results: dict) -> dict[str, float]:
+  """harness/TASK/METRIC of lm-eval's results (its default filter's; no standard errors)."""
+  found = {}
+  for task, values in results["results"].items():
+    for key, value in values.items():
+      metric, _, kept = key.partition(",")
+      if kept == "none" and not metric.endswith("_stderr") and isinstance(value, (int, float)):
+        found[f"harness/{task}/{metric}"] = float(value)
+  return found
+
+
+def main(argv: list[str]) -> None:
+  """lm-eval's command line, with this model type registered: python -m pretrain.downstream.harness run --model
+  pretrain --model_args workdir=DIR --tasks ..."""
+  from lm_eval.__main__ import cli_evaluate  # pylint: disable=g-import-not-at-top
+  sys.argv = ["lm-eval", *argv]
+  cli_evaluate()
+
+
+if __name__ == "__main__":
+  main(sys.argv[1:])

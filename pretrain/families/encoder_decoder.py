@@ -1,0 +1,72 @@
+"""The encoder-decoder family (T5 v1.1): inputs to the encoder, targets from the decoder."""
+
+import jax.numpy as jnp
+
+from pretrain import models
+from pretrain.families import base
+from pretrain.families.base import EOS_ID, Family, cut_left, encoder_decoder_row
+from pretrain.models import decoding
+from pretrain.system.errors import UserError
+
+
+class EncoderDecoder(Family):
+  name, architecture, hf = "encoder-decoder", "t5", "t5"
+  inputs_end_with_eos = True
+
+  def converter(self):
+    import seqio  # pylint: disable=g-import-not-at-top
+    return seqio.EncDecFeatureConverter(pack=True)
+
+  def model_lengths(self, task_lengths):
+    inputs, targets = task_lengths["inputs"], task_lengths["targets"]
+    return {"encoder_input_tokens": inputs, "decoder_target_tokens": targets, "decoder_input_tokens": targets,
+            "decoder_loss_weights": targets, "encoder_segment_ids": inputs, "decoder_segment_ids": targets,
+            "encoder_positions": inputs, "decoder_positions": targets}
+
+  def build(self, model_cfg, vocabulary_size):
+    return models.EncoderDecoder(models.EncoderDecoderConfig.from_config(*models.resolve(model_cfg,
+                                                                                         vocabulary_size)))
+
+  def example_args(self, task_lengths):
+    return jnp.zeros((1, task_lengths["inputs"]), jnp.int32), jnp.zeros((1, task_lengths["targets"]), jnp.int32)
+
+  def row_lengths(self, task_lengths):
+    return {"inputs": task_lengths["inputs"], "targets": task_lengths["targets"]}
+
+  def attentions(self, model_cfg, task_lengths):
+    s, t, decoder_layers = task_lengths["inputs"], task_lengths["targets"], model_cfg.num_decoder_layers
+    decoder_layers = decoder_layers or model_cfg.num_layers
+    return [(s, s, model_cfg.num_layers, {"bias": True}), (t, t, decoder_layers, {"bias": True}),
+            (t, s, decoder_layers, {"cross": True})]
+
+  def forward(self, model, params, batch, dropout_rng=None):
+    return models.apply(model, params, batch["encoder_input_tokens"], batch["decoder_input_tokens"],
+                        batch["encoder_segment_ids"], batch["decoder_segment_ids"], dropout_rng=dropout_rng)
+
+  def representations(self, model, params, tokens_BL):
+    return model.apply({"params": params}, tokens_BL, method="encode")  # The encoder's output.
+
+  def check_prompt(self, prompt_tokens, max_new_tokens, task_lengths):
+    inputs = prompt_tokens + 2  # <extra_id_0> and EOS follow.
+    if inputs > task_lengths["inputs"] or max_new_tokens > task_lengths["targets"]:
+      raise UserError(f"the prompt takes {inputs} input tokens and {max_new_tokens} new tokens are asked; the model "
+                      f"was trained on at most {task_lengths['inputs']} and {task_lengths['targets']}: shorten the "
+                      "prompt or --max_new_tokens")
+
+  def generate(self, model, params, prompts, max_new_tokens, rng, *, sentinel, **sampling):
+    """The encoder reads each prompt followed by <extra_id_0> and EOS; the decoder writes what fills that span."""
+    inputs = [p + [sentinel, EOS_ID] for p in prompts]
+    longest = max(len(i) for i in inputs)
+    inputs = [i + [0] * (longest - len(i)) for i in inputs]  # Id 0 is padding for the encoder.
+    return base.until_eos(decoding.generate_encoder_decoder(model, params, jnp.asarray(inputs, jnp.int32),
+                                                        max_new_tokens, rng, **sampling))
+
+  def score_rows(self, context, continuation, vocabulary, task_lengths, *, span=True):
+    """The sentinel form (`span`, as generate prompts): the encoder reads the context, <extra_id_0> and EOS, the
+    decoder writes <extra_id_0> and then the continuation, scored. The prefix form: the encoder reads the context
+    and EOS, the decoder writes the continuation. An empty context scores the continuation as a whole text."""
+    if span:
+      sentinel = vocabulary.vocab_size - 1  # <extra_id_0>: the sentinels count down from the top.
+      return [encoder_decoder_row([*cut_left(context, task_lengths["inputs"] - 2), sentinel, EOS_ID],
+                                  [sentinel, *continuation], 1)]
+    return [encoder_decoder_row([*cut_left(context, task_lengths["inputs"] - 1), EOS_ID], continuation, 0)]

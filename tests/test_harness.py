@@ -1,0 +1,145 @@
+"""lm-evaluation-harness's `pretrain` model type (pretrain/downstream/harness.py) and `pretrain lm-eval`: equal to
+lm-eval's own hf backend on a run's Hugging Face export (decoder-only, encoder-decoder, mixture of experts), the
+project's offline tasks, and the refusals."""
+
+import json
+import signal
+import time
+
+import numpy as np
+import pytest
+
+lm_eval = pytest.importorskip("lm_eval")  # The eval extra (the test extra installs it).
+
+import transformers  # pylint: disable=wrong-import-position
+from lm_eval.models.huggingface import HFLM  # pylint: disable=wrong-import-position
+from lm_eval.tasks import TaskManager  # pylint: disable=wrong-import-position
+
+from pretrain import hf, run as run_lib  # pylint: disable=wrong-import-position
+from pretrain.commands import lm_eval as lm_eval_command  # pylint: disable=wrong-import-position
+from pretrain.downstream import harness  # pylint: disable=wrong-import-position
+from pretrain.system.errors import UserError  # pylint: disable=wrong-import-position
+from pretrain.train import metrics as metrics_lib  # pylint: disable=wrong-import-position
+from tests.conftest import tiny_config  # pylint: disable=wrong-import-position
+
+# Every test here trains, starts processes or compiles a model of each kind.
+pytestmark = pytest.mark.slow
+
+# One task of each request type, a few documents each: multiple choice (loglikelihood), rolling log-likelihood,
+# generation.
+LIMITS = {"pretrain_cloze": 4, "pretrain_documents": 2, "pretrain_cloze_gen": 3}
+MODELS = {
+    "llama": ("clm", ()),
+    "t5": ("span_corruption", ()),
+    "mixtral": ("clm", ("--config.model.moe_experts=4", "--config.model.moe_top_k=2",
+                        "--config.model.moe_mlp_dim=32")),
+}
+MAX_LENGTH = 64  # Both backends' window and truncation length (lm-eval's hf backend reads T5's as 2048).
+
+
+def _evaluate(model, task_dir, name):
+  return lm_eval.simple_evaluate(model=model, tasks=[name], limit=LIMITS[name],
+                                 task_manager=TaskManager(include_path=task_dir, include_defaults=False),
+                                 log_samples=True, batch_size=1, verbosity="ERROR")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_pretrain_model_type_equals_lm_eval_s_hf_backend_on_the_export(name, vocabulary, cache_dir, tmp_path):
+  objective, flags = MODELS[name]
+  cfg = tiny_config(f"--config.data.objective={objective}", "--config.data.inputs_length=48",
+                    "--config.data.targets_length=16", "--config.data.seq_len=64", *flags)
+  run = run_lib.Run.build(cfg, vocabulary=vocabulary)
+  params = run.create_state().params
+  hf.export(str(tmp_path / "export"), run, params, vocabulary)
+  task_dir = harness.task_directory(cache_dir)
+  ours = harness.PretrainLM(run=run, params=params, max_length=MAX_LENGTH)
+  theirs = HFLM(pretrained=str(tmp_path / "export"), dtype="float32", device="cpu", max_length=MAX_LENGTH,
+                **({"add_bos_token": True} if name != "t5" else {}))
+  if name == "t5":
+    # transformers 5 reads every T5 config as tied (scaling by the config's old flag instead) and lm-eval's hf
+    # backend then calls tie_weights(), which replaces a T5 v1.1 export's own lm_head by the embedding: the
+    # backend scores another model. from_pretrained alone keeps the checkpoint's two matrices.
+    theirs._model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(tmp_path / "export")).eval()
+  for task in LIMITS:
+    a, b = (_evaluate(m, task_dir, task) for m in (ours, theirs))
+    mine, reference = (sorted(r["samples"][task], key=lambda s: s["doc_id"]) for r in (a, b))
+    assert len(mine) == len(reference) == LIMITS[task]
+    for x, y in zip(mine, reference):
+      if task == "pretrain_cloze_gen":
+        assert x["resps"] == y["resps"], (x["resps"], y["resps"])  # The same greedy continuation.
+      else:
+        got = np.asarray([r[0][0] if isinstance(r[0], (list, tuple)) else r[0] for r in x["resps"]], np.float64)
+        want = np.asarray([r[0][0] if isinstance(r[0], (list, tuple)) else r[0] for r in y["resps"]], np.float64)
+        np.testing.assert_allclose(got, want, atol=1e-4)
+    # The same metrics (perplexities are exponentials of the sums: equal to 1e-5 of themselves).
+    numbers = lambda r: {k: v for k, v in r["results"][task].items() if isinstance(v, float)}
+    assert numbers(a) == pytest.approx(numbers(b), rel=1e-5, abs=1e-4), (a["results"], b["results"])
+
+
+def test_pretrain_lm_eval_writes_the_results_beside_the_run(trained_run, cache_dir, monkeypatch, capsys):
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  lm_eval_command.main([f"--workdir={trained_run}", "--tasks=pretrain_pairs_swap,pretrain_documents", "--limit=3"])
+  out = capsys.readouterr().out
+  assert "pretrain_pairs_swap" in out and "bits_per_byte" in out
+  saved = json.loads((trained_run / "eval" / "lm_eval-step3.json").read_text())
+  assert 0 <= saved["results"]["pretrain_pairs_swap"]["acc,none"] <= 1 and saved["config"]["model_step"] == 3
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--tasks=no_such_task"], "unknown lm-eval task 'no_such_task'"),
+    (["--tasks=pretrain_cloze", "--step=7"], "has no checkpoint of step 7"),
+])
+def test_bad_requests_are_refused_in_one_line(trained_run, cache_dir, monkeypatch, argv, message):
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  with pytest.raises(UserError, match=message):
+    lm_eval_command.main.__wrapped__([f"--workdir={trained_run}", *argv])
+
+
+def test_a_missing_data_file_a_run_without_checkpoints_and_a_masked_lm_are_refused(tmp_path, vocabulary, cache_dir,
+                                                                                   trained_run, monkeypatch):
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  (tmp_path / "tasks").mkdir()
+  (tmp_path / "tasks" / "mine.yaml").write_text(
+      "task: mine\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: /no/such/file.jsonl\ntest_split: test\n"
+      "output_type: loglikelihood_rolling\ndoc_to_text: ''\ndoc_to_target: '{{text}}'\n")
+  with pytest.raises(UserError, match="data file is missing"):
+    lm_eval_command.main.__wrapped__([f"--workdir={trained_run}", "--tasks=mine", f"--include_path={tmp_path / 'tasks'}"])
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  (empty / "config.json").write_text((trained_run / "config.json").read_text())
+  (empty / "spm.model").write_bytes((trained_run / "spm.model").read_bytes())
+  with pytest.raises(UserError, match="has no checkpoint yet"):
+    harness.PretrainLM(workdir=str(empty))
+  mlm = run_lib.Run.build(tiny_config("--config.data.objective=mlm"), vocabulary=vocabulary)
+  with pytest.raises(UserError, match="an encoder-only run has none: evaluate decoder-only or encoder-decoder runs"):
+    harness.PretrainLM(run=mlm, params=None)
+
+
+_IN_LOOP = ("--config.train.steps=24", "--config.train.checkpoint_every=8", "--config.train.eval_every=8",
+            "--config.train.harness_tasks=('pretrain_pairs_swap',)", "--config.train.harness_every=8",
+            "--config.train.harness_limit=6")
+
+
+def test_in_loop_tasks_are_logged_resume_bit_identically_and_equal_pretrain_lm_eval(run_train, tmp_path, cache_dir,
+                                                                                      monkeypatch):
+  """harness/TASK/METRIC at steps 8, 16 and 24; killed after the checkpoint of step 8 and resumed, the run logs
+  the same losses and scores; `pretrain lm-eval` on the checkpoint of step 24 gives the in-loop score."""
+  straight = tmp_path / "straight"
+  assert run_train(straight, *_IN_LOOP).returncode == 0
+  logged = [r for r in metrics_lib.read(str(straight)) if "harness/pretrain_pairs_swap/acc" in r]
+  assert [r["step"] for r in logged] == [8, 16, 24]
+  killed = tmp_path / "killed"
+  process = run_train(killed, *_IN_LOOP, start_new_session=True)
+  deadline = time.time() + 300
+  while not (killed / "checkpoints" / "8").exists():
+    assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
+    time.sleep(0.01)
+  process.send_signal(signal.SIGKILL)
+  process.communicate(timeout=120)
+  assert run_train(killed, *_IN_LOOP).returncode == 0
+  keys = ("train/loss", "harness/pretrain_pairs_swap/acc")
+  values = lambda workdir: {(r["step"], k): r[k] for r in metrics_lib.read(str(workdir)) for k in keys if k in r}
+  assert values(killed) == values(straight)
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  results = harness.evaluate(str(straight), ["pretrain_pairs_swap"], limit=6, cache=cache_dir)
+  assert harness.metrics(results)["harness/pretrain_pairs_swap/acc"] == logged[-1]["harness/pretrain_pairs_swap/acc"]
