@@ -143,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     # ~40-line "Type inference failed" on UL2's graphs that the run is not hurt by (a failure still ends the
     # command with its error). Read when the first of them loads, so set before JAX starts.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    logging.getLogger("absl").setLevel(logging.ERROR)  # The libraries' Python logs (TFDS's, Orbax's).
+    for library in ("absl", "lm_eval"):  # The libraries' Python logs (TFDS's, Orbax's, lm-eval's task notes).
+      logging.getLogger(library).setLevel(logging.ERROR)
   host_memory.keep_freed_memory()  # Before JAX starts its threads.
   module = importlib.import_module(SUBCOMMANDS[name][0])
   return module.main(rest, prog=f"pretrain {name}") or 0
