@@ -2,11 +2,10 @@
 the zero-shot tasks (zero_shot.py).
 
 Each request becomes the rows its objective reads (Objective.score_rows: one row for a decoder-only or
-encoder-decoder model, a row per scored token for a masked LM's pseudo-log-likelihood); rows are sorted by length,
-padded to a multiple of BUCKET tokens and run BATCH at a time, so a few compiled shapes serve every request.
+encoder-decoder model, a row per scored token for a masked LM's pseudo-log-likelihood); rows are sorted by length
+and run BATCH at a time, each batch padded to a multiple of BUCKET tokens, so a few compiled shapes serve every
+request.
 """
-
-import collections
 
 import jax
 import numpy as np
@@ -41,23 +40,21 @@ class Scorer:
   def __call__(self, params, requests: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
     """Per (context, continuation) of token ids: (the continuation's summed log-probability, whether every one of
     its tokens is the model's greedy choice)."""
-    rows = [(i, row) for i, (context, continuation) in enumerate(requests)
-            for row in self.rows(list(context), list(continuation))]
-    by_shape = collections.defaultdict(list)
-    for i, row in rows:
-      by_shape[_shape(row)].append((i, row))
+    rows = sorted(((i, row) for i, (context, continuation) in enumerate(requests)
+                   for row in self.rows(list(context), list(continuation))), key=lambda item: _shape(item[1]))
     logprob, greedy = np.zeros(len(requests)), np.ones(len(requests), bool)
     with self.run.activated():
-      for shape, group in sorted(by_shape.items()):
-        lengths = dict(shape)
-        for start in range(0, len(group), self.batch):
-          chunk = group[start:start + self.batch]
-          batch = {name: np.zeros((self.batch, length), np.int32) for name, length in lengths.items()}
-          for b, (_, row) in enumerate(chunk):
-            for name, value in row.items():
-              batch[name][b, :len(value)] = value
-          logp_BL, greedy_BL = jax.device_get(self._step(params, batch))
-          for b, (i, _) in enumerate(chunk):
-            logprob[i] += float(logp_BL[b].sum(dtype=np.float64))
-            greedy[i] &= bool(greedy_BL[b].all())
+      # Full batches of rows sorted by length, each padded to its longest row's bucket: as few batches as
+      # requests allow, and no more compiled shapes than buckets.
+      for start in range(0, len(rows), self.batch):
+        chunk = rows[start:start + self.batch]
+        lengths = {name: max(padded(len(row[name])) for _, row in chunk) for name in chunk[0][1]}
+        batch = {name: np.zeros((self.batch, length), np.int32) for name, length in lengths.items()}
+        for b, (_, row) in enumerate(chunk):
+          for name, value in row.items():
+            batch[name][b, :len(value)] = value
+        logp_BL, greedy_BL = jax.device_get(self._step(params, batch))
+        for b, (i, _) in enumerate(chunk):
+          logprob[i] += float(logp_BL[b].sum(dtype=np.float64))
+          greedy[i] &= bool(greedy_BL[b].all())
     return list(zip(logprob.tolist(), greedy.tolist()))
