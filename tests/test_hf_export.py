@@ -155,6 +155,17 @@ def test_random_model_matches_transformers(tmp_path, vocabulary, corpus_source, 
   jax.tree.map(np.testing.assert_array_equal, imported, jax.tree.map(np.asarray, params))
 
 
+def _import_and_compare_logits(directory, settings, theirs):
+  """Imports a transformers checkpoint into a run of `settings` and checks its logits equal `theirs`'."""
+  run = tiny_run(*(f"--config.model.{k}={v}" for k, v in settings.items()), vocab_size=256)
+  params = hf.import_params(str(directory), run.family, run.cfg.model, run.abstract_state().params)
+  tokens = np.random.default_rng(0).integers(3, 256, (2, 24))
+  ours = np.asarray(run.model.apply({"params": params}, jnp.asarray(tokens)))
+  with torch.no_grad():
+    reference = theirs(torch.from_numpy(tokens)).logits.numpy()
+  assert np.abs(ours - reference).max() < 1e-4
+
+
 @pytest.mark.slow
 def test_a_mixtral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   """A checkpoint written by transformers' own save_pretrained (Mixtral's per-expert w1/w2/w3 tensors)."""
@@ -167,13 +178,7 @@ def test_a_mixtral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   with open(tmp_path / "mixtral" / "config.json") as f:
     settings, unsupported = hf.mixtral.model_config(json.load(f))
   assert not unsupported and settings["moe_experts"] == 4 and settings["num_kv_heads"] == 2
-  run = tiny_run(*(f"--config.model.{k}={v}" for k, v in settings.items()), vocab_size=256)
-  params = hf.import_params(str(tmp_path / "mixtral"), run.family, run.cfg.model, run.abstract_state().params)
-  tokens = np.random.default_rng(0).integers(3, 256, (2, 24))
-  ours = np.asarray(run.model.apply({"params": params}, jnp.asarray(tokens)))
-  with torch.no_grad():
-    reference = theirs(torch.from_numpy(tokens)).logits.numpy()
-  assert np.abs(ours - reference).max() < 1e-4
+  _import_and_compare_logits(tmp_path / "mixtral", settings, theirs)
 
 
 def test_a_mistral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
@@ -189,13 +194,7 @@ def test_a_mistral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   assert hf.imported(saved["model_type"]) is hf.mistral
   settings, unsupported = hf.mistral.model_config(saved)
   assert not unsupported and hf.mistral.model_config({**saved, "sliding_window": 16})[1] == ["sliding_window"]
-  run = tiny_run(*(f"--config.model.{k}={v}" for k, v in settings.items()), vocab_size=256)
-  params = hf.import_params(str(tmp_path / "mistral"), run.family, run.cfg.model, run.abstract_state().params)
-  tokens = np.random.default_rng(0).integers(3, 256, (2, 24))
-  ours = np.asarray(run.model.apply({"params": params}, jnp.asarray(tokens)))
-  with torch.no_grad():
-    reference = theirs(torch.from_numpy(tokens)).logits.numpy()
-  assert np.abs(ours - reference).max() < 1e-4
+  _import_and_compare_logits(tmp_path / "mistral", settings, theirs)
 
 
 @pytest.mark.slow
