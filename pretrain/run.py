@@ -25,6 +25,7 @@ import numpy as np
 from pretrain import models, objectives, vocab as text_vocab
 from pretrain.data import schedule as schedule_lib
 from pretrain.families import Family, check_feed_forward, check_moe
+from pretrain.models import mup
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.system import data_cache
 from pretrain.system.console import log
@@ -46,6 +47,7 @@ def _checked_family(cfg) -> Family:
   family.check(cfg)
   check_feed_forward(cfg, family)
   check_moe(cfg, family)
+  mup.check(cfg)
   if schedule_lib.length_stages(cfg.data, family.task_lengths(cfg.data), cfg.train.batch_size)[1:] and (
       cfg.data.task or cfg.data.pipeline != "indexed"):
     raise UserError("data.length_schedule packs rows of each length from the token store: it needs "
@@ -61,7 +63,6 @@ class Run:
   model: nn.Module
   mesh: jax.sharding.Mesh
   rules: tuple
-  tx: object                 # optax.GradientTransformation
   # With data (build_with_data, load): the vocabulary, the sources and the registered tasks.
   vocabulary: object = None  # pretrain.vocab.pipeline's (seqio's), or text_vocab's (run.load(pipeline=False))
   sources: list = dataclasses.field(default_factory=list)  # the Source of each member of the schedule
@@ -88,8 +89,7 @@ class Run:
       raise UserError(f"train.batch_size={t.batch_size} does not split into train.microbatches={t.microbatches} "
                       f"microbatches across {data_shards} data shards; use a multiple of "
                       f"{t.microbatches * data_shards}")
-    return cls(cfg, family, vocab_size, family.build(cfg.model, vocab_size), mesh, rules,
-               optimizer.make(cfg.optimizer, t.steps), **data)
+    return cls(cfg, family, vocab_size, family.build(cfg.model, vocab_size), mesh, rules, **data)
 
   @functools.cached_property
   def objective(self) -> objectives.Objective:
@@ -167,6 +167,30 @@ class Run:
   def example_args(self) -> tuple:
     return self.family.example_args(self.task_lengths)
 
+  @functools.cached_property
+  def param_axes(self):
+    """The logical axis names of every parameter: what muP scales and Muon orthogonalises (models/mup.py)."""
+    args = self.example_args  # Made outside the trace: it is cached.
+    return mup.axis_names(jax.eval_shape(lambda: self.model.init(jax.random.key(0), *args)["params"]))
+
+  @functools.cached_property
+  def param_roles(self):
+    """vector | input | hidden | output of every parameter (models/mup.py)."""
+    return mup.roles(self.param_axes)
+
+  @functools.cached_property
+  def tx(self):
+    """The optimizer (optax), with muP's per-parameter multipliers under model.parameterization=mup."""
+    ratio = mup.width_ratio(self.cfg.model)
+    return optimizer.make(self.cfg.optimizer, self.cfg.train.steps, self.param_axes,
+                          mup.lr_scales(self.param_roles, ratio) if ratio != 1 else None)
+
+  @functools.cached_property
+  def init_scales(self):
+    """Multipliers of each parameter's initialisation (muP's output matrices), None when all are 1."""
+    ratio = mup.width_ratio(self.cfg.model)
+    return mup.init_scales(self.param_roles, ratio) if ratio != 1 else None
+
   @contextlib.contextmanager
   def activated(self):
     """The mesh and logical axis rules, for creating state and running steps."""
@@ -176,7 +200,7 @@ class Run:
   @functools.cached_property
   def state_shardings(self):
     with self.activated():
-      return state_lib.shardings(self.model, self.tx, self.example_args, self.mesh, self.rules)
+      return state_lib.shardings(self.model, self.tx, self.example_args, self.init_scales, self.mesh, self.rules)
 
   @functools.cached_property
   def batch_sharding(self):
@@ -184,11 +208,11 @@ class Run:
 
   def abstract_state(self):
     with self.activated():
-      return state_lib.abstract(self.model, self.tx, self.example_args, self.state_shardings)
+      return state_lib.abstract(self.model, self.tx, self.example_args, self.init_scales, self.state_shardings)
 
   def create_state(self):
     with self.activated():
-      return state_lib.create(self.model, self.tx, self.example_args, self.state_shardings, self.cfg.train.seed)
+      return state_lib.create(self.model, self.tx, self.example_args, self.init_scales, self.state_shardings, self.cfg.train.seed)
 
   def abstract_batch(self) -> dict:
     batch = self.family.abstract_batch(self.cfg.train.batch_size, self.task_lengths, self.batch_sharding)

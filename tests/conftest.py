@@ -4,9 +4,11 @@ import argparse
 import atexit
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import ml_collections
 import pytest
@@ -133,6 +135,30 @@ def run_train(cache_dir, vocabulary):
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
   return run
+
+
+def kill_after_checkpoint(run_train, workdir, *args, step: int) -> None:
+  """Starts `pretrain train` (run_train) in `workdir` and SIGKILLs it once its checkpoint of `step` exists."""
+  process = run_train(workdir, *args, start_new_session=True)
+  deadline = time.time() + 300
+  while not (workdir / "checkpoints" / str(step)).exists():
+    assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
+    time.sleep(0.01)
+  process.send_signal(signal.SIGKILL)
+  process.communicate(timeout=120)
+
+
+def straight_and_resumed(run_train, tmp_path, args, step: int):
+  """The workdirs (straight, killed) of a run trained without a stop and of the same run killed after its
+  checkpoint of `step` and rerun (which resumes from there)."""
+  straight, killed = tmp_path / "straight", tmp_path / "killed"
+  result = run_train(straight, *args)
+  assert result.returncode == 0, result.stderr
+  kill_after_checkpoint(run_train, killed, *args, step=step)
+  resumed = run_train(killed, *args)
+  assert resumed.returncode == 0, resumed.stderr
+  assert f"Resuming from the checkpoint at step {step}" in resumed.stdout + resumed.stderr
+  return straight, killed
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,6 @@ lm-eval's own hf backend on a run's Hugging Face export (decoder-only, encoder-d
 project's offline tasks, and the refusals."""
 
 import json
-import signal
-import time
 
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ from pretrain.commands import lm_eval as lm_eval_command  # pylint: disable=wron
 from pretrain.downstream import harness  # pylint: disable=wrong-import-position
 from pretrain.system.errors import UserError  # pylint: disable=wrong-import-position
 from pretrain.train import metrics as metrics_lib  # pylint: disable=wrong-import-position
-from tests.conftest import tiny_config  # pylint: disable=wrong-import-position
+from tests.conftest import kill_after_checkpoint, tiny_config  # pylint: disable=wrong-import-position
 
 # Every test here trains, starts processes or compiles a model of each kind.
 pytestmark = pytest.mark.slow
@@ -129,13 +127,7 @@ def test_in_loop_tasks_are_logged_resume_bit_identically_and_equal_pretrain_lm_e
   logged = [r for r in metrics_lib.read(str(straight)) if "harness/pretrain_pairs_swap/acc" in r]
   assert [r["step"] for r in logged] == [8, 16, 24]
   killed = tmp_path / "killed"
-  process = run_train(killed, *_IN_LOOP, start_new_session=True)
-  deadline = time.time() + 300
-  while not (killed / "checkpoints" / "8").exists():
-    assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
-    time.sleep(0.01)
-  process.send_signal(signal.SIGKILL)
-  process.communicate(timeout=120)
+  kill_after_checkpoint(run_train, killed, *_IN_LOOP, step=8)
   assert run_train(killed, *_IN_LOOP).returncode == 0
   keys = ("train/loss", "harness/pretrain_pairs_swap/acc")
   values = lambda workdir: {(r["step"], k): r[k] for r in metrics_lib.read(str(workdir)) for k in keys if k in r}

@@ -124,6 +124,10 @@ def _check_t5(out, model, params, ids, architecture="T5ForConditionalGeneration"
   np.testing.assert_array_equal(greedy, generated)
 
 
+# muP with the head width grown 4x from its base: queries times 1/2 (models/mup.py), folded into the export.
+MUP = dict(parameterization="mup", mup_base_width=32, mup_base_head_dim=4)
+LLAMA_SHAPES["mup"] = {**LLAMA_SHAPES["gqa"], **MUP}
+T5_SHAPES["mup"] = {**T5_SHAPES["small"], **MUP}
 RANDOM_MODELS = {f"llama_{name}": ("clm", shape) for name, shape in LLAMA_SHAPES.items()}
 RANDOM_MODELS.update({f"t5_{name}": ("span_corruption", shape) for name, shape in T5_SHAPES.items()})
 RANDOM_MODELS.update({f"mixtral_{name}": ("clm", shape) for name, shape in MIXTRAL_SHAPES.items()})

@@ -111,6 +111,19 @@ def test_an_attention_kernel_shards_over_batch_and_heads(eight_device_runs):
   np.testing.assert_allclose(eight_device_runs["splash"]["losses"], one_device, rtol=2e-5)
 
 
+# muP's multipliers and Muon (orthogonalised per layer and per expert) under FSDP x tensor (x expert) meshes.
+MUP_MUON = ("--config.model.parameterization=mup", "--config.model.mup_base_width=16")
+MUP_MUON_RUNS = {"mup_muon_decoder_only": ("decoder_only", (*MUP_MUON, *MOE), ((1, 2, 2, 2), "fsdp_tensor")),
+                 "mup_muon_encoder_decoder": ("encoder_decoder", MUP_MUON, LAYOUTS["fsdp2_tensor4"])}
+
+
+@pytest.mark.parametrize("name", MUP_MUON_RUNS)
+def test_mup_and_muon_give_the_losses_of_one_device(eight_device_runs, name):
+  family, flags, _ = MUP_MUON_RUNS[name]
+  one_device = run_layout(family, ONE_DEVICE, optimizer_name="muon", extra=flags)["losses"]
+  np.testing.assert_allclose(eight_device_runs[name]["losses"], one_device, rtol=2e-5, err_msg=name)
+
+
 def test_adafactor_state_shards_too(eight_device_runs):
   one_device = run_layout("decoder_only", ONE_DEVICE, optimizer_name="adafactor")["losses"]
   np.testing.assert_allclose(eight_device_runs["adafactor_fsdp2_tensor4"]["losses"], one_device, rtol=2e-5)
@@ -147,6 +160,8 @@ if __name__ == "__main__":
                               extra=(*KERNEL_LENGTH, "--config.model.attention=splash"))
   runs.update({family: run_layout(family, LAYOUTS[layout]) for family, (_, layout) in OTHER_FAMILIES.items()})
   runs.update({name: run_layout(family, layout, extra=flags) for name, (family, flags, layout) in MOE_RUNS.items()})
+  runs.update({name: run_layout(family, layout, optimizer_name="muon", extra=flags)
+               for name, (family, flags, layout) in MUP_MUON_RUNS.items()})
   print(json.dumps(runs))
 
 

@@ -2,8 +2,6 @@
 config, drawn per row index (so resumable at any step, with any batch size), logged per member."""
 
 import json
-import signal
-import time
 
 import ml_collections
 import numpy as np
@@ -13,7 +11,7 @@ from pretrain import run as run_lib
 from pretrain.data import indexed, schedule
 from pretrain.system.errors import UserError
 from pretrain.train import metrics
-from tests.conftest import tiny_config
+from tests.conftest import straight_and_resumed, tiny_config
 
 # CLM and prefix LM train one decoder-only model; a prefix-LM row holds inputs + targets = the CLM row's 32 tokens.
 DECODER = ("--config.data.objective=prefix_lm_decoder", "--config.data.inputs_length=16",
@@ -144,19 +142,7 @@ _CURRICULUM = (*DECODER, f"--config.data.schedule={CLM_THEN_PREFIX}", "--config.
 
 
 def test_a_curriculum_killed_inside_its_ramp_resumes_bit_identically(tmp_path, run_train):
-  straight = run_train(tmp_path / "straight", *_CURRICULUM)
-  assert straight.returncode == 0, straight.stderr
-  killed = tmp_path / "killed"
-  process = run_train(killed, *_CURRICULUM, start_new_session=True)
-  deadline = time.time() + 300
-  while not (killed / "checkpoints" / "4").exists():  # Step 4 of the ramp from step 0 to 6.
-    assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
-    time.sleep(0.01)
-  process.send_signal(signal.SIGKILL)
-  process.communicate(timeout=120)
-  resumed = run_train(killed, *_CURRICULUM)
-  assert resumed.returncode == 0, resumed.stderr
-  assert "Resuming from the checkpoint at step 4" in resumed.stdout + resumed.stderr
+  straight, killed = straight_and_resumed(run_train, tmp_path, _CURRICULUM, step=4)
 
   def train_records(workdir):
     return {r["step"]: {k: v for k, v in r.items() if k.startswith(("train/loss", "train/member/", "data/"))}

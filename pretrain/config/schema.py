@@ -143,6 +143,13 @@ SCHEMA = {
         "norm_eps": Field(1e-6, POSITIVE,
             "RMSNorm's epsilon, decoder-only (Llama 2 and Mixtral checkpoints use 1e-5)", older=1e-06),
         "tie_embeddings": Field(False, None, ""),
+        "parameterization": Field("standard", one_of("standard", "mup"),
+            "standard | mup (the maximal-update parameterization: the best learning rate holds across widths; "
+            "pretrain/models/mup.py)", older="standard"),
+        "mup_base_width": Field(256, POSITIVE, "muP: the d_model at which the model equals the standard one (where "
+                                               "its learning rate was tuned)", older=256),
+        "mup_base_head_dim": Field(0, NOT_NEGATIVE, "muP: the head_dim at the base width (0: model.head_dim, the "
+                                                   "width growing by heads)", older=0),
         "dtype": Field("auto", one_of("auto", "float32", "bfloat16", "float16"), "activations: auto (bfloat16 on "
                                                                                  "GPU/TPU, float32 on CPU) | float32 | "
                                                                                  "bfloat16"),
@@ -190,8 +197,9 @@ SCHEMA = {
         "relative_attention_max_distance": Field(128, POSITIVE, ""),
     },
     "optimizer": {
-        "name": Field("adamw", one_of("adamw", "adafactor"), "adamw | adafactor (T5's: factored, decay 0.8, update "
-                                                             "clipping 1, no momentum)"),
+        "name": Field("adamw", one_of("adamw", "adafactor", "muon"), "adamw | adafactor (T5's: factored, decay 0.8, "
+                                                                     "update clipping 1, no momentum) | muon (hidden "
+                                                                     "matrices orthogonalised, the rest AdamW)"),
         "schedule": Field("cosine", one_of("cosine", "rsqrt"), "cosine (warmup, then cosine decay) | rsqrt (T5: "
                                                                "constant, then 1/sqrt(step))"),
         "learning_rate": Field(3e-3, POSITIVE, "the peak"),
@@ -201,6 +209,7 @@ SCHEMA = {
         "b1": Field(0.9, BELOW_ONE, ""),
         "b2": Field(0.95, BELOW_ONE, ""),
         "eps": Field(1e-8, POSITIVE, "AdamW's epsilon, added to the root of the second moment", older=1e-8),
+        "muon_momentum": Field(0.95, BELOW_ONE, "Muon's (Nesterov) momentum on the hidden matrices", older=0.95),
         "grad_clip": Field(1.0, Valid(lambda v: v >= 0, "at least 0 (0: no clipping)"), ""),
     },
     "loss": {

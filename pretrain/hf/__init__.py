@@ -24,6 +24,7 @@ import numpy as np
 import safetensors.numpy
 
 from pretrain import models
+from pretrain.models import mup
 from pretrain.hf import electra, llama, mistral, mixtral, qwen2_moe, switch_transformers, t5
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
@@ -59,6 +60,7 @@ def export(out_dir: str, run, params, vocabulary=None) -> str:
   params = jax.tree.map(np.asarray, jax.device_get(nn.meta.unbox(params)))
   models.check_shapes(params, run.abstract_state().params, "the checkpoint")
   config = module.hf_config(model_cfg, run.model.config.vocab_size, max_length)  # Refuses what it cannot write.
+  params = scaled_queries(params, mup.query_scale(model_cfg))
   state = {k: np.ascontiguousarray(v, np.float32) for k, v in module.to_hf(params, model_cfg).items()}
   parent = os.path.dirname(os.path.abspath(out_dir))
   os.makedirs(parent, exist_ok=True)
@@ -80,6 +82,16 @@ def export(out_dir: str, run, params, vocabulary=None) -> str:
   finally:
     shutil.rmtree(staging, ignore_errors=True)
   return config["architectures"][0]
+
+
+def scaled_queries(params, factor: float):
+  """`params` with every attention's query kernel times `factor`: muP's query multiplier (models/mup.py) folded
+  into the weights on export (transformers scales by 1/sqrt(head_dim) only), and out of them (1/factor) on
+  import."""
+  if factor == 1:
+    return params
+  return jax.tree_util.tree_map_with_path(
+      lambda path, p: p * np.asarray(factor, p.dtype) if getattr(path[-1], "key", None) == "query" else p, params)
 
 
 def _as_umask_allows(directory: str) -> None:
@@ -182,4 +194,4 @@ def import_params(hf_dir: str, family, model_cfg, expected) -> dict:
   except KeyError as e:
     raise UserError(f"{hf_dir!r} lacks the weight {e.args[0]!r} that its config.json implies") from None
   models.check_shapes(params, expected, f"the weights in {hf_dir!r}")
-  return params
+  return scaled_queries(params, 1 / mup.query_scale(model_cfg))

@@ -5,7 +5,7 @@ import dataclasses
 import flax.linen as nn
 import jax.numpy as jnp
 
-from pretrain.models import attention, layers
+from pretrain.models import attention, layers, mup
 from pretrain.models.moe import MoEConfig
 
 
@@ -28,10 +28,12 @@ class DecoderOnlyConfig:
   dropout: float = 0.0       # On the embeddings and each residual branch, in training.
   attention: str = "auto"    # auto | xla | splash | gpu_flash (models/attention.py)
   moe: MoEConfig = MoEConfig()  # which feed-forward layers are mixtures of experts (none by default)
+  query_scale: float = 1.0   # muP's multiplier of the queries (models/mup.py)
 
   @classmethod
   def from_config(cls, model_cfg, vocab_size: int) -> "DecoderOnlyConfig":
-    return cls(vocab_size=vocab_size, **layers.config_fields(cls, model_cfg), moe=MoEConfig.from_config(model_cfg))
+    return cls(vocab_size=vocab_size, **layers.config_fields(cls, model_cfg), moe=MoEConfig.from_config(model_cfg),
+               query_scale=mup.query_scale(model_cfg))
 
 
 class DecoderOnlyLayer(nn.Module):
@@ -46,7 +48,8 @@ class DecoderOnlyLayer(nn.Module):
   def __call__(self, x_BLD, mask, positions_BL):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     drop = layers.dropout(c.dropout, self.deterministic)
-    attention = layers.Attention(c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, dtype, name="attention")
+    attention = layers.Attention(c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, dtype, c.query_scale,
+                                 name="attention")
     x_BLD = layers.pre_norm_residual(x_BLD, "attention", lambda h_BLD: attention(h_BLD, mask, positions_BL,
                                                                                 self.decode), dtype, drop, c.norm_eps)
     if self.sparse:

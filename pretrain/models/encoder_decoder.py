@@ -13,7 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from pretrain.models import attention, layers
+from pretrain.models import attention, layers, mup
 from pretrain.models.moe import MoEConfig
 
 
@@ -36,12 +36,14 @@ class EncoderDecoderConfig:
   attention: str = "auto"    # auto | xla | splash | gpu_flash: cross-attention only (models/attention.py)
   feed_forward: str = "gated"  # gated (gated GELU, T5 v1.1) | relu (T5 v1.0, Switch)
   moe: MoEConfig = MoEConfig()  # which feed-forward layers are mixtures of experts (none by default)
+  query_scale: float = 1.0   # muP's multiplier of the queries (models/mup.py)
 
   @classmethod
   def from_config(cls, model_cfg, vocab_size: int) -> "EncoderDecoderConfig":
     fields = layers.config_fields(cls, model_cfg)
     fields["num_decoder_layers"] = fields.get("num_decoder_layers") or model_cfg.num_layers
-    return cls(vocab_size=vocab_size, **fields, moe=MoEConfig.from_config(model_cfg))
+    return cls(vocab_size=vocab_size, **fields, moe=MoEConfig.from_config(model_cfg),
+               query_scale=mup.query_scale(model_cfg))
 
 
 def relative_position_bucket(relative_position, bidirectional: bool, num_buckets: int, max_distance: int):
@@ -112,6 +114,7 @@ class T5Attention(nn.Module):
   head_dim: int
   dtype: jnp.dtype = jnp.float32
   cross: bool = False
+  query_scale: float = 1.0  # muP's (models/mup.py)
 
   @nn.compact
   def __call__(self, x_BLD, memory_BSD, mask: attention.Mask, bias_1NLS=None, decode=False):
@@ -122,6 +125,8 @@ class T5Attention(nn.Module):
     wk_DNH = kernel("key", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2))
     wv_DNH = kernel("value", (d, n, h), ("embed", "heads", "kv"), 0, (1, 2))
     q_BLNH = layers.project(x_BLD, wq_DNH)
+    if self.query_scale != 1:
+      q_BLNH = q_BLNH * jnp.asarray(self.query_scale, q_BLNH.dtype)
     project = lambda: (layers.project(memory_BSD, wk_DNH), layers.project(memory_BSD, wv_DNH))
     if decode and self.cross:
       k_BSNH, v_BSNH = self._projected_once(project)
@@ -166,7 +171,7 @@ class T5EncoderLayer(nn.Module):
   def __call__(self, x_BLD, mask, bias_1NLL):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     drop = layers.dropout(c.dropout, self.deterministic)
-    attention = T5Attention(c.num_heads, c.head_dim, dtype, name="attention")
+    attention = T5Attention(c.num_heads, c.head_dim, dtype, query_scale=c.query_scale, name="attention")
     x_BLD = layers.pre_norm_residual(x_BLD, "attention", lambda h_BLD: attention(h_BLD, h_BLD, mask, bias_1NLL),
                                      dtype, drop)
     return layers.block_output(_mlp_branch(x_BLD, c, self.deterministic, dtype, drop, self.sparse), c.scan_layers)
@@ -184,10 +189,12 @@ class T5DecoderLayer(nn.Module):
   def __call__(self, y_BTD, encoded_BSD, self_mask, cross_mask, bias_1NTC):
     c, dtype = self.config, jnp.dtype(self.config.dtype)
     drop = layers.dropout(c.dropout, self.deterministic)
-    self_attention = T5Attention(c.num_heads, c.head_dim, dtype, name="self_attention")
+    self_attention = T5Attention(c.num_heads, c.head_dim, dtype, query_scale=c.query_scale,
+                                 name="self_attention")
     y_BTD = layers.pre_norm_residual(y_BTD, "self_attention", lambda h_BTD: self_attention(
         h_BTD, h_BTD, self_mask, bias_1NTC, self.decode), dtype, drop)
-    cross_attention = T5Attention(c.num_heads, c.head_dim, dtype, cross=True, name="cross_attention")
+    cross_attention = T5Attention(c.num_heads, c.head_dim, dtype, cross=True, query_scale=c.query_scale,
+                                  name="cross_attention")
     y_BTD = layers.pre_norm_residual(y_BTD, "cross_attention", lambda h_BTD: cross_attention(
         h_BTD, encoded_BSD, cross_mask, decode=self.decode), dtype, drop)
     return layers.block_output(_mlp_branch(y_BTD, c, self.deterministic, dtype, drop, self.sparse), c.scan_layers)

@@ -189,6 +189,7 @@ class Attention(nn.Module):
   head_dim: int
   rope_theta: float = 10000.0
   dtype: Dtype = jnp.float32
+  query_scale: float = 1.0  # muP's (models/mup.py)
 
   def _kernel(self, name, shape, axes, in_axis, out_axis):
     init = kernel_init(*axes, in_axis=in_axis, out_axis=out_axis)
@@ -206,6 +207,8 @@ class Attention(nn.Module):
     wo_NHD = self._kernel("out", (n, h, d), ("heads", "kv", "embed"), (0, 1), 2)
     x_BLD = x_BLD.astype(self.dtype)
     q_BLNH = apply_rotary(project(x_BLD, wq_DNH), positions_BL, self.rope_theta)
+    if self.query_scale != 1:
+      q_BLNH = q_BLNH * jnp.asarray(self.query_scale, q_BLNH.dtype)
     k_BLKH = apply_rotary(project(x_BLD, wk_DKH), positions_BL, self.rope_theta)
     v_BLKH = project(x_BLD, wv_DKH)
     q_BLNH = nn.with_logical_constraint(q_BLNH, ("activation_batch", "activation_length", "activation_heads", None))

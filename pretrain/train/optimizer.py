@@ -1,15 +1,20 @@
 """Optax optimizers and learning-rate schedules from the `optimizer` config.
 
-AdamW with warmup and cosine decay (the default), or T5's Adafactor with its
-inverse-square-root schedule; both clip the global gradient norm first.
+AdamW with warmup and cosine decay (the default), T5's Adafactor with its
+inverse-square-root schedule, or Muon (optax.contrib) on the hidden matrices
+with AdamW on the rest; all clip the global gradient norm first (unless
+optimizer.grad_clip=0). Under muP, each parameter's update is then
+multiplied by its muP factor (models/mup.py).
 """
 
 import jax
 import optax
 
+from pretrain.models import mup
 from pretrain.system.errors import UserError
 
-NAMES = ("adamw", "adafactor")
+NAMES = ("adamw", "adafactor", "muon")
+MUON_RMS = 0.2  # Muon's update RMS, matched to AdamW's (Moonshot, "Muon is scalable"): one learning rate for both
 SCHEDULES = ("cosine", "rsqrt")
 
 
@@ -35,12 +40,43 @@ def decay_mask(params):
       lambda path, p: p.ndim >= 2 and getattr(path[-1], "key", None) != "scale", params)
 
 
-def make(opt_cfg, total_steps: int) -> optax.GradientTransformation:
+def muon_dimensions(axes_tree):
+  """optax.contrib.muon's dimension numbers of each hidden matrix (models/mup.py: its input axes reduce, its
+  output axes are kept, the scanned layers' and stacked experts' axes are batch axes: each layer and expert is
+  orthogonalised on its own); None (AdamW) for the rest."""
+  def dims(names):
+    if mup.role(names) != "hidden":
+      return None
+    _, inputs, outputs = mup.split_axes(names)
+    return optax.contrib.MuonDimensionNumbers(reduction_axis=inputs, output_axis=outputs)
+  return jax.tree.map(dims, axes_tree, is_leaf=mup.is_names)
+
+
+def muon(opt_cfg, lr, axes_tree) -> optax.GradientTransformation:
+  """Muon on the hidden matrices: Nesterov momentum, then 5 Newton-Schulz steps towards the nearest
+  semi-orthogonal matrix, multiplied by 0.2 sqrt(max(fan_in, fan_out)) so that its RMS is AdamW's (Moonshot's
+  scaling, rather than Jordan's sqrt(max(1, fan_out / fan_in))), and decoupled weight decay; AdamW, with its
+  decay mask, on embeddings, norms, biases and output matrices. Both take `lr`, AdamW's learning rate."""
+  dims = muon_dimensions(axes_tree)
+  labels = jax.tree.map(lambda d: "adamw" if d is None else "muon", dims,
+                        is_leaf=lambda x: x is None or isinstance(x, optax.contrib.MuonDimensionNumbers))
+  hidden = optax.contrib.muon(lr, beta=opt_cfg.muon_momentum, weight_decay=opt_cfg.weight_decay,
+                              muon_weight_dimension_numbers=dims, consistent_rms=MUON_RMS)
+  rest = optax.adamw(lr, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps, weight_decay=opt_cfg.weight_decay,
+                     mask=decay_mask)
+  return optax.partition({"muon": hidden, "adamw": rest}, labels)
+
+
+def make(opt_cfg, total_steps: int, axes_tree=None, lr_scales=None) -> optax.GradientTransformation:
+  """The optimizer; `axes_tree`: every parameter's logical axis names (Muon needs them), `lr_scales`: a factor
+  per parameter that multiplies its update (muP), or None."""
   name = opt_cfg.name
   lr = schedule(opt_cfg, total_steps)
   if name == "adamw":
     update = optax.adamw(lr, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps, weight_decay=opt_cfg.weight_decay,
                          mask=decay_mask)
+  elif name == "muon":
+    update = muon(opt_cfg, lr, axes_tree)
   elif name == "adafactor":
     # T5's settings: factored second moments, decay 0.8, update clipping at 1, no momentum,
     # steps scaled by the parameter's root-mean-square.
@@ -48,4 +84,8 @@ def make(opt_cfg, total_steps: int) -> optax.GradientTransformation:
                              weight_decay_rate=opt_cfg.weight_decay or None, weight_decay_mask=decay_mask)
   else:
     raise UserError(f"optimizer.name={name!r} is unknown; use one of {', '.join(NAMES)}")
-  return optax.chain(optax.clip_by_global_norm(opt_cfg.grad_clip), update)
+  chain = [optax.clip_by_global_norm(opt_cfg.grad_clip)] if opt_cfg.grad_clip else []  # 0: no clipping
+  chain.append(update)
+  if lr_scales is not None:
+    chain.append(optax.stateless(lambda updates, params: jax.tree.map(lambda u, s: u * s, updates, lr_scales)))
+  return optax.chain(*chain)

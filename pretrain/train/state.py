@@ -19,13 +19,17 @@ class TrainState(flax.struct.PyTreeNode):
   rng: jax.Array  # Key data (uint32) of the run's key; dropout folds in the step (and microbatch).
 
 
-def _init_fn(model: nn.Module, tx: optax.GradientTransformation, example_args: tuple):
+def _init_fn(model: nn.Module, tx: optax.GradientTransformation, example_args: tuple, init_scales=None):
   """Parameters are initialised in float32 and stored in model.param_dtype (bfloat16 halves them and the
-  optimizer's moments); the layers cast them to model.dtype to compute, so only the storage changes."""
+  optimizer's moments); the layers cast them to model.dtype to compute, so only the storage changes.
+  `init_scales` (a float per parameter, or None) multiplies the initialisation: muP's (models/mup.py)."""
   param_dtype = jnp.dtype(model.config.param_dtype)
 
   def init(rng):
     params = model.init(rng, *example_args)["params"]  # Boxed with logical axis names.
+    if init_scales is not None:
+      params = jax.tree.map(lambda box, s: box.replace_boxed(box.unbox() * s) if s != 1 else box, params, init_scales,
+                            is_leaf=lambda x: isinstance(x, nn.meta.AxisMetadata))
     params = jax.tree.map(lambda p: p.astype(param_dtype), params)
     return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(nn.meta.unbox(params)),
                       rng=jax.random.key_data(rng))
@@ -51,9 +55,9 @@ def _is_spec(x):
   return isinstance(x, P)
 
 
-def shardings(model, tx, example_args, mesh, axis_rules):
+def shardings(model, tx, example_args, init_scales, mesh, axis_rules):
   """The NamedSharding of every leaf of the (unboxed) train state."""
-  abstract = jax.eval_shape(_init_fn(model, tx, example_args), jax.random.key(0))
+  abstract = jax.eval_shape(_init_fn(model, tx, example_args, init_scales), jax.random.key(0))
   param_specs = nn.get_partition_spec(abstract.params)
   params = jax.tree.map(lambda box: box.value, abstract.params, is_leaf=lambda x: isinstance(x, nn.meta.AxisMetadata))
   specs = TrainState(step=P(), params=param_specs,
@@ -61,14 +65,14 @@ def shardings(model, tx, example_args, mesh, axis_rules):
   return mesh_lib.logical_shardings(specs, mesh, axis_rules)
 
 
-def abstract(model, tx, example_args, state_shardings):
+def abstract(model, tx, example_args, init_scales, state_shardings):
   """Shape, dtype and sharding of every leaf, without allocating (to restore into)."""
-  init = _init_fn(model, tx, example_args)
+  init = _init_fn(model, tx, example_args, init_scales)
   shapes = jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0))
   return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes, state_shardings)
 
 
-def create(model, tx, example_args, state_shardings, seed: int) -> TrainState:
+def create(model, tx, example_args, init_scales, state_shardings, seed: int) -> TrainState:
   """Initialises parameters and optimizer state on their devices, never whole on one host."""
-  init = _init_fn(model, tx, example_args)
+  init = _init_fn(model, tx, example_args, init_scales)
   return jax.jit(lambda rng: nn.meta.unbox(init(rng)), out_shardings=state_shardings)(jax.random.key(seed))
