@@ -24,7 +24,7 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
   parser.add_argument("--temperature", type=float, help="sampling temperature (default: greedy)")
   parser.add_argument("--top_k", type=cli.at_least(0), default=0, help="sample among the k most likely tokens")
   parser.add_argument("--top_p", type=float, default=1.0, help="sample among the most likely tokens of mass p")
-  parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+  parser.add_argument("--seed", type=cli.seed, default=0, help="sampling seed")
   args = parser.parse_args(argv)
   sampling = args.temperature is not None or args.top_k or args.top_p < 1.0
   temperature = (1.0 if args.temperature is None else args.temperature) if sampling else 0.0

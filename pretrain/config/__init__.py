@@ -131,14 +131,26 @@ def _parse_value(text: str, current, key: str):
     if isinstance(current, str):
       return text
     if isinstance(current, (tuple, list)):
-      return type(current)(ast.literal_eval(text))
+      value = ast.literal_eval(text)
+      if not isinstance(value, (tuple, list)):
+        raise ValueError
+      return type(current)(value)
   except (ValueError, SyntaxError):
     raise UserError(f"--config.{key}={text!r} is not a valid {type(current).__name__}; "
-                    f"give a value like {current!r}") from None
+                    f"give a value like {_example(key, current)}") from None
   try:  # A field that is None (or any other type) takes a Python literal, else a string.
     return ast.literal_eval(text)
   except (ValueError, SyntaxError):
     return text
+
+
+def _example(key: str, current) -> str:
+  """What a field's value looks like: its help where the default says nothing (an empty tuple)."""
+  section, _, name = key.partition(".")
+  field = schema.SCHEMA.get(section, {}).get(name)
+  if isinstance(current, (tuple, list)) and not current and field is not None and field.help:
+    return f"{current!r} or, as the field's help says: {field.help}"
+  return repr(current)
 
 
 def _locate(cfg: ml_collections.ConfigDict, key: str, what: str = "", prefix: str = "--config."):

@@ -24,6 +24,8 @@ NOT_NEGATIVE = Valid(lambda v: v >= 0, "at least 0")
 FRACTION = Valid(lambda v: 0 <= v <= 1, "in [0, 1]")
 OPEN_FRACTION = Valid(lambda v: 0 < v < 1, "in (0, 1)")
 BELOW_ONE = Valid(lambda v: 0 <= v < 1, "in [0, 1)")
+MAX_SEED = 2**63 - 1  # JAX's keys and TensorFlow's seeds take a signed 64-bit integer.
+SEED = Valid(lambda v: 0 <= v <= MAX_SEED, f"in [0, 2^63 - 1 = {MAX_SEED}]")
 
 
 def one_of(*names: str) -> Valid:
@@ -225,7 +227,7 @@ SCHEMA = {
         "steps": Field(300, POSITIVE, ""),
         "batch_size": Field(16, POSITIVE, "sequences per step, over all hosts"),
         "microbatches": Field(1, POSITIVE, "gradient accumulation: the batch is processed in this many pieces"),
-        "seed": Field(0, NOT_NEGATIVE, ""),
+        "seed": Field(0, SEED, ""),
         "log_every": Field(10, POSITIVE, ""),
         "eval_every": Field(50, POSITIVE, ""),
         "eval_batches": Field(8, POSITIVE, ""),

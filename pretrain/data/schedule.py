@@ -84,23 +84,33 @@ def _where(data_cfg, source: str) -> str:
   return {"files": data_cfg.train_files, "tfds": data_cfg.tfds_name}.get(source, "")
 
 
+def rows(value, key: str, form: str) -> list[tuple]:
+  """The rows of a structured field (a tuple of tuples), or one line showing its form."""
+  if not isinstance(value, (tuple, list)) or not all(isinstance(row, (tuple, list)) for row in value):
+    raise UserError(f"{key}={value!r} is invalid; write {form}")
+  return [tuple(row) for row in value]
+
+
+MEMBER_FORM = "(objective, rate) or (objective, corpus | files | tfds, files glob or TFDS NAME:VERSION, rate)"
+
+
 def _member(data_cfg, row, step: int) -> tuple[Member, float]:
-  row = tuple(row)
   if len(row) == 2:
     row = (row[0], data_cfg.source, _where(data_cfg, data_cfg.source), row[1])
   if (len(row) != 4 or not isinstance(row[0], str) or row[1] not in SOURCES or not isinstance(row[2], str)
       or isinstance(row[3], bool) or not isinstance(row[3], (int, float)) or not row[3] >= 0):
     raise UserError(f"data.schedule member {tuple(row)!r} (of the stage from step {step}) is invalid; write "
-                    "(objective, rate) or (objective, corpus | files | tfds, files glob or TFDS NAME:VERSION, rate), "
-                    "with a rate >= 0")
+                    f"{MEMBER_FORM}, with a rate >= 0")
   return Member(row[0], row[1], row[2]), float(row[3])
 
 
 def mixture_members(data_cfg) -> list[tuple[Member, float]]:
   """data.objective over each row of data.mixture, (source, files glob or TFDS NAME:VERSION, rate), with its rate."""
   members = []
-  for row in (tuple(row) for row in data_cfg.mixture):
-    if len(row) != 3 or row[0] not in SOURCES or not float(row[2]) >= 0:
+  form = "((source, files glob or TFDS name, rate), ...)"
+  for row in rows(data_cfg.mixture, "data.mixture", form):
+    if (len(row) != 3 or row[0] not in SOURCES or isinstance(row[2], bool) or not isinstance(row[2], (int, float))
+        or not row[2] >= 0):
       raise UserError(f"data.mixture row {row} is invalid; write (source, files glob or TFDS name, rate) "
                       "with source corpus, files or tfds and a non-negative rate")
     members.append((Member(data_cfg.objective, row[0], row[1]), float(row[2])))
@@ -118,7 +128,7 @@ def parse(data_cfg) -> Schedule:
   if data_cfg.mixture:
     raise UserError("data.schedule and data.mixture are both set; name each source in the schedule's members, "
                     "(objective, source, files glob or TFDS name, rate), and leave data.mixture empty")
-  stages = [tuple(row) for row in data_cfg.schedule]
+  stages = rows(data_cfg.schedule, "data.schedule", "((from_step, members), ...), e.g. ((0, (('clm', 1.0),)),)")
   for row in stages:
     if (len(row) not in (2, 3) or isinstance(row[0], bool) or not isinstance(row[0], int)
         or not isinstance(row[1], (tuple, list)) or (len(row) == 3 and row[2] != RAMP)):
@@ -134,7 +144,7 @@ def parse(data_cfg) -> Schedule:
   members, rates = [], []
   for step, stage_members, *_ in stages:
     stage = {}
-    for row in stage_members:
+    for row in rows(stage_members, f"data.schedule's members from step {step}", f"({MEMBER_FORM}, ...)"):
       member, rate = _member(data_cfg, row, step)
       if member in stage:
         raise UserError(f"data.schedule's stage from step {step} names {member.objective} over {member.source} "
@@ -168,20 +178,21 @@ def length_stages(data_cfg, lengths: dict[str, int], batch_size: int) -> tuple[L
   the config's lengths without it). Sequence-length warmup (Li et al. 2022): the row length grows to the config's;
   data.length_warmup='tokens' keeps a step's tokens (batch_size x full / length rows), 'rows' its rows."""
   full = sum(lengths.values())
-  rows = tuple(tuple(row) for row in data_cfg.get("length_schedule", ())) or ((0, full),)
-  if any(len(r) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in r) for r in rows):
-    raise UserError(f"data.length_schedule={data_cfg.length_schedule!r} is invalid; write ((from_step, row length), "
-                    f"...), e.g. ((0, {max(full // 4, 1)}), (100, {max(full // 2, 1)}), (200, {full}))")
-  steps = [step for step, _ in rows]
+  form = (f"((from_step, row length), ...), e.g. ((0, {max(full // 4, 1)}), (100, {max(full // 2, 1)}), "
+          f"(200, {full}))")
+  given = rows(data_cfg.get("length_schedule", ()), "data.length_schedule", form) or [(0, full)]
+  if any(len(r) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in r) for r in given):
+    raise UserError(f"data.length_schedule={data_cfg.length_schedule!r} is invalid; write {form}")
+  steps = [step for step, _ in given]
   if steps[0] != 0 or any(b <= a for a, b in zip(steps, steps[1:])):
     raise UserError(f"data.length_schedule's stages start at steps {steps}; the first must start at 0 and each "
                     "later one after the one before it")
-  if rows[-1][1] != full:
-    raise UserError(f"data.length_schedule ends at rows of {rows[-1][1]} tokens; its last stage must be the "
+  if given[-1][1] != full:
+    raise UserError(f"data.length_schedule ends at rows of {given[-1][1]} tokens; its last stage must be the "
                     f"config's row of {full} (data.seq_len, or inputs_length + targets_length), which evaluation "
                     "and the memory check use")
   stages = []
-  for step, length in rows:
+  for step, length in given:
     if not 0 < length <= full or full % length or any(v * length % full for v in lengths.values()):
       raise UserError(f"data.length_schedule's row of {length} tokens (from step {step}) must divide the row of "
                       f"{full} so that every feature ({lengths}) shrinks by a whole factor; e.g. {full // 2}")
