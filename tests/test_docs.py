@@ -118,6 +118,13 @@ def test_make_targets_exist():
     assert words[1] in targets, shlex.join(words)
 
 
+def test_the_readme_says_where_the_data_cache_is():
+  """A user sharing a machine or a cluster needs to know where the prepared data goes, and how to move it."""
+  with open(os.path.join(REPO, "README.md")) as f:
+    readme = f.read()
+  assert "--config.data.cache_dir=DIR" in readme and "$PRETRAIN_CACHE" in readme and "~/.cache/pretrain" in readme
+
+
 def test_the_readme_is_short_and_the_site_builds_strictly(tmp_path):
   with open(os.path.join(REPO, "README.md")) as f:
     assert len(f.readlines()) < 250

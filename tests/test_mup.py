@@ -196,3 +196,4 @@ def test_resume_after_a_kill_is_bit_identical_under_mup_and_muon(tmp_path, run_t
   straight, killed = straight_and_resumed(run_train, tmp_path, args, step=8)
   expected, losses = train_losses(straight), train_losses(killed)
   assert sorted(losses) == list(range(1, 25)) and losses == expected
+

@@ -424,3 +424,11 @@ def test_evaluation_on_several_objectives(tmp_path, run_train):
       assert record[f"eval/{task}/loss"] > 0 and 0 <= record[f"eval/{task}/accuracy"] <= 1
   bad = run_train(tmp_path / "bad", "--config.data.eval_objectives=('span_corruption',)")
   assert bad.returncode == 2 and "evaluate objectives of the trained family" in bad.stderr
+
+
+def test_a_run_shorter_than_its_warmup_says_so():
+  cfg = tiny_run().cfg
+  assert optimizer.warmup_note(cfg.optimizer, 300) is None  # The quickstart: 40 warm-up steps of 300.
+  note = optimizer.warmup_note(cfg.optimizer, 30)
+  assert "optimizer.warmup_steps=40 is not shorter than train.steps=30" in note
+  assert "rises to 0.73 of optimizer.learning_rate=0.003" in note  # 29 / 40 at the 30th step and "warmup_steps=3" in note

@@ -85,9 +85,14 @@ def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> lis
   label = lambda s: ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(swept, s)) or "base"
   by_setting = {label(s): {seed: v[metric] for seed, v in runs_.items() if metric in v} for s, runs_ in groups.items()}
   higher_better = metric.endswith(("accuracy", "probe")) or metric.startswith("probe/")
-  apart = stats.apart(by_setting, higher_better, pair=True)
-  verdict = (f"{metric}, {stats.VERDICT[0].lower()}{stats.VERDICT[1:]} "
-             + ("; ".join(apart) if apart else "none (every difference is within the runs' spread)") + ".")
+  replicated = max(len(r) for r in groups.values()) > 1
+  if replicated:
+    apart = stats.apart(by_setting, higher_better, pair=True)
+    verdict = (f"{metric}, {stats.VERDICT[0].lower()}{stats.VERDICT[1:]} "
+               + ("; ".join(apart) if apart else "none (every difference is within the runs' spread)") + ".")
+  else:
+    verdict = (f"{metric}: one run per setting, so no interval and no difference that can be called real; "
+               "repeat each setting over seeds (--grid.train.seed=0,1,2) to compare them.")
   if metric in initial:
     against = stats.against_initial({label(s): [v[metric] for v in r.values() if initial[metric] in v]
                                      for s, r in groups.items()},
@@ -96,10 +101,11 @@ def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> lis
     above = [name for name, (d, is_real) in against.items() if is_real and (d.mean > 0) == higher_better]
     verdict += f" Better than their own initial parameters (paired, Holm): {', '.join(above) or 'none'}."
   unfinished = [p["name"] for p in points if not p["values"]]
+  over_runs = (f"the final metrics of a setting's runs (the unit: one run per value of {' and '.join(seeds)}), the "
+               "mean +- the 95% interval (Student's t) over the runs" if replicated else
+               "the final metrics of a setting's one run (no interval: one run per setting)")
   blocks = [
-      f"Each row: the final metrics of a setting's runs (the unit: one run per value of "
-      f"{' and '.join(seeds) if seeds else 'no seed axis, so one run and no interval'}), the mean +- the 95% "
-      "interval (Student's t) over the runs. eval/ metrics are those of training's last evaluation "
+      f"Each row: {over_runs}. eval/ metrics are those of training's last evaluation "
       "(train.eval_batches batches of the validation split); probe/ ones are each run's mean over the probe's own "
       "seeds, /init the same model at its initial parameters (the baseline pre-training must beat), and "
       "'- init (paired)' each run minus its own initial parameters, the interval over those differences.",
@@ -138,9 +144,15 @@ def _plot(path: str, grid: dict, swept: list[str], groups: dict, metric: str) ->
     ax.errorbar(xs, means, yerr=halves, marker="o", capsize=3, label=label)
   if not numeric:
     ax.set_xticks(range(len(x_values)), x_values)
+  elif all(_number(v) > 0 for v in x_values) and max(map(_number, x_values)) >= 10 * min(map(_number, x_values)):
+    ax.set_xscale("log")  # A learning rate's or a size's grid: its points evenly apart, their labels apart.
+    ax.set_xticks([_number(v) for v in x_values], x_values)
+    ax.minorticks_off()
   ax.set_xlabel(x_key.rsplit(".", 1)[-1] if x_key else "")
   ax.set_ylabel(metric)
-  ax.set_title(f"{metric} (mean and 95% interval over seeds)", fontsize=10)
+  replicated = max(len(r) for r in groups.values()) > 1
+  ax.set_title(f"{metric} " + ("(mean and 95% interval over seeds)" if replicated else "(one run per setting)"),
+               fontsize=10)
   if any(others for others in lines):
     ax.legend(fontsize=8)
   ax.grid(alpha=0.3)

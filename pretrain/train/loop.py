@@ -15,7 +15,7 @@ from pretrain.data import schedule
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
-from pretrain.train import evaluation, flops, metrics, report, sampling, signals
+from pretrain.train import evaluation, flops, metrics, optimizer, report, sampling, signals
 
 
 def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=None) -> dict:
@@ -26,6 +26,9 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=
   cfg, c = run.cfg, run.cfg.train
   if start:
     log(f"Resuming from the checkpoint at step {start} in {workdir}/checkpoints")
+  short = optimizer.warmup_note(cfg.optimizer, c.steps)
+  if short:
+    log(short)
   if len(run.schedule.members) > 1:
     log("The data schedule (data.schedule), each member's share of the rows:\n" + run.schedule.describe())
   if len(run.length_stages) > 1:

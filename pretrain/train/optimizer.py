@@ -33,6 +33,18 @@ def schedule(opt_cfg, total_steps: int) -> optax.Schedule:
       decay_steps=max(total_steps, opt_cfg.warmup_steps + 1), end_value=opt_cfg.learning_rate * opt_cfg.end_lr_ratio)
 
 
+def warmup_note(opt_cfg, total_steps: int) -> str | None:
+  """A line for a run that ends before its cosine warm-up does (it never reaches optimizer.learning_rate), else
+  None."""
+  if opt_cfg.schedule != "cosine" or opt_cfg.warmup_steps < total_steps:
+    return None
+  reached = float(schedule(opt_cfg, total_steps)(total_steps - 1)) / opt_cfg.learning_rate
+  return (f"Note: optimizer.warmup_steps={opt_cfg.warmup_steps} is not shorter than train.steps={total_steps}: the "
+          f"learning rate rises to {reached:.2f} of optimizer.learning_rate={opt_cfg.learning_rate:g} at the last "
+          f"step and never decays; for a short run lower the warm-up, e.g. "
+          f"--config.optimizer.warmup_steps={max(1, total_steps // 10)}")
+
+
 def decay_mask(params):
   """Weight decay on weight matrices and embeddings, not on norm scales (which
   are matrices too when layers are scanned)."""
