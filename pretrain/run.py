@@ -27,7 +27,7 @@ from pretrain.data import schedule as schedule_lib
 from pretrain.families import Family, check_feed_forward, check_moe
 from pretrain.models import mup
 from pretrain.parallel import mesh as mesh_lib
-from pretrain.system import data_cache
+from pretrain.system import data_cache, tf_loader
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
 from pretrain.train import checkpoint, optimizer, state as state_lib, steps
@@ -262,7 +262,7 @@ class Run:
 
   def member_tasks(self) -> list:
     """(seqio task, source, objective) of each member of the schedule (one for a single source), registered."""
-    import seqio  # pylint: disable=g-import-not-at-top
+    seqio = tf_loader.seqio()
     from pretrain.data import tasks  # pylint: disable=g-import-not-at-top
     members = []
     for member, source in zip(self.schedule.members, self.sources):

@@ -141,3 +141,23 @@ def test_a_run_prints_its_own_lines_only(tmp_path, cache_dir, vocabulary):
   verbose = subprocess.run([*argv, "--config.train.steps=3", "--verbose"], cwd=REPO, capture_output=True, text=True,
                            timeout=600, env=env)
   assert verbose.returncode == 0 and NOISE.search(verbose.stdout + verbose.stderr), verbose.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_inspect_task_with_an_objective_that_imports_tensorflow_prints_its_own_lines_only(tmp_path, cache_dir,
+                                                                                        vocabulary):
+  """A user's objective module imports TensorFlow first thing; inspect-task imports seqio itself: neither lets
+  TensorFlow's native start-up lines through (every import of the data stack goes through tf_loader)."""
+  del vocabulary
+  from tests.test_user_objective import guide_objective  # pylint: disable=g-import-not-at-top
+  (tmp_path / "reverse_span.py").write_text("import tensorflow as tf\n" + guide_objective())
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  env["PRETRAIN_CACHE"] = cache_dir
+  result = subprocess.run([sys.executable, "-m", "pretrain", "inspect-task", "--task=corpus_reverse_span", "--num=1",
+                           f"--config.data.objective={tmp_path / 'reverse_span.py'}:ReverseSpan",
+                           "--config.data.inputs_length=32", "--config.data.targets_length=32"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "--- inputs" in result.stdout
+  assert [line for line in re.split(r"[\r\n]", result.stdout + result.stderr) if NOISE.search(line)] == []
+

@@ -19,13 +19,13 @@ import statistics
 import time
 
 from pretrain import cli
+from pretrain.system import tf_loader
 from pretrain.system.errors import exit_on_user_error
 
 
 def pretokenized_task(name: str, tokens, vocabulary, objective) -> str:
   """A task whose source yields already tokenized documents, so only the objective runs."""
-  import seqio  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf, seqio = tf_loader.tensorflow(), tf_loader.seqio()
 
   def dataset_fn(split, shuffle_files, seed=None):
     del split, shuffle_files, seed

@@ -23,6 +23,7 @@ import json
 import sys
 
 from pretrain import cli
+from pretrain.system import tf_loader
 from pretrain.system.errors import UserError, exit_on_user_error
 
 
@@ -45,7 +46,7 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
   if not args.list and not args.task and args.step is None:
     raise UserError("give --task=NAME (see --list for the names), or --step=STEP for data.schedule's rows")
 
-  import seqio  # pylint: disable=g-import-not-at-top  (imports TF)
+  seqio = tf_loader.seqio()
   from pretrain import config as config_lib, objectives  # pylint: disable=g-import-not-at-top
   from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top
   from pretrain.vocab import pipeline as vocab
@@ -96,7 +97,7 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
 
 
 def _print_example(task, vocabulary, example: dict) -> None:
-  import seqio  # pylint: disable=g-import-not-at-top
+  seqio = tf_loader.seqio()
   for feature, ids in example.items():
     values = isinstance(task.output_features[feature].vocabulary, seqio.PassThroughVocabulary)  # weights, labels
     shown = ids.tolist() if values else vocabulary.decode(ids.tolist())
@@ -106,7 +107,7 @@ def _print_example(task, vocabulary, example: dict) -> None:
 def _scheduled_rows(args, cfg, source) -> None:
   """The schedule's shares at args.step and args.num of that step's rows: the member drawn for each, shown as an
   example of its objective over data.source (the validation split by default)."""
-  import seqio  # pylint: disable=g-import-not-at-top
+  seqio = tf_loader.seqio()
   from pretrain import objectives  # pylint: disable=g-import-not-at-top
   from pretrain.data import indexed, tasks  # pylint: disable=g-import-not-at-top
   plan = objectives.check_schedule(cfg)

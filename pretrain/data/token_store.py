@@ -32,7 +32,7 @@ import numpy as np
 import tqdm
 from array_record.python import array_record_module
 
-from pretrain.system import data_cache, files
+from pretrain.system import data_cache, files, tf_loader
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
 
@@ -84,7 +84,7 @@ def build_shard(task, source, split: str, vocabulary, store_dir: str, index: int
 
 
 def _write_shard(task, source, split: str, vocabulary, path: str, index: int, count: int) -> None:
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (the data stack)
+  tf = tf_loader.tensorflow()  # The data stack.
   for stale in glob.glob(path + ".tmp-*"):  # An interrupted build's leftovers.
     os.remove(stale)
   dataset = source.data_source.get_dataset(source.splits[split], shuffle=False)

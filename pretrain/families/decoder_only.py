@@ -7,6 +7,7 @@ from pretrain import models
 from pretrain.families import base
 from pretrain.families.base import DECODER_FEATURES, Family, cut_left
 from pretrain.models import decoding
+from pretrain.system import tf_loader
 from pretrain.system.errors import UserError
 
 
@@ -18,7 +19,7 @@ class CausalLM(Family):
     return {"targets": data_cfg.seq_len}
 
   def converter(self):
-    import seqio  # pylint: disable=g-import-not-at-top  (the data stack; the model code does not need it)
+    seqio = tf_loader.seqio()  # The data stack; the model code does not need it.
     return seqio.LMFeatureConverter(pack=True)
 
   def model_lengths(self, task_lengths):
@@ -74,7 +75,7 @@ class PrefixLM(CausalLM):
     return Family.task_lengths(self, data_cfg)
 
   def converter(self):
-    import seqio  # pylint: disable=g-import-not-at-top
+    seqio = tf_loader.seqio()
     return seqio.PrefixLMFeatureConverter(pack=True, loss_on_targets_only=True)
 
   def model_lengths(self, task_lengths):

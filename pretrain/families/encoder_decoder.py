@@ -6,6 +6,7 @@ from pretrain import models
 from pretrain.families import base
 from pretrain.families.base import EOS_ID, Family, cut_left, encoder_decoder_row
 from pretrain.models import decoding
+from pretrain.system import tf_loader
 from pretrain.system.errors import UserError
 
 
@@ -14,7 +15,7 @@ class EncoderDecoder(Family):
   inputs_end_with_eos = True
 
   def converter(self):
-    import seqio  # pylint: disable=g-import-not-at-top
+    seqio = tf_loader.seqio()
     return seqio.EncDecFeatureConverter(pack=True)
 
   def model_lengths(self, task_lengths):

@@ -20,6 +20,7 @@ import os
 from pretrain import config as config_lib
 from pretrain.data import schedule as schedule_lib
 from pretrain.families import Family
+from pretrain.system import tf_loader
 from pretrain.objectives import bart
 from pretrain.objectives import clm
 from pretrain.objectives import contrastive
@@ -77,6 +78,7 @@ def make(name: str, data_cfg, seed: int) -> Objective:
 def _user_objective(reference: str) -> type[Objective]:
   where, _, attribute = reference.rpartition(":")
   what = f"the objective {reference!r}"
+  tf_loader.tensorflow()  # First and quietly: a user's module may import TensorFlow (an objective's code runs on it).
   if where.endswith(".py"):
     if not os.path.isfile(where):
       raise UserError(f"{what}: the file {where!r} does not exist; give FILE.py:CLASS or MODULE:CLASS")

@@ -34,6 +34,13 @@ def tensorflow():
 _ready = []  # Whether tensorflow() has set TensorFlow up (another import may have loaded it first).
 
 
+def seqio():
+  """The seqio module, TensorFlow (which it imports) loaded first by tensorflow(): every import of the data stack
+  goes through here or Lazy, so that its native start-up lines stay hidden."""
+  tensorflow()
+  return importlib.import_module("seqio")
+
+
 def trace_as_written(package: str = "pretrain") -> None:
   """tf.data traces `package`'s functions as written, as it does TensorFlow's own. AutoGraph would rewrite every
   function a pipeline maps, and its callees, from their source (1-3 s of each run's start) to turn Python
