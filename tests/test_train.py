@@ -432,3 +432,13 @@ def test_a_run_shorter_than_its_warmup_says_so():
   note = optimizer.warmup_note(cfg.optimizer, 30)
   assert "optimizer.warmup_steps=40 is not shorter than train.steps=30" in note
   assert "rises to 0.73 of optimizer.learning_rate=0.003" in note  # 29 / 40 at the 30th step and "warmup_steps=3" in note
+
+
+def test_mfu_never_exceeds_one_when_the_first_peak_was_measured_on_a_busy_machine():
+  from pretrain.train import flops  # pylint: disable=g-import-not-at-top
+  measured = iter([100.0, 150.0, 400.0])  # Busy at start-up, then less so.
+  peak = flops.Peak(lambda: next(measured))
+  assert peak.mfu(50.0) == 0.5 and peak.remeasured == 0
+  assert peak.mfu(200.0) == 1.0 and peak.value == 200.0  # Measured again (150): the steps' own rate bounds it.
+  assert peak.mfu(300.0) == 0.75 and peak.value == 400.0
+  assert peak.mfu(200.0) == 0.5  # The best measurement stays.

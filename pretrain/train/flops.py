@@ -82,3 +82,22 @@ def matmul_peak(size: int | None = None, repeats: int = 10, dtype=jnp.float32) -
     matmul(a).block_until_ready()
     best = min(best, time.perf_counter() - start)
   return 2 * size**3 / best
+
+
+class Peak:
+  """The FLOP/s that MFU divides by: the best of the matmul peaks measured so far, measured again whenever the
+  steps themselves ran faster than it (a machine busy while the first was measured), and never below the steps'
+  own rate, so MFU cannot exceed 1."""
+
+  def __init__(self, measure):
+    self._measure = measure
+    self.value = measure()
+    self.remeasured = 0
+
+  def mfu(self, achieved: float) -> float:
+    """Model FLOPs utilisation of `achieved` model FLOP/s."""
+    if achieved > self.value:
+      self.value = max(self.value, self._measure(), achieved)
+      self.remeasured += 1
+    return achieved / self.value
+

@@ -45,7 +45,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=
     stage_costs = [(s.rows * sum(run.family.row_lengths(s.scaled(run.task_lengths)).values()),
                     s.rows * run.flops_per_example(state.params, s.scaled(run.task_lengths)))
                    for s in run.length_stages]
-    peak = flops.matmul_peak(dtype=flops.peak_dtype(cfg.model)) * jax.device_count()
+    peak = flops.Peak(lambda: flops.matmul_peak(dtype=flops.peak_dtype(cfg.model)) * jax.device_count())
     profile_start, profile_stop = tuple(c.profile_steps) or (None, None)
     tracing = False
     step, saved, latest_eval = start, start, {}
@@ -88,8 +88,8 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=
         values["train/step_seconds"] = elapsed / interval_steps
         # Share of the time the host waited for its next batch (the steps run meanwhile): 0 when data keeps up.
         values["train/data_wait_fraction"] = data_wait / elapsed
-        # Model FLOPs utilisation against a matmul peak measured at startup, over all devices.
-        values["train/mfu"] = interval_flops / elapsed / peak
+        # Model FLOPs utilisation against the best matmul peak measured (flops.Peak), over all devices.
+        values["train/mfu"] = peak.mfu(interval_flops / elapsed)
         if eval_now:
           latest_eval = {"step": step, **evaluation.evaluate_all(run, state.params, eval_sets)}
           values.update({k: v for k, v in latest_eval.items() if k != "step"})
