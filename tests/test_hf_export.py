@@ -250,6 +250,14 @@ def test_import_reads_a_sharded_checkpoint(tmp_path, vocabulary):
   os.remove(os.path.join(out, hf.WEIGHTS))
   imported = hf.import_params(out, run.family, run.cfg.model, params)
   jax.tree.map(np.testing.assert_array_equal, imported, jax.tree.map(np.asarray, params))
+  first = os.path.join(out, "model-00001-of-00002.safetensors")
+  with open(first, "rb") as f:
+    whole = f.read()
+  with open(first, "wb") as f:  # A download cut short.
+    f.write(whole[:len(whole) // 2])
+  with pytest.raises(UserError, match="model-00001-of-00002.safetensors' is damaged .*: it was cut short or is not a "
+                                      "safetensors file; download or export it again"):
+    hf.import_params(out, run.family, run.cfg.model, params)
   os.remove(os.path.join(out, "model-00002-of-00002.safetensors"))
   with pytest.raises(UserError, match="lists model-00002-of-00002.safetensors, which .* lacks; download every shard"):
     hf.import_params(out, run.family, run.cfg.model, params)

@@ -143,18 +143,29 @@ def import_config(cfg, hf_dir: str):
   return cfg
 
 
+def _load_safetensors(path: str) -> dict[str, np.ndarray]:
+  """The tensors of one .safetensors file, or one line naming a damaged one (cut short, or not safetensors)."""
+  try:
+    return safetensors.numpy.load_file(path)
+  except Exception as e:  # pylint: disable=broad-except  (safetensors' Rust error type is not importable as such)
+    if type(e).__name__ != "SafetensorError":
+      raise
+    raise UserError(f"{path!r} is damaged ({e}): it was cut short or is not a safetensors file; download or export "
+                    "it again") from None
+
+
 def load_weights(hf_dir: str) -> dict[str, np.ndarray]:
   """The tensors of model.safetensors, or of every shard listed in its index."""
   single, index = os.path.join(hf_dir, WEIGHTS), os.path.join(hf_dir, WEIGHTS + ".index.json")
   if os.path.exists(single):
-    return safetensors.numpy.load_file(single)
+    return _load_safetensors(single)
   if os.path.exists(index):
     with open(index) as f:
       files = sorted(set(json.load(f)["weight_map"].values()))
     missing = [name for name in files if not os.path.exists(os.path.join(hf_dir, name))]
     if missing:
       raise UserError(f"{index!r} lists {', '.join(missing)}, which {hf_dir!r} lacks; download every shard")
-    return {k: v for name in files for k, v in safetensors.numpy.load_file(os.path.join(hf_dir, name)).items()}
+    return {k: v for name in files for k, v in _load_safetensors(os.path.join(hf_dir, name)).items()}
   raise UserError(f"{hf_dir!r} has no {WEIGHTS} (or sharded index); save the model with safe_serialization")
 
 
