@@ -3,6 +3,7 @@
 import json
 
 from pretrain.experiments import sweep_report
+from pretrain.train import checksums
 
 
 def _report(tmp_path, grid: dict, points: list[dict]) -> str:
@@ -27,3 +28,16 @@ def test_runs_over_seeds_have_their_interval(tmp_path):
             for r in ("1e-3", "1e-2") for s in ("0", "1", "2")]
   text = _report(tmp_path, {"optimizer.learning_rate": ["1e-3", "1e-2"], "train.seed": ["0", "1", "2"]}, points)
   assert "the mean +- the 95% interval (Student's t) over the runs" in text and "| 3 |" in text
+
+
+def test_a_point_is_finished_only_once_its_final_checkpoint_is_committed(tmp_path, trained_run):
+  """A sweep point killed after logging its final evaluation, while its last checkpoint was being written, is not
+  finished: the sweep trains it again (from its latest checkpoint) rather than read an earlier one as its end."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  run = tmp_path / "run"
+  shutil.copytree(trained_run, run)
+  assert sweep_report.final_record(str(run), 3)["eval/loss"] > 0
+  (run / "checkpoints" / "3" / checksums.MANIFEST).unlink()  # Its save never completed.
+  assert sweep_report.final_record(str(run), 3) is None
+  shutil.rmtree(run / "checkpoints" / "3")
+  assert sweep_report.final_record(str(run), 3) is None

@@ -12,14 +12,17 @@ from pretrain.experiments import runs
 from pretrain.experiments.sweep_grid import is_seed, point_names, read_manifest
 from pretrain.system import files
 from pretrain.system.errors import UserError
-from pretrain.train import metrics as metrics_lib
+from pretrain.train import checksums, metrics as metrics_lib
 
 
 def final_record(workdir: str, steps: int) -> dict | None:
-  """The metrics logged at the run's last step, with its final evaluation; None while the run is unfinished."""
+  """The metrics logged at the run's last step, with its final evaluation; None while the run is unfinished:
+  finished means that its final checkpoint is committed and intact too (a process killed after logging its last
+  evaluation, while that checkpoint was still being written, has not finished)."""
   records = [r for r in metrics_lib.read(workdir) if r.get("step") == steps] if os.path.isdir(workdir) else []
   merged = {k: v for r in records for k, v in r.items()}
-  return merged if "eval/loss" in merged else None
+  final = os.path.join(workdir, "checkpoints", str(steps))
+  return merged if "eval/loss" in merged and os.path.isdir(final) and not checksums.problem(final) else None
 
 
 def point_values(workdir: str, steps: int) -> dict[str, float]:
