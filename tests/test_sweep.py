@@ -74,6 +74,22 @@ def test_a_sweep_runs_its_points_continues_after_a_kill_and_reports_over_seeds(t
   assert "holds another sweep" in capsys.readouterr().err
 
 
+def test_a_point_that_fails_is_reported_and_the_others_go_on(tmp_path, cache_dir, vocabulary, capsys):
+  del vocabulary
+  where = tmp_path / "sweep"
+  argv = [f"--workdir={where}", f"--config.data.cache_dir={cache_dir}", *TINY, "--config.train.steps=2",
+          "--config.data.train_files=/nonexistent/*.txt", "--grid.data.source=files,corpus"]
+  with pytest.raises(SystemExit) as exited:
+    sweep_command.main(argv)
+  assert exited.value.code == 2
+  captured = capsys.readouterr()
+  assert "[1/2] source=files: failed: " in captured.out and "[2/2] source=corpus: training" in captured.out
+  last = captured.err.strip().splitlines()[-1]
+  assert last.startswith("error: 1 of 2 points failed (source=files: ") and "matches no files" in last
+  assert "rerun this command (finished points are kept); to try other settings" in last
+  assert "| corpus | 1 |" in (where / "sweep.md").read_text()
+
+
 def test_launch_hands_each_point_to_slurm(tmp_path, capsys):
   sweep_command.main([f"--workdir={tmp_path}/s", "--launch=slurm --nodes=1 --gpus_per_node=8",
                       "--config.train.steps=7", "--grid.data.seq_len=64,128"])

@@ -56,6 +56,10 @@ def _point_config(base: list[str], settings: dict[str, str]):
                                 [*base, *(f"--config.{k}={v}" for k, v in settings.items())])[1]
 
 
+class Interrupted(UserError):
+  """A stop request (Ctrl-C, SIGTERM) while a point trained: it ends the sweep, unlike a point that fails."""
+
+
 def _train_point(cfg, workdir: str, trained: bool, probe: str | None, probe_seeds: int) -> None:
   """Trains (or resumes) the point's run unless `trained`, then probes it if asked."""
   from pretrain.commands import probe as probe_command  # pylint: disable=g-import-not-at-top
@@ -64,7 +68,7 @@ def _train_point(cfg, workdir: str, trained: bool, probe: str | None, probe_seed
   os.makedirs(workdir, exist_ok=True)
   with runs.output_to(os.path.join(workdir, "train.log" if not trained else "probe.log")):
     if not trained and train(cfg, workdir).get("stopped_by"):
-      raise UserError(f"the sweep was interrupted in {workdir}; rerun its command to continue")
+      raise Interrupted(f"the sweep was interrupted in {workdir}; rerun its command to continue")
     if probe:
       probe_command.main([f"--workdir={workdir}", f"--task={probe}", f"--seeds={probe_seeds}"])
 
@@ -100,6 +104,7 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
     _launch(args, base, points)
     return
   from pretrain.experiments import sweep_report as report_lib  # pylint: disable=g-import-not-at-top
+  failed = {}
   for i, (name, settings) in enumerate(points):
     workdir, cfg = os.path.join(args.workdir, name), configs[name]
     trained = report_lib.final_record(workdir, cfg.train.steps) is not None
@@ -107,8 +112,20 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
       print(f"[{i + 1}/{len(points)}] {name}: finished before")
       continue
     print(f"[{i + 1}/{len(points)}] {name}: {'probing' if trained else 'training'} ({workdir})", flush=True)
-    _train_point(cfg, workdir, trained, args.probe, args.probe_seeds)
-  _report(args, command, configs)
+    try:
+      _train_point(cfg, workdir, trained, args.probe, args.probe_seeds)
+    except Interrupted:
+      raise
+    except UserError as e:  # A point's failure (a learning rate that diverges, say) is its result: go on.
+      failed[name] = str(e).split(". ")[0]
+      print(f"[{i + 1}/{len(points)}] {name}: failed: {e}", flush=True)
+  if len(failed) < len(points):
+    _report(args, command, configs)
+  if failed:
+    reasons = "; ".join(f"{n}: {why}" for n, why in failed.items())
+    raise UserError(f"{len(failed)} of {len(points)} points failed ({reasons}); the report covers the others. To "
+                    "retry them as they are, rerun this command (finished points are kept); to try other settings (a "
+                    "lower learning rate), sweep them in a new --workdir")
 
 
 def seeded(workdir: str, flags: list[str], seeds: list[int]) -> tuple[list[dict], list[str]]:
