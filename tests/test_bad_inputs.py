@@ -287,6 +287,25 @@ def _can_mount_tmpfs() -> bool:
       ["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"], capture_output=True).returncode == 0
 
 
+@pytest.mark.skipif(not _can_mount_tmpfs(), reason="no user namespace to mount a small tmpfs in")
+@pytest.mark.slow
+def test_a_full_data_cache_ends_in_one_line(tmp_path):
+  """The data cache on a 1 MiB filesystem: the bundled corpus's TFDS split does not fit (a token store that does
+  not fit fails the same way: both are built by data_cache.build_once)."""
+  cache = tmp_path / "cache"
+  cache.mkdir()
+  train = " ".join([sys.executable, "-m", "pretrain", "train", f"--workdir={tmp_path}/run", *TINY_RUN])
+  script = (f"mount -t tmpfs -o size=1m tmpfs {cache} && cd {REPO} && "
+            f"{{ {train} > {tmp_path}/out 2> {tmp_path}/err; echo $? > {tmp_path}/rc; }}")
+  subprocess.run(["unshare", "-rm", "sh", "-c", script], env={**os.environ, "PRETRAIN_CACHE": str(cache)},
+                 timeout=900, check=True)
+  err = (tmp_path / "err").read_text()
+  assert (tmp_path / "rc").read_text().strip() == "2" and "Traceback" not in err, err[-3000:]
+  last = err.strip().splitlines()[-1]
+  assert last.startswith(f"error: the data cache's disk is full: writing {cache}/tfds/pretrain_corpus failed (") and \
+      "No space left on device" in last and "set data.cache_dir (or $PRETRAIN_CACHE) to a disk with room" in last
+
+
 @pytest.mark.skipif(not _can_mount_tmpfs(), reason="no user namespace to mount a small tmpfs in; "
                     "test_a_failed_checkpoint_write_leaves_no_partial_step simulates the failure instead")
 @pytest.mark.slow

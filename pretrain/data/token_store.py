@@ -21,6 +21,7 @@ JSON) is moved aside and built again; a read that fails later names the
 store and the fix.
 """
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -101,11 +102,12 @@ def _write_shard(task, source, split: str, vocabulary, path: str, index: int, co
         writer.write(document.astype(dtype).tobytes())
         documents, tokens = documents + 1, tokens + len(document)
         bar.update(1)
+    writer.close()  # Writes the last chunk: a full disk can fail here too.
   except BaseException:
-    writer.close()
+    with contextlib.suppress(Exception):
+      writer.close()
     os.remove(temporary)
     raise
-  writer.close()
   if not documents:
     os.remove(temporary)
     raise UserError(f"the {split} split of {source.name} holds no documents for shard {index + 1} of {count}; "

@@ -6,6 +6,7 @@ first's, and a token-store build deletes the other's temporary shard as an inter
 lock is an OS file lock, so a builder that dies releases it.
 """
 
+import errno
 import os
 
 import filelock
@@ -27,7 +28,20 @@ def build_once(path: str, is_built, build) -> None:
     return
   with held(path):
     if not is_built():
-      build()
+      try:
+        build()
+      except Exception as e:  # pylint: disable=broad-except
+        if not _disk_full(e):
+          raise
+        raise UserError(f"the data cache's disk is full: writing {path} failed ({files.reason(e)}); free space "
+                        "there, or set data.cache_dir (or $PRETRAIN_CACHE) to a disk with room, then rerun (the "
+                        "entry is built again from the start)") from None
+
+
+def _disk_full(error: Exception) -> bool:
+  """Whether a write failed for want of space: OSError's ENOSPC, or TensorFlow's and ArrayRecord's wording of it."""
+  return getattr(error, "errno", None) == errno.ENOSPC or "No space left on device" in str(error) \
+      or type(error).__name__ == "ResourceExhaustedError"
 
 
 def cache_dir(data_cfg) -> str:
