@@ -89,6 +89,9 @@ CASES = [
      "data.mixture row ('corpus', '', 'half') is invalid"),
     ("eval objectives as one quoted name", [*TRAIN, "--config.data.eval_objectives='fim'"],
      "is not a valid tuple; give a value like () or"),
+    ("a user's objective whose preprocessing raises", [*TRAIN, f"--config.data.objective={DATA}/raising_objective.py:"
+     "ReverseSpan", "--config.data.inputs_length=32", "--config.data.targets_length=32"],
+     "its preprocess raised ValueError: no span here at "),
     # muP where it is not defined.
     ("muP with tied embeddings", [*TRAIN, "--config.model.parameterization=mup", "--config.model.tie_embeddings=True"],
      "model.parameterization=mup needs untied embeddings"),
@@ -221,6 +224,9 @@ def _write_data(data: pathlib.Path) -> None:
   (data / "empty.py").write_text("x = 1\n")
   (data / "loop_a.gin").write_text("include 'loop_b.gin'\n")
   (data / "loop_b.gin").write_text("include 'loop_a.gin'\n")
+  from tests.test_user_objective import guide_objective  # pylint: disable=g-import-not-at-top
+  (data / "raising_objective.py").write_text(guide_objective().replace(
+      '      tokens = example["targets"]\n', '      tokens = example["targets"]\n      raise ValueError("no span here")\n', 1))
 
 
 def _snapshot(directory: pathlib.Path) -> dict[str, str]:

@@ -16,6 +16,8 @@ import difflib
 import functools
 import importlib
 import os
+import re
+import traceback
 
 from pretrain import config as config_lib
 from pretrain.data import schedule as schedule_lib
@@ -100,7 +102,39 @@ def _user_objective(reference: str) -> type[Objective]:
   for key in spec.settings:
     if key.count(".") != 1 or key.split(".")[0] not in ("data", "model", "loss"):
       raise UserError(f"{what} declares the setting {key!r}; name settings data.NAME, model.NAME or loss.NAME")
-  return spec
+  return _guarded(spec, what, getattr(module, "__file__", None) or where)
+
+
+def _guarded(spec: type[Objective], what: str, path: str) -> type[Objective]:
+  """`spec` whose preprocess, where it raises (as the data pipeline is built: tf.data traces the functions it maps
+  then), ends in one line naming the user's file, line and exception, not TensorFlow's and seqio's traceback
+  (which --verbose prints first)."""
+
+  def preprocess(self, dataset, sequence_length, output_features):
+    try:
+      return spec.preprocess(self, dataset, sequence_length, output_features)
+    except UserError:
+      raise
+    except Exception as e:  # pylint: disable=broad-except  (any error of the user's code)
+      if not tf_loader.quiet:
+        traceback.print_exc()
+      raise UserError(f"{what}: its preprocess raised {_user_failure(e, path)}"
+                      + (" (--verbose shows the traceback)" if tf_loader.quiet else "")) from None
+
+  return type(spec.__name__, (spec,), {"preprocess": preprocess, "__module__": spec.__module__,
+                                       "__qualname__": spec.__qualname__, "__doc__": spec.__doc__})
+
+
+def _user_failure(error: Exception, path: str) -> str:
+  """'TYPE: message at FILE:LINE' of an exception raised in the user's file `path` (AutoGraph, which converts the
+  functions tf.data maps, names the user's line in its message rather than in the traceback)."""
+  text = str(error).strip()
+  places = [(frame.filename, frame.lineno) for frame in traceback.extract_tb(error.__traceback__)]
+  places += [(f, int(n)) for f, n in re.findall(r'File "([^"]+)", line (\d+)', text)]  # Deeper: where it raised.
+  mine = [(f, n) for f, n in places if os.path.abspath(f) == os.path.abspath(path)]
+  last = text.splitlines()[-1].strip() if text else ""
+  message = last if last.startswith(f"{type(error).__name__}:") else f"{type(error).__name__}: {last}".rstrip(": ")
+  return message + (f" at {mine[-1][0]}:{mine[-1][1]}" if mine else "")
 
 
 def named(cfg) -> list[type[Objective]]:
