@@ -295,11 +295,19 @@ class Run:
     return self.family.flops_per_example(params, self.cfg.model, task_lengths or self.task_lengths)
 
 
-def load(workdir: str, pipeline: bool = True, step: int | None = None) -> tuple[Run, object, int]:
+def load(workdir: str, pipeline: bool = True, step: int | None = None,
+         dropless: bool = False) -> tuple[Run, object, int]:
   """(run, parameters, step) of the latest checkpoint of a training run's workdir (or of `step`). Its vocabulary
   is a seqio vocabulary, for the data pipelines; with `pipeline` False, for commands that only encode and decode
-  text, read without TensorFlow (text_vocab)."""
+  text, read without TensorFlow (text_vocab). With `dropless`, a mixture of experts trained with capacity
+  dispatch routes every token to its experts (model.moe_capacity_factor=0), as its Hugging Face export does."""
   cfg = saved_config(workdir)
+  if dropless:
+    cfg.model.moe_capacity_factor = 0.0
+  elif cfg.model.get("moe_experts") and cfg.model.get("moe_capacity_factor"):
+    log(f"Note: this mixture of experts drops tokens past its experts' capacity (model.moe_capacity_factor="
+        f"{cfg.model.moe_capacity_factor:g}), as in training; its Hugging Face export routes every token (dropless), "
+        "so its outputs differ: ask for dropless (generate --dropless, lm-eval's dropless=true) to match the export")
   if pipeline:
     from pretrain.vocab import pipeline as vocab  # pylint: disable=g-import-not-at-top  (the data stack)
     vocabulary = vocab.load(vocabulary_file(workdir), cfg.tokenizer.extra_ids)

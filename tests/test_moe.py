@@ -364,3 +364,24 @@ if __name__ == "__main__":
     results[name] = {"loss": float(value), "grads": [np.asarray(g).tolist() for g in jax.tree.leaves(grads)],
                      "whole_kernels": any(f"f32[{E},{D},{F}]" in c or f"f32[{E},{F},{D}]" in c for c in collectives)}
   print(json.dumps(results))
+
+
+@pytest.mark.slow
+def test_a_model_trained_with_capacity_can_generate_and_score_dropless(tmp_path, run_train, capsys):
+  """Its export is dropless (transformers' capacity is written large): --dropless runs it so here too; without
+  it the run keeps its training capacity and says so."""
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.commands import generate  # pylint: disable=g-import-not-at-top
+  workdir = tmp_path / "switch"
+  flags = ("--config.data.objective=span_corruption", "--config.model.moe_experts=4", "--config.model.moe_top_k=1",
+           "--config.model.moe_capacity_factor=0.5", "--config.train.steps=2")
+  assert (result := run_train(workdir, *flags)).returncode == 0, result.stderr
+  capacity, params, _ = run_lib.load(str(workdir), pipeline=False)
+  assert "drops tokens past its experts' capacity (model.moe_capacity_factor=0.5)" in capsys.readouterr().out
+  dropless, _, _ = run_lib.load(str(workdir), pipeline=False, dropless=True)
+  assert dropless.cfg.model.moe_capacity_factor == 0 and capacity.cfg.model.moe_capacity_factor == 0.5
+  batch = capacity.random_batch()
+  kept, routed = (r.family.forward(r.model, params, batch)[0] for r in (capacity, dropless))
+  assert np.abs(np.asarray(kept) - np.asarray(routed)).max() > 1e-3  # Half the tokens' experts were skipped.
+  generate.main([f"--workdir={workdir}", "--prompt=Return the", "--max_new_tokens=3", "--dropless"])
+  assert "drops tokens" not in capsys.readouterr().out

@@ -1,7 +1,7 @@
 """Generates a continuation of a prompt with the latest checkpoint of a run.
 
   pretrain generate --workdir=runs/quickstart --prompt="Return the" \
-      [--max_new_tokens=40] [--temperature=0.8 --top_k=40 --top_p=0.95] [--seed=0]
+      [--max_new_tokens=40] [--temperature=0.8 --top_k=40 --top_p=0.95] [--seed=0] [--dropless]
 
 Greedy unless a sampling flag is given. A decoder-only model continues the
 prompt (a prefix-LM model reads it bidirectionally); an encoder-decoder model
@@ -25,6 +25,8 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
   parser.add_argument("--top_k", type=cli.at_least(0), default=0, help="sample among the k most likely tokens")
   parser.add_argument("--top_p", type=float, default=1.0, help="sample among the most likely tokens of mass p")
   parser.add_argument("--seed", type=cli.seed, default=0, help="sampling seed")
+  parser.add_argument("--dropless", action="store_true", help="a mixture of experts trained with capacity dispatch "
+                                                              "routes every token, as its Hugging Face export does")
   args = parser.parse_args(argv)
   sampling = args.temperature is not None or args.top_k or args.top_p < 1.0
   temperature = (1.0 if args.temperature is None else args.temperature) if sampling else 0.0
@@ -38,7 +40,7 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
   import jax  # pylint: disable=g-import-not-at-top
   from pretrain import run as run_lib, vocab as text_vocab  # pylint: disable=g-import-not-at-top
 
-  run, params, _ = run_lib.load(args.workdir, pipeline=False)
+  run, params, _ = run_lib.load(args.workdir, pipeline=False, dropless=args.dropless)
   prompt = run.vocabulary.encode(args.prompt)
   run.family.check_prompt(len(prompt), args.max_new_tokens, run.task_lengths)
   [tokens] = run.family.generate(run.model, params, [prompt], args.max_new_tokens, jax.random.key(args.seed),

@@ -49,13 +49,15 @@ def main(argv: list[str], prog: str = "pretrain lm-eval") -> None:
   parser.add_argument("--mode", default=None, help="an encoder-decoder's mode token before each context, e.g. [S2S]")
   parser.add_argument("--include_path", default=None, help="a directory of more task YAMLs")
   parser.add_argument("--batch_size", type=cli.at_least(1), default=None, help="rows per scoring batch")
+  parser.add_argument("--dropless", action="store_true", help="a mixture of experts trained with capacity dispatch "
+                                                              "routes every token, as its Hugging Face export does")
   args = parser.parse_args(argv)
   tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
   if not tasks:
     raise UserError("--tasks names no task; give e.g. --tasks=pretrain")
   harness = load()
   results = harness.evaluate(args.workdir, tasks, args.num_fewshot, args.limit, args.step, args.mode,
-                             args.include_path, args.batch_size)
+                             args.include_path, args.batch_size, dropless=args.dropless)
   from lm_eval import utils as lm_utils  # pylint: disable=g-import-not-at-top
   from pretrain.system import files  # pylint: disable=g-import-not-at-top
   step = results["config"].get("model_step")

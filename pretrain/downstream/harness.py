@@ -84,18 +84,19 @@ def task_directory(cache: str) -> str:
 @register_model("pretrain")
 class PretrainLM(TemplateLM):
   """lm-eval's model type for a run: model_args workdir=DIR[,step=N][,mode=[S2S]][,batch_size=32][,max_length=N]
-  (or, in the training loop, the run and its current parameters)."""
+  [,dropless=true] (or, in the training loop, the run and its current parameters)."""
 
   def __init__(self, workdir: str | None = None, step: int | None = None, mode: str | None = None,
                batch_size: int = likelihood.BATCH, max_length: int | None = None, max_gen_toks: int = MAX_GEN_TOKS,
-               run=None, params=None, **unused):
+               run=None, params=None, dropless: bool | str = False, **unused):
     super().__init__()
     del unused  # lm-eval passes its own (device, batch_size=auto, ...) to every model type.
     if run is None:
       if not workdir:
         raise UserError("the pretrain model type needs model_args workdir=DIR (a run of pretrain train)")
       from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
-      run, params, step = run_lib.load(workdir, pipeline=False, step=int(step) if step is not None else None)
+      run, params, step = run_lib.load(workdir, pipeline=False, step=int(step) if step is not None else None,
+                                       dropless=str(dropless).lower() in ("true", "1", "yes"))
     self.run, self.params, self.step, self.workdir = run, params, step, workdir
     family = run.family
     if not family.generates:
@@ -263,11 +264,12 @@ def task_manager(tasks: list[str], cache: str | None = None, include_path: str |
 
 def evaluate(workdir: str | None, tasks: list[str], num_fewshot: int | None = None, limit: float | None = None,
              step: int | None = None, mode: str | None = None, include_path: str | None = None,
-             batch_size: int | None = None, model=None, cache: str | None = None) -> dict:
+             batch_size: int | None = None, model=None, cache: str | None = None, dropless: bool = False) -> dict:
   """lm-eval's results dict of the run in `workdir` (or `model`, a PretrainLM) on `tasks`."""
   manager = task_manager(tasks, cache, include_path)
   if model is None:
-    model = PretrainLM(workdir=workdir, step=step, mode=mode, **({"batch_size": batch_size} if batch_size else {}))
+    model = PretrainLM(workdir=workdir, step=step, mode=mode, dropless=dropless,
+                       **({"batch_size": batch_size} if batch_size else {}))
   try:
     results = lm_eval.simple_evaluate(model=model, tasks=tasks, num_fewshot=num_fewshot, limit=limit,
                                       task_manager=manager, log_samples=False, verbosity="ERROR")
