@@ -28,7 +28,6 @@ from pretrain.system.errors import UserError
 
 WIDTH_AXES = frozenset({"embed", "mlp", "heads", "kv", "kv_heads"})  # grow with the model's width
 BATCH_AXES = frozenset({"layers", "exp"})  # kernels side by side: scanned layers, stacked experts
-ROLES = ("vector", "input", "hidden", "output")
 
 
 def split_axes(names) -> tuple:
