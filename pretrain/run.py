@@ -228,13 +228,28 @@ class Run:
     return mesh_lib.global_batch(local, self.batch_sharding)
 
   @functools.cached_property
+  def replicated(self):
+    return jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+
+  @functools.cached_property
   def train_step(self):
     """(state, global batch) -> (state, metrics), compiled on first call; the state is donated."""
+    return self._compiled_step(guarded=False)
+
+  @functools.cached_property
+  def guarded_step(self):
+    """(state, global batch, the spike guard's arrays) -> (state, metrics, the guard's arrays): train_step with
+    train.spike_guard (pretrain/train/spike_guard.py)."""
+    return self._compiled_step(guarded=True)
+
+  def _compiled_step(self, guarded: bool):
     c = self.cfg
     step = steps.make_train_step(self.family, self.model, self.tx, optimizer.schedule(c.optimizer, c.train.steps),
-                                 c.loss, c.train.microbatches, self.members_reported)
-    return jax.jit(step, in_shardings=(self.state_shardings, self.batch_sharding),
-                   out_shardings=(self.state_shardings, None), donate_argnums=(0,))
+                                 c.loss, c.train.microbatches, self.members_reported,
+                                 spike_guard=c.train if guarded else None)
+    guard = (self.replicated,) if guarded else ()
+    return jax.jit(step, in_shardings=(self.state_shardings, self.batch_sharding, *guard),
+                   out_shardings=(self.state_shardings, None, *guard), donate_argnums=(0,))
 
   @functools.cached_property
   def eval_step(self):

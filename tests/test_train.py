@@ -14,7 +14,7 @@ import pytest
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.system.errors import UserError
 from pretrain.train import checkpoint, metrics, optimizer, steps
-from tests.conftest import REPO, TINY, tiny_run
+from tests.conftest import REPO, TINY, tiny_config, tiny_run
 
 # The model of these step tests: TINY, 16 positions, a short warmup.
 STEP_ARGS = ("--config.data.seq_len=16", "--config.optimizer.warmup_steps=2", "--config.train.steps=100")
@@ -318,41 +318,83 @@ def _train_losses(workdir):
   return {r["step"]: r["train/loss"] for r in metrics.read(str(workdir)) if "train/loss" in r}
 
 
-# A mixture-of-experts model with router jitter: its random draws too must be the same after a resume.
+# A mixture-of-experts model with router jitter: its random draws too must be the same after a resume. The loss-spike
+# guard is on, with a spike injected at data batch 70 (step 71): it rolls back to step 60, past batches 60-70, with
+# half the learning rate for 10 steps; the kills land before, during and after that rollback.
 _MOE = ("--config.model.moe_experts=4", "--config.model.moe_router_jitter=0.1")
+_GUARD = ("--config.train.spike_guard=True", "--config.train.spike_window=16", "--config.train.spike_threshold=50",
+          "--config.train.spike_test_batches=(70,)", "--config.train.spike_lr_factor=0.5",
+          "--config.train.spike_lr_steps=10")
 _KILLED_RUN = ("--config.train.steps=160", "--config.train.checkpoint_every=20", "--config.train.eval_every=40",
-               *_MOE)
+               *_MOE, *_GUARD)
 
 
 @pytest.fixture(scope="module")
-def uninterrupted_losses(run_train, tmp_path_factory):
-  """The losses of _KILLED_RUN run without a stop, for every kill to compare with."""
+def uninterrupted(run_train, tmp_path_factory):
+  """The workdir of _KILLED_RUN run without a stop, for every kill to compare with."""
   workdir = tmp_path_factory.mktemp("straight")
   straight = run_train(workdir, *_KILLED_RUN)
   assert straight.returncode == 0, straight.stderr
-  return _train_losses(workdir)
+  return workdir
 
 
-@pytest.mark.parametrize("kill_signal", [signal.SIGKILL, signal.SIGTERM])
-def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, uninterrupted_losses, kill_signal):
+@pytest.fixture(scope="module")
+def uninterrupted_losses(uninterrupted):
+  return _train_losses(uninterrupted)
+
+
+def test_the_spike_guard_skips_the_spike_and_rolls_back_past_its_batches(uninterrupted):
+  records = metrics.read(str(uninterrupted))
+  assert [r["step"] for r in records if "train/loss" in r] == list(range(1, 161))  # The window's records rewritten.
+  rolled = [r for r in records if "train/rollback_from_step" in r]
+  assert len(rolled) == 1 and rolled[0]["step"] == 61
+  assert (rolled[0]["train/rollback_from_step"], rolled[0]["train/rollback_to_step"],
+          rolled[0]["train/skipped_batches"], rolled[0]["train/spikes"]) == (71, 60, 11, 1)
+  assert all(r["train/rollbacks"] == (r["step"] > 60) for r in records if "train/loss" in r)
+  assert all(r["train/loss"] < 20 for r in records if "train/loss" in r)  # The spike was never applied.
+  # Half the scheduled learning rate for the 10 steps after the rollback, then the schedule's.
+  schedule = optimizer.schedule(tiny_config(*_KILLED_RUN).optimizer, 160)
+  for r in records:
+    if "train/learning_rate" in r:
+      lowered = 0.5 if 61 <= r["step"] <= 70 else 1.0
+      np.testing.assert_allclose(r["train/learning_rate"], lowered * float(schedule(r["step"] - 1)), rtol=1e-6)
+  # The data read on past the window: 160 steps and the 11 skipped batches, in the final checkpoint's position.
+  ckpt = checkpoint.Checkpointer(str(uninterrupted / "checkpoints"), keep=2)
+  assert [s["rows"] for s in ckpt.restore_data(160)["streams"]] == [171 * 4]
+  guard = ckpt.restore_guard(160)
+  assert guard["rollbacks"] == [{"step": 71, "to": 60, "batches": [60, 70]}] and guard["arrays"]["skipped"] == 11
+  ckpt.close()
+
+
+@pytest.mark.parametrize("kill", ["SIGKILL during the rollback", "SIGTERM at a checkpoint"])
+def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, uninterrupted_losses, kill):
+  """SIGKILL as the guard logs the spike (the rollback under way), or SIGTERM (a save and a stop) after a seeded
+  checkpoint before or after the rollback: the rerun resumes to the losses of the run that was not stopped."""
   args, expected = _KILLED_RUN, uninterrupted_losses
-
   workdir = tmp_path / "killed"
-  rng = np.random.default_rng(int(kill_signal))  # Seeded: a failure reproduces with the same kill point.
-  target = int(rng.choice([20, 40, 60]))
   process = run_train(workdir, *args, start_new_session=True)
-  deadline = time.time() + 300
-  while not (workdir / "checkpoints" / str(target)).exists():
-    assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
-    time.sleep(0.01)
-  time.sleep(rng.uniform(0, 0.2))  # Somewhere after that checkpoint.
+  if kill.startswith("SIGKILL"):
+    for line in process.stdout:  # The guard's lines; the rollback follows the spike's.
+      if "the loss spiked" in line:
+        break
+    kill_signal = signal.SIGKILL
+  else:
+    rng = np.random.default_rng(int(signal.SIGTERM))  # Seeded: a failure reproduces with the same kill point.
+    target = int(rng.choice([40, 60, 80, 100]))
+    deadline = time.time() + 300
+    while not (workdir / "checkpoints" / str(target)).exists():
+      assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
+      time.sleep(0.01)
+    time.sleep(rng.uniform(0, 0.2))  # Somewhere after that checkpoint.
+    kill_signal = signal.SIGTERM
   process.send_signal(kill_signal)
   process.communicate(timeout=120)
   assert process.returncode in (-signal.SIGKILL, 128 + signal.SIGTERM)
   resumed = run_train(workdir, *args)
   assert resumed.returncode == 0, resumed.stderr
   start = int((resumed.stdout + resumed.stderr).split("Resuming from the checkpoint at step ")[1].split()[0])
-  assert start >= target
+  if kill_signal == signal.SIGKILL:
+    assert start == 60 and "Rolled back to the checkpoint of step 60" in resumed.stdout
   losses = _train_losses(workdir)
   assert sorted(losses) == list(range(1, 161))
   assert [losses[s] for s in range(start + 1, 161)] == [expected[s] for s in range(start + 1, 161)]

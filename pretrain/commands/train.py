@@ -44,7 +44,8 @@ def train(cfg, workdir: str) -> dict:
       extra_eval = lm_eval.load().InLoop(run, data_cache.cache_dir(cfg.data))
     train_batches = run.train_batches(position, start)
     workdir_lib.write_run_files(run, workdir)
-    return loop.train(run, workdir, ckpt, state, start, train_batches, extra_eval)
+    return loop.train(run, workdir, ckpt, state, start, train_batches, extra_eval,
+                      initial_state=lambda: hf.initial_state(run))
 
 
 @exit_on_user_error

@@ -247,6 +247,11 @@ def validate(cfg: ml_collections.ConfigDict, more: dict[str, Valid] | None = Non
   profile = tuple(cfg.train.profile_steps)
   _require(not profile or (len(profile) == 2 and 0 <= profile[0] < profile[1]),
            f"train.profile_steps must be () or (start, stop) with 0 <= start < stop, got {profile}")
+  poisoned = tuple(cfg.train.spike_test_batches)
+  _require(all(isinstance(b, int) and b >= 0 for b in poisoned),
+           f"train.spike_test_batches must be data batch indices (integers from 0), got {poisoned}")
+  _require(not poisoned or cfg.train.spike_guard,
+           "train.spike_test_batches tests the loss-spike guard; set --config.train.spike_guard=True with it")
 
 
 def to_json(cfg: ml_collections.ConfigDict) -> str:

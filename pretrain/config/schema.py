@@ -234,6 +234,22 @@ SCHEMA = {
         "checkpoint_every": Field(100, POSITIVE, ""),
         "keep_checkpoints": Field(2, POSITIVE, ""),
         "profile_steps": Field((), None, "(start, stop): a jax.profiler trace of those steps into WORKDIR/profile"),
+        "spike_guard": Field(False, None, "skip a step whose loss or gradient norm spikes; roll back to an earlier "
+                                          "checkpoint, past the data of the bad window, when spikes repeat "
+                                          "(pretrain/train/spike_guard.py)", older=False),
+        "spike_window": Field(100, POSITIVE, "applied steps behind the guard's running mean and deviation (an "
+                                             "exponential average); it judges from that many on", older=100),
+        "spike_threshold": Field(6.0, POSITIVE, "a spike: more than this many running deviations (each at least 1% "
+                                                "of the mean) above the running mean", older=6.0),
+        "spike_rollback_after": Field(3, POSITIVE, "spiked steps in a row that roll back; a loss spike right after "
+                                                   "an applied step rolls back at once", older=3),
+        "spike_max_rollbacks": Field(3, NOT_NEGATIVE, "rollbacks before the run stops with an error", older=3),
+        "spike_lr_factor": Field(1.0, Valid(lambda v: 0 < v <= 1, "in (0, 1]"),
+                                 "after a rollback the learning rate is multiplied by this for spike_lr_steps steps",
+                                 older=1.0),
+        "spike_lr_steps": Field(0, NOT_NEGATIVE, "", older=0),
+        "spike_test_batches": Field((), None, "a test of the guard: data batches (counted from the run's start, "
+                                              "skipped ones included) whose loss is multiplied by 100", older=()),
         "harness_tasks": Field((), None,
             "lm-evaluation-harness tasks run on the current parameters during training (the eval extra; e.g. "
             "('pretrain_pairs_swap', 'pretrain_documents'): pretrain lm-eval's), logged as harness/TASK/METRIC",

@@ -276,6 +276,11 @@ class IndexedBatches:
     self._step += 1
     return {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
 
+  def continue_at(self, step: int) -> None:
+    """The next batch is of model step `step` (for the schedules); the rows read so far stay read, so the data
+    reads on past them (a spike guard's rollback skips the batches of its bad window)."""
+    self._step = step
+
   def position(self) -> dict:
     """The position after the batches taken so far, the same on every process."""
     if jax.process_count() == 1:

@@ -69,6 +69,10 @@ class ReplayBatches:
     self._examples += self._batch_size
     return batch
 
+  def continue_at(self, step: int) -> None:
+    """As IndexedBatches.continue_at: the stream reads on (nothing here depends on the step)."""
+    del step
+
   def position(self) -> dict:
     """What a checkpoint records of the input: the task and how many of its training examples were read."""
     return {"task": self._task, "examples": self._examples, "batch_size": self._batch_size,

@@ -1,7 +1,8 @@
 """Orbax checkpoints of the train state, written asynchronously and atomically.
 
 A checkpoint holds two items: `state` (step, parameters, optimizer state and
-the RNG key, as arrays) and `data` (the input pipeline's position, as JSON).
+the RNG key, as arrays) and `data` (the input pipeline's position, as JSON),
+and with train.spike_guard a third, `guard` (its statistics and rollbacks, as JSON).
 Orbax writes each step to a temporary directory and renames it when complete,
 so an interrupted save never replaces the last good checkpoint. Each step also
 carries a manifest of its files' sizes and checksums (checksums.py), written as
@@ -80,13 +81,14 @@ class Checkpointer:
           + f"{'resuming from' if self.move_aside else 'using'} step {step}")
     return step
 
-  def save(self, step: int, state, data: dict | None = None) -> None:
-    """Starts an asynchronous save of the state and the data position; training continues while it is written.
-    A save that cannot fit in the free space is refused before anything is written."""
+  def save(self, step: int, state, data: dict | None = None, guard: dict | None = None) -> None:
+    """Starts an asynchronous save of the state, the data position and the spike guard's record; training
+    continues while it is written. A save that cannot fit in the free space is refused before anything is written."""
     items = {"state": ocp.args.StandardSave(state)}
-    if data is not None:
-      items["data"] = ocp.args.JsonSave(data)
-    self._wait()  # Orbax would too: one save at a time, so _saving names it.
+    for name, item in (("data", data), ("guard", guard)):
+      if item is not None:
+        items[name] = ocp.args.JsonSave(item)
+    self.wait()  # Orbax would too: one save at a time, so _saving names it.
     self._check_free_space(step, state)
     self._saving = step
     with self._failures():
@@ -113,7 +115,7 @@ class Checkpointer:
                       f"{needed / 2**20:,.1f} MiB and {free / 2**20:,.1f} MiB are free ({self._intact()}); free "
                       "space, or lower train.keep_checkpoints, then rerun to resume")
 
-  def _wait(self) -> None:
+  def wait(self) -> None:
     """Waits for a pending save."""
     with self._failures():
       self.manager.wait_until_finished()
@@ -138,9 +140,23 @@ class Checkpointer:
 
   def restore_data(self, step: int) -> dict | None:
     """The data position saved at `step` (None if the checkpoint has none)."""
-    if not files.exists(os.path.join(self.directory, str(step), "data")):
+    return self._restore_json(step, "data")
+
+  def restore_guard(self, step: int) -> dict | None:
+    """The spike guard's record saved at `step` (None if the checkpoint has none: the guard was off)."""
+    return self._restore_json(step, "guard")
+
+  def _restore_json(self, step: int, item: str) -> dict | None:
+    if not files.exists(os.path.join(self.directory, str(step), item)):
       return None
-    return self.manager.restore(step, args=ocp.args.Composite(data=ocp.args.JsonRestore())).data
+    return self.manager.restore(step, args=ocp.args.Composite(**{item: ocp.args.JsonRestore()}))[item]
+
+  def delete_after(self, step: int) -> None:
+    """Deletes the checkpoints of steps after `step` (a spike guard's rollback: they hold the bad window)."""
+    self.wait()
+    for newer in sorted(self.manager.all_steps()):
+      if newer > step:
+        self.manager.delete(newer)
 
   def saved_params(self, step: int):
     """Shapes and dtypes of the parameters saved at `step`, read without restoring them."""
@@ -149,5 +165,5 @@ class Checkpointer:
 
   def close(self) -> None:
     """Waits for pending saves to finish."""
-    self._wait()
+    self.wait()
     self.manager.close()

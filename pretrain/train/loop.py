@@ -15,14 +15,15 @@ from pretrain.data import schedule
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
-from pretrain.train import evaluation, flops, metrics, optimizer, report, sampling, signals
+from pretrain.train import evaluation, flops, metrics, optimizer, report, sampling, signals, spike_guard
 
 
-def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=None) -> dict:
+def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=None, initial_state=None) -> dict:
   """Trains `state` (at step `start`; 0 for a new run) on `train_batches` (Run.train_batches) to `train.steps`,
   saving with `ckpt` and writing metrics and plots to `workdir`, and returns a summary. `extra_eval`: an
   evaluation of the parameters beyond the validation loss (its `every` steps and at the end; called with the
-  parameters and the step, it returns metrics to log), e.g. lm-eval's tasks (train.harness_tasks)."""
+  parameters and the step, it returns metrics to log), e.g. lm-eval's tasks (train.harness_tasks).
+  `initial_state`: () -> the run's initial state, where train.spike_guard rolls back before its first checkpoint."""
   cfg, c = run.cfg, run.cfg.train
   if start:
     log(f"Resuming from the checkpoint at step {start} in {workdir}/checkpoints")
@@ -55,55 +56,76 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=
                                         disable=jax.process_index() != 0))
     interval_start, interval_steps, interval_tokens, interval_flops, data_wait = time.perf_counter(), 0, 0, 0.0, 0.0
     stopping = False
+    guard = spike_guard.Guard(run, ckpt, start) if c.spike_guard else None
+    train_step, settle = (guard.step, guard.settle) if guard else (run.train_step, check_finite)
+    rolled_back = {}  # What the first record after a rollback logs.
     while step < c.steps and not stopping:
-      waited_from = time.perf_counter()
       try:
-        local = next(train_batches)
-      except StopIteration:
-        raise UserError(f"the training data of {run.task} yields no examples; check the data source") from None
-      data_wait += time.perf_counter() - waited_from
-      if step == profile_start:
-        jax.profiler.start_trace(os.path.join(workdir, "profile"))
-        tracing = True
-      state, step_metrics = run.train_step(state, mesh_lib.global_batch(local, run.batch_sharding))
-      if tracing and step + 1 == profile_stop:
-        tracing = _stop_trace(step_metrics, workdir)
-      # The previous step's guard is read once this one is queued behind it, so the host never idles the device.
-      unchecked = check_finite(unchecked, bar, ckpt, saved)
-      step += 1
-      unchecked = (step, step_metrics["finite"])
-      interval_steps += 1
-      step_tokens, step_flops = stage_costs[schedule.stage_at(run.length_stages, step - 1)]
-      interval_tokens, interval_flops = interval_tokens + step_tokens, interval_flops + step_flops
-      bar.update(1)
-      eval_now = step % c.eval_every == 0 or step == c.steps
-      extra_now = extra_eval is not None and (step % extra_eval.every == 0 or step == c.steps)
-      if extra_now and not (eval_now or step % c.log_every == 0):
-        writer.write(step, extra_eval(state.params, step))
-      if eval_now or step % c.log_every == 0:
-        unchecked = check_finite(unchecked, bar, ckpt, saved)
-        values = train_values(run, jax.device_get(step_metrics), step)
-        elapsed = time.perf_counter() - interval_start
-        values["train/tokens_per_second"] = interval_tokens / elapsed
-        values["train/step_seconds"] = elapsed / interval_steps
-        # Share of the time the host waited for its next batch (the steps run meanwhile): 0 when data keeps up.
-        values["train/data_wait_fraction"] = data_wait / elapsed
-        # Model FLOPs utilisation against the best matmul peak measured (flops.Peak), over all devices.
-        values["train/mfu"] = peak.mfu(interval_flops / elapsed)
-        if eval_now:
-          latest_eval = {"step": step, **evaluation.evaluate_all(run, state.params, eval_sets)}
-          values.update({k: v for k, v in latest_eval.items() if k != "step"})
-        if extra_now:
-          values.update(extra_eval(state.params, step))
-        writer.write(step, values)
-        bar.set_postfix(loss=f"{values['train/loss']:.3f}", tok_s=f"{values['train/tokens_per_second']:,.0f}")
+        waited_from = time.perf_counter()
+        try:
+          local = next(train_batches)
+        except StopIteration:
+          raise UserError(f"the training data of {run.task} yields no examples; check the data source") from None
+        data_wait += time.perf_counter() - waited_from
+        if step == profile_start:
+          jax.profiler.start_trace(os.path.join(workdir, "profile"))
+          tracing = True
+        state, step_metrics = train_step(state, mesh_lib.global_batch(local, run.batch_sharding))
+        if tracing and step + 1 == profile_stop:
+          tracing = _stop_trace(step_metrics, workdir)
+        # The previous step's verdict is read once this one is queued behind it, so the host never idles the device.
+        unchecked = settle(unchecked, bar, ckpt, saved)
+        step += 1
+        unchecked = (step, step_metrics)
+        interval_steps += 1
+        step_tokens, step_flops = stage_costs[schedule.stage_at(run.length_stages, step - 1)]
+        interval_tokens, interval_flops = interval_tokens + step_tokens, interval_flops + step_flops
+        bar.update(1)
+        eval_now = step % c.eval_every == 0 or step == c.steps
+        extra_now = extra_eval is not None and (step % extra_eval.every == 0 or step == c.steps)
+        if extra_now and not (eval_now or step % c.log_every == 0):
+          writer.write(step, extra_eval(state.params, step))
+        if eval_now or step % c.log_every == 0:
+          unchecked = settle(unchecked, bar, ckpt, saved)
+          values = train_values(run, jax.device_get(step_metrics), step)
+          if guard:
+            values.update({"train/spikes": guard.take_spikes(), "train/rollbacks": len(guard.rollbacks),
+                           **rolled_back})
+            rolled_back = {}
+          elapsed = time.perf_counter() - interval_start
+          values["train/tokens_per_second"] = interval_tokens / elapsed
+          values["train/step_seconds"] = elapsed / interval_steps
+          # Share of the time the host waited for its next batch (the steps run meanwhile): 0 when data keeps up.
+          values["train/data_wait_fraction"] = data_wait / elapsed
+          # Model FLOPs utilisation against the best matmul peak measured (flops.Peak), over all devices.
+          values["train/mfu"] = peak.mfu(interval_flops / elapsed)
+          if eval_now:
+            latest_eval = {"step": step, **evaluation.evaluate_all(run, state.params, eval_sets)}
+            values.update({k: v for k, v in latest_eval.items() if k != "step"})
+          if extra_now:
+            values.update(extra_eval(state.params, step))
+          writer.write(step, values)
+          bar.set_postfix(loss=f"{values['train/loss']:.3f}", tok_s=f"{values['train/tokens_per_second']:,.0f}")
+          interval_start, interval_steps, interval_tokens, interval_flops, data_wait = \
+              time.perf_counter(), 0, 0, 0.0, 0.0
+        stopping = stop.signal is not None  # Read once, here: a stop requested at any time is saved at this step.
+        if stopping or step % c.checkpoint_every == 0 or step == c.steps:
+          unchecked = settle(unchecked, bar, ckpt, saved)
+          ckpt.save(step, state, train_batches.position(), guard.saved() if guard else None)
+          saved = step
+      except spike_guard.Rollback as back:  # Raised by settle: on from an earlier checkpoint, past the bad batches.
+        state, step = guard.roll_back(back, initial_state)
+        saved, unchecked, stopping = step, None, False
+        train_batches.continue_at(step)
+        writer.truncate_after(step)
+        last = guard.rollbacks[-1]
+        rolled_back = {"train/rollback_from_step": back.step, "train/rollback_to_step": step,
+                       "train/skipped_batches": last["batches"][1] - last["batches"][0] + 1}
+        latest_eval = latest_eval if latest_eval.get("step", 0) <= step else {}
+        bar.n = step
+        bar.refresh()
         interval_start, interval_steps, interval_tokens, interval_flops, data_wait = \
             time.perf_counter(), 0, 0, 0.0, 0.0
-      stopping = stop.signal is not None  # Read once, here: a stop requested at any time is saved at this step.
-      if stopping or step % c.checkpoint_every == 0 or step == c.steps:
-        unchecked = check_finite(unchecked, bar, ckpt, saved)
-        ckpt.save(step, state, train_batches.position())
-        saved = step
     if tracing:  # Stopped before the end of the profiled range.
       _stop_trace(step_metrics, workdir)
     bar.close()
@@ -125,7 +147,8 @@ def train_values(run, step_metrics: dict, step: int) -> dict[str, float]:
   several members (pretrain/data/schedule.py) each member's train/member/MEMBER/loss and accuracy over its rows
   of that step (none where it had none) and its scheduled rate, data/rate/MEMBER."""
   metrics_ = dict(step_metrics)
-  metrics_.pop("finite", None)
+  for key in ("finite", *spike_guard.VERDICT):
+    metrics_.pop(key, None)
   weights = metrics_.pop("member_weight", None)
   values = {}
   for key, value in metrics_.items():
@@ -141,10 +164,10 @@ def train_values(run, step_metrics: dict, step: int) -> dict[str, float]:
 
 
 def check_finite(unchecked, bar, ckpt, saved: int) -> None:
-  """Waits for the step `unchecked` names, if any: a step whose loss or gradient
+  """Waits for the step `unchecked` names, (step, its metrics), if any: a step whose loss or gradient
   was not finite was not applied (train/steps.py), so the run stops there.
   Returns None: nothing is left unchecked."""
-  if unchecked is None or bool(unchecked[1]):
+  if unchecked is None or bool(unchecked[1]["finite"]):
     return None
   bar.close()
   ckpt.close()  # Waits for a pending save of a good state.

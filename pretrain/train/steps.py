@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from pretrain.train import spike_guard as spike_guard_lib
 from pretrain.train.state import TrainState
 
 
@@ -13,7 +14,8 @@ def microbatches(batch, count: int):
   return jax.tree.map(lambda x: jnp.swapaxes(x.reshape(x.shape[0] // count, count, *x.shape[1:]), 0, 1), batch)
 
 
-def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: int = 1, members: int = 0):
+def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: int = 1, members: int = 0,
+                    spike_guard=None):
   """The step of `model`, fed by its `family` (pretrain.families), which computes the loss. The loss is
   summed over target tokens and divided by their number (the family's weight), or by `loss.normalizing_factor`
   when that is set (T5X's loss_normalizing_factor).
@@ -22,7 +24,9 @@ def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: 
   Dropout masks derive from the state's RNG key, the step and the microbatch, so
   a resumed run draws the same ones. A step whose loss or gradient is not finite changes
   nothing and reports finite=False. `members` > 0: a schedule's members, whose losses are reported one by one
-  (family.loss_sums)."""
+  (family.loss_sums). With `spike_guard` (the train config, train.spike_guard on) the step is
+  (state, batch, the guard's arrays) -> (state, metrics, the guard's arrays): a step the guard judges a spike
+  changes nothing but the step count (pretrain/train/spike_guard.py)."""
   per_member = {"members": members} if members else {}  # Families with loss terms of their own take none.
 
   def summed_grads(params, batch, rng):
@@ -31,7 +35,7 @@ def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: 
       return sums["loss"], sums
     return jax.grad(loss_fn, has_aux=True)(params)
 
-  def train_step(state: TrainState, batch):
+  def train_step(state: TrainState, batch, guard=None):
     rng = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
     if num_microbatches == 1:
       grads, sums = summed_grads(state.params, batch, rng)
@@ -44,18 +48,28 @@ def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: 
       zeros = jax.tree.map(jnp.zeros_like, jax.eval_shape(summed_grads, state.params, first, rng))
       (grads, sums), _ = jax.lax.scan(accumulate, zeros,
                                       (microbatches(batch, num_microbatches), jnp.arange(num_microbatches)))
+    if guard is not None:
+      grads, sums = spike_guard_lib.poisoned(spike_guard, guard, state.step, grads, sums)
     weight = jnp.maximum(sums["weight"], 1.0)
     grads = jax.tree.map(lambda g: g / (loss_cfg.normalizing_factor or weight), grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     grad_norm = optax.tree.norm(grads)
     finite = jnp.isfinite(sums["loss"]) & jnp.isfinite(grad_norm)
-    new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
-                              opt_state=opt_state)
-    # A diverged step is not applied, so the state stays the last good one.
-    new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state, state)
     metrics = {**family.train_metrics(sums), "grad_norm": grad_norm, "learning_rate": lr_schedule(state.step),
                "finite": finite}
-    return new_state, metrics
+    # A diverged step is not applied, so the state stays the last good one.
+    apply, kept = finite, state
+    if guard is not None:
+      updates, lowered = spike_guard_lib.slowed(spike_guard, guard, state.step, updates)
+      metrics["learning_rate"] *= lowered
+      apply, guard, verdict = spike_guard_lib.judge(spike_guard, guard, metrics["loss"], grad_norm, finite,
+                                                    state.step)
+      metrics.update(verdict)
+      kept = state.replace(step=state.step + 1)  # A skipped step still counts, so the step is the batch's.
+    new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
+                              opt_state=opt_state)
+    new_state = jax.tree.map(lambda new, old: jnp.where(apply, new, old), new_state, kept)
+    return (new_state, metrics) if guard is None else (new_state, metrics, guard)
 
   return train_step
 
