@@ -30,6 +30,7 @@ SUBCOMMANDS = {
                 "lm-eval's)"),
     "probe": ("pretrain.commands.probe", "a linear probe of a run's representations: same-document passages"),
     "plot": ("pretrain.commands.plot", "draw a run's learning curves (curves.png) from its metrics.jsonl"),
+    "goodput": ("pretrain.commands.goodput", "where a run's wall time went: productive steps and the rest"),
     "generate": ("pretrain.commands.generate", "continue a prompt with a run's checkpoint"),
     "export": ("pretrain.commands.export", "write a run as a Hugging Face model directory"),
     "inspect-task": ("pretrain.commands.inspect_task", "print a task's examples as text or token ids"),

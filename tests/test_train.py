@@ -11,9 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from pretrain import cli
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.system.errors import UserError
-from pretrain.train import checkpoint, metrics, optimizer, steps
+from pretrain.train import checkpoint, goodput, metrics, optimizer, steps
 from tests.conftest import REPO, TINY, tiny_config, tiny_run
 
 # The model of these step tests: TINY, 16 positions, a short warmup.
@@ -366,12 +367,28 @@ def test_the_spike_guard_skips_the_spike_and_rolls_back_past_its_batches(uninter
   ckpt.close()
 
 
+def test_goodput_of_a_run_that_rolled_back(uninterrupted, capsys):
+  """One attempt: its rolled-back steps are not productive; `pretrain goodput` reads the account."""
+  account = goodput.summary(goodput.read(str(uninterrupted)))
+  seconds = account["seconds"]
+  assert account["attempts"] == 1 and seconds["rolled back"] > 0 and seconds["recomputed after restarts"] == 0
+  assert seconds["startup"] > 0 and seconds["compile"] > 0 and seconds["eval"] > 0
+  assert sum(seconds.values()) == pytest.approx(account["wall"])
+  assert 0 < account["goodput"] < 1
+  logged = [r["train/goodput"] for r in metrics.read(str(uninterrupted)) if "train/goodput" in r]
+  assert len(logged) == 160 and all(0 <= g < 1 for g in logged)
+  assert cli.main(["goodput", f"--workdir={uninterrupted}"]) == 0
+  table = capsys.readouterr().out
+  assert "productive steps" in table and "rolled back" in table and "over 1 attempt(s)" in table
+
+
 @pytest.mark.parametrize("kill", ["SIGKILL during the rollback", "SIGTERM at a checkpoint"])
 def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, uninterrupted_losses, kill):
   """SIGKILL as the guard logs the spike (the rollback under way), or SIGTERM (a save and a stop) after a seeded
   checkpoint before or after the rollback: the rerun resumes to the losses of the run that was not stopped."""
   args, expected = _KILLED_RUN, uninterrupted_losses
   workdir = tmp_path / "killed"
+  started = time.time()
   process = run_train(workdir, *args, start_new_session=True)
   if kill.startswith("SIGKILL"):
     for line in process.stdout:  # The guard's lines; the rollback follows the spike's.
@@ -390,11 +407,24 @@ def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, uninterrupted
   process.send_signal(kill_signal)
   process.communicate(timeout=120)
   assert process.returncode in (-signal.SIGKILL, 128 + signal.SIGTERM)
-  resumed = run_train(workdir, *args)
-  assert resumed.returncode == 0, resumed.stderr
-  start = int((resumed.stdout + resumed.stderr).split("Resuming from the checkpoint at step ")[1].split()[0])
+  resumed = run_train(workdir, *args, start_new_session=True)
+  out = ""
+  for line in resumed.stdout:  # Up to its last line, the goodput's (then the interpreter ends, unaccounted).
+    out += line
+    if line.startswith("Goodput"):
+      break
+  ended = time.time()
+  rest, err = resumed.communicate(timeout=120)
+  out += rest
+  assert resumed.returncode == 0, err
+  start = int(out.split("Resuming from the checkpoint at step ")[1].split()[0])
+  account = goodput.summary(goodput.read(str(workdir)))
+  # Both attempts' phases (and the time between them) add up to the wall time; the steps that the killed
+  # attempt ran past its checkpoint were recomputed, and the rollback's discarded.
+  assert account["attempts"] == 2 and account["wall"] == pytest.approx(ended - started, rel=0.03)
   if kill_signal == signal.SIGKILL:
-    assert start == 60 and "Rolled back to the checkpoint of step 60" in resumed.stdout
+    assert start == 60 and "Rolled back to the checkpoint of step 60" in out
+    assert account["seconds"]["recomputed after restarts"] > 0 and account["seconds"]["rolled back"] > 0
   losses = _train_losses(workdir)
   assert sorted(losses) == list(range(1, 161))
   assert [losses[s] for s in range(start + 1, 161)] == [expected[s] for s in range(start + 1, 161)]
@@ -411,16 +441,18 @@ def test_dropout_draws_the_same_masks_after_a_resume(tmp_path, run_train, uninte
   assert uninterrupted_losses[1] != straight[1]  # Dropout was on: the same first batch, without it, differs.
 
 
-def test_profile_and_mfu_in_the_metrics(tmp_path, run_train):
+def test_profile_mfu_and_checkpoints_every_few_minutes(tmp_path, run_train):
+  """One run: a profiled range, MFU in the metrics, and train.checkpoint_every_minutes (so short here that every
+  logged step saves, where train.checkpoint_every alone would save only the last)."""
   workdir = tmp_path / "run"
-  result = run_train(workdir, "--config.train.steps=4", "--config.train.profile_steps=(1, 3)")
+  result = run_train(workdir, "--config.train.steps=4", "--config.train.profile_steps=(1, 3)",
+                     "--config.train.checkpoint_every_minutes=1e-9")
   assert result.returncode == 0, result.stderr
   traces = [f for _, _, files in os.walk(workdir / "profile") for f in files if f.endswith(".xplane.pb")]
   assert traces
   logged = [r for r in metrics.read(str(workdir)) if "train/mfu" in r]
   assert logged and all(0 < r["train/mfu"] < 1 and 0 <= r["train/data_wait_fraction"] < 1 for r in logged)
-  bad = run_train(tmp_path / "bad", "--config.train.profile_steps=(3, 1)")
-  assert bad.returncode == 2 and "train.profile_steps must be" in bad.stderr
+  assert sorted(int(p.name) for p in (workdir / "checkpoints").iterdir()) == [3, 4]  # train.keep_checkpoints=2
 
 
 _CRASH_DURING_SAVE = """

@@ -17,8 +17,9 @@ from pretrain.system.errors import UserError, exit_on_user_error
 def train(cfg, workdir: str) -> dict:
   """Builds the run of `cfg` in `workdir` and trains it. Nothing in the workdir changes until every check
   (the config, the model against the workdir's, the checkpoint's shapes) and the restore have passed."""
+  import jax  # pylint: disable=g-import-not-at-top
   from pretrain import hf, run as run_lib, workdir as workdir_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.train import checkpoint, loop, memory  # pylint: disable=g-import-not-at-top
+  from pretrain.train import checkpoint, goodput, loop, memory  # pylint: disable=g-import-not-at-top
   from pretrain.workdir.lock import WorkdirLock  # pylint: disable=g-import-not-at-top
   cfg = hf.init_config(cfg, run_lib.objective(cfg).family)
   workdir_lib.check_writable(workdir)
@@ -28,11 +29,15 @@ def train(cfg, workdir: str) -> dict:
     run = run_lib.Run.build_with_data(cfg)
     memory.check_fits(run)
     ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints)
+    account = goodput.Goodput(workdir, write=jax.process_index() == 0)
     start = ckpt.latest_step()
     if start is None:
       state, start, position = hf.initial_state(run), 0, None
+      account.mark("startup")
     else:
+      account.mark("startup")
       state = run.restore(ckpt, start, f"the checkpoint of step {start} in {workdir!r}")
+      account.mark("checkpoint")
       position = ckpt.restore_data(start)
       if position is None:
         raise UserError(f"the latest checkpoint in {workdir!r} has no data position (written by an older "
@@ -44,7 +49,8 @@ def train(cfg, workdir: str) -> dict:
       extra_eval = lm_eval.load().InLoop(run, data_cache.cache_dir(cfg.data))
     train_batches = run.train_batches(position, start)
     workdir_lib.write_run_files(run, workdir)
-    return loop.train(run, workdir, ckpt, state, start, train_batches, extra_eval,
+    account.resumed(start)
+    return loop.train(run, workdir, ckpt, state, start, train_batches, account, extra_eval,
                       initial_state=lambda: hf.initial_state(run))
 
 

@@ -233,6 +233,9 @@ SCHEMA = {
         "eval_batches": Field(8, POSITIVE, ""),
         "checkpoint_every": Field(100, POSITIVE, ""),
         "keep_checkpoints": Field(2, POSITIVE, ""),
+        "checkpoint_every_minutes": Field(0.0, NOT_NEGATIVE, "also save when this many minutes passed since the last "
+                                                             "save (checked at logged steps), so a preemption loses "
+                                                             "at most that long (0: off)", older=0.0),
         "profile_steps": Field((), None, "(start, stop): a jax.profiler trace of those steps into WORKDIR/profile"),
         "spike_guard": Field(False, None, "skip a step whose loss or gradient norm spikes; roll back to an earlier "
                                           "checkpoint, past the data of the bad window, when spikes repeat "

@@ -9,18 +9,21 @@ import os
 import time
 
 import jax
+import numpy as np
 import tqdm
 
 from pretrain.data import schedule
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
-from pretrain.train import evaluation, flops, metrics, optimizer, report, sampling, signals, spike_guard
+from pretrain.train import evaluation, flops, goodput, metrics, optimizer, report, sampling, signals, spike_guard
 
 
-def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=None, initial_state=None) -> dict:
+def train(run, workdir: str, ckpt, state, start: int, train_batches, account, extra_eval=None,
+          initial_state=None) -> dict:
   """Trains `state` (at step `start`; 0 for a new run) on `train_batches` (Run.train_batches) to `train.steps`,
-  saving with `ckpt` and writing metrics and plots to `workdir`, and returns a summary. `extra_eval`: an
+  saving with `ckpt` and writing metrics and plots to `workdir`, and returns a summary. `account`: the run's
+  goodput (pretrain/train/goodput.py), marked as each phase ends. `extra_eval`: an
   evaluation of the parameters beyond the validation loss (its `every` steps and at the end; called with the
   parameters and the step, it returns metrics to log), e.g. lm-eval's tasks (train.harness_tasks).
   `initial_state`: () -> the run's initial state, where train.spike_guard rolls back before its first checkpoint."""
@@ -41,6 +44,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=
     eval_sets = evaluation.eval_sets(run)
     if start == 0:
       writer.write(0, evaluation.evaluate_all(run, state.params, eval_sets))
+      account.mark("eval")
 
     # Tokens and model FLOPs of a step at each length stage (data.length_schedule; one stage without it).
     stage_costs = [(s.rows * sum(run.family.row_lengths(s.scaled(run.task_lengths)).values()),
@@ -59,6 +63,9 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=
     guard = spike_guard.Guard(run, ckpt, start) if c.spike_guard else None
     train_step, settle = (guard.step, guard.settle) if guard else (run.train_step, check_finite)
     rolled_back = {}  # What the first record after a rollback logs.
+    minutes_from = time.perf_counter()  # Of the last save, for train.checkpoint_every_minutes.
+    account.mark("startup")
+    compiled = False
     while step < c.steps and not stopping:
       try:
         waited_from = time.perf_counter()
@@ -67,6 +74,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=
         except StopIteration:
           raise UserError(f"the training data of {run.task} yields no examples; check the data source") from None
         data_wait += time.perf_counter() - waited_from
+        account.mark("data")
         if step == profile_start:
           jax.profiler.start_trace(os.path.join(workdir, "profile"))
           tracing = True
@@ -75,6 +83,8 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=
           tracing = _stop_trace(step_metrics, workdir)
         # The previous step's verdict is read once this one is queued behind it, so the host never idles the device.
         unchecked = settle(unchecked, bar, ckpt, saved)
+        account.mark("step" if compiled else "compile")  # The first call compiles the step.
+        compiled = True
         step += 1
         unchecked = (step, step_metrics)
         interval_steps += 1
@@ -85,9 +95,11 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=
         extra_now = extra_eval is not None and (step % extra_eval.every == 0 or step == c.steps)
         if extra_now and not (eval_now or step % c.log_every == 0):
           writer.write(step, extra_eval(state.params, step))
+          account.mark("eval")
         if eval_now or step % c.log_every == 0:
           unchecked = settle(unchecked, bar, ckpt, saved)
           values = train_values(run, jax.device_get(step_metrics), step)
+          account.mark("step")
           if guard:
             values.update({"train/spikes": guard.take_spikes(), "train/rollbacks": len(guard.rollbacks),
                            **rolled_back})
@@ -104,17 +116,29 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=
             values.update({k: v for k, v in latest_eval.items() if k != "step"})
           if extra_now:
             values.update(extra_eval(state.params, step))
+          account.mark("eval")
+          account.reached(step)
+          values["train/goodput"] = account.write()["goodput"]
           writer.write(step, values)
           bar.set_postfix(loss=f"{values['train/loss']:.3f}", tok_s=f"{values['train/tokens_per_second']:,.0f}")
           interval_start, interval_steps, interval_tokens, interval_flops, data_wait = \
               time.perf_counter(), 0, 0, 0.0, 0.0
         stopping = stop.signal is not None  # Read once, here: a stop requested at any time is saved at this step.
-        if stopping or step % c.checkpoint_every == 0 or step == c.steps:
+        if stopping or step % c.checkpoint_every == 0 or step == c.steps or (
+            step % c.log_every == 0 and _minutes_due(c.checkpoint_every_minutes, minutes_from)):
           unchecked = settle(unchecked, bar, ckpt, saved)
+          account.mark("step")
           ckpt.save(step, state, train_batches.position(), guard.saved() if guard else None)
-          saved = step
+          saved, minutes_from = step, time.perf_counter()
+          account.mark("checkpoint")
+          account.saved(step)
+          account.reached(step)
+          account.write()
       except spike_guard.Rollback as back:  # Raised by settle: on from an earlier checkpoint, past the bad batches.
+        account.mark("step")
         state, step = guard.roll_back(back, initial_state)
+        account.mark("rollback")
+        account.rolled_back(step)
         saved, unchecked, stopping = step, None, False
         train_batches.continue_at(step)
         writer.truncate_after(step)
@@ -130,16 +154,33 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, extra_eval=
       _stop_trace(step_metrics, workdir)
     bar.close()
     ckpt.close()
+    account.mark("checkpoint")
 
     if stopping:
       log(f"Stopped at step {step}; " + (f"the checkpoint of step {saved} is saved. " if saved else "")
           + "Rerun the same command to resume.")
+      account.write()
       return {"step": step, "stopped_by": stop.signal}
     final = latest_eval if latest_eval.get("step") == step else evaluation.evaluate_all(run, state.params,
                                                                                          eval_sets)
     final.pop("step", None)
     pairs = sampling.samples(run, state.params)
-  return report.report(workdir, step, final, pairs, len(eval_sets["eval"]), run.vocabulary.workdir_name)
+    summary = report.report(workdir, step, final, pairs, len(eval_sets["eval"]), run.vocabulary.workdir_name)
+  account.mark("finish")
+  log(goodput.line(account.write()))
+  return summary
+
+
+def _minutes_due(minutes: float, since: float) -> bool:
+  """Whether train.checkpoint_every_minutes have passed since `since`, as process 0 sees it (every process
+  saves together)."""
+  if not minutes:
+    return False
+  due = time.perf_counter() - since >= minutes * 60
+  if jax.process_count() > 1:
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    due = bool(multihost_utils.broadcast_one_to_all(np.bool_(due)))
+  return due
 
 
 def train_values(run, step_metrics: dict, step: int) -> dict[str, float]:

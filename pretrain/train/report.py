@@ -27,7 +27,7 @@ def report(workdir: str, step: int, final: dict, pairs, eval_batches: int, vocab
     lines += ["Samples: a validation prompt, then >>> the model's continuation."] if pairs else []
     for i, (prompt, continuation) in enumerate(pairs, 1):
       lines += [f"[{i}] {prompt.rstrip()}", f">>> {continuation.strip()}"]
-    lines += [f"Outputs in {workdir}: metrics.jsonl, tensorboard/, checkpoints/, config.json, "
+    lines += [f"Outputs in {workdir}: metrics.jsonl, tensorboard/, checkpoints/, config.json, goodput.json, "
               f"{vocabulary_file}, {os.path.basename(plot)}"]
     print("\n".join(lines), flush=True)
   return {"step": step, **final, "initial_perplexity": initial, "samples": pairs}
