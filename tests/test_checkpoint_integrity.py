@@ -64,10 +64,27 @@ CORRUPTIONS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("corruption", CORRUPTIONS)
-def test_a_damaged_latest_checkpoint_is_moved_aside_and_the_run_resumes(trained, tmp_path, cache_dir, corruption):
+def test_every_kind_of_damage_is_found(trained, tmp_path, corruption):
+  """The checksums find each damage; a reader passes over the step without moving it."""
+  from pretrain.train import checkpoint, checksums  # pylint: disable=g-import-not-at-top
   workdir = tmp_path / "run"
   shutil.copytree(trained, workdir)
   CORRUPTIONS[corruption](str(workdir / "checkpoints" / "4"))
+  assert checksums.problem(str(workdir / "checkpoints" / "4"))
+  assert not checksums.problem(str(workdir / "checkpoints" / "2"))
+  reader = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2, move_aside=False)
+  assert reader.latest_step() == 2
+  reader.close()
+  assert sorted(os.listdir(workdir / "checkpoints")) == ["2", "4"]
+
+
+@pytest.mark.slow
+def test_a_damaged_latest_checkpoint_is_moved_aside_and_the_run_resumes(trained, tmp_path, cache_dir):
+  """Training moves the damaged step aside and resumes from the intact one (one kind of damage: the finding of
+  each is tested above)."""
+  workdir = tmp_path / "run"
+  shutil.copytree(trained, workdir)
+  _truncate(str(workdir / "checkpoints" / "4"))
   resumed = _train(workdir, cache_dir)
   assert resumed.returncode == 0, resumed.stderr
   output = resumed.stdout + resumed.stderr
