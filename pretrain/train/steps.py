@@ -65,7 +65,7 @@ def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: 
       apply, guard, verdict = spike_guard_lib.judge(spike_guard, guard, metrics["loss"], grad_norm, finite,
                                                     state.step)
       metrics.update(verdict)
-      kept = state.replace(step=state.step + 1)  # A skipped step still counts, so the step is the batch's.
+      kept = state.replace(step=state.step + 1)  # A skipped step still counts: the state's step is the loop's.
     new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
                               opt_state=opt_state)
     new_state = jax.tree.map(lambda new, old: jnp.where(apply, new, old), new_state, kept)
