@@ -4,9 +4,11 @@ exactly as one process with all the devices, and checkpoints move between
 process counts and meshes."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -26,17 +28,22 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def _train(workdir, cache_dir, processes: int, devices: int, *args):
-  """Runs `python -m pretrain train` as `processes` processes of `devices` CPU devices each."""
+def _start(workdir, cache_dir, processes: int, devices: int, *args) -> list[subprocess.Popen]:
+  """Starts `python -m pretrain train` as `processes` processes of `devices` CPU devices each."""
   env = {**fake_devices(devices), "PRETRAIN_CACHE": cache_dir}
   cmd = [sys.executable, "-m", "pretrain", "train", "--config=configs/quickstart.py", f"--workdir={workdir}", *ARGS,
          *args]
   if processes > 1:
     port = _free_port()
     cmd += [f"--coordinator_address=127.0.0.1:{port}", f"--num_processes={processes}"]
-  running = [subprocess.Popen(cmd + ([f"--process_id={i}"] if processes > 1 else []), cwd=REPO, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(processes)]
+  return [subprocess.Popen(cmd + ([f"--process_id={i}"] if processes > 1 else []), cwd=REPO, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+          for i in range(processes)]
+
+
+def _train(workdir, cache_dir, processes: int, devices: int, *args):
+  """Runs `python -m pretrain train` as `processes` processes of `devices` CPU devices each."""
+  running = _start(workdir, cache_dir, processes, devices, *args)
   outputs = [p.communicate(timeout=600) for p in running]
   for p, (out, err) in zip(running, outputs):
     assert p.returncode == 0, err[-3000:]
@@ -83,6 +90,110 @@ def test_replay_with_two_processes_reading_their_own_shards(tmp_path, cache_dir,
   assert all(np.isfinite(loss) for loss in train_losses(workdir, with_eval=True).values())
   out = _train(workdir, cache_dir, 1, 8, "--config.train.steps=3", *replay)
   assert "Resuming from the checkpoint at step 2" in out and "each host's order of examples changes" in out
+
+
+HEARTBEAT = 5  # Seconds: a killed process 1 is found lost within this (a killed coordinator at once).
+LOST = ("--config.train.steps=12", "--config.train.checkpoint_every=2", "--config.train.eval_every=1000",
+        "--config.train.eval_batches=1", f"--heartbeat_timeout_seconds={HEARTBEAT}")
+
+
+def _lose(workdir, cache_dir, victim: int, step: int) -> str:
+  """Starts a two-process run, SIGKILLs process `victim` once the checkpoint of `step` is committed, and returns
+  what the other process wrote to stderr as it ended (within the heartbeat timeout, checked here with a margin)."""
+  running = _start(workdir, cache_dir, 2, 4, *LOST)
+  deadline = time.time() + 300
+  while not (workdir / "checkpoints" / str(step)).exists():
+    assert all(p.poll() is None for p in running) and time.time() < deadline, "the run ended before the kill"
+    time.sleep(0.01)
+  running[victim].send_signal(signal.SIGKILL)
+  killed = time.time()
+  survivor = running[1 - victim]
+  _, err = survivor.communicate(timeout=120)
+  waited = time.time() - killed
+  running[victim].communicate(timeout=60)
+  assert survivor.returncode != 0 and waited < HEARTBEAT + 20, (survivor.returncode, waited, err[-3000:])
+  return err
+
+
+def test_a_lost_process_ends_the_other_with_one_line_and_the_rerun_resumes_exactly(tmp_path, cache_dir, vocabulary):
+  """Process 1, then the coordinator, is killed after a checkpoint: the other process ends with one line naming
+  it (not JAX's native crash report), and the same command rerun resumes to the losses of a run never stopped."""
+  del vocabulary
+  straight, lost = tmp_path / "straight", tmp_path / "lost"
+  _train(straight, cache_dir, 2, 4, *LOST)
+  fix = "the last committed checkpoint is intact; rerun the same command on all hosts to resume"
+  for victim, step, named in ((1, 2, "error: lost process 1 of 2: "),
+                              (0, 6, "error: lost process 0 of 2, the coordinator: ")):
+    err = _lose(lost, cache_dir, victim, step)
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(named) and last.endswith(fix), err[-3000:]
+    assert err.count("error: ") == 1 and not any(noise in err for noise in ("Check failure", "terminate", "Traceback"))
+  out = _train(lost, cache_dir, 2, 4, *LOST)
+  assert "Resuming from the checkpoint at step 6" in out
+  assert train_losses(lost) == train_losses(straight)
+
+
+def test_the_line_for_each_report_of_a_lost_process():
+  """JAX's and gloo's reports (jaxlib 0.10), as the process they end wrote them, and the line that replaces each."""
+  from pretrain.parallel import lost_process  # pylint: disable=g-import-not-at-top
+  fatal = ("F1127 13:22:42.736867    7324 client.h:80] Terminating process because the JAX distributed service "
+           "detected fatal errors. [...] absl::Status: ")
+  unhealthy = fatal + ("UNAVAILABLE: The following tasks are unhealthy (stopped sending heartbeats):\n1\nThe tasks "
+                       "have crashed. [...]\n*** Check failure stack trace: ***\n    @     0x7fc4ba288634  absl::...")
+  assert lost_process.verdict(unhealthy, 0, 2).startswith("error: lost process 1 of 2: no heartbeat came within")
+  assert lost_process.verdict(unhealthy, 1, 2).startswith("error: the coordinator heard no heartbeat from this "
+                                                          "process (process 1 of 2)")
+  several = unhealthy.replace("\n1\n", "\n2\n3\n")
+  assert lost_process.verdict(several, 0, 4).startswith("error: lost process 2 of 4 and process 3 of 4: ")
+  for coordinator_gone in (
+      fatal + "UNAVAILABLE: Failed to send RPC to coordination service. Either the leader task was preempted/died/"
+      "restarted unexpectedly [...]\nRPC: /xla.coordination.CoordinationService/PollForError",  # Its process died.
+      fatal + "DEADLINE_EXCEEDED: Deadline Exceeded\n\nRPC: /xla.coordination.CoordinationService/Heartbeat"):  # Host.
+    assert lost_process.verdict(coordinator_gone, 1, 2).startswith("error: lost process 0 of 2, the coordinator: it "
+                                                                   "can no longer be reached")
+  gloo = ("terminate called after throwing an instance of 'gloo::EnforceNotMet'\n  what():  [enforce fail at "
+          "external/gloo/gloo/transport/tcp/pair.cc:459] op.preamble.length <= op.nbytes. 8 vs 4.")
+  assert lost_process.verdict(gloo, 0, 2).startswith("error: lost process 1 of 2: a collective with it broke off")
+  assert lost_process.verdict(gloo, 1, 3).startswith("error: lost a process of the run (gloo names none)")
+  raised = ("error: the checkpoint of step 7 could not be written to /w/checkpoints (UNKNOWN: Gloo AllGather failed: "
+            "[external/gloo/gloo/transport/tcp/pair.cc:538] Read error [127.0.0.1]:55449: Connection reset by peer)")
+  assert lost_process.verdict(raised, 1, 2).startswith("error: lost process 0 of 2, the coordinator: a collective")
+  closed = "UNKNOWN: Gloo all-reduce failed: [external/gloo/gloo/transport/tcp/pair.cc] Connection closed by peer "
+  assert lost_process.verdict(f"error: the checkpoint of step 6 could not be written ({closed}[127.0.0.1]:11406)", 1,
+                              2).startswith("error: lost process 0 of 2, the coordinator: a collective")
+  for line in map(lost_process.verdict, (unhealthy, gloo), (0, 0), (2, 2)):
+    assert "\n" not in line and line.endswith("rerun the same command on all hosts to resume")
+  # Any other report is passed on as written.
+  assert lost_process.verdict(fatal + "INTERNAL: something else", 0, 2) is None
+  assert lost_process.verdict("Traceback (most recent call last):\nValueError: a bug", 0, 2) is None
+
+
+def test_the_relay_passes_output_on_and_puts_the_line_in_place_of_the_report():
+  """What a process writes reaches its stderr as written, a native error after a moment; a report of a lost
+  process, as the process ends, becomes the one line."""
+  import select  # pylint: disable=g-import-not-at-top
+  from pretrain.parallel import lost_process  # pylint: disable=g-import-not-at-top
+  bar = b"\r 2/16 [00:01<00:07, loss=8.330]"
+  error = b"E1127 13:22:42.736018    7313 coordination_service.cc:1549] Use error polling [...]\n"
+  report = (b"F1127 13:22:42.736867    7324 client.h:80] Terminating process because the JAX distributed service "
+            b"detected fatal errors. [...] absl::Status: UNAVAILABLE: The following tasks are unhealthy (stopped "
+            b"sending heartbeats):\n1\nThe tasks have crashed.\n*** Check failure stack trace: ***\n    @ 0x7f...\n")
+  relay = subprocess.Popen([sys.executable, lost_process.__file__, "0", "2", "0"], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE)
+  relay.stdin.write(bar + error)
+  relay.stdin.flush()
+  passed = b""
+  deadline = time.time() + 10
+  while passed != bar + error and time.time() < deadline:  # The error after about a second, the run going on.
+    if select.select([relay.stdout], [], [], 0.1)[0]:
+      passed += os.read(relay.stdout.fileno(), 1 << 16)
+  assert passed == bar + error
+  out, _ = relay.communicate(bar + error + report)
+  line = lost_process.verdict(report.decode(), 0, 2)
+  assert out == bar + b"\n" + line.encode() + b"\n"
+  healthy = subprocess.run([sys.executable, lost_process.__file__, "0", "2", "0"], input=bar + error + b"Done.\n",
+                           capture_output=True, check=True)
+  assert healthy.stdout == bar + error + b"Done.\n"
 
 
 def test_incomplete_process_flags_are_refused(tmp_path, cache_dir):

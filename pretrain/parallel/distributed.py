@@ -2,13 +2,22 @@
 
 Every process runs the same command. The coordinator is given by flags, or
 found by JAX itself on a multi-host TPU VM slice or under SLURM.
+
+A lost process (killed, out of memory, its host gone) ends the others, each with
+one line naming it (lost_process.py), found by JAX's coordination service: within
+--heartbeat_timeout_seconds, or at once when the coordinator's process dies.
 """
 
 import os
 
 import jax
 
+from pretrain.parallel import lost_process
 from pretrain.system.errors import UserError
+
+# JAX's default is 100 s. A minute still rides out a network blip or a host's pause (heartbeats come from a
+# native thread, so a busy or compiling process keeps sending them) and ends a job that lost a host twice as soon.
+HEARTBEAT_TIMEOUT_SECONDS = 60
 
 
 def add_flags(parser) -> None:
@@ -16,6 +25,9 @@ def add_flags(parser) -> None:
   group.add_argument("--coordinator_address", help="HOST:PORT of process 0, reachable from every process")
   group.add_argument("--num_processes", type=int, help="how many processes take part")
   group.add_argument("--process_id", type=int, help="this process's index, 0 .. num_processes - 1")
+  group.add_argument("--heartbeat_timeout_seconds", type=int, default=HEARTBEAT_TIMEOUT_SECONDS,
+                     help="a process silent this long is lost, and the others end, naming it (default: "
+                          "%(default)s; a lost coordinator process ends them at once)")
 
 
 def _on_cluster() -> bool:
@@ -35,8 +47,14 @@ def initialize(args) -> None:
                       "--num_processes and --process_id together")
     if not 0 <= args.process_id < args.num_processes:
       raise UserError(f"--process_id={args.process_id} is not in 0 .. {args.num_processes - 1}")
+  elif not _on_cluster():
+    return
+  if args.heartbeat_timeout_seconds < 1:
+    raise UserError(f"--heartbeat_timeout_seconds={args.heartbeat_timeout_seconds} must be at least 1")
+  if args.coordinator_address is not None:
     # Processes on CPUs exchange arrays over gloo (TCP); GPUs and TPUs use their own collectives.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
-  elif _on_cluster():
-    jax.distributed.initialize()
+  jax.distributed.initialize(args.coordinator_address, args.num_processes, args.process_id,
+                             heartbeat_timeout_seconds=args.heartbeat_timeout_seconds)
+  state = jax._src.distributed.global_state  # pylint: disable=protected-access  (the backend is not started yet)
+  lost_process.start(state.process_id, state.num_processes, verbose=getattr(args, "verbose", False))
