@@ -382,6 +382,15 @@ def test_goodput_of_a_run_that_rolled_back(uninterrupted, capsys):
   assert "productive steps" in table and "rolled back" in table and "over 1 attempt(s)" in table
 
 
+def test_an_unreadable_goodput_file_starts_a_new_account(tmp_path, capsys):
+  (tmp_path / goodput.GOODPUT_FILE).write_text('{"attempts": [{"started": 1')  # A copy cut short.
+  account = goodput.Goodput(str(tmp_path))
+  assert "cannot be read" in capsys.readouterr().out and len(account.record["attempts"]) == 1
+  account.resumed(0)
+  account.mark("step")
+  assert account.write()["attempts"] == 1 and goodput.read(str(tmp_path))["clock"] > 0
+
+
 @pytest.mark.parametrize("kill", ["SIGKILL during the rollback", "SIGTERM at a checkpoint"])
 def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, uninterrupted_losses, kill):
   """SIGKILL as the guard logs the spike (the rollback under way), or SIGTERM (a save and a stop) after a seeded

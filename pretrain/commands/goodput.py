@@ -25,8 +25,8 @@ def main(argv: list[str], prog: str = "pretrain goodput") -> None:
 
   record = goodput.read(args.workdir)
   if record is None:
-    raise UserError(f"{args.workdir!r} has no {goodput.GOODPUT_FILE}; give the --workdir of a training run (runs "
-                    "trained before goodput was accounted have none)")
+    raise UserError(f"{args.workdir!r} has no readable {goodput.GOODPUT_FILE}; give the --workdir of a training run "
+                    "(runs trained before goodput was accounted have none)")
   summary = goodput.summary(record)
   print(json.dumps(summary, indent=1) if args.json else goodput.table(summary))
 

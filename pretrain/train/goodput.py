@@ -15,6 +15,7 @@ import os
 import time
 
 from pretrain.system import files
+from pretrain.system.console import log
 
 GOODPUT_FILE = "goodput.json"
 _LEDGER = 16  # Checkpoints whose productive time is kept (more than any run keeps, for rollbacks and restarts).
@@ -35,8 +36,19 @@ _IMPORTED = time.time()
 
 
 def read(workdir: str) -> dict | None:
+  """The run's account, None if it has none; one that cannot be read (a copy cut short, an edit) is named in a
+  warning and read as none: it is an account of the time, nothing to resume from."""
   path = os.path.join(workdir, GOODPUT_FILE)
-  return json.loads(files.read_bytes(path)) if files.exists(path) else None
+  if not files.exists(path):
+    return None
+  try:
+    record = json.loads(files.read_bytes(path))
+    if not isinstance(record, dict) or not isinstance(record.get("attempts"), list):
+      raise ValueError("not a goodput record")
+    return record
+  except ValueError as e:
+    log(f"warning: {path} cannot be read ({e}); the account starts again from this process")
+    return None
 
 
 class Goodput:
