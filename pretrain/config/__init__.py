@@ -252,6 +252,31 @@ def validate(cfg: ml_collections.ConfigDict, more: dict[str, Valid] | None = Non
            f"train.spike_test_batches must be data batch indices (integers from 0), got {poisoned}")
   _require(not poisoned or cfg.train.spike_guard,
            "train.spike_test_batches tests the loss-spike guard; set --config.train.spike_guard=True with it")
+  kept = tuple(cfg.train.keep_steps)
+  _require(all(isinstance(s, int) and s > 0 for s in kept),
+           f"train.keep_steps must be steps (positive integers) whose checkpoints are kept, got {kept}")
+  if cfg.optimizer.schedule == "wsd":
+    _check_wsd(cfg.optimizer, cfg.train.steps)
+
+
+def wsd_decay_steps(opt_cfg, total_steps: int) -> int:
+  """The length of schedule wsd's decay: optimizer.decay_steps, or (0) optimizer.decay_fraction of the run's steps
+  (at least 1)."""
+  return opt_cfg.decay_steps or max(1, round(opt_cfg.decay_fraction * total_steps))
+
+
+def _check_wsd(opt_cfg, total_steps: int) -> None:
+  """Warm-up and decay must fit in the run (the stable phase between them may be empty)."""
+  steps = wsd_decay_steps(opt_cfg, total_steps)
+  room = total_steps - opt_cfg.warmup_steps
+  if steps <= room:
+    return
+  decay = (f"optimizer.decay_steps={steps}" if opt_cfg.decay_steps else
+           f"{steps} (optimizer.decay_fraction={opt_cfg.decay_fraction:g}) of decay")
+  fix = (f"set --config.optimizer.decay_steps to at most {room}" if room > 0 else
+         f"lower --config.optimizer.warmup_steps below {total_steps}")
+  raise UserError(f"optimizer.schedule=wsd: optimizer.warmup_steps={opt_cfg.warmup_steps} of warm-up and {decay} "
+                  f"exceed train.steps={total_steps}; {fix}, or raise train.steps")
 
 
 def to_json(cfg: ml_collections.ConfigDict) -> str:

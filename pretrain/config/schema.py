@@ -202,11 +202,18 @@ SCHEMA = {
         "name": Field("adamw", one_of("adamw", "adafactor", "muon"), "adamw | adafactor (T5's: factored, decay 0.8, "
                                                                      "update clipping 1, no momentum) | muon (hidden "
                                                                      "matrices orthogonalised, the rest AdamW)"),
-        "schedule": Field("cosine", one_of("cosine", "rsqrt"), "cosine (warmup, then cosine decay) | rsqrt (T5: "
-                                                               "constant, then 1/sqrt(step))"),
+        "schedule": Field("cosine", one_of("cosine", "rsqrt", "wsd"), "cosine (warmup, then cosine decay) | rsqrt (T5: "
+                                                                      "constant, then 1/sqrt(step)) | wsd (warmup, "
+                                                                      "constant, then a decay over the last steps)"),
         "learning_rate": Field(3e-3, POSITIVE, "the peak"),
         "warmup_steps": Field(40, NOT_NEGATIVE, ""),
-        "end_lr_ratio": Field(0.1, FRACTION, ""),
+        "end_lr_ratio": Field(0.1, FRACTION, "what cosine and wsd decay to, a fraction of learning_rate"),
+        "decay_steps": Field(0, NOT_NEGATIVE, "wsd: the decay's steps, at the end of the run (0: decay_fraction of "
+                                              "train.steps)", older=0),
+        "decay_fraction": Field(0.2, Valid(lambda v: 0 < v <= 1, "in (0, 1]"), "wsd: the decay's share of "
+                                "train.steps, rounded (when decay_steps is 0)", older=0.2),
+        "decay_shape": Field("1-sqrt", one_of("1-sqrt", "linear", "cosine"), "wsd's decay: end + (peak - end) x (1 - "
+                             "sqrt(tau)) | linear | cosine, tau the share of the decay done", older="1-sqrt"),
         "weight_decay": Field(0.1, NOT_NEGATIVE, ""),
         "b1": Field(0.9, BELOW_ONE, ""),
         "b2": Field(0.95, BELOW_ONE, ""),
@@ -233,6 +240,8 @@ SCHEMA = {
         "eval_batches": Field(8, POSITIVE, ""),
         "checkpoint_every": Field(100, POSITIVE, ""),
         "keep_checkpoints": Field(2, POSITIVE, ""),
+        "keep_steps": Field((), None, "steps whose checkpoints are also saved and never deleted, e.g. (2000, 4000): "
+                                      "the points that cooldown branches start from", older=()),
         "checkpoint_every_minutes": Field(0.0, NOT_NEGATIVE, "also save when this many minutes passed since the last "
                                                              "save (checked at logged steps), so a preemption loses "
                                                              "at most that long (0: off)", older=0.0),
@@ -263,6 +272,9 @@ SCHEMA = {
         "init_from_hf": Field("", None, "A Hugging Face directory (LlamaForCausalLM or T5 v1.1) to start from: its "
                                         "model shape and tokenizer replace the model and tokenizer sections, its "
                                         "weights the random initialisation."),
+        "parent": Field("", None, "a cooldown branch's parent: the workdir whose checkpoint of parent_step it "
+                                  "continues (set by pretrain cooldown)", older=""),
+        "parent_step": Field(0, NOT_NEGATIVE, "", older=0),
     },
     "mesh": {
         "data": Field(-1, Valid(lambda v: v == -1 or v > 0, "positive, or -1 (the devices left by the other axes)"),

@@ -1,28 +1,59 @@
 """Optax optimizers and learning-rate schedules from the `optimizer` config.
 
-AdamW with warmup and cosine decay (the default), T5's Adafactor with its
-inverse-square-root schedule, or Muon (optax.contrib) on the hidden matrices
+AdamW with warmup and cosine decay (the default) or warmup-stable-decay, T5's
+Adafactor with its inverse-square-root schedule, or Muon (optax.contrib) on the hidden matrices
 with AdamW on the rest; all clip the global gradient norm first (unless
 optimizer.grad_clip=0). Under muP, each parameter's update is then
 multiplied by its muP factor (models/mup.py).
 """
 
 import jax
+import jax.numpy as jnp
 import optax
 
+from pretrain import config as config_lib
 from pretrain.models import mup
 from pretrain.system.errors import UserError
 
 NAMES = ("adamw", "adafactor", "muon")
 MUON_RMS = 0.2  # Muon's update RMS, matched to AdamW's (Moonshot, "Muon is scalable"): one learning rate for both
-SCHEDULES = ("cosine", "rsqrt")
+SCHEDULES = ("cosine", "rsqrt", "wsd")
+DECAY_SHAPES = ("1-sqrt", "linear", "cosine")
+
+
+def decay(shape: str, peak: float, end: float, steps: int) -> optax.Schedule:
+  """From `peak` at 0 to `end` at `steps` (and after), with tau = t / steps: 1-sqrt: end + (peak - end) (1 -
+  sqrt(tau)) (Hägele et al. 2024's peak (1 - sqrt(tau)) when end is 0); linear; cosine: end + (peak - end) (1 +
+  cos(pi tau)) / 2."""
+  if shape == "linear":
+    return optax.linear_schedule(peak, end, steps)
+  if shape == "cosine":
+    return optax.cosine_decay_schedule(peak, steps, alpha=end / peak)
+  if shape != "1-sqrt":
+    raise UserError(f"optimizer.decay_shape={shape!r} is unknown; use one of {', '.join(DECAY_SHAPES)}")
+  return lambda t: end + (peak - end) * (1 - jnp.sqrt(jnp.clip(t / steps, 0.0, 1.0)))
+
+
+def wsd(opt_cfg, total_steps: int) -> optax.Schedule:
+  """Warmup-stable-decay (MiniCPM, Hägele et al. 2024): linear warm-up from 0 to `learning_rate` over
+  `warmup_steps`, constant until the decay's last D steps (config.wsd_decay_steps), then `decay_shape` down to
+  `end_lr_ratio` of it, reached at step `total_steps`. The rate of steps up to the decay's start does not depend on
+  the run's length, so a longer run's checkpoint of its stable phase is where a shorter one decays from."""
+  peak, steps = opt_cfg.learning_rate, config_lib.wsd_decay_steps(opt_cfg, total_steps)
+  phases = [optax.linear_schedule(0.0, peak, opt_cfg.warmup_steps)] if opt_cfg.warmup_steps else []
+  phases += [optax.constant_schedule(peak), decay(opt_cfg.decay_shape, peak, peak * opt_cfg.end_lr_ratio, steps)]
+  boundaries = [opt_cfg.warmup_steps] if opt_cfg.warmup_steps else []
+  return optax.join_schedules(phases, boundaries + [total_steps - steps])
 
 
 def schedule(opt_cfg, total_steps: int) -> optax.Schedule:
   """cosine: linear warmup to `learning_rate`, then cosine decay to `end_lr_ratio` of it.
   rsqrt (T5): `learning_rate` for `warmup_steps`, then decaying as 1/sqrt(step)
-  (T5's 1/sqrt(max(step, 10^4)) is learning_rate=0.01, warmup_steps=10000)."""
+  (T5's 1/sqrt(max(step, 10^4)) is learning_rate=0.01, warmup_steps=10000).
+  wsd: warm-up, a constant stable phase, then a decay over the last steps (wsd())."""
   kind = opt_cfg.schedule
+  if kind == "wsd":
+    return wsd(opt_cfg, total_steps)
   if kind == "rsqrt":
     warmup = max(opt_cfg.warmup_steps, 1)
     return lambda step: opt_cfg.learning_rate * jax.lax.rsqrt(jax.numpy.maximum(step, warmup) / warmup)
