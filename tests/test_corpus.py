@@ -6,7 +6,7 @@ import pytest
 
 import tensorflow_datasets as tfds
 
-from pretrain.data import corpus
+from pretrain.data import corpus, overlap
 
 
 def test_split_is_deterministic_disjoint_and_complete(corpus_source):
@@ -16,6 +16,72 @@ def test_split_is_deterministic_disjoint_and_complete(corpus_source):
   assert sorted(sum(texts.values(), [])) == sorted(corpus.documents())
   for split, documents in texts.items():
     assert all(corpus.split_of(t) == split for t in documents)
+
+
+def test_no_held_out_document_has_half_its_text_in_another_split(corpus_source):
+  """The corpus as prepared: each validation or downstream document has less than half of its 13-word shingles in
+  the other splits' (train's above all: what a model has seen)."""
+  texts = {split: list(corpus_source.texts(split)) for split in corpus.SPLITS}
+  for held_out in ("validation", "downstream"):
+    assert max(overlap.shares(texts[held_out], texts["train"])) < corpus.HELD_OUT_SHARE
+    others = [t for split in corpus.SPLITS if split != held_out for t in texts[split]]
+    assert max(overlap.shares(texts[held_out], others)) < corpus.HELD_OUT_SHARE
+
+
+def test_pydoc_sections_go_with_their_page():
+  import pydoc_data.topics  # pylint: disable=g-import-not-at-top
+  for section, page in [("customization", "specialnames"), ("with", "compound"), ("try", "compound")]:
+    section, page = (pydoc_data.topics.topics[name].strip() for name in (section, page))
+    assert overlap.shares([section], [page]) == [1.0]
+    assert corpus.split_of(section) == corpus.split_of(page)
+
+
+def _words(first: int, count: int) -> str:
+  """`count` distinct words: no 13-word run of one such text stands in another unless it was copied."""
+  return " ".join(f"w{i}" for i in range(first, first + count))
+
+
+def _salted(texts: list[str], salt: int) -> list[str]:
+  """The texts with one more word each: other hashes, so other splits."""
+  return [f"{text} salt{salt}" for text in texts]
+
+
+def test_a_contained_page_and_a_near_copy_go_with_their_document():
+  page = _words(0, 300)
+  texts = [page, _words(100, 50),                # a section of the page
+           _words(0, 60) + " " + _words(1000, 20),  # 48 of its 68 shingles are the page's
+           _words(2000, 300) + " " + _words(0, 13),  # one shingle of the page: a quotation, not a copy
+           _words(3000, 100)]
+  clusters = overlap.Clusters([overlap.shingles(t) for t in texts])
+  assert sorted(clusters.members().values()) == [[0, 1, 2], [3], [4]]
+  seen = set()
+  for salt in range(40):
+    split = corpus.assign(_salted(texts, salt))
+    assert split[0] == split[1] == split[2]
+    seen.add(split[0])
+  assert seen == set(corpus.SPLITS)  # The group went to each split in turn, always together.
+  # Split alone by their own hashes (corpus 1.1.0), they part.
+  assert any(len(set(corpus.assign(_salted(texts, salt), clustered=False)[:3])) > 1 for salt in range(40))
+
+
+def _worst_held_out_share(texts: list[str], split: list[str]) -> float:
+  """The largest share of a held-out document's shingles found in the other splits' documents."""
+  return max((overlap.shares([text], [t for t, s in zip(texts, split) if s != own])[0]
+              for text, own in zip(texts, split) if own != "train"), default=0.0)
+
+
+def test_a_patchwork_of_other_documents_is_not_held_out_apart_from_them():
+  """A document made of 40-word pieces of twelve others, each piece under overlap.LINK of either document, so no
+  pair is a near-copy: where its split would leave most of its text in other splits, it joins their clusters."""
+  sources = [_words(1000 * k, 400) for k in range(12)]
+  texts = [*sources, " ".join(_words(1000 * k + 100, 40) for k in range(12))]
+  assert len(overlap.Clusters([overlap.shingles(t) for t in texts]).members()) == 13
+  naive_leaks = 0
+  for salt in range(40):
+    salted = _salted(texts, salt)
+    naive_leaks += _worst_held_out_share(salted, corpus.assign(salted, clustered=False)) >= corpus.HELD_OUT_SHARE
+    assert _worst_held_out_share(salted, corpus.assign(salted)) < corpus.HELD_OUT_SHARE
+  assert naive_leaks  # The case arose.
 
 
 def test_no_empty_or_short_documents(corpus_source):

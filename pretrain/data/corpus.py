@@ -3,11 +3,15 @@
 Documents are the pydoc topic pages (`pydoc_data.topics`) and the docstrings of
 the standard library's modules, classes and functions (read with `ast`, nothing
 is imported). The corpus is a TFDS dataset, `pretrain_corpus`, prepared into a
-local data dir on first use. Documents go to a split by a hash of their text, so
-the splits are the same on every machine with the same Python: 5% validation,
-15% downstream (held out from pre-training for the downstream evaluation,
-pretrain/downstream/), the rest train. Each docstring also knows its standard
-library package (`labelled`), the label of the downstream topic task.
+local data dir on first use. Documents go to a split by a hash, so the splits
+are the same on every machine with the same Python: 5% validation, 15%
+downstream (held out from pre-training for the downstream evaluation,
+pretrain/downstream/), the rest train. Near-copies go together: many pydoc pages
+are sections of others, many docstrings repeat a module's, so a split is drawn
+per cluster of documents that share 13-word passages (pretrain/data/overlap.py),
+and no held-out document has half its text in another split. Each docstring
+also knows its standard library package (`labelled`), the label of the
+downstream topic task.
 """
 
 import ast
@@ -21,7 +25,7 @@ import sysconfig
 import uuid
 
 
-from pretrain.data import tfds_files
+from pretrain.data import overlap, tfds_files
 from pretrain.system import data_cache, tf_loader
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
@@ -31,16 +35,59 @@ tfds = tf_loader.Lazy("tensorflow_datasets")
 VALIDATION_PERCENT = 5
 DOWNSTREAM_PERCENT = 15
 SPLITS = ("train", "validation", "downstream")
+# A held-out document has less than this share of its 13-word shingles in the other splits.
+HELD_OUT_SHARE = 0.5
 MIN_DOC_CHARS = 200
 # Folders of the standard library that are test suites or demos, not documentation.
 _SKIP_DIRS = {"site-packages", "test", "tests", "idlelib", "lib2to3", "turtledemo", "__pycache__"}
 
 
-def split_of(text: str) -> str:
-  """The split a document goes to, by a hash of its text."""
+def _hashed_split(text: str) -> str:
+  """The split of a hash of `text`."""
   bucket = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little") % 100
   return ("validation" if bucket < VALIDATION_PERCENT else
           "downstream" if bucket < VALIDATION_PERCENT + DOWNSTREAM_PERCENT else "train")
+
+
+def assign(texts, clustered: bool = True) -> list[str]:
+  """The split of each of `texts`: its near-copy cluster's (overlap.Clusters), by the hash of the member whose
+  sha256 is the smallest, so that a document alone goes where its own hash sends it. A held-out document that
+  still has HELD_OUT_SHARE of its shingles in the other splits (pieces of several documents, none of them a
+  near-copy alone) joins the clusters of the documents it shares them with, and the splits are drawn again, until
+  none has. clustered=False: each document by its own hash (corpus 1.1.0's splits, leaky)."""
+  if not clustered:
+    return [_hashed_split(t) for t in texts]
+  sets = [overlap.shingles(t) for t in texts]
+  clusters = overlap.Clusters(sets)
+  keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+  while True:
+    split = [""] * len(texts)
+    for members in clusters.members().values():
+      chosen = _hashed_split(texts[min(members, key=keys.__getitem__)])
+      for i in members:
+        split[i] = chosen
+    mixed = False
+    for i, s in enumerate(sets):
+      others = [j for j in clusters.sharing(i) if split[j] != split[i]]
+      if split[i] != "train" and others and (
+          len(s & set().union(*(sets[j] for j in others))) >= HELD_OUT_SHARE * len(s)):
+        for j in others:  # Each join merges two clusters (they had two splits): the loop ends.
+          clusters.join(i, j)
+        mixed = True
+    if not mixed:
+      return split
+
+
+@functools.cache
+def splits() -> dict[str, str]:
+  """{document: its split} of the whole corpus (assign)."""
+  texts = documents()
+  return dict(zip(texts, assign(texts)))
+
+
+def split_of(text: str) -> str:
+  """The split of a document of the corpus."""
+  return splits()[text]
 
 
 def _stdlib_docstrings():
@@ -84,9 +131,11 @@ def documents() -> tuple[str, ...]:
 class PretrainCorpus(tfds.core.GeneratorBasedBuilder):
   """English documentation text bundled with CPython."""
 
-  VERSION = tfds.core.Version("1.1.0")
+  VERSION = tfds.core.Version("1.2.0")
   RELEASE_NOTES = {"1.0.0": "pydoc topics and standard library docstrings.",
-                   "1.1.0": "15% of the documents held out of train as the downstream split."}
+                   "1.1.0": "15% of the documents held out of train as the downstream split.",
+                   "1.2.0": "Near-copies (documents sharing 13-word passages) in one split: no held-out document "
+                            "has half its 13-word shingles in train."}
 
   def _info(self):
     return tfds.core.DatasetInfo(

@@ -25,10 +25,10 @@ def words(text: str) -> list[str]:
   return _WORD.findall(unicodedata.normalize("NFKC", text).lower())
 
 
-def shingles(text: str) -> set[str]:
-  """The word 5-grams of `text` (its words as one shingle when it has fewer)."""
+def shingles(text: str, n: int = SHINGLE_WORDS) -> set[str]:
+  """The word n-grams of `text` (its words as one shingle when it has fewer)."""
   w = words(text)
-  return {" ".join(w[i:i + SHINGLE_WORDS]) for i in range(max(1, len(w) - SHINGLE_WORDS + 1))}
+  return {" ".join(w[i:i + n]) for i in range(max(1, len(w) - n + 1))}
 
 
 def jaccard(a: str, b: str) -> float:

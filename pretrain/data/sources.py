@@ -95,7 +95,8 @@ def _source(data_cfg) -> Source:
   if data_cfg.source == "corpus":
     data_dir = os.path.join(cache_dir(data_cfg), "tfds")
     builder = corpus.prepare(data_dir)
-    return Source("corpus", seqio.TfdsDataSource("pretrain_corpus:1.1.0", tfds_data_dir=data_dir),
+    return Source("corpus", seqio.TfdsDataSource(f"pretrain_corpus:{corpus.PretrainCorpus.VERSION}",
+                                                 tfds_data_dir=data_dir),
                   "text", {TRAIN: "train", VALIDATION: "validation", DOWNSTREAM: "downstream"},
                   _tfds_content(builder), fix=f"delete {builder.data_dir} and rerun: it is prepared again")
   if data_cfg.source == "files":
