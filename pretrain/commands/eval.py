@@ -5,19 +5,23 @@
   pretrain eval --workdir=runs/quickstart --task=corpus_clm --ngram=3
 
 Reports the objective's validation metrics (for a token loss: loss per target
-token, token accuracy and perplexity), and writes
+token, token accuracy, perplexity and bits per byte; for causal LM over the
+whole split, also the per-word perplexity of word-level language modelling:
+exp(nats / words), the words split at white space plus one end of sentence
+per document, 82,430 on the Penn Treebank's test split), and writes
 them to WORKDIR/eval/TASK-SPLIT-stepN.json. A task is `{source}_{objective}`
 over the run's data source (e.g. corpus_prefix_lm_decoder), for any objective
 of the run's model family.
 
 --ngram=N adds the reference rows a trained model must beat: count-based
 n-gram models of orders 1 to N (unigram with add-one smoothing, then
-interpolated Kneser-Ney) fitted on the train split in the run's vocabulary and
+interpolated modified Kneser-Ney, up to order 5) fitted on the train split in the run's vocabulary and
 scored on the same split's causal-LM rows (the rows of SOURCE_clm, the
 experiments' yardstick), in nats per token and bits per byte.
 """
 
 import json
+import math
 import os
 import sys
 
@@ -46,15 +50,26 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
   if task not in available:
     raise UserError(f"--task={task!r} is not a task this {run.family.architecture} run can be evaluated on; use one "
                     f"of {', '.join(sorted(available))}")
+  missing = [source.name for source, _ in members if split not in source.splits]
+  if missing:
+    raise UserError(f"--split={split}: the source {missing[0]} has no such split; use one of "
+                    f"{', '.join(members[0][0].splits)}")
   with run.activated():
     batches = evaluation.global_batches(run, task, available[task], split, max_batches)
-    result = evaluation.evaluate(run.family, run.eval_step, params, batches)
+    totals = evaluation.sums(run.eval_step, params, batches)
   summary = {"task": task, "split": split, "step": step, "batches": len(batches),
-             **{k.split("/", 1)[1]: v for k, v in result.items()}}
+             **run.family.eval_metrics(totals)}
+  # Per-word perplexity where the loss covers every word of the split once (causal LM over one source, the whole
+  # split): the count of word-level language modelling, comparable across vocabularies.
+  words = (sources.words(members[0][0], split) if available[task].scores_every_word and len(members) == 1
+           and not run.cfg.data.task and max_batches is None else 0)
+  if words:
+    summary.update(words=words, word_perplexity=math.exp(totals["cross_entropy"] / words))
   if ngram:
     from pretrain.downstream import ngram as ngram_lib  # pylint: disable=g-import-not-at-top
-    summary["ngram"] = {ngram_lib.ORDERS[order]: values for order, values
-                        in ngram_lib.reference(run, range(1, ngram + 1), max_batches, split).items()}
+    references = ngram_lib.reference(run, range(1, ngram + 1), max_batches, split)
+    summary["ngram"] = {ngram_lib.ORDERS[order]: {**values, **({"word_perplexity": math.exp(
+        values["loss"] * values["tokens"] / words)} if words else {})} for order, values in references.items()}
   if jax.process_index() == 0:
     files.write_atomically(os.path.join(workdir, "eval", f"{task}-{split}-step{step}.json"),
                            json.dumps(summary, indent=2).encode())
@@ -66,18 +81,20 @@ def main(argv: list[str], prog: str = "pretrain eval") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, type=cli.run_workdir, help="a run of pretrain train")
   parser.add_argument("--task", required=True, help="e.g. corpus_clm; an unknown name lists the valid ones")
-  parser.add_argument("--split", default="validation", choices=("train", "validation"), help="which split")
+  parser.add_argument("--split", default="validation", choices=("train", "validation", "test", "downstream"),
+                      help="which split (test: the Penn Treebank's; downstream: the bundled corpus's held-out one)")
   parser.add_argument("--batches", type=cli.at_least(1), default=None,
                       help="at most this many batches (default: the whole split)")
-  parser.add_argument("--ngram", type=int, choices=(0, 1, 2, 3), default=0,
+  parser.add_argument("--ngram", type=int, choices=(0, 1, 2, 3, 4, 5), default=0,
                       help="also the count-based n-gram models of orders 1 to N (0: none)")
   args = parser.parse_args(argv)
   s = evaluate(args.workdir, args.task, args.split, args.batches, args.ngram)
-  values = ", ".join(f"{k} {v:.2f}" if k == "perplexity" else f"{k} {v:.4f}" for k, v in s.items()
-                     if k not in ("task", "split", "step", "batches", "ngram"))
+  values = ", ".join(f"{k} {v:,}" if k == "words" else f"{k} {v:.2f}" if k.endswith("perplexity") else
+                     f"{k} {v:.4f}" for k, v in s.items() if k not in ("task", "split", "step", "batches", "ngram"))
   print(f"{s['task']} ({s['split']}, step {s['step']}, {s['batches']} batches): {values}")
   for name, reference in s.get("ngram", {}).items():
-    print(f"  {name:<44} loss {reference['loss']:.4f}, bits_per_byte {reference['bits_per_byte']:.4f}")
+    word = f", word_perplexity {reference['word_perplexity']:.2f}" if "word_perplexity" in reference else ""
+    print(f"  {name:<44} loss {reference['loss']:.4f}, bits_per_byte {reference['bits_per_byte']:.4f}{word}")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,8 @@ def _vocab_kinds() -> Valid:
 # The sections and fields of a run's config, in the order of the quickstart.
 SCHEMA = {
     "data": {
-        "source": Field("corpus", one_of("corpus", "files", "tfds"), "corpus | files | tfds"),
+        "source": Field("corpus", one_of("corpus", "files", "tfds", "ptb"), "corpus | files | tfds | ptb (the Penn "
+                                                                          "Treebank: the ptb extra)"),
         "objective": Field("clm", None, "Decoder-only: clm | fim | prefix_lm_decoder | ul2_decoder. Encoder-decoder: "
                                         "span_corruption | prefix_lm | ul2 | bart. Encoder-only: mlm | nsp | sop (MLM "
                                         "plus next-sentence / sentence-order prediction) | electra | contrastive "

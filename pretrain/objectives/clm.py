@@ -18,6 +18,7 @@ def clm(dataset, sequence_length, output_features):
 class CLM(Objective):
   """Causal language modelling, the decoder-only default."""
   name, family = "clm", families.CAUSAL_LM
+  scores_every_word = True
 
   def preprocess(self, dataset, sequence_length, output_features):
     return clm(dataset, sequence_length, output_features)

@@ -30,6 +30,9 @@ class Objective:
   # 'half', or 'longest_inputs' where the targets are the shorter (span corruption: the longest inputs whose
   # targets still fit hold the most text).
   row_split: str = "half"
+  # Whether its loss is on every token of every document once, and each document's EOS (causal LM): then a whole
+  # split's summed loss over the split's words is the per-word perplexity of word-level language modelling.
+  scores_every_word: bool = False
 
   def __init__(self, data_cfg=None, seed: int = 0):
     self.data, self.seed = data_cfg, seed

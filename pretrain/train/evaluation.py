@@ -10,18 +10,23 @@ from pretrain.parallel import mesh as mesh_lib
 from pretrain.system.errors import UserError
 
 
-def evaluate(family, eval_step, params, eval_batches) -> dict[str, float]:
-  """The family's validation metrics (eval/loss, ...) over the batches."""
+def sums(eval_step, params, eval_batches) -> dict:
+  """The eval step's sums over the batches (cross_entropy in nats, weight: the loss-bearing tokens, ...)."""
   totals = collections.defaultdict(float)
   for batch in eval_batches:
     for key, value in jax.device_get(eval_step(params, batch)).items():
       totals[key] = totals[key] + (float(value) if np.ndim(value) == 0 else np.asarray(value, np.float64))
-  return {f"eval/{k}": v for k, v in family.eval_metrics(totals).items()}
+  return totals
+
+
+def evaluate(family, eval_step, params, eval_batches) -> dict[str, float]:
+  """The family's validation metrics (eval/loss, ...) over the batches."""
+  return {f"eval/{k}": v for k, v in family.eval_metrics(sums(eval_step, params, eval_batches)).items()}
 
 
 def global_batches(run, task: str, objective, split: str, max_batches: int | None) -> list:
   """Up to `max_batches` (None: all) global batches of a split of `task`, read once."""
-  local = itertools.islice(run.batches(split, task, objective, shuffle=False, repeat=False), max_batches)
+  local = itertools.islice(run.batches(split, task, objective, shuffle=False, repeat=False, whole=True), max_batches)
   if run.family.rows_named:  # A joint family's rows say their member: here all are of `objective`'s.
     member = next(i for i, m in enumerate(run.schedule.members) if m.objective == objective.name)
     local = ({**b, "member": np.full_like(run.family.targets_and_weights(b)[0], member)} for b in local)

@@ -1,8 +1,8 @@
 """Vocabularies: one module per kind and their registry (KINDS), read without TensorFlow or seqio.
 
 The kinds (tokenizer.kind): sentencepiece (unigram or BPE, the default; sentencepiece.py), and the kinds made
-with the `tokenizers` library (tokenizers_json.py): wordpiece, byte_bpe, byte_unigram and bytes (wordpiece.py,
-byte_bpe.py, byte_unigram.py, utf8_bytes.py). A kind says how it trains, how its model file is told apart, how
+with the `tokenizers` library (tokenizers_json.py): wordpiece, byte_bpe, byte_unigram, bytes and words
+(wordpiece.py, byte_bpe.py, byte_unigram.py, utf8_bytes.py, words.py). A kind says how it trains, how its model file is told apart, how
 it reads (encode, decode, the text of each id) and its Hugging Face tokenizer.json. Around them: the ids and helpers every kind shares (ids.py),
 training once per text and options into the cache (cache.py), the Hugging Face tokenizer files (hf_export.py), and
 the seqio vocabularies the data path maps (pipeline.py, the only module here that imports TensorFlow). The
@@ -11,13 +11,13 @@ commands that read no data, `generate` and `export`, load a run's vocabulary her
 
 from pretrain.system import files
 from pretrain.system.errors import UserError
-from pretrain.vocab import byte_bpe, byte_unigram, sentencepiece, utf8_bytes, wordpiece
+from pretrain.vocab import byte_bpe, byte_unigram, sentencepiece, utf8_bytes, wordpiece, words
 from pretrain.vocab.ids import (EOS_ID, EXTRA_IDS, PAD_ID, UNK_ID, bytes_per_id,  # pylint: disable=unused-import
                                 first_regular_id, sentinel_id, single_piece_id)
 
 # One line per kind.
 KINDS = {kind.name: kind for kind in (sentencepiece.KIND, wordpiece.KIND, byte_bpe.KIND, utf8_bytes.KIND,
-                                      byte_unigram.KIND)}
+                                      byte_unigram.KIND, words.KIND)}
 # Room every learned vocabulary needs beyond the sentinels: 3 control ids, the special tokens, 256 byte pieces and
 # a few dozen more.
 _MIN_LEARNED = 3 + 256 + 30

@@ -1,0 +1,77 @@
+"""The Penn Treebank as a source (pretrain/data/ptb.py), the words vocabulary kind and per-word perplexity: the
+published counts and the Kneser-Ney 5-gram's published test perplexity, reproduced."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pretrain import objectives, vocab
+from pretrain.data import ptb
+from pretrain.downstream import ngram
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def lines():
+  return {split: ptb.lines(split) for split in ptb.SPLITS}
+
+
+@pytest.fixture(scope="module")
+def words_vocabulary(lines):
+  return vocab.from_bytes("ptb.json", vocab.train(iter(lines["train"]), "words", 10_240, "unigram", 0,
+                                                  objectives.pieces()), 0)
+
+
+def test_the_splits_hold_the_published_lines_and_words(lines):
+  """Mikolov's counts: lines, and words with one end of sentence per line (the denominator of perplexity)."""
+  assert {s: len(l) for s, l in lines.items()} == {"train": 42_068, "validation": 3_370, "test": 3_761}
+  assert {s: sum(len(line.split()) + 1 for line in l) for s, l in lines.items()} == {
+      "train": 929_589, "validation": 73_760, "test": 82_430}
+
+
+def test_the_words_kind_holds_every_training_word_and_reads_lines_as_sentences(lines, words_vocabulary):
+  regular = vocab.first_regular_id(words_vocabulary)
+  assert words_vocabulary.vocab_size - regular == 9_998  # 10,000 types, less <unk> and the end of sentence.
+  assert words_vocabulary.tokenizer.id_to_token(regular) == "the"  # The most frequent word first.
+  assert words_vocabulary.encode("the <unk> zyzzyva\nthe") == [regular, 2, 2, 1, regular]
+  test = sum((words_vocabulary.encode(line) + [1] for line in lines["test"]), [])
+  assert len(test) == 82_430 and test.count(2) == sum(line.split().count("<unk>") for line in lines["test"])
+
+
+def test_kneser_ney_5_gram_reproduces_the_published_test_perplexity(lines, words_vocabulary):
+  """Mikolov et al. 2011: a Kneser-Ney 5-gram, 141.2 on the test split (the trigram about 148)."""
+  def segments(split):
+    return [np.array(words_vocabulary.encode(line) + [1]) for line in lines[split]]
+  train, test = segments("train"), segments("test")
+  perplexity = {order: math.exp(-ngram.fit(train, order, words_vocabulary.vocab_size).logprobs(test).sum() / 82_430)
+                for order in (3, 5)}
+  assert perplexity[5] == pytest.approx(141.2, rel=0.01) and perplexity[3] == pytest.approx(148, rel=0.01)
+
+
+def test_eval_counts_every_word_of_a_split_once(run_train, cache_dir, tmp_path, lines):
+  """A words run over a few hundred Penn Treebank lines (as text files): `pretrain eval` over the whole split
+  scores as many tokens as the split has words and ends of sentence, so its per-word perplexity is its
+  perplexity, and the count rows' word perplexities come from the same tokens."""
+  (tmp_path / "train.txt").write_text("\n".join(lines["train"][:400]) + "\n")
+  (tmp_path / "validation.txt").write_text("\n".join(lines["validation"][:150]) + "\n")
+  workdir = tmp_path / "run"
+  data = [f"--config.data.train_files={tmp_path / 'train.txt'}",
+          f"--config.data.validation_files={tmp_path / 'validation.txt'}"]
+  result = run_train(workdir, "--config.data.source=files", *data, "--config.tokenizer.kind=words",
+                     "--config.tokenizer.vocab_size=2048", "--config.tokenizer.extra_ids=0", "--config.train.steps=2")
+  assert result.returncode == 0, result.stderr
+  result = subprocess.run([sys.executable, "-m", "pretrain", "eval", f"--workdir={workdir}", "--task=files_clm",
+                           "--ngram=2"], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PRETRAIN_CACHE": cache_dir})
+  assert result.returncode == 0, result.stderr
+  summary = json.loads(next((workdir / "eval").glob("files_clm-validation-step2.json")).read_text())
+  words = sum(len(line.split()) + 1 for line in lines["validation"][:150])
+  assert summary["words"] == words and summary["word_perplexity"] == pytest.approx(summary["perplexity"])
+  bigram = summary["ngram"]["bigram (counts, interpolated Kneser-Ney)"]
+  assert bigram["tokens"] == words and bigram["word_perplexity"] == pytest.approx(math.exp(bigram["loss"]))
+  assert f"word_perplexity {summary['word_perplexity']:.2f}" in result.stdout
