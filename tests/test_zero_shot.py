@@ -87,13 +87,13 @@ def test_the_shipped_task_files_are_what_the_builder_makes_from_held_out_documen
     with open(f"{zero_shot.directory()}/{name}", "rb") as f:
       assert f.read() == content, f"{name} differs: python tools/zero_shot_tasks.py rebuilds it (new VERSION)"
   held_out = {zero_shot.document_id(t): t for t in corpus.documents() if corpus.split_of(t) == "downstream"}
+  train = "\0".join(t for t in corpus.documents() if corpus.split_of(t) == "train")
   for name in zero_shot.TASKS:
     items = zero_shot.load(name)
-    assert len(items) >= 150 and len({item["id"] for item in items}) == len(items)
+    assert len(items) >= 120 and len({item["id"] for item in items}) == len(items)
     for item in items:
-      # The id's first 8 bytes give the split, as the corpus assigns it: no task draws on trained-on text.
-      assert int.from_bytes(bytes.fromhex(item["document"])[:8], "little") % 100 in range(5, 20)
-      text = held_out[item["document"]]
+      text = held_out[item["document"]]  # No task draws on trained-on text, not even a line of it.
+      assert zero_shot.correct_text(name, item) in text and zero_shot.correct_text(name, item) not in train
       if name == "cloze":
         assert f"{item['context']} {item['choices'][item['answer']]}." in text
         assert all(f" {c}" in f" {text}" or c in text for c in item["choices"])
@@ -101,6 +101,17 @@ def test_the_shipped_task_files_are_what_the_builder_makes_from_held_out_documen
         assert item["good"] in text and item["good"] != item["bad"]
         assert sorted(item["good"].split()) == sorted(item["bad"].split()) or name == "pairs_replace"
   assert hashlib.sha256(built["manifest.json"]).hexdigest()  # Written with the files.
+
+
+def test_the_leak_measure_finds_the_old_split_s_overlap_and_none_in_the_new():
+  documents = corpus.documents()
+  by_split = lambda split: {name: [t for t, s in zip(documents, split) if s == name] for name in corpus.SPLITS}
+  new = zero_shot.leak(zero_shot.directory(), by_split(corpus.assign(documents)))
+  assert new["downstream_shingles_in_train"] < 0.01
+  assert new["validation"]["half_in_train"] == new["downstream"]["half_in_train"] == 0
+  assert all(counts["verbatim_in_train"] == 0 and counts["items"] for counts in new["tasks"].values())
+  old = zero_shot.leak(zero_shot.directory(), by_split(corpus.assign(documents, clustered=False)))  # Corpus 1.1.0.
+  assert old["downstream_shingles_in_train"] > 0.2 and old["downstream"]["80%_in_train"] > 10
 
 
 @pytest.mark.slow

@@ -1,8 +1,10 @@
 """Zero-shot tasks scored by the model's own likelihood: no classifier is trained, and random parameters score
 chance by construction.
 
-Four tasks, built once from the bundled corpus's downstream documents (held out of pre-training) and shipped as
-versioned files (VERSION; `python tools/zero_shot_tasks.py` builds them again and checks they are unchanged):
+Four tasks, built once from the bundled corpus's downstream documents (held out of pre-training, and none with
+a near-copy in train: pretrain/data/corpus.py) and shipped as versioned files (VERSION; `python
+tools/zero_shot_tasks.py` builds them again and checks they are unchanged, `--leak` measures what train holds of
+them). No item's correct text stands verbatim in a train document.
 
 - minimal pairs, BLiMP's form (Warstadt et al. 2020): a text and a perturbed copy; the model is right when it
   gives the original the higher total log-probability; chance 0.5.
@@ -32,7 +34,7 @@ import sys
 
 import numpy as np
 
-VERSION = 1
+VERSION = 2
 TASKS = ("pairs_swap", "pairs_replace", "pairs_lines", "cloze")
 # Held-out passages for a text's log-likelihood (lm-eval's loglikelihood_rolling: pretrain/downstream/harness.py).
 DOCUMENTS, DOCUMENT_CHARS, MAX_DOCUMENTS = "documents", 2000, 200
@@ -51,8 +53,7 @@ def directory() -> str:
 
 
 def document_id(text: str) -> str:
-  """A document's id in the task files: the sha256 of its text, as the corpus's TFDS keys (its first 8 bytes,
-  little-endian, mod 100 give its split: pretrain.data.corpus.split_of)."""
+  """A document's id in the task files: the sha256 of its text, as the corpus's TFDS keys."""
   return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -126,7 +127,10 @@ def _cloze(document: str, rng, rank: dict[str, int]) -> list[dict]:
 
 def build(downstream: list[str], train: list[str], seed: int = 0) -> dict[str, list[dict]]:
   """{task: its items} from the held-out documents (`downstream`), the word frequencies of `train`, and the
-  held-out passages (DOCUMENTS); the same documents and seed give the same items."""
+  held-out passages (DOCUMENTS); the same documents and seed give the same items. An item whose correct text
+  stands verbatim in a train document (a boilerplate line, such as 'Example (for a Turtle instance named
+  turtle):') is left out: a model may have learnt it by heart."""
+  seen = _joined(train)
   counts = collections.Counter(w for text in train for w in _WORD.findall(text))
   ranked = [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
   rank = {w: i for i, w in enumerate(ranked)}
@@ -151,6 +155,7 @@ def build(downstream: list[str], train: list[str], seed: int = 0) -> dict[str, l
                                        "bad": "\n".join([window[0], window[2], window[1], window[3]])})
     found["cloze"] = _cloze(text, rng, rank)
     for name, items in found.items():
+      items = [item for item in items if correct_text(name, item) not in seen]
       picked = rng.permutation(len(items))[:PER_DOCUMENT]
       tasks[name].extend({"document": document_id(text), **items[k]} for k in sorted(picked))
   picked = {}
@@ -162,6 +167,11 @@ def build(downstream: list[str], train: list[str], seed: int = 0) -> dict[str, l
     keep = sorted(np.random.default_rng([seed, TASKS.index(name)]).permutation(len(items))[:MAX_ITEMS])
     picked[name] = [{"id": f"{name}-{n:04d}", **items[k]} for n, k in enumerate(keep)]
   return picked
+
+
+def _joined(texts: list[str]) -> str:
+  """The texts as one string to look passages up in, apart by a character no text has (no match spans two)."""
+  return "\0".join(texts)
 
 
 def from_corpus(seed: int = 0) -> dict[str, list[dict]]:
@@ -189,10 +199,37 @@ def _python() -> str:
   return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def load(name: str) -> list[dict]:
-  """The items of a task, from the package's files of VERSION."""
-  with open(f"{directory()}/{name}.jsonl", encoding="utf-8") as f:
+def load(name: str, where: str | None = None) -> list[dict]:
+  """The items of a task, from the package's files of VERSION (or the files in `where`)."""
+  with open(f"{where or directory()}/{name}.jsonl", encoding="utf-8") as f:
     return [json.loads(line) for line in f]
+
+
+def correct_text(name: str, item: dict) -> str:
+  """The text an item's right answer reads: a pair's original, a cloze passage with its answer, a passage."""
+  if name == "cloze":
+    return f"{item['context']} {item['choices'][item['answer']]}"
+  return item["text" if name == DOCUMENTS else "good"]
+
+
+def leak(where: str, texts: dict[str, list[str]]) -> dict:
+  """What a model pre-trained on texts['train'] has seen of the held-out text: the share of the downstream split's
+  distinct 13-word shingles (pretrain/data/overlap.py) found in train's; per held-out split its documents and how
+  many have at least half and at least 80% of their shingles in train's; and per task of the files in `where`
+  its items and how many have their correct text verbatim in a train document."""
+  from pretrain.data import overlap  # pylint: disable=g-import-not-at-top
+  found = {"downstream_shingles_in_train": overlap.pooled_share(texts["downstream"], texts["train"])}
+  for split in ("validation", "downstream"):
+    shares = overlap.shares(texts[split], texts["train"])
+    found[split] = {"documents": len(shares), "half_in_train": sum(s >= 0.5 for s in shares),
+                    "80%_in_train": sum(s >= 0.8 for s in shares)}
+  train = _joined(texts["train"])
+  found["tasks"] = {}
+  for name in (*TASKS, DOCUMENTS):
+    items = load(name, where)
+    found["tasks"][name] = {"items": len(items),
+                            "verbatim_in_train": sum(correct_text(name, item) in train for item in items)}
+  return found
 
 
 def requests(name: str, items: list[dict], vocabulary) -> list[tuple[list[int], list[int]]]:
