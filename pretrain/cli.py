@@ -25,6 +25,8 @@ from pretrain.system.errors import UserError
 # name: (module, one line for the overview)
 SUBCOMMANDS = {
     "train": ("pretrain.commands.train", "pre-train a model from a config (resumes from the workdir's checkpoint)"),
+    "cooldown": ("pretrain.commands.cooldown", "branch a wsd run's checkpoint into a run that decays the learning "
+                 "rate to the end"),
     "eval": ("pretrain.commands.eval", "loss, accuracy and perplexity of a run's checkpoint on a task"),
     "lm-eval": ("pretrain.commands.lm_eval", "evaluate a run with lm-evaluation-harness (the project's tasks and "
                 "lm-eval's)"),
@@ -185,13 +187,11 @@ def entry() -> None:
 
 def parse_command_line(parser, argv: list[str]):
   """Parses a command's flags plus the run config: --config=NAME or FILE, then gin files (--gin_file),
-  --gin.KEY=VALUE bindings and --config.KEY=VALUE overrides, in that order. The fields that name objectives
-  (data.objective, data.eval_objectives) are set before the other overrides, so that an objective of the user's
-  brings its settings before they are set.
+  --gin.KEY=VALUE bindings and --config.KEY=VALUE overrides (with_overrides), in that order.
 
   Returns (args, config), the config checked (pretrain.objectives.validate); anything left over is an error.
   """
-  from pretrain import configs, objectives  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+  from pretrain import configs  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
   parser.add_argument("--config", default=configs.DEFAULT,
                       help=f"a built-in config ({', '.join(configs.names())}) or an ml_collections config file")
   parser.add_argument("--gin_file", action="append", default=[],
@@ -210,11 +210,19 @@ def parse_command_line(parser, argv: list[str]):
   if rest:
     raise UserError(f"unknown arguments {rest}; see --help for the flags, and set config fields "
                     "with --config.KEY=VALUE")
+  return args, with_overrides(cfg, overrides)
+
+
+def with_overrides(cfg, overrides: list[tuple[str, str]]):
+  """`cfg` with the (KEY, VALUE text) of --config.KEY=VALUE flags set, those that name objectives
+  (data.objective, data.eval_objectives) first, so that an objective of the user's brings its settings before
+  they are set; then checked (pretrain.objectives.validate)."""
+  from pretrain import objectives  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
   naming = [(key, text) for key, text in overrides if key in objectives.NAMING_KEYS]
   for key, text in naming + [(key, text) for key, text in overrides if key not in objectives.NAMING_KEYS]:
     config_lib.override(cfg, key, text)
     if key in objectives.NAMING_KEYS:
       objectives.with_settings(cfg)
-  objectives.with_settings(cfg)  # The objective of a gin binding.
+  objectives.with_settings(cfg)  # Also an objective named otherwise (a gin binding, the config itself).
   objectives.validate(cfg)
-  return args, cfg
+  return cfg

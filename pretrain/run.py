@@ -334,9 +334,8 @@ def load(workdir: str, pipeline: bool = True, step: int | None = None,
     latest = saver.latest_step()
     if latest is None:
       raise UserError(f"{workdir!r} has no checkpoint yet; train first (or wait for train.checkpoint_every steps)")
-    if step is not None and step not in saver.manager.all_steps():
-      raise UserError(f"{workdir!r} has no checkpoint of step {step}; it keeps steps "
-                      f"{', '.join(map(str, sorted(saver.manager.all_steps())))}")
+    if step is not None:
+      saver.check_has(step, workdir)
     step = latest if step is None else step
     state = run.restore(saver, step, f"the checkpoint of step {step} in {workdir!r}")
   finally:

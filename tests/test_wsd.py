@@ -35,6 +35,7 @@ def test_wsd_at_its_phase_boundaries(shape):
   if shape == "1-sqrt":
     expected[90] = END + (PEAK - END) * (1 - math.sqrt(0.5))
   np.testing.assert_allclose([rates[t] for t in expected], list(expected.values()), rtol=1e-6, atol=1e-9)
+  assert rates[80] == rates[79] == rates[10]  # Bit for bit: a cooldown branch's first update is its parent's.
 
 
 def test_the_decay_is_a_fraction_of_the_run_unless_its_steps_are_given():

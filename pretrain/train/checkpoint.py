@@ -3,6 +3,8 @@
 A checkpoint holds two items: `state` (step, parameters, optimizer state and
 the RNG key, as arrays) and `data` (the input pipeline's position, as JSON),
 and with train.spike_guard a third, `guard` (its statistics and rollbacks, as JSON).
+The newest train.keep_checkpoints steps are kept, and those of
+train.keep_steps always (the points cooldown branches start from).
 Orbax writes each step to a temporary directory and renames it when complete,
 so an interrupted save never replaces the last good checkpoint. Each step also
 carries a manifest of its files' sizes and checksums (checksums.py), written as
@@ -19,6 +21,7 @@ import shutil
 import jax
 import orbax.checkpoint as ocp
 from etils import epath
+from orbax.checkpoint.checkpoint_managers import preservation_policy as preservation
 from pretrain.system import files
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
@@ -37,14 +40,17 @@ def _cause(error: Exception) -> str:
 
 
 class Checkpointer:
-  def __init__(self, directory: str, keep: int, move_aside: bool = True):
-    """`move_aside`: rename a damaged step to STEP.damaged-TIME (never deleted), as training does; commands
-    that only read a run pass over it in place."""
+  def __init__(self, directory: str, keep: int, move_aside: bool = True, keep_steps=()):
+    """Keeps the newest `keep` steps, and `keep_steps` (train.keep_steps) always. `move_aside`: rename a damaged
+    step to STEP.damaged-TIME (never deleted), as training does; commands that only read a run pass over it in
+    place."""
     self.directory = os.path.abspath(directory) if files.local(directory) else directory
     self.move_aside = move_aside
     self._saving = None  # The step whose asynchronous save is under way.
     self.manager = ocp.CheckpointManager(self.directory, options=ocp.CheckpointManagerOptions(
-        max_to_keep=keep, create=True, enable_async_checkpointing=True,
+        preservation_policy=preservation.AnyPreservationPolicy(
+            [preservation.LatestN(keep), preservation.CustomSteps(tuple(keep_steps))]),
+        create=True, enable_async_checkpointing=True,
         async_options=ocp.AsyncOptions(post_finalization_callback=self._write_manifest)))
 
   def _write_manifest(self) -> None:
@@ -80,6 +86,18 @@ class Checkpointer:
       log(f"warning: the checkpoint of {'; '.join(damaged.values())}; "
           + f"{'resuming from' if self.move_aside else 'using'} step {step}")
     return step
+
+  def check_has(self, step: int, run: str, fix: str = "") -> None:
+    """Refuses a `step` that `run` (its workdir, to name) holds no intact checkpoint of, naming those it keeps;
+    `fix`: what the user may do about it."""
+    kept = sorted(self.manager.all_steps())
+    if step not in kept:
+      raise UserError(f"{run!r} has no checkpoint of step {step}; it keeps "
+                      + (f"steps {', '.join(map(str, kept))}" if kept else "none yet") + (f"; {fix}" if fix else ""))
+    problem = checksums.problem(os.path.join(self.directory, str(step)))
+    if problem:
+      raise UserError(f"the checkpoint of step {step} in {run!r} {problem}; restore it from a copy, or use "
+                      "another step")
 
   def save(self, step: int, state, data: dict | None = None, guard: dict | None = None) -> None:
     """Starts an asynchronous save of the state, the data position and the spike guard's record; training

@@ -124,7 +124,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, account, ex
           interval_start, interval_steps, interval_tokens, interval_flops, data_wait = \
               time.perf_counter(), 0, 0, 0.0, 0.0
         stopping = stop.signal is not None  # Read once, here: a stop requested at any time is saved at this step.
-        if stopping or step % c.checkpoint_every == 0 or step == c.steps or (
+        if stopping or step % c.checkpoint_every == 0 or step == c.steps or step in c.keep_steps or (
             step % c.log_every == 0 and _minutes_due(c.checkpoint_every_minutes, minutes_from)):
           unchecked = settle(unchecked, bar, ckpt, saved)
           account.mark("step")

@@ -18,20 +18,18 @@ from pretrain.system.errors import UserError
 NAMES = ("adamw", "adafactor", "muon")
 MUON_RMS = 0.2  # Muon's update RMS, matched to AdamW's (Moonshot, "Muon is scalable"): one learning rate for both
 SCHEDULES = ("cosine", "rsqrt", "wsd")
-DECAY_SHAPES = ("1-sqrt", "linear", "cosine")
+# wsd's decays: the share f(tau) of the way from the peak to the end done at tau, the share of the decay's steps done.
+DECAY_SHAPES = {"1-sqrt": jnp.sqrt, "linear": lambda tau: tau, "cosine": lambda tau: (1 - jnp.cos(jnp.pi * tau)) / 2}
 
 
 def decay(shape: str, peak: float, end: float, steps: int) -> optax.Schedule:
-  """From `peak` at 0 to `end` at `steps` (and after), with tau = t / steps: 1-sqrt: end + (peak - end) (1 -
-  sqrt(tau)) (Hägele et al. 2024's peak (1 - sqrt(tau)) when end is 0); linear; cosine: end + (peak - end) (1 +
-  cos(pi tau)) / 2."""
-  if shape == "linear":
-    return optax.linear_schedule(peak, end, steps)
-  if shape == "cosine":
-    return optax.cosine_decay_schedule(peak, steps, alpha=end / peak)
-  if shape != "1-sqrt":
+  """peak - (peak - end) f(t / steps), `end` from `steps` on: 1-sqrt (Hägele et al. 2024; peak (1 - sqrt(tau)) when
+  end is 0), linear or cosine. Written out rather than optax's (init - end) (1 - tau) + end so that it starts at
+  exactly the peak: a cooldown branch's first update is its parent's, bit for bit."""
+  if shape not in DECAY_SHAPES:
     raise UserError(f"optimizer.decay_shape={shape!r} is unknown; use one of {', '.join(DECAY_SHAPES)}")
-  return lambda t: end + (peak - end) * (1 - jnp.sqrt(jnp.clip(t / steps, 0.0, 1.0)))
+  done = DECAY_SHAPES[shape]
+  return lambda t: peak - (peak - end) * done(jnp.clip(t / steps, 0.0, 1.0))
 
 
 def wsd(opt_cfg, total_steps: int) -> optax.Schedule:
