@@ -94,7 +94,7 @@ def test_missing_required_flag_is_one_clear_error(args, missing, tmp_path):
     ("plot", ["--workdir=runs/none", f"--out={REPO}/setup.py/curves.png"], "cannot be written: .*setup.py is a file"),
     ("export", ["--workdir=runs/none", "--out="], "argument --out: give a directory"),
     ("estimate-memory", ["--devices=0"], "argument --devices: give at least 1, not 0"),
-    ("eval", ["--workdir=runs/none", "--task=corpus_clm", "--split=test"], "argument --split: invalid choice: 'test'"),
+    ("eval", ["--workdir=runs/none", "--task=corpus_clm", "--split=tests"], "argument --split: invalid choice: 'tests'"),
 ])
 def test_bad_flags_are_named_before_anything_loads(name, argv, message, tmp_path):
   from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top

@@ -25,6 +25,18 @@ def test_every_parameter_has_logical_axes():
   assert leaves and all(len(leaf.names) == leaf.value.ndim for leaf in leaves)
 
 
+@pytest.mark.parametrize("tied", [False, True])
+def test_the_untrained_model_predicts_about_uniformly(tied):
+  """Logits of about unit scale at initialisation, tied or not: the loss of random tokens is near ln V (a tied
+  table of unit-variance rows gave logits of scale sqrt(d_model) and a loss near 30 at d_model 256)."""
+  config = dataclasses.replace(CONFIG, d_model=256, head_dim=64, tie_embeddings=tied)
+  tokens = jax.random.randint(jax.random.key(1), (4, 16), 3, 200)
+  model = DecoderOnly(config)
+  logits = model.apply(model.init(jax.random.key(0), tokens), tokens)
+  loss = -jnp.take_along_axis(jax.nn.log_softmax(logits[:, :-1]), tokens[:, 1:, None], -1).mean()
+  assert abs(float(loss) - np.log(200)) < 1.0
+
+
 @pytest.mark.slow
 def test_later_tokens_never_change_earlier_logits():
   model, params = _model_and_params()

@@ -84,8 +84,11 @@ class DecoderOnly(nn.Module):
       segment_ids_BL = jnp.ones_like(tokens_BL)
     if positions_BL is None:
       positions_BL = jnp.broadcast_to(jnp.arange(tokens_BL.shape[-1]), tokens_BL.shape)
+    # A tied table is also the output layer: rows of norm about 1 give logits of unit scale at initialisation
+    # (norm sqrt(d_model), standard deviation 1, gave the untrained model a loss near 30).
+    scale = c.d_model ** -0.5 if c.tie_embeddings else 1.0
     embed = nn.Embed(c.vocab_size, c.d_model, dtype=dtype, param_dtype=jnp.float32,
-                     embedding_init=layers.partitioned(nn.initializers.normal(1.0), ("vocab", "embed")),
+                     embedding_init=layers.partitioned(nn.initializers.normal(scale), ("vocab", "embed")),
                      name="embed")
     if mask_B1LS is None:
       mask = attention.Mask.build(c.attention, segment_ids_BL, self.causal, prefix_BL)
