@@ -40,6 +40,7 @@ def write(vocabulary, out_dir: str, bos: bool) -> None:
       "tokenizer_class": "PreTrainedTokenizerFast", **special,
       "add_bos_token": bos, "add_eos_token": not bos, "extra_ids": vocabulary.extra_ids,
       "model_max_length": 1_000_000_000, "clean_up_tokenization_spaces": False,
+      **vocab.KINDS[vocabulary.kind].hf_tokenizer_config,
   }
   with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
     json.dump(config, f, indent=2)

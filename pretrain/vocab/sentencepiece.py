@@ -7,18 +7,19 @@ data path's seqio wrapper is pretrain/vocab/pipeline.py's.
 The model is unigram (or BPE, as ranked merges) with byte fallback, identity normalisation and a dummy-prefix
 space. SentencePiece first cuts the text into words, each a run of spaces followed by non-spaces, then segments
 each word; the tokenizer.json's pre-tokenizer cuts the same words, so the unigram lattice is the same. The
-objectives' special pieces and seqio's sentinels are added tokens, matched whole wherever they occur, as
-SentencePiece matches user symbols.
+objectives' special pieces and seqio's sentinels are user pieces, matched whole wherever they occur; the
+tokenizer.json's pre-tokenizer cuts them out after the normaliser, as SentencePiece does (hf_tokenizer).
 """
 
 import functools
 import io
 import os
+import re
 
 import sentencepiece as spm
 import tokenizers
 from sentencepiece import sentencepiece_model_pb2
-from tokenizers import decoders, models as tok_models, pre_tokenizers
+from tokenizers import decoders, models as tok_models, normalizers, pre_tokenizers
 
 from pretrain.system import files
 from pretrain.system.errors import UserError
@@ -139,34 +140,54 @@ def train(texts, pieces: int, model_type: str, special: tuple[str, ...]) -> byte
 
 
 def hf_tokenizer(vocabulary) -> tokenizers.Tokenizer:
-  """The tokenizer.json (without its post-processor) that encodes as the SentencePiece model does."""
-  proto = sentencepiece_model_pb2.ModelProto()
-  with files.open_file(vocabulary.file, "rb") as f:  # The model as trained, without seqio's sentinels.
-    proto.ParseFromString(f.read())
+  """The tokenizer.json (without its post-processor) that encodes as the SentencePiece model does, id for id, read
+  as HF_TOKENIZER_CONFIG says (split_special_tokens: no added token is cut out of the text before the pipeline):
+  SentencePiece's normaliser (the dummy prefix before the whole text, each space a '▁'), its user pieces (the
+  objectives' special pieces, seqio's sentinels '▁<extra_id_N>') cut out whole, its words, its model. Control,
+  unknown and byte pieces are never read from text, as in SentencePiece: a text's '</s>' is spelled."""
+  with files.open_file(vocabulary.file, "rb") as f:  # The model as trained; seqio's sentinels added as seqio does.
+    proto = sentencepiece_model_pb2.ModelProto.FromString(with_sentinels(f.read(), vocabulary.extra_ids))
+  user = [p.piece for p in proto.pieces if p.type == _PIECE.USER_DEFINED]
   if proto.trainer_spec.model_type == proto.trainer_spec.BPE:
+    # No merge makes a user piece: a word that is a piece reads as that piece (ignore_merges), as SentencePiece's
+    # BPE reads a word that is a learned piece (its merges made the piece). Not as SentencePiece: the text of a
+    # control or byte piece written right after a user piece ("[MASK]</s>") is such a word, read as its id.
     model = tok_models.BPE({p.piece: i for i, p in enumerate(proto.pieces)}, _bpe_merges(proto),
-                           unk_token=proto.pieces[ids.UNK_ID].piece, byte_fallback=True)
+                           unk_token=proto.pieces[ids.UNK_ID].piece, byte_fallback=True, ignore_merges=True)
   else:
-    model = tok_models.Unigram([(p.piece, p.score) for p in proto.pieces], unk_id=ids.UNK_ID, byte_fallback=True)
+    model = tok_models.Unigram([(p.piece, _unigram_score(p)) for p in proto.pieces], unk_id=ids.UNK_ID,
+                               byte_fallback=True)
   tokenizer = tokenizers.Tokenizer(model)
-  prepend = "first" if proto.normalizer_spec.add_dummy_prefix else "never"
+  dummy_prefix = proto.normalizer_spec.add_dummy_prefix
+  tokenizer.normalizer = normalizers.Sequence([*([normalizers.Prepend(SPACE)] if dummy_prefix else []),
+                                               normalizers.Replace(" ", SPACE)])
+  # SentencePiece matches its user pieces first, the longest where two start together; then each word is a run
+  # of spaces and what follows up to the next space.
+  whole = "|".join(re.escape(p) for p in sorted(user, key=len, reverse=True))
   tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-      pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme=prepend, split=False),
+      *([pre_tokenizers.Split(tokenizers.Regex(whole), behavior="isolated")] if user else []),
       pre_tokenizers.Split(tokenizers.Regex(f"{SPACE}+[^{SPACE}]*|[^{SPACE}]+"), behavior="isolated"),
   ])
   tokenizer.decoder = decoders.Sequence([
       decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(),
-      *([decoders.Strip(" ", 1, 0)] if prepend == "first" else []),
+      *([decoders.Strip(" ", 1, 0)] if dummy_prefix else []),
   ])
-  control = [p.piece for p in proto.pieces if p.type == _PIECE.CONTROL]
-  user = [p.piece for p in proto.pieces if p.type == _PIECE.USER_DEFINED]
-  tokenizer.add_special_tokens([tokenizers.AddedToken(p, normalized=False) for p in control])
-  tokenizer.add_tokens([tokenizers.AddedToken(p, normalized=False) for p in user])
-  # seqio numbers sentinels down from the top (<extra_id_0> is the last id) and
-  # spells them "▁<extra_id_N>": a space before one belongs to it.
-  sentinels = [f"<extra_id_{i}>" for i in reversed(range(vocabulary.extra_ids))]
-  tokenizer.add_special_tokens([tokenizers.AddedToken(s, normalized=False, lstrip=True) for s in sentinels])
+  # Special: left out of decode(skip_special_tokens=True), as transformers' T5 tokenizer leaves out its sentinels.
+  special = [p.piece for p in proto.pieces if p.type in (_PIECE.CONTROL, _PIECE.UNKNOWN, _PIECE.USER_DEFINED)]
+  tokenizer.add_special_tokens([tokenizers.AddedToken(p, normalized=False) for p in special])
   return tokenizer
+
+
+# What transformers must read with the tokenizer.json: special tokens are not cut out of the text (hf_tokenizer).
+HF_TOKENIZER_CONFIG = {"split_special_tokens": True}
+# A score that loses every unigram lattice to any spelling of the same text.
+_NEVER = -1e9
+
+
+def _unigram_score(piece) -> float:
+  """A piece's score in the tokenizer.json's unigram model: a user piece always wins where it occurs (its own
+  pre-token), control, unknown and byte pieces never do (SentencePiece never reads them from text)."""
+  return {_PIECE.NORMAL: piece.score, _PIECE.USER_DEFINED: 0.0}.get(piece.type, _NEVER)
 
 
 def _bpe_merges(proto) -> list[tuple[str, str]]:
@@ -202,6 +223,7 @@ class SentencePiece:
 
   cache_options = staticmethod(cache_options)
   hf_tokenizer = staticmethod(hf_tokenizer)
+  hf_tokenizer_config = HF_TOKENIZER_CONFIG
 
 
 KIND = SentencePiece()

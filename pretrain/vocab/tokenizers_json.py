@@ -111,6 +111,7 @@ class TokenizersKind:
   what text its pieces stand for."""
   name: str
   workdir_name, suffix, learns = WORKDIR_NAME, SUFFIX, True
+  hf_tokenizer_config: dict = {}  # Its own tokenizer.json reads as transformers reads any by default.
 
   @property
   def cache_prefix(self) -> str:  # Its cached files' names.
