@@ -4,6 +4,7 @@ project's offline tasks, and the refusals."""
 
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -13,7 +14,7 @@ import transformers  # pylint: disable=wrong-import-position
 from lm_eval.models.huggingface import HFLM  # pylint: disable=wrong-import-position
 from lm_eval.tasks import TaskManager  # pylint: disable=wrong-import-position
 
-from pretrain import hf, run as run_lib  # pylint: disable=wrong-import-position
+from pretrain import hf, run as run_lib, vocab  # pylint: disable=wrong-import-position
 from pretrain.commands import lm_eval as lm_eval_command  # pylint: disable=wrong-import-position
 from pretrain.downstream import harness  # pylint: disable=wrong-import-position
 from pretrain.system.errors import UserError  # pylint: disable=wrong-import-position
@@ -72,6 +73,37 @@ def test_the_pretrain_model_type_equals_lm_eval_s_hf_backend_on_the_export(name,
     # The same metrics (perplexities are exponentials of the sums: equal to 1e-5 of themselves).
     numbers = lambda r: {k: v for k, v in r["results"][task].items() if isinstance(v, float)}
     assert numbers(a) == pytest.approx(numbers(b), rel=1e-5, abs=1e-4), (a["results"], b["results"])
+
+
+def test_an_encoder_decoder_s_generations_leave_out_sentinels_as_lm_eval_s_hf_backend_does(vocabulary, cache_dir,
+                                                                                              tmp_path):
+  """A T5 set by hand to write a sentinel or a word at every step (an untrained one rarely writes sentinels): both
+  backends decode its generations without special tokens, the words kept."""
+  run = run_lib.Run.build(tiny_config("--config.data.objective=span_corruption", "--config.data.inputs_length=48",
+                                      "--config.data.targets_length=16"), vocabulary=vocabulary)
+  params = jax.tree.map(np.array, run.create_state().params)
+  # The decoder's output keeps two coordinates; the larger in size writes: the first, one of two sentinels (by its
+  # sign), the second, one of two words.
+  params["decoder"]["norm"]["scale"][:] = 0.0
+  params["decoder"]["norm"]["scale"][:2] = 1.0
+  head = params["lm_head"]["kernel"]
+  head[:] = 0.0
+  sentinels = [vocab.sentinel_id(vocabulary, i) for i in range(2)]
+  words = [vocab.single_piece_id(vocabulary, w) for w in ("the", "a")]
+  head[0, sentinels], head[1, words] = (10.0, -10.0), (10.0, -10.0)
+  written = run.family.generate(run.model, params, [vocabulary.encode("The cat sat on the")], 8, jax.random.key(0),
+                                sentinel=sentinels[0], num_valid=vocabulary.vocab_size)[0]
+  assert set(written) & set(sentinels) and set(written) & set(words), written
+  hf.export(str(tmp_path / "export"), run, params, vocabulary)
+  ours = harness.PretrainLM(run=run, params=params, max_length=MAX_LENGTH)
+  theirs = HFLM(pretrained=str(tmp_path / "export"), dtype="float32", device="cpu", max_length=MAX_LENGTH)
+  theirs._model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(tmp_path / "export")).eval()  # As above.
+  task = "pretrain_cloze_gen"
+  responses = [[s["resps"] for s in sorted(_evaluate(m, harness.task_directory(cache_dir), task)["samples"][task],
+                                           key=lambda s: s["doc_id"])] for m in (ours, theirs)]
+  assert responses[0] == responses[1]
+  texts = [text for resps in responses[0] for (text,) in resps]
+  assert any(texts) and not any("extra_id" in text for text in texts), texts
 
 
 def test_pretrain_lm_eval_writes_the_results_beside_the_run(trained_run, cache_dir, monkeypatch, capsys):

@@ -14,8 +14,10 @@ PretrainLM implements lm-eval's three request types on the run's JAX model, unde
 
 Tokenization is the run's own vocabulary (every kind), as its Hugging Face export's tokenizer encodes: a
 decoder-only model's inputs start with id 0 (the BOS of training; lm-eval's hf backend with add_bos_token=True),
-an encoder-decoder's end with EOS. Contexts longer than the model's length lose their left end, as lm-eval's
-backends cut them. tests/test_harness.py checks equality with lm-eval's hf backend on the exports.
+an encoder-decoder's end with EOS. Generations decode as lm-eval's hf backend decodes them with the export's
+tokenizer: up to EOS, without special tokens (an encoder-decoder's sentinels among them). Contexts longer than the
+model's length lose their left end, as lm-eval's backends cut them. tests/test_harness.py checks equality with
+lm-eval's hf backend on the exports.
 """
 
 import collections
@@ -35,6 +37,7 @@ from lm_eval.models.utils import handle_stop_sequences
 from pretrain import families, vocab
 from pretrain.downstream import likelihood, zero_shot
 from pretrain.system.errors import UserError
+from pretrain.vocab import hf_export
 
 MAX_GEN_TOKS = 256
 
@@ -109,6 +112,7 @@ class PretrainLM(TemplateLM):
         sum(run.task_lengths.values()) if self.backend == "causal" else run.task_lengths["inputs"])
     self.max_gen_toks = int(max_gen_toks)
     self.scorer = likelihood.Scorer(run, rows=self._rows, batch=self.batch)
+    self.hf_tokenizer = hf_export.build(run.vocabulary, bos=self.backend == "causal")
 
   # What lm-eval reads of a model.
   def get_model_info(self) -> dict:
@@ -131,17 +135,15 @@ class PretrainLM(TemplateLM):
 
   def tok_encode(self, string: str, add_special_tokens: bool | None = None, left_truncate_len: int | None = None,
                  **kwargs) -> list[int]:
-    if string.startswith(" ") and self.run.vocabulary.kind == "sentencepiece":
-      # As the export's tokenizer reads it (and as the word reads inside a text): the leading space is the
-      # model's own dummy prefix, where SentencePiece alone would add a piece of one more space.
-      string = string[1:]
     ids = self.run.vocabulary.encode(string)
     if add_special_tokens is not False:  # As the run's export's tokenizer adds them.
       ids = [vocab.PAD_ID, *ids] if self.backend == "causal" else [*ids, vocab.EOS_ID]
     return ids[-left_truncate_len:] if left_truncate_len else ids
 
   def tok_decode(self, tokens, skip_special_tokens: bool = True) -> str:
-    return self.run.vocabulary.decode([int(t) for t in tokens])
+    """As lm-eval's hf backend decodes with the export's tokenizer: without its special tokens (control ids, the
+    objectives' pieces, sentinels) unless `skip_special_tokens` is False."""
+    return self.hf_tokenizer.decode([int(t) for t in tokens], skip_special_tokens=skip_special_tokens)
 
   # Scoring.
   def _rows(self, context: list[int], continuation: list[int]) -> list[dict]:
@@ -232,9 +234,9 @@ class PretrainLM(TemplateLM):
           else:
             new = decoding.generate_encoder_decoder(self.run.model, self.params, rows, new_tokens,
                                                     jax.random.key(0), num_valid=self.run.vocab_size)
-          new = np.asarray(jax.device_get(new))
+          new = families.until_eos(new)  # Where transformers' generate stops.
           for b, i in enumerate(chunk):
-            text = self.tok_decode(new[b, :prompts[i][1]])
+            text = self.tok_decode(new[b][:prompts[i][1]])
             for stop in stops[i]:
               text = text.split(stop)[0]
             outputs[i] = text

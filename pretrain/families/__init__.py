@@ -6,7 +6,8 @@ subclasses one in its own module. The checks below span a family and the config'
 """
 
 from pretrain.families.base import (DECODER_FEATURES, ENCODER_FEATURES, EOS_ID, Family,  # pylint: disable=unused-import
-                                    bits_per_byte, cut_left, encoder_decoder_row, encoder_row, ratio, totals_ratio)
+                                    bits_per_byte, cut_left, encoder_decoder_row, encoder_row, ratio, totals_ratio,
+                                    until_eos)
 from pretrain.families.decoder_only import CausalLM, PrefixLM
 from pretrain.families.encoder_decoder import EncoderDecoder
 from pretrain.families.encoder_only import EncoderOnly
