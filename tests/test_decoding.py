@@ -100,3 +100,14 @@ def test_generate_and_export_start_without_tensorflow_or_seqio(tmp_path, trained
     assert result.stdout.splitlines()[-1] == "imported: []", args[0]
   assert (tmp_path / "hf" / "model.safetensors").exists()
 
+
+
+def test_generate_prints_what_a_continuation_adds_to_the_prompt(vocabulary):
+  """Decoded alone, a SentencePiece continuation loses the space it starts with (read as a text's dummy prefix);
+  printed after its prompt's text, it keeps it. An encoder-decoder's span prints as written, sentinels included."""
+  from pretrain import families  # pylint: disable=g-import-not-at-top
+  ids = vocabulary.encode("The cat sat")
+  assert vocabulary.decode(ids[1:]) == "cat sat"
+  assert families.CAUSAL_LM.generated_text(vocabulary, ids[:1], ids[1:]) == " cat sat"
+  span = [vocabulary.vocab_size - 1, *vocabulary.encode("cat")]
+  assert families.ENCODER_DECODER.generated_text(vocabulary, ids, span) == "<extra_id_0> cat"

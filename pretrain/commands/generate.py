@@ -3,9 +3,13 @@
   pretrain generate --workdir=runs/quickstart --prompt="Return the" \
       [--max_new_tokens=40] [--temperature=0.8 --top_k=40 --top_p=0.95] [--seed=0] [--dropless]
 
-Greedy unless a sampling flag is given. A decoder-only model continues the
-prompt (a prefix-LM model reads it bidirectionally); an encoder-decoder model
-reads the prompt followed by <extra_id_0> and writes what fills that span.
+Greedy unless a sampling flag is given. The prompt's ids are the run's
+vocabulary's encoding of it. A decoder-only model continues the prompt (a
+prefix-LM model reads it bidirectionally), and the text printed is what the
+continuation adds to the prompt's. An encoder-decoder model reads the prompt
+followed by <extra_id_0> and writes what fills that span; its text is printed as
+written, sentinels included ("<extra_id_0> ... <extra_id_1>"), where lm-eval and
+transformers' decode(skip_special_tokens=True) leave them out.
 """
 
 import sys
@@ -46,7 +50,7 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
   [tokens] = run.family.generate(run.model, params, [prompt], args.max_new_tokens, jax.random.key(args.seed),
                                  sentinel=text_vocab.sentinel_id(run.vocabulary, 0), temperature=temperature,
                                  top_k=args.top_k, top_p=args.top_p, num_valid=run.vocabulary.vocab_size)
-  print(run.vocabulary.decode(tokens))
+  print(run.family.generated_text(run.vocabulary, prompt, tokens))
 
 
 if __name__ == "__main__":

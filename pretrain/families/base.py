@@ -173,6 +173,10 @@ class Family:
     """Continuations of each prompt (token ids), cut at EOS. `sampling`: temperature, top_k, top_p, num_valid."""
     raise UserError(f"an {self.name} model does not generate text")
 
+  def generated_text(self, vocabulary, prompt: list[int], tokens: list[int]) -> str:
+    """The text of the `tokens` generate wrote for `prompt`."""
+    return vocabulary.decode(tokens)
+
   # Scoring text by the model's likelihood (pretrain/downstream/likelihood.py: zero-shot tasks, lm-eval).
   def score_rows(self, context: list[int], continuation: list[int], vocabulary, task_lengths: dict[str, int], *,
                  span: bool = True) -> list[dict[str, np.ndarray]]:

@@ -9,6 +9,7 @@ from pretrain.families.base import DECODER_FEATURES, Family, cut_left
 from pretrain.models import decoding
 from pretrain.system import tf_loader
 from pretrain.system.errors import UserError
+from pretrain.vocab import ids as vocab_ids
 
 
 class CausalLM(Family):
@@ -50,6 +51,10 @@ class CausalLM(Family):
     new = decoding.generate(model, params, jnp.asarray(prompts, jnp.int32), max_new_tokens, rng,
                             prefix_lm=self.prefix_lm, **sampling)
     return base.until_eos(new)
+
+  def generated_text(self, vocabulary, prompt, tokens):
+    """What the continuation adds to the prompt's text, a space that starts it included."""
+    return vocab_ids.continuation_text(vocabulary, prompt, tokens)
 
   def score_rows(self, context, continuation, vocabulary, task_lengths, *, span=True):
     """One row: the context, then the continuation scored, read from BOS as a training row (a prefix-LM model

@@ -41,3 +41,12 @@ def bytes_per_id(vocabulary) -> np.ndarray:
   before a document's first word counts: one byte per document that the text does not hold (about 0.1% of the
   bundled corpus's bytes); so does the space WordPiece's decoding puts before each word (see wordpiece.py)."""
   return np.asarray([len(text or b"") for text in vocabulary.piece_bytes], np.float32)
+
+
+def continuation_text(vocabulary, prompt: list[int], continuation: list[int]) -> str:
+  """The text `continuation` adds to `prompt`'s: decoded alone, a SentencePiece continuation would lose a space
+  that starts it, read as the dummy prefix of a text."""
+  before, whole = vocabulary.decode(prompt), vocabulary.decode([*prompt, *continuation])
+  if vocabulary.eos_id in prompt or not whole.startswith(before):  # Decoding stops at EOS.
+    return vocabulary.decode(continuation)
+  return whole[len(before):]
