@@ -19,11 +19,13 @@ import sys
 
 import pytest
 
+from pretrain.data import corpus
 from tests.conftest import REPO, TINY
 
 RUN = "{run}"  # A copy of a trained run's workdir, checked unchanged afterwards.
 TMP = "{tmp}"  # The case's own empty directory.
 DATA = "{data}"  # The bad data files written by _write_data.
+CORPUS = f"pretrain_corpus:{corpus.PretrainCorpus.VERSION}"  # The prepared corpus, read as a user's TFDS dataset.
 TRAIN = ["train", f"--workdir={TMP}/new", *TINY]
 FILES = [*TRAIN, "--config.data.source=files"]
 
@@ -176,9 +178,9 @@ CASES = [
      "argument --targets_length: give at least 1, not 0"),
     ("data cache that is a file", [*TRAIN, f"--config.data.cache_dir={DATA}/raises.py"],
      "raises.py cannot be used (it is a file); set data.cache_dir to a writable directory"),
-    ("TFDS split file cut short", [*TRAIN, "--config.data.source=tfds", "--config.data.tfds_name=pretrain_corpus:1.1.0",
+    ("TFDS split file cut short", [*TRAIN, "--config.data.source=tfds", f"--config.data.tfds_name={CORPUS}",
                                    f"--config.data.tfds_data_dir={TMP}/tfds"],
-     "TFDS dataset 'pretrain_corpus:1.1.0' is damaged: the train split's files hold"),
+     f"TFDS dataset '{CORPUS}' is damaged: the train split's files hold"),
     ("UL2 targets too short for its X-denoisers", [*TRAIN, "--config.data.objective=ul2",
                                                    "--config.data.targets_length=40"], "X-denoiser"),
 ]
@@ -195,7 +197,8 @@ def _wrong_type(path: pathlib.Path) -> None:
 def _cut_tfds_train(cache: pathlib.Path, tmp: pathlib.Path) -> None:
   """A copy of the prepared corpus as a user's TFDS dataset, its train file cut short."""
   shutil.copytree(cache / "tfds" / "pretrain_corpus", tmp / "tfds" / "pretrain_corpus")
-  train = tmp / "tfds" / "pretrain_corpus" / "1.1.0" / "pretrain_corpus-train.tfrecord-00000-of-00001"
+  version = str(corpus.PretrainCorpus.VERSION)
+  train = tmp / "tfds" / "pretrain_corpus" / version / "pretrain_corpus-train.tfrecord-00000-of-00001"
   os.truncate(train, train.stat().st_size // 2)
 
 

@@ -131,8 +131,9 @@ def test_a_damaged_tfds_dataset_is_named_with_the_command_that_builds_it_again(c
   del corpus_source  # Prepared the corpus in cache_dir.
   data_dir, version_dir = _corpus_copy(cache_dir, tmp_path)
   TFDS_DAMAGES[damage](version_dir)
-  with pytest.raises(UserError, match=r"TFDS dataset 'pretrain_corpus:1.1.0' is damaged: .*; build it again: "
-                                      rf"tfds build pretrain_corpus --data_dir={data_dir} --overwrite") as error:
+  pattern = (rf"TFDS dataset 'pretrain_corpus:{corpus.PretrainCorpus.VERSION}' is damaged: .*; build it again: "
+             rf"tfds build pretrain_corpus --data_dir={data_dir} --overwrite")
+  with pytest.raises(UserError, match=pattern) as error:
     sources.make_source(_tfds_config(data_dir))
   assert "\n" not in str(error.value)
 
