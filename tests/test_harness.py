@@ -52,15 +52,19 @@ def test_the_pretrain_model_type_equals_lm_eval_s_hf_backend_on_the_export(name,
   hf.export(str(tmp_path / "export"), run, params, vocabulary)
   task_dir = harness.task_directory(cache_dir)
   ours = harness.PretrainLM(run=run, params=params, max_length=MAX_LENGTH)
-  theirs = HFLM(pretrained=str(tmp_path / "export"), dtype="float32", device="cpu", max_length=MAX_LENGTH,
-                **({"add_bos_token": True} if name != "t5" else {}))
+  # A decoder-only model's contexts start with its BOS (add_bos_token=True); a rolling text's first token is read
+  # after the prefix BOS alone (add_bos_token=False: True scores a second BOS as the text's first token).
+  theirs = {bos: HFLM(pretrained=str(tmp_path / "export"), dtype="float32", device="cpu", max_length=MAX_LENGTH,
+                      **({"add_bos_token": bos} if name != "t5" else {})) for bos in (True, False)}
   if name == "t5":
     # transformers 5 reads every T5 config as tied (scaling by the config's old flag instead) and lm-eval's hf
     # backend then calls tie_weights(), which replaces a T5 v1.1 export's own lm_head by the embedding: the
     # backend scores another model. from_pretrained alone keeps the checkpoint's two matrices.
-    theirs._model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(tmp_path / "export")).eval()
+    for model in theirs.values():
+      model._model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(tmp_path / "export")).eval()
   for task in LIMITS:
-    a, b = (_evaluate(m, task_dir, task) for m in (ours, theirs))
+    reference_model = theirs[task != "pretrain_documents"]
+    a, b = (_evaluate(m, task_dir, task) for m in (ours, reference_model))
     mine, reference = (sorted(r["samples"][task], key=lambda s: s["doc_id"]) for r in (a, b))
     assert len(mine) == len(reference) == LIMITS[task]
     for x, y in zip(mine, reference):

@@ -55,11 +55,12 @@ def test_kneser_ney_5_gram_reproduces_the_published_test_perplexity(lines, words
 
 
 def test_eval_counts_every_word_of_a_split_once(run_train, cache_dir, tmp_path, lines):
-  """A words run over a few hundred Penn Treebank lines (as text files): `pretrain eval` over the whole split
-  scores as many tokens as the split has words and ends of sentence, so its per-word perplexity is its
-  perplexity, and the count rows' word perplexities come from the same tokens."""
+  """A words run over a few hundred Penn Treebank lines (as text files, the first 150 test lines its validation
+  split): `pretrain eval` over the whole split scores as many tokens as the split has words and ends of sentence,
+  so its per-word perplexity is its perplexity; the count rows' word perplexities come from the same tokens; and
+  lm-eval's pretrain_ptb task on those 150 lines gives the same per-word perplexity."""
   (tmp_path / "train.txt").write_text("\n".join(lines["train"][:400]) + "\n")
-  (tmp_path / "validation.txt").write_text("\n".join(lines["validation"][:150]) + "\n")
+  (tmp_path / "validation.txt").write_text("\n".join(lines["test"][:150]) + "\n")
   workdir = tmp_path / "run"
   data = [f"--config.data.train_files={tmp_path / 'train.txt'}",
           f"--config.data.validation_files={tmp_path / 'validation.txt'}"]
@@ -71,11 +72,15 @@ def test_eval_counts_every_word_of_a_split_once(run_train, cache_dir, tmp_path, 
                           env={**os.environ, "PRETRAIN_CACHE": cache_dir})
   assert result.returncode == 0, result.stderr
   summary = json.loads(next((workdir / "eval").glob("files_clm-validation-step2.json")).read_text())
-  words = sum(len(line.split()) + 1 for line in lines["validation"][:150])
+  words = sum(len(line.split()) + 1 for line in lines["test"][:150])
   assert summary["words"] == words and summary["word_perplexity"] == pytest.approx(summary["perplexity"])
   bigram = summary["ngram"]["bigram (counts, interpolated Kneser-Ney)"]
   assert bigram["tokens"] == words and bigram["word_perplexity"] == pytest.approx(math.exp(bigram["loss"]))
   assert f"word_perplexity {summary['word_perplexity']:.2f}" in result.stdout
+  from pretrain.downstream import harness  # pylint: disable=g-import-not-at-top  (lm-eval: the eval extra)
+  results = harness.evaluate(str(workdir), [harness.PTB_TASK], limit=150, cache=cache_dir)
+  assert results["results"][harness.PTB_TASK]["word_perplexity,none"] == pytest.approx(summary["word_perplexity"],
+                                                                                       rel=1e-4)
 
 
 @pytest.mark.slow

