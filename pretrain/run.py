@@ -9,7 +9,8 @@ bench, estimate-memory, the experiments and the tests cannot drift apart:
   Run.build_with_data(cfg)          plus vocabulary and tasks (training, inspection)
   load(workdir)                     a trained run and its latest parameters (eval, generate, export)
 
-Every check of a config happens while building, before anything is compiled.
+Every check of a config (pretrain.objectives.validate: what every command runs on the config of its command line)
+is made again while building, before anything is compiled; only what needs the devices (the mesh) is left to it.
 """
 
 import contextlib
@@ -24,7 +25,7 @@ import numpy as np
 
 from pretrain import models, objectives, vocab as text_vocab
 from pretrain.data import schedule as schedule_lib
-from pretrain.families import Family, check_feed_forward, check_moe
+from pretrain.families import Family
 from pretrain.models import mup
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.system import data_cache, tf_loader
@@ -40,19 +41,9 @@ def objective(cfg, name: str | None = None) -> objectives.Objective:
 
 
 def _checked_family(cfg) -> Family:
-  """The model family of a config whose values, objectives and model fields (those its family uses) are
-  checked."""
+  """The model family of a config whose values, objectives and rules between fields are checked."""
   objectives.validate(cfg)
-  family = objectives.run_family(cfg)
-  family.check(cfg)
-  check_feed_forward(cfg, family)
-  check_moe(cfg, family)
-  mup.check(cfg)
-  if schedule_lib.length_stages(cfg.data, family.task_lengths(cfg.data), cfg.train.batch_size)[1:] and (
-      cfg.data.task or cfg.data.pipeline != "indexed"):
-    raise UserError("data.length_schedule packs rows of each length from the token store: it needs "
-                    "data.pipeline=indexed over data.source (not data.task)")
-  return family
+  return objectives.run_family(cfg)
 
 
 @dataclasses.dataclass
@@ -122,14 +113,7 @@ class Run:
     family = _checked_family(cfg)
     objective_ = objective(cfg)  # Checks the objective's values.
     extra = {name: objective(cfg, name) for name in cfg.data.eval_objectives}
-    for name, other in extra.items():
-      if not other.family.trains_same_model(objective_.family):
-        raise UserError(f"data.eval_objectives names {name!r}, which needs {other.family.architecture}, but "
-                        f"data.objective={cfg.data.objective!r} trains {objective_.family.architecture}; "
-                        "evaluate objectives of the trained family")
     if cfg.data.task:
-      if extra:
-        raise UserError("data.eval_objectives evaluates tasks of data.source; with data.task, leave it empty")
       name, vocabulary = tasks.user_task(cfg.data, cfg.tokenizer, family)
       return cls._build(cfg, vocabulary.vocab_size, family, vocabulary=vocabulary, task=name)
     # A given vocabulary is checked before the sources are made: preparing one can take minutes.

@@ -49,7 +49,8 @@ CASES = [
      "optimizer.learning_rate must be positive, got -0.001"),
     ("keep no checkpoints", [*TRAIN, "--config.train.keep_checkpoints=0"], "train.keep_checkpoints must be positive"),
     ("unknown dtype", [*TRAIN, "--config.model.dtype=float64"], "model.dtype must be auto | float32 | bfloat16"),
-    ("unknown source", [*TRAIN, "--config.data.source=s3"], "data.source must be corpus | files | tfds, got 's3'"),
+    ("unknown source", [*TRAIN, "--config.data.source=s3"],
+     "data.source must be corpus | files | tfds | ptb, got 's3'"),
     ("dropout of one", [*TRAIN, "--config.model.dropout=1.0"], "model.dropout must be in [0, 1), got 1.0"),
     ("adam b2 of one", [*TRAIN, "--config.optimizer.b2=1.0"], "optimizer.b2 must be in [0, 1), got 1.0"),
     ("unknown optimizer", [*TRAIN, "--config.optimizer.name=sgd"], "optimizer.name must be adamw | adafactor"),
@@ -100,14 +101,20 @@ CASES = [
     ("a user's objective whose preprocessing raises", [*TRAIN, f"--config.data.objective={DATA}/raising_objective.py:"
      "ReverseSpan", "--config.data.inputs_length=32", "--config.data.targets_length=32"],
      "its preprocess raised ValueError: no span here at "),
-    # muP where it is not defined.
+    # Rules between fields, refused with the config (pretrain/config/rules.py): muP where it is not defined, shapes
+    # that do not divide, an evaluation the model cannot take; `pretrain config` refuses them as train does.
     ("muP with tied embeddings", [*TRAIN, "--config.model.parameterization=mup", "--config.model.tie_embeddings=True"],
      "model.parameterization=mup needs untied embeddings"),
     ("muP with Adafactor", [*TRAIN, "--config.model.parameterization=mup", "--config.optimizer.name=adafactor"],
      "model.parameterization=mup is defined for optimizer.name=adamw or muon"),
-    # Shapes that only the model can refuse.
+    ("config of muP with Adafactor", ["config", "--config.model.parameterization=mup",
+                                      "--config.optimizer.name=adafactor"],
+     "model.parameterization=mup is defined for"),
     ("heads not divisible by kv heads", [*TRAIN, "--config.model.num_heads=3"], "num_kv_heads"),
     ("batch not divisible by microbatches", [*TRAIN, "--config.train.microbatches=3"], "microbatches"),
+    ("lm-eval's tasks in an MLM run", [*TRAIN, "--config.data.objective=mlm",
+                                       "--config.train.harness_tasks=('pretrain_cloze',)"],
+     "train.harness_tasks runs lm-eval's tasks, which score text with a language model; an encoder-only run has none"),
     ("a model that cannot fit", [*TRAIN, "--config.data.seq_len=10000000"], "GiB per device"),
     # Data.
     ("files that match nothing", [*FILES, "--config.data.train_files=/nonexistent/*.txt"], "matches no files"),
@@ -207,9 +214,12 @@ def _file_for_checkpoints(tmp: pathlib.Path) -> None:
   (tmp / "taken" / "checkpoints").write_text("")
 
 
-# Objectives' settings: refused with the config, before the workdir is made.
+# Objectives' settings and rules between fields: refused with the config, before the workdir is made.
 REFUSED_BEFORE_ANY_WORK = {"unregistered objective", "an objective's setting out of range",
-                           "pairs too short to mask a token", "UL2 targets too short for its X-denoisers"}
+                           "pairs too short to mask a token", "UL2 targets too short for its X-denoisers",
+                           "muP with tied embeddings", "muP with Adafactor", "heads not divisible by kv heads",
+                           "batch not divisible by microbatches", "lm-eval's tasks in an MLM run",
+                           "vocabulary too small"}
 # name: what damages the case's run copy or directory first.
 DAMAGE = {"config.json that is not JSON": lambda run, tmp, cache: _cut_json(run / "config.json"),
           "config.json with a value of the wrong type": lambda run, tmp, cache: _wrong_type(run / "config.json"),

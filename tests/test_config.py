@@ -133,3 +133,42 @@ def test_the_schema_declares_each_field_once_and_the_rest_follows(capsys):
     assert f.read() == config_command.markdown(), "regenerate: pretrain config --fields --markdown > docs/config.md"
   config_command.main(["--config.model.d_model=64"])
   assert json.loads(capsys.readouterr().out)["model"]["d_model"] == 64
+
+
+# A rule between fields, a command line that breaks it, and what the error says: each refused as the config is
+# read (pretrain config here; launch and sweep in their own tests), not when the model is built or trained.
+RULES = [
+    (["--config.model.parameterization=mup", "--config.optimizer.name=adafactor"], "mup is defined for optimizer.name"),
+    (["--config.model.parameterization=mup", "--config.model.tie_embeddings=True"], "mup needs untied embeddings"),
+    (["--config.model.parameterization=mup", "--config.data.objective=electra"], "mup needs untied embeddings"),
+    (["--config.data.objective=mlm", "--config.train.harness_tasks=('pretrain_cloze',)"],
+     "train.harness_tasks runs lm-eval's tasks, which score text with a language model; an encoder-only run"),
+    (["--config.model.num_heads=3"], r"model.num_heads \(3\) must be a multiple of model.num_kv_heads"),
+    (["--config.model.head_dim=63"], "model.head_dim must be even"),
+    (["--config.train.microbatches=3"], "does not split into train.microbatches=3"),
+    (["--config.model.feed_forward=relu"], "model.feed_forward='relu' is for the encoder-decoder"),
+    (["--config.data.objective=contrastive", "--config.model.dropout=0.1", "--config.model.moe_experts=4"],
+     "the encoder-only contrastive objective's loss does not take the experts'"),
+    (["--config.model.moe_experts=4", "--config.model.moe_top_k=5"], "model.moe_top_k=5 is more than the 4 experts"),
+    (["--config.model.moe_experts=4", "--config.model.moe_every=5"], "model.moe_every=5 is more than"),
+    (["--config.model.moe_experts=4", "--config.model.moe_every=3", "--config.model.scan_layers=True"],
+     "is not a multiple"),
+    (["--config.model.moe_experts=4", "--config.mesh.expert=3"], "does not split over mesh.expert=3"),
+    (["--config.data.objective=electra", "--config.model.electra_generator_size=2.0"], "electra_generator_size=2.0"),
+    (["--config.data.objective=contrastive"], "set model.dropout above 0"),
+    (["--config.data.eval_objectives=('span_corruption',)"], "data.eval_objectives names 'span_corruption'"),
+    (["--config.data.pipeline=replay", "--config.data.length_schedule=((0, 64), (10, 128))"],
+     "data.length_schedule packs rows of each length from the token store"),
+    (["--config.data.length_schedule=((0, 48), (10, 128))"], "must divide the row of 128"),
+    (["--config.tokenizer.vocab_size=200"], "tokenizer.vocab_size=200 is too small"),
+    (["--config.optimizer.schedule=wsd", "--config.optimizer.decay_steps=290"], "exceed train.steps=300"),
+    (["--config.optimizer.learning_rate=inf"], "optimizer.learning_rate must be a finite number, got inf"),
+    (["--config.sample.temperature=nan"], "sample.temperature must be a finite number, got nan"),
+]
+
+
+@pytest.mark.parametrize("argv, message", RULES, ids=[" ".join(argv) for argv, _ in RULES])
+def test_pretrain_config_refuses_each_rule_between_fields(argv, message):
+  from pretrain.commands import config as config_command  # pylint: disable=g-import-not-at-top
+  with pytest.raises(UserError, match=message):
+    config_command.main.__wrapped__(argv)

@@ -246,6 +246,18 @@ def test_slurm_refuses_mistakes_with_the_fix(capsys, argv, message):
   assert code == 2 and not out and message in err.splitlines()[-1]
 
 
+@pytest.mark.parametrize("rule, message", [
+    (["--config.model.parameterization=mup", "--config.optimizer.name=adafactor"], "mup is defined for optimizer.name"),
+    (["--config.data.objective=mlm", "--config.train.harness_tasks=('pretrain_cloze',)"], "train.harness_tasks"),
+])
+def test_slurm_writes_no_script_for_a_config_that_breaks_a_rule(capsys, tmp_path, rule, message):
+  """The hosts would fail as they build the model: the config's rules between fields are checked here first."""
+  code, out, err = _launch(capsys, "slurm", "--nodes=2", "--gpus_per_node=8", f"--workdir={tmp_path}/run",
+                           f"--out={tmp_path}/job.sh", *rule)
+  assert code == 2 and not out and message in err.splitlines()[-1]
+  assert not (tmp_path / "job.sh").exists()
+
+
 def test_help_explains_every_flag_without_importing_jax():
   code = ("import sys; from pretrain.commands import launch\n"
           "for sub in ('tpu-vm', 'slurm'):\n"

@@ -38,9 +38,16 @@ def test_a_malformed_grid_is_refused(argv, message):
     sweep.parse_grid(argv)
 
 
-def test_every_point_is_checked_before_any_trains(tmp_path):
+@pytest.mark.parametrize("argv, message", [
+    (["--grid.data.mlm_rate=0.1,1.5", "--config.data.objective=mlm"], "data.mlm_rate must be in"),
+    # A rule between fields that only the grid's second point breaks.
+    (["--config.model.parameterization=mup", "--grid.optimizer.name=adamw,adafactor"],
+     "mup is defined for optimizer.name"),
+])
+def test_every_point_is_checked_before_any_trains(tmp_path, capsys, argv, message):
   with pytest.raises(SystemExit):  # exit_on_user_error: one error line, exit 2
-    sweep_command.main([f"--workdir={tmp_path}/s", "--grid.data.mlm_rate=0.1,1.5", "--config.data.objective=mlm"])
+    sweep_command.main([f"--workdir={tmp_path}/s", *argv])
+  assert message in capsys.readouterr().err
   assert not os.path.exists(tmp_path / "s")
 
 

@@ -12,14 +12,18 @@ them for the commands).
 
 import ast
 import difflib
+import functools
 import importlib.util
 import json
+import math
+import operator
 import os
 import traceback
 
 import ml_collections
 
-from pretrain.config import schema
+from pretrain.config import rules, schema
+from pretrain.config.rules import check_with_family, wsd_decay_steps  # pylint: disable=unused-import
 # The valid-value helpers, for the objectives and config files that declare settings (config.POSITIVE, ...).
 from pretrain.config.schema import (BELOW_ONE, FRACTION, NOT_NEGATIVE, OPEN_FRACTION,  # pylint: disable=unused-import
                                      POSITIVE, Valid, one_of)
@@ -225,58 +229,25 @@ def apply_overrides(cfg: ml_collections.ConfigDict, args: list[str]) -> list[str
   return rest
 
 
-def _require(condition: bool, message: str) -> None:
-  if not condition:
-    raise UserError(message)
-
-
 # The valid values of every checked field, declared once with its default and help (schema.py). Fields that only
-# some families use are checked here too when their range never depends on the family (a family's own
-# constraints between fields are in pretrain/families/); an objective's own settings are declared, with their
+# some families use are checked here too when their range never depends on the family; the rules between fields,
+# also those that depend on the family, are rules.py's; an objective's own settings are declared, with their
 # defaults and ranges, in its module (pretrain/objectives/).
 RANGES = schema.ranges()
 
 
 def validate(cfg: ml_collections.ConfigDict, more: dict[str, Valid] | None = None) -> None:
-  """Checks every field of RANGES (and of `more`: the objectives' settings, pretrain.objectives.validate), and
-  what spans fields, before anything is built."""
+  """Checks that every number is finite, every field of RANGES (and of `more`: the objectives' settings,
+  pretrain.objectives.validate) and the rules between fields (rules.check), before anything is built."""
+  for key in flat_keys(cfg):
+    value = functools.reduce(operator.getitem, key.split("."), cfg)
+    rules.require(not isinstance(value, float) or math.isfinite(value),
+                  f"{key} must be a finite number, got {value!r}; set --config.{key} to one")
   for key, valid in {**RANGES, **(more or {})}.items():
     section, name = key.split(".")
     value = cfg[section][name]
-    _require(valid.test(value), f"{key} must be {valid.what}, got {value!r}; set --config.{key} to such a value")
-  profile = tuple(cfg.train.profile_steps)
-  _require(not profile or (len(profile) == 2 and 0 <= profile[0] < profile[1]),
-           f"train.profile_steps must be () or (start, stop) with 0 <= start < stop, got {profile}")
-  poisoned = tuple(cfg.train.spike_test_batches)
-  _require(all(isinstance(b, int) and b >= 0 for b in poisoned),
-           f"train.spike_test_batches must be data batch indices (integers from 0), got {poisoned}")
-  _require(not poisoned or cfg.train.spike_guard,
-           "train.spike_test_batches tests the loss-spike guard; set --config.train.spike_guard=True with it")
-  kept = tuple(cfg.train.keep_steps)
-  _require(all(isinstance(s, int) and s > 0 for s in kept),
-           f"train.keep_steps must be steps (positive integers) whose checkpoints are kept, got {kept}")
-  if cfg.optimizer.schedule == "wsd":
-    _check_wsd(cfg.optimizer, cfg.train.steps)
-
-
-def wsd_decay_steps(opt_cfg, total_steps: int) -> int:
-  """The length of schedule wsd's decay: optimizer.decay_steps, or (0) optimizer.decay_fraction of the run's steps
-  (at least 1)."""
-  return opt_cfg.decay_steps or max(1, round(opt_cfg.decay_fraction * total_steps))
-
-
-def _check_wsd(opt_cfg, total_steps: int) -> None:
-  """Warm-up and decay must fit in the run (the stable phase between them may be empty)."""
-  steps = wsd_decay_steps(opt_cfg, total_steps)
-  room = total_steps - opt_cfg.warmup_steps
-  if steps <= room:
-    return
-  decay = (f"optimizer.decay_steps={steps}" if opt_cfg.decay_steps else
-           f"{steps} (optimizer.decay_fraction={opt_cfg.decay_fraction:g}) of decay")
-  fix = (f"set --config.optimizer.decay_steps to at most {room}" if room > 0 else
-         f"lower --config.optimizer.warmup_steps below {total_steps}")
-  raise UserError(f"optimizer.schedule=wsd: optimizer.warmup_steps={opt_cfg.warmup_steps} of warm-up and {decay} "
-                  f"exceed train.steps={total_steps}; {fix}, or raise train.steps")
+    rules.require(valid.test(value), f"{key} must be {valid.what}, got {value!r}; set --config.{key} to such a value")
+  rules.check(cfg)
 
 
 def to_json(cfg: ml_collections.ConfigDict) -> str:

@@ -17,14 +17,13 @@ sqrt(model.mup_base_head_dim / model.head_dim), 1 when the width grows by heads 
 a factor that also applies to T5, whose 1/sqrt(d_kv) is folded into its query initialisation.
 
 The width multiplier is one number, d_model / mup_base_width: the other widths (model.mlp_dim,
-num_heads x head_dim, moe_mlp_dim) are taken to grow with d_model, as the zoo's do. Tied embeddings are refused:
-one table cannot be muP's input layer and its output layer at once.
+num_heads x head_dim, moe_mlp_dim) are taken to grow with d_model, as the zoo's do. Tied embeddings and Adafactor
+are refused with the config (pretrain/config/rules.py): one table cannot be muP's input layer and its output layer
+at once.
 """
 
 import jax
 import flax.linen as nn
-
-from pretrain.system.errors import UserError
 
 WIDTH_AXES = frozenset({"embed", "mlp", "heads", "kv", "kv_heads"})  # grow with the model's width
 BATCH_AXES = frozenset({"layers", "exp"})  # kernels side by side: scanned layers, stacked experts
@@ -94,16 +93,3 @@ def lr_scales(role_tree, ratio: float):
   """Multipliers of each parameter's update (learning rate and weight decay): base/width for hidden and
   output matrices."""
   return jax.tree.map(lambda r: 1.0 / ratio if r in ("hidden", "output") else 1.0, role_tree)
-
-
-def check(cfg) -> None:
-  """Refuses, in one line each, what muP is not defined for here."""
-  model = cfg.model
-  if model.get("parameterization", "standard") != "mup":
-    return
-  if model.tie_embeddings or cfg.data.objective == "electra":
-    raise UserError("model.parameterization=mup needs untied embeddings (model.tie_embeddings=False; ELECTRA always "
-                    "ties them): a tied table cannot be muP's input layer and its output layer at once")
-  if cfg.optimizer.name == "adafactor":
-    raise UserError("model.parameterization=mup is defined for optimizer.name=adamw or muon; Adafactor scales its "
-                    "steps by each parameter's size, which muP's tables do not cover")

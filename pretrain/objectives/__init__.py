@@ -19,7 +19,7 @@ import os
 import re
 import traceback
 
-from pretrain import config as config_lib
+from pretrain import config as config_lib, vocab
 from pretrain.data import schedule as schedule_lib
 from pretrain.families import Family
 from pretrain.system import tf_loader
@@ -174,7 +174,8 @@ def with_settings(cfg):
 
 def validate(cfg) -> None:
   """Every check of a config before anything is built: its fields' valid values (config.RANGES and the
-  objectives' settings) and the named objectives' own checks (lengths, noise). A user's seqio task (data.task)
+  objectives' settings), the rules between fields (config/rules.py, with the run's family), the named objectives'
+  own checks (lengths, noise), their schedules and the vocabulary they need. A user's seqio task (data.task)
   brings its own preprocessors: then data.objective only chooses the model family."""
   specs = known(cfg)
   config_lib.validate(cfg, {key: s.valid for key, s in settings(specs).items() if s.valid is not None})
@@ -182,6 +183,28 @@ def validate(cfg) -> None:
     for spec in named(cfg):
       spec.check(cfg)
   check_schedule(cfg)
+  family = run_family(cfg)
+  config_lib.check_with_family(cfg, family)
+  _check_eval_objectives(cfg)
+  if schedule_lib.length_stages(cfg.data, family.task_lengths(cfg.data), cfg.train.batch_size)[1:] and (
+      cfg.data.task or cfg.data.pipeline != "indexed"):
+    raise UserError("data.length_schedule packs rows of each length from the token store: it needs "
+                    "data.pipeline=indexed over data.source (not data.task)")
+  if not (cfg.tokenizer.path or cfg.data.task or cfg.train.init_from_hf):  # Else the vocabulary is given.
+    vocab.check_size(cfg.tokenizer.kind, cfg.tokenizer.vocab_size, cfg.tokenizer.extra_ids, pieces(cfg))
+
+
+def _check_eval_objectives(cfg) -> None:
+  """data.eval_objectives: tasks of data.source, of objectives whose examples the trained model reads."""
+  if cfg.data.eval_objectives and cfg.data.task:
+    raise UserError("data.eval_objectives evaluates tasks of data.source; with data.task, leave it empty")
+  trained = get(cfg.data.objective).family
+  for name in cfg.data.eval_objectives:
+    other = get(name).family
+    if not other.trains_same_model(trained):
+      raise UserError(f"data.eval_objectives names {name!r}, which needs {other.architecture}, but "
+                      f"data.objective={cfg.data.objective!r} trains {trained.architecture}; evaluate objectives of "
+                      "the trained family")
 
 
 def run_family(cfg) -> Family:

@@ -61,11 +61,16 @@ def from_bytes(path: str, data: bytes, extra_ids: int = EXTRA_IDS):
   return kind_of(data).text(path, data, extra_ids)
 
 
+def check_size(kind: str, vocab_size: int, extra_ids: int, special: tuple[str, ...]) -> None:
+  """Refuses a `kind` vocabulary of `vocab_size` ids too small to learn any pieces (checked with the config)."""
+  if KINDS[kind].learns and vocab_size - extra_ids < len(special) + _MIN_LEARNED:
+    raise UserError(f"tokenizer.vocab_size={vocab_size} is too small: it must exceed {extra_ids} sentinels, "
+                    "3 control ids, the special tokens and 256 byte pieces by a few dozen pieces")
+
+
 def train(texts, kind: str, vocab_size: int, model_type: str, extra_ids: int, special: tuple[str, ...]) -> bytes:
   """The model file of a `kind` vocabulary of `vocab_size` ids (the `extra_ids` sentinels counted) trained on
   documents, `special` tokens single pieces."""
+  check_size(kind, vocab_size, extra_ids, special)
   spec = KINDS[kind]
-  if spec.learns and vocab_size - extra_ids < len(special) + _MIN_LEARNED:
-    raise UserError(f"tokenizer.vocab_size={vocab_size} is too small: it must exceed {extra_ids} sentinels, "
-                    "3 control ids, the special tokens and 256 byte pieces by a few dozen pieces")
   return spec.train(texts, spec.size(vocab_size, extra_ids, special), special, model_type)
