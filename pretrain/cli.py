@@ -17,7 +17,7 @@ import sys
 import traceback
 
 from pretrain import config as config_lib
-from pretrain.config import schema
+from pretrain.config import flags
 from pretrain.config import gin as gin_config
 from pretrain.system import host_memory, tf_loader
 from pretrain.system.errors import UserError
@@ -63,26 +63,9 @@ def parser_for(prog: str, doc: str, **kwargs) -> argparse.ArgumentParser:
   return parser
 
 
-# Types of flags, checked as they are parsed, before any work: type=at_least(1), type=output_file, ...
-def at_least(minimum: int, maximum: int | None = None):
-  """An integer of at least `minimum` (and at most `maximum`)."""
-
-  def integer(text: str) -> int:
-    try:
-      value = int(text)
-    except ValueError:
-      raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < minimum or maximum is not None and value > maximum:
-      raise argparse.ArgumentTypeError(f"give at least {minimum}" + (f" and at most {maximum}" if maximum is not None
-                                                                    else "") + f", not {value}")
-    return value
-
-  return integer
-
-
-def seed(text: str) -> int:
-  """A seed, as JAX and TensorFlow take one: a signed 64-bit integer of at least 0."""
-  return at_least(0, schema.MAX_SEED)(text)
+# Types of flags, checked as they are parsed, before any work: type=at_least(1), type=number(Valid(...)),
+# type=output_file, ... (numbers: pretrain/config/flags.py, where the flags below the command line find them too).
+at_least, number, seed = flags.at_least, flags.number, flags.seed
 
 
 def _writable_parent(path: str) -> None:

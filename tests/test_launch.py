@@ -240,6 +240,8 @@ def test_slurm_run_submits_the_script(capsys, tmp_path, monkeypatch):
     (["--nodes=2", "--gpus_per_node=8", "--workdir=w", "--run"], "add --out=FILE"),
     (["--nodes=2", "--gpus_per_node=8", "--workdir=w", "--time=1h"], "HH:MM:SS"),
     (["--nodes=2", "--gpus_per_node=8", "--workdir=w", "--venv=/nonexistent"], "--venv=none"),
+    (["--nodes=2", "--gpus_per_node=8", "--workdir=w", "--port=70000"], "argument --port: give at least 0 and at most "
+                                                                       "65535, not 70000"),
 ])
 def test_slurm_refuses_mistakes_with_the_fix(capsys, argv, message):
   code, out, err = _launch(capsys, "slurm", *argv)

@@ -19,6 +19,7 @@ import statistics
 import time
 
 from pretrain import cli
+from pretrain.config import POSITIVE
 from pretrain.system import tf_loader
 from pretrain.system.errors import exit_on_user_error
 
@@ -59,9 +60,9 @@ def seqio_batches(task: str, lengths, family, batch_size: int):
 def main(argv: list[str], prog: str = "tools/bench_data.py") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--objectives", default="", help="comma-separated (default: every registered objective)")
-  parser.add_argument("--seconds", type=float, default=10.0, help="measuring time per pipeline")
-  parser.add_argument("--rounds", type=int, default=3, help="turns of each pipeline; the median counts")
-  parser.add_argument("--batch_size", type=int, default=64)
+  parser.add_argument("--seconds", type=cli.number(POSITIVE), default=10.0, help="measuring time per pipeline")
+  parser.add_argument("--rounds", type=cli.at_least(1), default=3, help="turns of each pipeline; the median counts")
+  parser.add_argument("--batch_size", type=cli.at_least(1), default=64)
   args, cfg = cli.parse_command_line(parser, argv)
   cfg.data.seq_len, cfg.data.inputs_length, cfg.data.targets_length = 512, 512, 512
   cfg.tokenizer.extra_ids = 200  # UL2's X-denoiser (mean 3, density 0.5) makes 127 spans at inputs 512.

@@ -18,6 +18,7 @@ import shutil
 import time
 
 from pretrain import cli
+from pretrain.config import POSITIVE
 from pretrain.system.errors import exit_on_user_error
 
 
@@ -31,7 +32,7 @@ def _first_batch_seconds(make) -> float:
 def main(argv: list[str], prog: str = "tools/bench_resume.py") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--positions", default="0,1e4,1e5,1e6,1e7", help="rows already read, comma-separated")
-  parser.add_argument("--replay_up_to", type=float, default=1e5, help="longest replay actually run (rows)")
+  parser.add_argument("--replay_up_to", type=cli.number(POSITIVE), default=1e5, help="longest replay actually run (rows)")
   args, cfg = cli.parse_command_line(parser, argv)
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.data import sources, token_store  # pylint: disable=g-import-not-at-top

@@ -15,6 +15,7 @@ transformers' decode(skip_special_tokens=True) leave them out.
 import sys
 
 from pretrain import cli
+from pretrain.config import Valid
 from pretrain.system.errors import UserError, exit_on_user_error
 
 
@@ -25,9 +26,12 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
                       help="a run of pretrain train (its latest checkpoint)")
   parser.add_argument("--prompt", required=True, help="text to continue (encoder-decoder: to fill a span after)")
   parser.add_argument("--max_new_tokens", type=cli.at_least(1), default=40, help="tokens to generate")
-  parser.add_argument("--temperature", type=float, help="sampling temperature (default: greedy)")
+  parser.add_argument("--temperature", type=cli.number(Valid(lambda v: v >= 0, "at least 0 (0: greedy)")),
+                      help="sampling temperature (default: greedy)")
   parser.add_argument("--top_k", type=cli.at_least(0), default=0, help="sample among the k most likely tokens")
-  parser.add_argument("--top_p", type=float, default=1.0, help="sample among the most likely tokens of mass p")
+  parser.add_argument("--top_p", type=cli.number(Valid(lambda v: 0 < v <= 1, "a mass in (0, 1], e.g. 0.95 (1 keeps "
+                                                                              "every token)")),
+                      default=1.0, help="sample among the most likely tokens of mass p")
   parser.add_argument("--seed", type=cli.seed, default=0, help="sampling seed")
   parser.add_argument("--dropless", action="store_true", help="a mixture of experts trained with capacity dispatch "
                                                               "routes every token, as its Hugging Face export does")
@@ -36,10 +40,6 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
   temperature = (1.0 if args.temperature is None else args.temperature) if sampling else 0.0
   if not args.prompt:
     raise UserError("--prompt is empty; give the text to continue")
-  if args.temperature is not None and args.temperature < 0:
-    raise UserError(f"--temperature={args.temperature} is negative; use 0 (greedy) or more")
-  if not 0 < args.top_p <= 1:
-    raise UserError(f"--top_p={args.top_p} is outside (0, 1]; use e.g. 0.95 (1 keeps every token)")
 
   import jax  # pylint: disable=g-import-not-at-top
   from pretrain import run as run_lib, vocab as text_vocab  # pylint: disable=g-import-not-at-top

@@ -311,8 +311,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   group.add_argument("--partition", help="partition (queue) to submit to (default: the cluster's)")
   group.add_argument("--account", help="account to charge (default: yours)")
   group.add_argument("--job_name", default="pretrain", help="job name (default: %(default)s)")
-  group.add_argument("--port", type=int, default=0, help="coordinator port on the first node (default: 29500 plus "
-                     "the job id modulo 1000, so jobs sharing a node do not collide)")
+  group.add_argument("--port", type=cli.at_least(0, 65535), default=0,
+                     help="coordinator port on the first node (default: 29500 plus the job id modulo 1000, so jobs "
+                          "sharing a node do not collide)")
   group.add_argument("--venv", default=os.path.join(REPO, ".venv"),
                      help="virtual environment the job activates, or 'none' (default: %(default)s)")
   group.add_argument("--setup", action="append", default=[],

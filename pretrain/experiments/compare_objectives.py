@@ -398,18 +398,18 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
                  steps=1000)
   parser.add_argument("--seeds", default="0,1,2,3,4", help=f"pre-training seeds of {', '.join(CORE)}")
   parser.add_argument("--other_seeds", default="0,1,2", help="pre-training seeds of the other objectives")
-  parser.add_argument("--d_model", type=int, default=128, help="model width")
-  parser.add_argument("--num_layers", type=int, default=2, help="decoder-only and encoder-only layers")
-  parser.add_argument("--enc_dec_layers", type=int, default=0,
+  parser.add_argument("--d_model", type=cli.at_least(1), default=128, help="model width")
+  parser.add_argument("--num_layers", type=cli.at_least(1), default=2, help="decoder-only and encoder-only layers")
+  parser.add_argument("--enc_dec_layers", type=cli.at_least(0), default=0,
                       help="encoder-decoder: layers in each of the encoder and decoder (0: --num_layers)")
-  parser.add_argument("--head_dim", type=int, default=64, help="dimension of each attention head")
-  parser.add_argument("--num_heads", type=int, default=0, help="0: d_model / head_dim")
-  parser.add_argument("--mlp_dim", type=int, default=0, help="0: 3 x d_model")
-  parser.add_argument("--probe_documents", type=int, default=2000,
+  parser.add_argument("--head_dim", type=cli.at_least(1), default=64, help="dimension of each attention head")
+  parser.add_argument("--num_heads", type=cli.at_least(0), default=0, help="0: d_model / head_dim")
+  parser.add_argument("--mlp_dim", type=cli.at_least(0), default=0, help="0: 3 x d_model")
+  parser.add_argument("--probe_documents", type=cli.at_least(0), default=2000,
                       help="held-out documents of the same-document probe (0: no downstream evaluation)")
-  parser.add_argument("--probe_seeds", type=int, default=5, help="same-document probe seeds per run")
-  parser.add_argument("--finetune_seeds", type=int, default=0, help="fine-tuning seeds per run (0: no fine-tuning)")
-  parser.add_argument("--finetune_steps", type=int, default=300, help="fine-tuning steps of 32 passages")
+  parser.add_argument("--probe_seeds", type=cli.at_least(1), default=5, help="same-document probe seeds per run")
+  parser.add_argument("--finetune_seeds", type=cli.at_least(0), default=0, help="fine-tuning seeds per run (0: no fine-tuning)")
+  parser.add_argument("--finetune_steps", type=cli.at_least(1), default=300, help="fine-tuning steps of 32 passages")
   args, base = cli.parse_command_line(parser, argv)
   names = [n.strip() for n in args.objectives.split(",") if n.strip()]
   for name in names:

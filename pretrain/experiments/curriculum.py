@@ -26,6 +26,7 @@ import os
 import numpy as np
 
 from pretrain import cli, run as run_lib
+from pretrain.config import OPEN_FRACTION
 from pretrain.downstream import stats
 from pretrain.experiments import runs
 from pretrain.system.errors import UserError, exit_on_user_error
@@ -170,20 +171,20 @@ def main(argv: list[str], prog: str = "tools/curriculum.py") -> int:
   parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
   runs.add_flags(parser, "curriculum", "token positions per row", "ARM/seedS")
   parser.add_argument("--seeds", default="0,1", help="pre-training seeds of every arm, comma-separated")
-  parser.add_argument("--switch", type=float, default=0.7, help="ul2_then_clm: the share of steps before CLM")
-  parser.add_argument("--ul2r", type=float, default=0.2, help="clm_then_ul2: the share of steps of UL2 at the end")
-  parser.add_argument("--d_model", type=int, default=128, help="model width")
-  parser.add_argument("--num_layers", type=int, default=2, help="layers")
-  parser.add_argument("--head_dim", type=int, default=64, help="dimension of each attention head")
-  parser.add_argument("--probe_seeds", type=int, default=5, help="same-document probe seeds per run (0: no probe)")
+  parser.add_argument("--switch", type=cli.number(OPEN_FRACTION), default=0.7, help="ul2_then_clm: the share of steps before CLM")
+  parser.add_argument("--ul2r", type=cli.number(OPEN_FRACTION), default=0.2, help="clm_then_ul2: the share of steps of UL2 at the end")
+  parser.add_argument("--d_model", type=cli.at_least(1), default=128, help="model width")
+  parser.add_argument("--num_layers", type=cli.at_least(1), default=2, help="layers")
+  parser.add_argument("--head_dim", type=cli.at_least(1), default=64, help="dimension of each attention head")
+  parser.add_argument("--probe_seeds", type=cli.at_least(0), default=5, help="same-document probe seeds per run (0: no probe)")
   args, base = cli.parse_command_line(parser, argv)
   arms = [a.strip() for a in args.arms.split(",") if a.strip()]
   unknown = [a for a in arms if a not in ARMS]
   if unknown or len(set(arms)) != len(arms) or not arms:
     raise UserError(f"--arms={args.arms!r}: give distinct arms of {', '.join(ARMS)}")
   seeds = runs.seeds(args.seeds)
-  if not 0 < args.switch < 1 or not 0 < args.ul2r < 1 or args.seq_len % 8:
-    raise UserError("give --switch and --ul2r in (0, 1), and a --seq_len divisible by 8")
+  if args.seq_len % 8:
+    raise UserError(f"--seq_len={args.seq_len}: give a length divisible by 8")
   configs = {arm: arm_config(base, arm, args) for arm in arms}
   for cfg in configs.values():
     run_lib.Run.build(cfg)  # Every check before the first run.

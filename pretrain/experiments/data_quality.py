@@ -35,6 +35,7 @@ import os
 import numpy as np
 
 from pretrain import cli
+from pretrain.config import Valid
 from pretrain.downstream import stats
 from pretrain.experiments import runs, sweep, web_defects
 from pretrain.system import data_cache
@@ -171,14 +172,14 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
   parser = cli.parser_for(prog, __doc__)
   runs.add_flags(parser, "data_quality", "tokens per row", "RUNG/seed=S")
   parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every rung")
-  parser.add_argument("--d_model", type=int, default=128, help="model width")
-  parser.add_argument("--num_layers", type=int, default=2, help="layers")
-  parser.add_argument("--head_dim", type=int, default=64, help="dimension of each attention head")
+  parser.add_argument("--d_model", type=cli.at_least(1), default=128, help="model width")
+  parser.add_argument("--num_layers", type=cli.at_least(1), default=2, help="layers")
+  parser.add_argument("--head_dim", type=cli.at_least(1), default=64, help="dimension of each attention head")
   parser.add_argument("--filters", default=DEFAULT_FILTERS, help="data.filters of the curated rung")
   parser.add_argument("--dedup", default="near", help="data.dedup of the curated rung")
-  parser.add_argument("--dedup_threshold", type=float, default=0.8, help="data.dedup_threshold of the curated rung")
-  parser.add_argument("--seed", type=int, default=0, help="where the defects go")
-  parser.add_argument("--documents", type=int, default=0, help="build the ladder from the first N training "
+  parser.add_argument("--dedup_threshold", type=cli.number(Valid(lambda v: 0 < v <= 1, "in (0, 1]")), default=0.8, help="data.dedup_threshold of the curated rung")
+  parser.add_argument("--seed", type=cli.seed, default=0, help="where the defects go")
+  parser.add_argument("--documents", type=cli.at_least(0), default=0, help="build the ladder from the first N training "
                       "documents (0: all)")
   args, base = cli.parse_command_line(parser, argv)
   from pretrain import objectives, run as run_lib  # pylint: disable=g-import-not-at-top

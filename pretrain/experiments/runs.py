@@ -29,10 +29,10 @@ YARDSTICK = "clm"
 
 def add_flags(parser, name: str, seq_len_help: str, workdir_help: str, steps: int = 300) -> None:
   """The flags of every experiment: each run's token budget, and where the report (docs/NAME) and runs go."""
-  parser.add_argument("--steps", type=int, default=steps, help="training steps of every run")
-  parser.add_argument("--batch_size", type=int, default=16, help="rows per step")
-  parser.add_argument("--seq_len", type=int, default=128, help=seq_len_help)
-  parser.add_argument("--evals", type=int, default=10, help="validation points per curve")
+  parser.add_argument("--steps", type=cli.at_least(1), default=steps, help="training steps of every run")
+  parser.add_argument("--batch_size", type=cli.at_least(1), default=16, help="rows per step")
+  parser.add_argument("--seq_len", type=cli.at_least(2), default=128, help=seq_len_help)
+  parser.add_argument("--evals", type=cli.at_least(1), default=10, help="validation points per curve")
   parser.add_argument("--out", default=f"docs/{name}", help="writes OUT.png and OUT.md")
   parser.add_argument("--out_dir", default=f"runs/{name}", help=f"the runs' workdirs, OUT_DIR/{workdir_help}")
 

@@ -277,7 +277,7 @@ def main(argv: list[str], prog: str = "tools/scaling.py") -> int:
   parser.add_argument("--ladder", default=DEFAULT_LADDER, help="comma-separated D_MODELxLAYERS sizes")
   runs.add_flags(parser, "scaling", "token positions per row", "DxL/seed=S")
   parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every size")
-  parser.add_argument("--head_dim", type=int, default=32, help="dimension of each attention head")
+  parser.add_argument("--head_dim", type=cli.at_least(1), default=32, help="dimension of each attention head")
   args, base = cli.parse_command_line(parser, argv)
   rungs = parse_ladder(args.ladder)
   seeds = runs.seeds(args.seeds)

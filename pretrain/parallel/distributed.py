@@ -12,6 +12,7 @@ import os
 
 import jax
 
+from pretrain.config import flags
 from pretrain.parallel import lost_process
 from pretrain.system.errors import UserError
 
@@ -23,9 +24,9 @@ HEARTBEAT_TIMEOUT_SECONDS = 60
 def add_flags(parser) -> None:
   group = parser.add_argument_group("multi-process runs (TPU VM slices and SLURM are detected without them)")
   group.add_argument("--coordinator_address", help="HOST:PORT of process 0, reachable from every process")
-  group.add_argument("--num_processes", type=int, help="how many processes take part")
-  group.add_argument("--process_id", type=int, help="this process's index, 0 .. num_processes - 1")
-  group.add_argument("--heartbeat_timeout_seconds", type=int, default=HEARTBEAT_TIMEOUT_SECONDS,
+  group.add_argument("--num_processes", type=flags.at_least(1), help="how many processes take part")
+  group.add_argument("--process_id", type=flags.at_least(0), help="this process's index, 0 .. num_processes - 1")
+  group.add_argument("--heartbeat_timeout_seconds", type=flags.at_least(1), default=HEARTBEAT_TIMEOUT_SECONDS,
                      help="a process silent this long is lost, and the others end, naming it (default: "
                           "%(default)s; a lost coordinator process ends them at once)")
 
@@ -49,8 +50,6 @@ def initialize(args) -> None:
       raise UserError(f"--process_id={args.process_id} is not in 0 .. {args.num_processes - 1}")
   elif not _on_cluster():
     return
-  if args.heartbeat_timeout_seconds < 1:
-    raise UserError(f"--heartbeat_timeout_seconds={args.heartbeat_timeout_seconds} must be at least 1")
   if args.coordinator_address is not None:
     # Processes on CPUs exchange arrays over gloo (TCP); GPUs and TPUs use their own collectives.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
