@@ -199,13 +199,14 @@ def parse_command_line(parser, argv: list[str]):
 def with_overrides(cfg, overrides: list[tuple[str, str]]):
   """`cfg` with the (KEY, VALUE text) of --config.KEY=VALUE flags set, those that name objectives
   (data.objective, data.eval_objectives) first, so that an objective of the user's brings its settings before
-  they are set; then checked (pretrain.objectives.validate)."""
-  from pretrain import objectives  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+  they are set; tokenizer.kind that of the file tokenizer.path names; then checked (pretrain.objectives.validate)."""
+  from pretrain import objectives, vocab  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
   naming = [(key, text) for key, text in overrides if key in objectives.NAMING_KEYS]
   for key, text in naming + [(key, text) for key, text in overrides if key not in objectives.NAMING_KEYS]:
     config_lib.override(cfg, key, text)
     if key in objectives.NAMING_KEYS:
       objectives.with_settings(cfg)
   objectives.with_settings(cfg)  # Also an objective named otherwise (a gin binding, the config itself).
+  vocab.take_kind_from_file(cfg.tokenizer)
   objectives.validate(cfg)
   return cfg

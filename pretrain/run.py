@@ -118,6 +118,8 @@ class Run:
       return cls._build(cfg, vocabulary.vocab_size, family, vocabulary=vocabulary, task=name)
     # A given vocabulary is checked before the sources are made: preparing one can take minutes.
     given = vocab.load(cfg.tokenizer.path, cfg.tokenizer.extra_ids) if cfg.tokenizer.path else None
+    if given is not None:  # The file's kind is the run's (also one the command line could not read: gs://).
+      text_vocab.take_kind(cfg.tokenizer, given.kind)
     plan = schedule_lib.parse(cfg.data)
     member_sources = sources.schedule_sources(cfg.data, plan.members)
     # The first source trains it (unless tokenizer.path).

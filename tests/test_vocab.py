@@ -76,3 +76,21 @@ def test_the_tensorflow_tokenizer_is_made_once_and_the_vocabulary_still_compares
   assert ids.numpy().tolist() == fresh.encode("Return the number of items.")
   assert fresh == vocab.load(vocabulary.sentencepiece_model_file)  # seqio's equality: its model, not the tokenizer.
   assert pickle.loads(pickle.dumps(fresh)) == fresh
+
+
+def test_a_vocabulary_file_says_its_kind_and_the_run_records_it(vocabulary, cache_dir, tmp_path, capsys):
+  """tokenizer.path names a SentencePiece model, tokenizer.kind says wordpiece: the run takes the file's kind,
+  says so in one line, and records it, so that a resume that gives the true kind is the same run."""
+  from pretrain import config as config_lib, run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain import workdir as workdir_lib  # pylint: disable=g-import-not-at-top
+  from tests.conftest import tiny_config  # pylint: disable=g-import-not-at-top
+  given = [f"--config.data.cache_dir={cache_dir}", f"--config.tokenizer.path={vocabulary.sentencepiece_model_file}"]
+  cfg = tiny_config(*given, "--config.tokenizer.kind=wordpiece")
+  assert cfg.tokenizer.kind == "sentencepiece"
+  note = capsys.readouterr().err
+  assert "holds a sentencepiece vocabulary" in note and "(not 'wordpiece')" in note
+  (tmp_path / "checkpoints").mkdir()
+  (tmp_path / "config.json").write_text(config_lib.to_json(cfg))  # As the run writes it.
+  workdir_lib.check_same_model(tiny_config(*given), str(tmp_path))
+  cfg.tokenizer.kind = "byte_bpe"  # A config the command line did not resolve (a gs:// path, say): the run does.
+  assert run_lib.Run.build_with_data(cfg).cfg.tokenizer.kind == "sentencepiece"

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 import safetensors.numpy
 
-from pretrain import models
+from pretrain import models, vocab
 from pretrain.models import mup
 from pretrain.hf import electra, llama, mistral, mixtral, qwen2_moe, switch_transformers, t5
 from pretrain.system.console import log
@@ -136,6 +136,7 @@ def import_config(cfg, hf_dir: str):
   for key, value in settings.items():
     cfg.model[key] = value
   cfg.tokenizer.path = path
+  cfg.tokenizer.kind = vocab.checked(path)[1].name  # As the file says (tokenizer.json: one of several kinds).
   tokenizer_config = os.path.join(hf_dir, "tokenizer_config.json")
   if os.path.exists(tokenizer_config):
     with open(tokenizer_config) as f:

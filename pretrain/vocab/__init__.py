@@ -9,6 +9,9 @@ the seqio vocabularies the data path maps (pipeline.py, the only module here tha
 commands that read no data, `generate` and `export`, load a run's vocabulary here without those imports' seconds.
 """
 
+import os
+import sys
+
 from pretrain.system import files
 from pretrain.system.errors import UserError
 from pretrain.vocab import byte_bpe, byte_unigram, sentencepiece, utf8_bytes, wordpiece, words
@@ -48,6 +51,31 @@ def checked(path: str):
                     f"{', '.join(k for k in KINDS if k != 'sentencepiece')}, with pad/eos/unk ids "
                     f"{(PAD_ID, EOS_ID, UNK_ID)}; train one with `pretrain train-tokenizer`")
   return data, kind
+
+
+_NOTED = set()
+
+
+def take_kind(tokenizer_cfg, kind: str) -> None:
+  """Sets tokenizer.kind to the `kind` of the file tokenizer.path names (a file says its own kind): the config, and
+  so the workdir's config.json, records the vocabulary the run trains with; one line where it said another."""
+  if tokenizer_cfg.kind != kind:
+    noted = (tokenizer_cfg.path, tokenizer_cfg.kind)
+    if noted not in _NOTED:  # Once a process: a sweep reads the same flags for each of its points.
+      _NOTED.add(noted)
+      print(f"note: tokenizer.path={tokenizer_cfg.path!r} holds a {kind} vocabulary: the run takes it as one, "
+            f"tokenizer.kind={kind} (not {tokenizer_cfg.kind!r})", file=sys.stderr, flush=True)
+    tokenizer_cfg.kind = kind
+
+
+def take_kind_from_file(tokenizer_cfg) -> None:
+  """take_kind() of the file tokenizer.path names, where it is a local vocabulary (a missing, remote or damaged
+  one is read, and refused or taken, where the run loads it)."""
+  path = tokenizer_cfg.path
+  if path and files.local(path) and os.path.isfile(path):
+    kind = kind_of(read(path))
+    if kind is not None:
+      take_kind(tokenizer_cfg, kind.name)
 
 
 def load(path: str, extra_ids: int = EXTRA_IDS):
