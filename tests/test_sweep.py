@@ -82,19 +82,29 @@ def test_a_sweep_runs_its_points_continues_after_a_kill_and_reports_over_seeds(t
 
 
 def test_a_point_that_fails_is_reported_and_the_others_go_on(tmp_path, cache_dir, vocabulary, capsys):
+  """Points that fail on their data, or diverge, and one that trains; a failed point's line names its problem
+  only: the advice of a run's error (change a setting, then rerun to resume) is the sweep's to give."""
   del vocabulary
   where = tmp_path / "sweep"
-  argv = [f"--workdir={where}", f"--config.data.cache_dir={cache_dir}", *TINY, "--config.train.steps=2",
-          "--config.data.train_files=/nonexistent/*.txt", "--grid.data.source=files,corpus"]
+  argv = [f"--workdir={where}", f"--config.data.cache_dir={cache_dir}", *TINY, "--config.train.steps=3",
+          "--config.data.train_files=/nonexistent/*.txt", "--config.optimizer.warmup_steps=0",
+          "--config.optimizer.grad_clip=1e30", "--grid.data.source=files,corpus",
+          "--grid.optimizer.learning_rate=1e12,0.003"]
   with pytest.raises(SystemExit) as exited:
     sweep_command.main(argv)
   assert exited.value.code == 2
   captured = capsys.readouterr()
-  assert "[1/2] source=files: failed: " in captured.out and "[2/2] source=corpus: training" in captured.out
+  lines = captured.out.splitlines()
+  assert "[1/4] source=files,learning_rate=1e12: failed: " in captured.out
+  assert "[4/4] source=corpus,learning_rate=0.003: training" in captured.out
+  diverged = next(line for line in lines if line.startswith("[3/4] source=corpus,learning_rate=1e12: failed: "))
+  assert "became NaN or Inf at step" in diverged and "rerun" not in diverged and "optimizer." not in diverged
   last = captured.err.strip().splitlines()[-1]
-  assert last.startswith("error: 1 of 2 points failed (source=files: ") and "matches no files" in last
+  assert last.startswith("error: 3 of 4 points failed (source=files,learning_rate=1e12: ")
+  assert "matches no files" in last
+  assert "became NaN or Inf" in last and "lower optimizer.learning_rate" not in last
   assert "rerun this command (finished points are kept); to try other settings" in last
-  assert "| corpus | 1 |" in (where / "sweep.md").read_text()
+  assert "| corpus | 0.003 | 1 |" in (where / "sweep.md").read_text()
 
 
 def test_launch_hands_each_point_to_slurm(tmp_path, capsys):

@@ -117,8 +117,10 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
     except Interrupted:
       raise
     except UserError as e:  # A point's failure (a learning rate that diverges, say) is its result: go on.
-      failed[name] = str(e).split(". ")[0]
-      print(f"[{i + 1}/{len(points)}] {name}: failed: {e}", flush=True)
+      # Its problem only: what a run's failure says to do (change a setting, rerun to resume) the sweep says
+      # its own way in its last line, where a point's settings are the grid's.
+      failed[name] = e.problem.split(". ")[0]
+      print(f"[{i + 1}/{len(points)}] {name}: failed: {e.problem}", flush=True)
   if len(failed) < len(points):
     _report(args, command, configs)
   if failed:

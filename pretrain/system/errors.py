@@ -6,7 +6,13 @@ import sys
 
 
 class UserError(Exception):
-  """A mistake in the user's input (config, paths, data), not a bug in the code."""
+  """A mistake in the user's input (config, paths, data), not a bug in the code. The line names the problem, then
+  what to do: `fix`, where it is given apart (a run's failure says how to change the settings and resume; a sweep,
+  whose points cannot be rerun otherwise, says its own: pretrain/experiments/sweep.py)."""
+
+  def __init__(self, problem: str, fix: str = ""):
+    super().__init__(f"{problem}; {fix}" if fix else problem)
+    self.problem, self.fix = problem, fix
 
 
 # TensorFlow's wrapping of an op's message: "{{function_node ...}} MESSAGE [Op:IteratorGetNext] name: ".

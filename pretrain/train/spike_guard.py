@@ -151,14 +151,15 @@ class Guard:
     to = max((s for s in kept if s <= clean), default=0)
     if not to and clean >= c.checkpoint_every:
       raise UserError(f"step {back.step} calls for a rollback (train.spike_guard) to a checkpoint at or before step "
-                      f"{clean}, and the oldest kept is of step {kept[0] if kept else None}; raise "
-                      "train.keep_checkpoints (or lower train.checkpoint_every), then rerun to resume")
+                      f"{clean}, and the oldest kept is of step {kept[0] if kept else None}",
+                      fix="raise train.keep_checkpoints (or lower train.checkpoint_every), then rerun to resume")
     if len(self.rollbacks) >= c.spike_max_rollbacks:
       done = ", ".join(f"{r['step']} to {r['to']}" for r in self.rollbacks) or "none"
       raise UserError(f"the loss-spike guard keeps firing: step {back.step} calls for rollback "
                       f"{len(self.rollbacks) + 1}, beyond train.spike_max_rollbacks={c.spike_max_rollbacks} (rolled "
-                      f"back so far: {done}); nothing was deleted. Lower optimizer.learning_rate or look at the data "
-                      "of these steps, or raise train.spike_max_rollbacks, then rerun to resume")
+                      f"back so far: {done}); nothing was deleted",
+                      fix="lower optimizer.learning_rate or look at the data of these steps, or raise "
+                      "train.spike_max_rollbacks, then rerun to resume")
     ckpt.delete_after(to)  # Before anything else: a run killed from here on resumes from `to` and rolls back again.
     if to:
       state = self._run.restore(ckpt, to, f"the checkpoint of step {to}")
