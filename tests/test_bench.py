@@ -65,6 +65,24 @@ def test_bench_beside_transformers_prints_both_sides_and_the_ratio(capsys):
   assert float(rows["vs transformers, if only matmuls"][-1]) > 0
 
 
+@pytest.mark.parametrize("counterpart, flags, ours", [
+    ("adamw", ["--config.optimizer.name=muon"], "muon"),
+    ("dense", ["--config.model.moe_experts=4", "--config.model.moe_mlp_dim=32"], "moe")])
+def test_bench_times_a_config_against_its_counterpart_in_turn(counterpart, flags, ours, capsys):
+  """--compare=adamw (Muon's or Adafactor's step against AdamW's) and --compare=dense (an MoE's against its dense
+  counterpart): both steps, in turn, and the ratio of their times; AdamW against itself is refused."""
+  bench.main.__wrapped__([*TINY, *flags, f"--compare={counterpart}", "--steps=2", "--warmup=0"])
+  out = capsys.readouterr().out
+  rows = {line.split("  ")[0].strip(): line.split() for line in out.splitlines()}
+  assert rows[""] == [ours, counterpart] and "sides in turn" in out
+  assert float(rows[f"step vs {counterpart} (median)"][-1]) > 0
+  if counterpart == "adamw":
+    assert rows["params"][-2] == rows["params"][-1]  # The same model under both optimizers.
+    from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
+    with pytest.raises(UserError, match="set optimizer.name"):
+      bench.main.__wrapped__([*TINY, "--compare=adamw"])
+
+
 def test_bench_refuses_an_encoder_only_model():
   from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   with pytest.raises(UserError, match="not 'mlm'"):

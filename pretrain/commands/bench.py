@@ -4,6 +4,7 @@ optionally the same step in transformers (PyTorch) side by side.
   pretrain bench [--config=quickstart] [--steps=10] [--config.KEY=VALUE ...]
   pretrain bench --compare=hf [--only=t5|llama|config] [--steps=5]
   pretrain bench --config=quickstart_moe --compare=dense
+  pretrain bench --config.optimizer.name=muon --compare=adamw
 
 Times `--steps` steps after `--warmup` on a fixed batch of random tokens (the
 data pipeline is not timed) and prints their median, min and max, tokens/s
@@ -20,7 +21,9 @@ against its dense counterpart of equal active parameters (each feed-forward
 layer one SwiGLU as wide as its top_k experts together, no router), in turn,
 and prints the MoE step's time over the dense one's. FLOPs and MFU count the
 active parameters of an MoE layer (top_k of its experts), so MFU compares the
-two on the same work per token. Figures and machines are recorded in
+two on the same work per token. `--compare=adamw` times the config's optimizer
+(Muon, Adafactor) against the same model under AdamW, in turn: the cost of
+its update per step. Figures and machines are recorded in
 tools/bench_train.md.
 """
 
@@ -185,8 +188,9 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
                       help="untimed steps first, after the one that compiles")
   parser.add_argument("--vocab_size", type=cli.at_least(0), default=0,
                       help="vocabulary size (default: model.vocab_size, else tokenizer.vocab_size)")
-  parser.add_argument("--compare", choices=["hf", "dense"],
-                      help="also time transformers (hf), or the MoE config's dense counterpart (dense), in turn")
+  parser.add_argument("--compare", choices=["hf", "dense", "adamw"],
+                      help="also time transformers (hf), the MoE config's dense counterpart (dense), or the same "
+                           "model under AdamW (adamw: what Muon or Adafactor costs), in turn")
   parser.add_argument("--only", choices=[*PEERS, "config"],
                       help="with --compare: one of the fixed shapes, or the --config itself")
   parser.add_argument("--no_save", action="store_true",
@@ -196,8 +200,8 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
                       help="also time the step's matrix products alone, each compiled by itself (with --compare=hf, "
                            "also through torch): a floor for the step with this machine's matmul kernels")
   args, cfg = cli.parse_command_line(parser, argv)
-  if args.compare == "dense":
-    return compare_dense(args, cfg)
+  if args.compare in COUNTERPARTS:
+    return compare_counterpart(args, cfg)
   if not args.compare:
     runs = {f"{os.path.basename(args.config)} ({cfg.data.objective})": run_lib.Run.build(cfg, args.vocab_size)}
   elif args.only == "config":
@@ -246,11 +250,29 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
   print_table(table)
 
 
-def compare_dense(args, cfg) -> None:
-  """Times the MoE config's step and its dense counterpart's (dense_counterpart), in turn, and prints both and
-  their ratio."""
-  runs = {"moe": run_lib.Run.build(cfg, args.vocab_size), "dense": run_lib.Run.build(dense_counterpart(cfg),
-                                                                                     args.vocab_size)}
+def adamw_counterpart(cfg):
+  """The config with its optimizer replaced by AdamW (the same rate and decay): what Muon's orthogonalisation or
+  Adafactor's factoring cost per step is measured against."""
+  if cfg.optimizer.name == "adamw":
+    raise UserError("--compare=adamw times another optimizer's step against AdamW's; set optimizer.name (e.g. "
+                    "--config.optimizer.name=muon)")
+  other = cfg.copy_and_resolve_references()
+  other.optimizer.name = "adamw"
+  return other
+
+
+# --compare with a counterpart config: its name, the counterpart, and what the table says the counterpart is.
+COUNTERPARTS = {"dense": (dense_counterpart, lambda c: f"model.mlp_dim={c.model.mlp_dim}, no experts"),
+                "adamw": (adamw_counterpart, lambda c: "optimizer.name=adamw")}
+
+
+def compare_counterpart(args, cfg) -> None:
+  """Times the config's step and its counterpart's (COUNTERPARTS[args.compare]: the MoE's dense counterpart, or
+  the same model under AdamW), in turn, and prints both and the ratio of their step times."""
+  make, describe = COUNTERPARTS[args.compare]
+  other = args.compare
+  names = {"dense": "moe", "adamw": cfg.optimizer.name}
+  runs = {names[other]: run_lib.Run.build(cfg, args.vocab_size), other: run_lib.Run.build(make(cfg), args.vocab_size)}
   dtype = flops.peak_dtype(cfg.model)
   peaks = [flops.matmul_peak(dtype=dtype)]
   cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -262,14 +284,15 @@ def compare_dense(args, cfg) -> None:
   for name, (_, info, final_state) in prepared.items():
     tokens, step_flops = tokens_and_flops(runs[name], final_state().params)
     table[name] = info | timing_rows(times[name], tokens, step_flops, max(peaks))
-  table["moe"]["step vs dense (median)"] = table["moe"]["step s (median)"] / table["dense"]["step s (median)"]
-  table["moe"]["step vs dense (fastest)"] = table["moe"]["step s (min)"] / table["dense"]["step s (min)"]
+  ours = names[other]
+  table[ours][f"step vs {other} (median)"] = table[ours]["step s (median)"] / table[other]["step s (median)"]
+  table[ours][f"step vs {other} (fastest)"] = table[ours]["step s (min)"] / table[other]["step s (min)"]
   if args.profile:
     for name, (step, _, final_state) in prepared.items():
       print_profile(name, runs[name], step, final_state())
   print(f"matmul peak: {max(peaks) / 1e9:,.0f} GFLOP/s (best of {len(peaks)} measurements in this run); "
-        f"{args.steps} timed steps per side after {args.warmup} warm-up, sides in turn; dense: model.mlp_dim="
-        f"{runs['dense'].cfg.model.mlp_dim}, no experts")
+        f"{args.steps} timed steps per side after {args.warmup} warm-up, sides in turn; {other}: "
+        f"{describe(runs[other].cfg)}")
   print_table(table)
 
 
