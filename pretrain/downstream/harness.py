@@ -4,11 +4,12 @@ this model type registered as `pretrain`; lm-eval 0.4 finds no model types of ot
 
 PretrainLM implements lm-eval's three request types on the run's JAX model, under its mesh and dtype:
 
-- loglikelihood: log P(continuation | context), batched by length (likelihood.Scorer); a decoder-only model
-  reads the context after the BOS of its rows (a prefix-LM model reads it as its bidirectional prefix), an
-  encoder-decoder reads the context (and EOS, as its tokenizer appends) in the encoder, after the `mode` token
-  if one is given (UL2: [S2S], [NLU] or [NLG]), and scores the continuation from its decoder, as lm-eval's
-  seq2seq backend does;
+- loglikelihood: log P(continuation | context), batched by length (likelihood.Scorer: a request whose row starts
+  another's is read from that row, so a multiple-choice context's one-token choices cost one row); a decoder-only
+  model reads the context after the BOS of its rows (a prefix-LM model reads it as its bidirectional prefix), an
+  encoder-decoder reads the context (and EOS, as its tokenizer appends) in the encoder, after the `mode` token if
+  one is given (UL2: [S2S], [NLU] or [NLG]), and scores the continuation from its decoder, as lm-eval's seq2seq
+  backend does;
 - loglikelihood_rolling: a text's log-likelihood over lm-eval's disjoint windows of the model's length;
 - generate_until: greedy continuations with the KV cache, cut at the request's stop strings.
 
@@ -188,12 +189,15 @@ class PretrainLM(TemplateLM):
     return [row]
 
   def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
-    results = []
+    # In the order of their tokens, so that requests sharing a row (likelihood.Scorer) meet in one scorer call.
+    order = sorted(range(len(requests)), key=lambda i: (requests[i][1], requests[i][2]))
+    results = [None] * len(requests)
     chunk = 64 * self.batch  # Requests per scorer call: a progress bar that moves, batches that stay full.
     for start in tqdm.tqdm(range(0, len(requests), chunk), desc="loglikelihood", disable=disable_tqdm,
                            unit="chunk"):
-      part = requests[start:start + chunk]
-      results += self.scorer(self.params, [(context, continuation) for _, context, continuation in part])
+      part = order[start:start + chunk]
+      for i, result in zip(part, self.scorer(self.params, [requests[i][1:] for i in part])):
+        results[i] = result
     return results
 
   def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
