@@ -379,7 +379,7 @@ def test_a_failed_checkpoint_write_leaves_no_partial_step(tmp_path, cache_dir, v
   assert result.returncode == 2, result.stderr[-3000:]
   # Orbax and asyncio log the failure from their own threads too, also as the process exits (left as it is).
   assert (f"\nerror: the checkpoint of step 2 could not be written to {run}/checkpoints (File too large); no "
-          "checkpoint had been written: fix the cause (free space, permissions, the mount), then rerun to "
+          "checkpoint had been written; fix the cause (free space, permissions, the mount), then rerun to "
           "resume\n") in result.stderr, result.stderr[-3000:]
   assert sorted(p.name for p in (run / "checkpoints").iterdir()) == []  # No partial step left behind.
   assert not list(run.glob("*.tmp-*"))

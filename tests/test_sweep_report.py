@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from pretrain.experiments import sweep_report
 from pretrain.train import checksums
 
@@ -41,3 +43,17 @@ def test_a_point_is_finished_only_once_its_final_checkpoint_is_committed(tmp_pat
   assert sweep_report.final_record(str(run), 3) is None
   shutil.rmtree(run / "checkpoints" / "3")
   assert sweep_report.final_record(str(run), 3) is None
+
+
+def test_a_damaged_probe_result_or_metrics_line_counts_as_not_there(tmp_path):
+  """A point's eval/probe-*.json cut short is not probed (the sweep probes again, moving it aside), and a point's
+  metrics.jsonl with a damaged line is read for the lines that are records, without stopping the sweep."""
+  probe = tmp_path / "eval" / "probe-zero_shot-step3.json"
+  probe.parent.mkdir()
+  probe.write_text('{"rows": {"trained": {"pairs": [0.7, 0.8]}}}')
+  assert sweep_report.probed(str(tmp_path), "zero_shot", 3)
+  assert sweep_report.point_values(str(tmp_path), 3) == {"probe/pairs": pytest.approx(0.75)}
+  probe.write_text('{"rows": {"trained": {"pairs": [0.7, 0.')
+  assert not sweep_report.probed(str(tmp_path), "zero_shot", 3) and sweep_report.point_values(str(tmp_path), 3) == {}
+  (tmp_path / "metrics.jsonl").write_text('{"step": 1, "eval/loss": 2.0}\n{garbage\n{"step": 3, "eval/loss": 1.0}\n')
+  assert sweep_report.final_record(str(tmp_path), 3) is None  # Readable, but no committed final checkpoint.

@@ -192,15 +192,21 @@ def test_ctrl_c_while_starting_ends_the_run_at_once_and_a_second_one_while_it_sa
 
 
 def test_resume_with_another_model_is_refused(tmp_path, run_train):
-  """With config.json, another width or family is refused by name (tests/test_bad_inputs.py); without it, the
-  checkpoint's own shapes refuse the wider model, and nothing is written."""
+  """With config.json, another width or family is refused by name (tests/test_bad_inputs.py); without it, by the
+  config its checkpoint recorded, and nothing is written; the checkpoint's own shapes refuse it too (checkpoints
+  written before they recorded their config)."""
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   workdir = tmp_path / "run"
   assert run_train(workdir, "--config.train.steps=1").returncode == 0
   saved = (workdir / "config.json").read_bytes()
   (workdir / "config.json").unlink()
   wider = run_train(workdir, "--config.train.steps=2", "--config.model.d_model=48")
-  assert wider.returncode == 2 and "the checkpoint and its config do not belong together" in wider.stderr
+  assert wider.returncode == 2 and "holds checkpoints of a run with model.d_model=32, not 48" in wider.stderr
   assert not (workdir / "config.json").exists()
+  saver = checkpoint.Checkpointer(str(workdir / "checkpoints"), 1, move_aside=False)
+  with pytest.raises(UserError, match="the checkpoint and its config do not belong together"):
+    run_lib.Run.build(tiny_config("--config.model.d_model=48")).restore(saver, 1, "the checkpoint")
+  saver.close()
   (workdir / "config.json").write_bytes(saved)
   rerun = run_train(workdir, "--config.train.steps=2")  # The original command still resumes.
   assert rerun.returncode == 0 and "Resuming from the checkpoint at step 1" in rerun.stdout + rerun.stderr
@@ -380,15 +386,6 @@ def test_goodput_of_a_run_that_rolled_back(uninterrupted, capsys):
   assert cli.main(["goodput", f"--workdir={uninterrupted}"]) == 0
   table = capsys.readouterr().out
   assert "productive steps" in table and "rolled back" in table and "over 1 attempt(s)" in table
-
-
-def test_an_unreadable_goodput_file_starts_a_new_account(tmp_path, capsys):
-  (tmp_path / goodput.GOODPUT_FILE).write_text('{"attempts": [{"started": 1')  # A copy cut short.
-  account = goodput.Goodput(str(tmp_path))
-  assert "cannot be read" in capsys.readouterr().out and len(account.record["attempts"]) == 1
-  account.resumed(0)
-  account.mark("step")
-  assert account.write()["attempts"] == 1 and goodput.read(str(tmp_path))["clock"] > 0
 
 
 @pytest.mark.parametrize("kill", ["SIGKILL during the rollback", "SIGTERM at a checkpoint"])

@@ -8,6 +8,7 @@ is still training (as of its last logged step).
 """
 
 import json
+import os
 import sys
 
 from pretrain import cli
@@ -21,12 +22,17 @@ def main(argv: list[str], prog: str = "pretrain goodput") -> None:
   parser.add_argument("--json", action="store_true", help="print the summary as JSON")
   args = parser.parse_args(argv)
 
-  from pretrain.train import goodput  # pylint: disable=g-import-not-at-top
+  from pretrain.train import checkpoint, goodput  # pylint: disable=g-import-not-at-top
 
   record = goodput.read(args.workdir)
   if record is None:
-    raise UserError(f"{args.workdir!r} has no readable {goodput.GOODPUT_FILE}; give the --workdir of a training run "
-                    "(runs trained before goodput was accounted have none)")
+    raise UserError(f"{args.workdir!r} has no {goodput.GOODPUT_FILE}; give the --workdir of a training run (runs "
+                    "trained before goodput was accounted have none)")
+  ours = checkpoint.recorded_run(os.path.join(args.workdir, "checkpoints"))
+  if ours and record.get("run", ours) != ours:
+    raise UserError(f"{os.path.join(args.workdir, goodput.GOODPUT_FILE)} is the account of another run (run "
+                    f"{record['run']}; the checkpoints here are run {ours}'s); the run's next start moves it aside "
+                    "and starts a new account")
   summary = goodput.summary(record)
   print(json.dumps(summary, indent=1) if args.json else goodput.table(summary))
 

@@ -35,8 +35,11 @@ def train(cfg, workdir: str) -> dict:
     memory.check_fits(run)
     ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints,
                                    keep_steps=cfg.train.keep_steps)
-    account = goodput.Goodput(workdir, write=jax.process_index() == 0)
     start = ckpt.latest_step()
+    # The run's time so far, if goodput.json is its account (the run id its checkpoints record says so).
+    account = goodput.Goodput(workdir, write=jax.process_index() == 0,
+                              run=ckpt.run_id(start) if start is not None else None, checkpointed=start is not None)
+    ckpt.records = {"run": account.run, "config": run.cfg.to_dict()}
     branching = start is None and bool(cfg.train.parent)  # A cooldown branch's first start.
     if branching:
       account.mark("startup")

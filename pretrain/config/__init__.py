@@ -97,15 +97,14 @@ def _same_kind(value, reference) -> bool:
   return isinstance(value, type(reference))
 
 
-def check_types(cfg: ml_collections.ConfigDict, reference: ml_collections.ConfigDict, where: str) -> None:
-  """Refuses a field of `cfg` (a config read from `where`) whose value is not of the kind `reference` holds."""
+def check_types(cfg: ml_collections.ConfigDict, reference: ml_collections.ConfigDict) -> None:
+  """Refuses a field of `cfg` (a config read from a file) whose value is not of the kind `reference` holds."""
   for key in flat_keys(cfg):
     section, _, name = key.partition(".")
     if section in reference and name in reference[section] and not _same_kind(cfg[section][name],
                                                                               reference[section][name]):
       value, expected = cfg[section][name], reference[section][name]
-      raise UserError(f"{where}: {key} is {value!r}, not a {type(expected).__name__} (e.g. {expected!r}); correct "
-                      "the file, or start a new workdir")
+      raise UserError(f"{key} is {value!r}, not a {type(expected).__name__} (e.g. {expected!r})")
 
 
 def flat_keys(cfg: ml_collections.ConfigDict, prefix: str = "") -> list[str]:

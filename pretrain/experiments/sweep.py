@@ -64,12 +64,16 @@ def _train_point(cfg, workdir: str, trained: bool, probe: str | None, probe_seed
   """Trains (or resumes) the point's run unless `trained`, then probes it if asked."""
   from pretrain.commands import probe as probe_command  # pylint: disable=g-import-not-at-top
   from pretrain.commands.train import train  # pylint: disable=g-import-not-at-top
-  from pretrain.experiments import runs  # pylint: disable=g-import-not-at-top
+  from pretrain.experiments import runs, sweep_report as report_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.system import aside  # pylint: disable=g-import-not-at-top
   os.makedirs(workdir, exist_ok=True)
   with runs.output_to(os.path.join(workdir, "train.log" if not trained else "probe.log")):
     if not trained and train(cfg, workdir).get("stopped_by"):
       raise Interrupted(f"the sweep was interrupted in {workdir}; rerun its command to continue")
     if probe:
+      results = report_lib.probe_file(workdir, probe, cfg.train.steps)
+      if os.path.lexists(results):  # There, but not a probe's results (probed() said so): kept aside.
+        aside.move(results, "is not a probe's results", "the point is probed again")
       probe_command.main([f"--workdir={workdir}", f"--task={probe}", f"--seeds={probe_seeds}"])
 
 

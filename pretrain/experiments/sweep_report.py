@@ -19,7 +19,8 @@ def final_record(workdir: str, steps: int) -> dict | None:
   """The metrics logged at the run's last step, with its final evaluation; None while the run is unfinished:
   finished means that its final checkpoint is committed and intact too (a process killed after logging its last
   evaluation, while that checkpoint was still being written, has not finished)."""
-  records = [r for r in metrics_lib.read(workdir) if r.get("step") == steps] if os.path.isdir(workdir) else []
+  # Its readable records: a damaged line does not stop the sweep (training the point moves such a file aside).
+  records = [r for r in metrics_lib.read(workdir, strict=False) if r["step"] == steps] if os.path.isdir(workdir) else []
   merged = {k: v for r in records for k, v in r.items()}
   final = os.path.join(workdir, "checkpoints", str(steps))
   return merged if "eval/loss" in merged and os.path.isdir(final) and not checksums.problem(final) else None
@@ -34,12 +35,24 @@ def point_values(workdir: str, steps: int) -> dict[str, float]:
   probe_dir = os.path.join(workdir, "eval")
   for name in sorted(os.listdir(probe_dir)) if os.path.isdir(probe_dir) else []:
     if name.startswith("probe-") and name.endswith(f"-step{steps}.json"):
-      with open(os.path.join(probe_dir, name)) as f:
-        saved = json.load(f)
-      for row, measures in saved["rows"].items():
+      rows = probe_rows(os.path.join(probe_dir, name)) or {}
+      for row, measures in rows.items():
         for measure, seeds in measures.items():
           values[f"probe/{measure}" + ("/init" if row == "random init" else "")] = sum(seeds) / len(seeds)
   return values
+
+
+def probe_rows(path: str) -> dict | None:
+  """{row: {measure: each seed's value}} of a probe's results file (pretrain probe), None where it is missing or
+  damaged (the point counts as not probed: the sweep probes it again)."""
+  try:
+    with open(path) as f:
+      rows = json.load(f)["rows"]
+    if all(isinstance(v, (int, float)) for measures in rows.values() for seeds in measures.values() for v in seeds):
+      return rows
+  except (OSError, ValueError, TypeError, KeyError, AttributeError):  # Cut short, edited, a directory.
+    pass
+  return None
 
 
 def collect(sweep_dir: str, steps: dict[str, int]) -> list[dict]:
@@ -49,8 +62,12 @@ def collect(sweep_dir: str, steps: dict[str, int]) -> list[dict]:
           for name, settings in point_names(read_manifest(sweep_dir)["grid"])]
 
 
+def probe_file(workdir: str, task: str, steps: int) -> str:
+  return os.path.join(workdir, "eval", f"probe-{task}-step{steps}.json")
+
+
 def probed(workdir: str, task: str, steps: int) -> bool:
-  return os.path.exists(os.path.join(workdir, "eval", f"probe-{task}-step{steps}.json"))
+  return probe_rows(probe_file(workdir, task, steps)) is not None
 
 
 def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> list[str]:

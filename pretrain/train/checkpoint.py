@@ -13,7 +13,6 @@ the save finalizes; `latest_step` passes over a step whose files differ from it
 """
 
 import contextlib
-import datetime
 import os
 import re
 import shutil
@@ -22,7 +21,7 @@ import jax
 import orbax.checkpoint as ocp
 from etils import epath
 from orbax.checkpoint.checkpoint_managers import preservation_policy as preservation
-from pretrain.system import files
+from pretrain.system import aside, files
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
 from pretrain.train import checksums
@@ -46,6 +45,9 @@ class Checkpointer:
     place."""
     self.directory = os.path.abspath(directory) if files.local(directory) else directory
     self.move_aside = move_aside
+    # What each save records beside its items, as its metadata (training sets it): the run's id (goodput.Goodput.run)
+    # and config, which the workdir's other files are checked against (pretrain/workdir/).
+    self.records = {}
     self._saving = None  # The step whose asynchronous save is under way.
     self.manager = ocp.CheckpointManager(self.directory, options=ocp.CheckpointManagerOptions(
         preservation_policy=preservation.AnyPreservationPolicy(
@@ -79,9 +81,9 @@ class Checkpointer:
       if self.move_aside and jax.process_index() == 0:
         for bad in damaged:
           path = os.path.join(self.directory, str(bad))
-          aside = f"{path}.damaged-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-          files.rename(path, aside)
-          damaged[bad] += f", moved to {aside}"
+          aside_path = aside.name(path)
+          files.rename(path, aside_path)
+          damaged[bad] += f", moved to {aside_path}"
         self.manager.reload()
       log(f"warning: the checkpoint of {'; '.join(damaged.values())}; "
           + f"{'resuming from' if self.move_aside else 'using'} step {step}")
@@ -110,7 +112,7 @@ class Checkpointer:
     self._check_free_space(step, state)
     self._saving = step
     with self._failures():
-      self.manager.save(step, args=ocp.args.Composite(**items))
+      self.manager.save(step, args=ocp.args.Composite(**items), custom_metadata=self.records or None)
 
   def _intact(self) -> str:
     self.manager.reload()
@@ -130,8 +132,8 @@ class Checkpointer:
     free = shutil.disk_usage(self.directory).free
     if free < needed:
       raise UserError(f"not enough free space in {self.directory} for the checkpoint of step {step}: it needs about "
-                      f"{needed / 2**20:,.1f} MiB and {free / 2**20:,.1f} MiB are free ({self._intact()}); free "
-                      "space, or lower train.keep_checkpoints, then rerun to resume")
+                      f"{needed / 2**20:,.1f} MiB and {free / 2**20:,.1f} MiB are free ({self._intact()})",
+                      fix="free space, or lower train.keep_checkpoints, then rerun to resume")
 
   def wait(self) -> None:
     """Waits for a pending save."""
@@ -149,8 +151,18 @@ class Checkpointer:
       for partial in files.glob(os.path.join(self.directory, f"{step}.orbax-checkpoint-tmp*")):
         files.remove_tree(partial)
       raise UserError(f"the checkpoint of step {step} could not be written to {self.directory} ({_cause(e)}); "
-                      f"{self._intact()}: fix the cause (free space, permissions, the mount), then rerun to resume"
-                      ) from None
+                      f"{self._intact()}", fix="fix the cause (free space, permissions, the mount), then rerun to "
+                      "resume") from None
+
+  def recorded(self, step: int) -> dict:
+    """What the save of `step` recorded (records: {} before checkpoints recorded anything)."""
+    found = self.manager.metadata(step).custom_metadata
+    return found if isinstance(found, dict) else {}
+
+  def run_id(self, step: int) -> str | None:
+    """The id of the run that saved `step` (None: saved before checkpoints recorded one)."""
+    run = self.recorded(step).get("run")
+    return run if isinstance(run, str) else None
 
   def restore(self, step: int, abstract_state):
     """The state, restored into the shapes, dtypes and shardings of `abstract_state`."""
@@ -185,3 +197,30 @@ class Checkpointer:
     """Waits for pending saves to finish."""
     self.wait()
     self.manager.close()
+
+
+def recorded_config(directory: str) -> dict | None:
+  """The config (as JSON's dict) that the newest readable checkpoint in `directory` recorded; None where there is
+  none, or it was saved before checkpoints recorded it."""
+  return _newest_record(directory, "config", dict)
+
+
+def recorded_run(directory: str) -> str | None:
+  """The run id that the newest readable checkpoint in `directory` recorded (None: none)."""
+  return _newest_record(directory, "run", str)
+
+
+def _newest_record(directory: str, key: str, kind: type):
+  if not files.exists(directory):
+    return None
+  saver = Checkpointer(directory, 1, move_aside=False)
+  try:
+    for step in sorted(saver.manager.all_steps(), reverse=True):
+      try:
+        found = saver.recorded(step).get(key)
+      except Exception:  # pylint: disable=broad-except  (a damaged step's metadata: Orbax raises many types)
+        continue
+      return found if isinstance(found, kind) else None
+    return None
+  finally:
+    saver.close()

@@ -13,9 +13,10 @@ whole wall time, from the first attempt's start to the last update.
 import json
 import os
 import time
+import uuid
 
-from pretrain.system import files
-from pretrain.system.console import log
+from pretrain.system import aside, files
+from pretrain.system.errors import UserError
 
 GOODPUT_FILE = "goodput.json"
 _LEDGER = 16  # Checkpoints whose productive time is kept (more than any run keeps, for rollbacks and restarts).
@@ -35,32 +36,96 @@ def process_started() -> float:
 _IMPORTED = time.time()
 
 
-def read(workdir: str) -> dict | None:
-  """The run's account, None if it has none; one that cannot be read (a copy cut short, an edit) is named in a
-  warning and read as none: it is an account of the time, nothing to resume from."""
-  path = os.path.join(workdir, GOODPUT_FILE)
+def _number(value) -> bool:
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_attempt(attempt) -> bool:
+  if not isinstance(attempt, dict):
+    return False
+  steps, updated = attempt.get("steps"), attempt.get("updated")
+  steps_ok = steps is None or (isinstance(steps, list) and len(steps) == 2 and all(isinstance(s, int) for s in steps))
+  return (_number(attempt.get("started")) and all(_number(attempt.get(p)) for p in PHASES)
+          and (updated is None or _number(updated)) and steps_ok)
+
+
+def _problem(record) -> str:
+  """What makes `record` (read from JSON) not an account this module wrote, '' if nothing."""
+  if not isinstance(record, dict):
+    return f"a {type(record).__name__}, not a record"
+  if not all(_number(record.get(key)) for key in ("clock", "recomputed", "rolled_back")):
+    return "its clock, recomputed or rolled_back is not a number"
+  ledger, attempts = record.get("ledger"), record.get("attempts")
+  if not (isinstance(ledger, dict) and all(k.isdigit() and _number(v) for k, v in ledger.items())):
+    return "its ledger is not {step: seconds}"
+  if not (isinstance(attempts, list) and all(map(_is_attempt, attempts))):
+    return "its attempts are not a list of {started, updated, steps, and seconds by phase}"
+  if not isinstance(record.get("run", ""), str):
+    return "its run is not a run id"
+  return ""
+
+
+def _load(path: str) -> tuple[dict | None, str]:
+  """(the account in `path`, None if there is none or it is damaged; what is wrong with it, '' if nothing)."""
   if not files.exists(path):
-    return None
+    return None, ""
+  if files.isdir(path):
+    return None, "is a directory, not the run's account"
   try:
     record = json.loads(files.read_bytes(path))
-    if not isinstance(record, dict) or not isinstance(record.get("attempts"), list):
-      raise ValueError("not a goodput record")
-    return record
-  except ValueError as e:
-    log(f"warning: {path} cannot be read ({e}); the account starts again from this process")
-    return None
+  except (ValueError, *files.errors()) as e:  # Not JSON, not UTF-8 (a copy cut short, an edit), unreadable.
+    return None, f"cannot be read ({files.reason(e)})"
+  problem = _problem(record)
+  return (None, f"is not a goodput account ({problem})") if problem else (record, "")
+
+
+def read(workdir: str) -> dict | None:
+  """The run's account for a command that only reads it (pretrain goodput), None if it has none; a damaged one is
+  a UserError (training moves it aside as it next starts: it is an account of the time, nothing to resume from)."""
+  path = os.path.join(workdir, GOODPUT_FILE)
+  record, problem = _load(path)
+  if problem:
+    raise UserError(f"{path} {problem}; it is no account of this run's time (the run's next start moves it aside "
+                    "and starts a new account)")
+  return record
+
+
+def _new(run: str) -> dict:
+  return {"run": run, "attempts": [], "ledger": {"0": 0.0}, "clock": 0.0, "recomputed": 0.0, "rolled_back": 0.0}
 
 
 class Goodput:
-  """This attempt's account, added to the run's (`write` on process 0 only)."""
+  """This attempt's account, added to the run's (`write` on process 0 only). `run`: the run id its newest
+  checkpoint records (None: none, or an older checkpoint without one), `checkpointed`: whether it resumes from one.
 
-  def __init__(self, workdir: str, write: bool = True):
+  The run's goodput.json continues, unless it is damaged (it cannot be read, or is not an account) or another
+  run's (its run id is not the checkpoint's; or the run has no checkpoint, but the account's ledger holds some):
+  then it is moved aside with one line (pretrain/system/aside.py) as training starts (resumed), and a new account
+  starts. `run` is the run id, which each checkpoint records (checkpoint.Checkpointer.records)."""
+
+  def __init__(self, workdir: str, write: bool = True, run: str | None = None, checkpointed: bool = False):
     self.path, self._write = os.path.join(workdir, GOODPUT_FILE), write
-    self.record = (read(workdir) if write else None) or {"attempts": [], "ledger": {"0": 0.0}, "clock": 0.0,
-                                                         "recomputed": 0.0, "rolled_back": 0.0}
+    record, self._aside = self._own(run, checkpointed) if write else (None, None)
+    self.run = run or (record or {}).get("run") or uuid.uuid4().hex[:12]
+    self.record = record or _new(self.run)
+    self.record["run"] = self.run
     self.attempt = {"started": process_started(), "updated": None, "steps": None, **{p: 0.0 for p in PHASES}}
     self.record["attempts"].append(self.attempt)
     self._mark = self.attempt["started"]
+
+  def _own(self, run: str | None, checkpointed: bool) -> tuple[dict | None, tuple | None]:
+    """(the account in goodput.json if it is this run's, else None; what is wrong with it, to move it aside when
+    training starts, None if nothing)."""
+    record, problem = _load(self.path)
+    tag = "damaged"
+    if record is not None:
+      theirs, saved = record.get("run"), [s for s in record["ledger"] if s != "0"]
+      if run and theirs and theirs != run:
+        problem = f"is the account of another run (run {theirs}; the checkpoints here are run {run}'s)"
+      elif not checkpointed and saved:
+        problem = f"is the account of another run (one with checkpoints of steps {', '.join(saved)}; here are none)"
+      tag = "other-run" if problem else tag
+    return (None, (problem, tag)) if problem else (record, None)
 
   def mark(self, phase: str) -> None:
     """The time since the last mark was spent on `phase`."""
@@ -71,7 +136,10 @@ class Goodput:
     self._mark = now
 
   def resumed(self, step: int) -> None:
-    """Training starts at `step`: the productive step time since that checkpoint was recomputed work."""
+    """Training starts at `step`: the productive step time since that checkpoint was recomputed work. A goodput.json
+    that is not this run's account is moved aside now (nothing in the workdir changes before the restore)."""
+    if self._aside and files.exists(self.path):
+      aside.move(self.path, self._aside[0], "the account starts again from this process", self._aside[1])
     ledger = self.record["ledger"]
     self.record["ledger"] = {s: t for s, t in ledger.items() if int(s) <= step}
     at = ledger.get(str(step), self.record["clock"])  # A checkpoint from before this file: nothing known.

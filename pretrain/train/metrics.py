@@ -4,7 +4,7 @@ import io
 import json
 import os
 
-from pretrain.system import files, tf_loader
+from pretrain.system import aside, files, tf_loader
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
 
@@ -12,28 +12,56 @@ METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "curves.png"
 
 
-def read(workdir: str) -> list[dict]:
+def _record(line: bytes) -> dict:
+  """The record of a line as the writer writes it: {"step": int, name: number, ...}, or a ValueError saying why not."""
+  record = json.loads(line)
+  if not isinstance(record, dict):
+    raise ValueError(f"a {type(record).__name__}, not a record")
+  if not isinstance(record.get("step"), int) or isinstance(record["step"], bool):
+    raise ValueError("no step")
+  if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in record.values()):
+    raise ValueError("a value that is not a number")
+  return record
+
+
+def _parse(path: str) -> tuple[list[dict], list[tuple[int, str]], int]:
+  """(the records of the file `path`, (line number, why) of each line that is not one, the number of its last
+  line); a directory in its place or a file that cannot be read is a line 0 that is not."""
+  if files.isdir(path):
+    return [], [(0, "it is a directory")], 0
+  try:
+    data = files.read_bytes(path)
+  except files.errors() as e:
+    return [], [(0, files.reason(e))], 0
+  records, bad, last = [], [], 0
+  for number, line in enumerate(data.splitlines(), 1):
+    if line.strip():
+      last = number
+      try:
+        records.append(_record(line))
+      except ValueError as e:  # Not JSON, not UTF-8, not a record.
+        bad.append((number, str(e)))
+  return records, bad, last
+
+
+def read(workdir: str, strict: bool = True) -> list[dict]:
   """The records of a run's metrics.jsonl. A last line cut short (a copy or an editor stopped mid-write; the
-  run itself rewrites the file atomically) is left out with a warning; a damaged line before it is an error."""
+  run itself rewrites the file atomically) is left out with a warning; a damaged line before it is an error
+  (`strict`; else the lines that are records, quietly: training moves such a file aside as it next starts)."""
   path = os.path.join(workdir, METRICS_FILE)
   if not files.exists(path):
     return []
-  lines = [(number, line) for number, line in enumerate(files.read_bytes(path).splitlines(), 1) if line.strip()]
-  records = []
-  for number, line in lines:
-    try:
-      record = json.loads(line)
-      if not isinstance(record, dict):
-        raise ValueError(f"a {type(record).__name__}, not a record")
-    except ValueError as e:  # Not JSON, or not UTF-8.
-      if number == lines[-1][0]:
-        log(f"warning: {path}:{number}, its last line, is cut short ({e}); reading the {len(records)} lines "
-            "before it")
-        break
-      raise UserError(f"{path}:{number} is not a metrics record ({e}); delete that line, or the file (the run's "
-                      "curves then start from its next logged step)") from None
-    records.append(record)
-  return records
+  records, bad, last = _parse(path)
+  if not strict or not bad:
+    return records
+  number, why = bad[0]
+  if not number:
+    raise UserError(f"{path} cannot be read ({why}); the run's next start moves it aside")
+  if bad == [(last, why)]:
+    log(f"warning: {path}:{number}, its last line, is cut short ({why}); reading the {len(records)} lines before it")
+    return records
+  raise UserError(f"{path}:{number} is not a metrics record ({why}); delete that line, or the file (the run's "
+                  "curves then start from its next logged step)")
 
 
 class MetricsWriter:
@@ -46,9 +74,22 @@ class MetricsWriter:
   def __init__(self, workdir: str, enabled: bool = True):
     self.enabled = enabled
     self.path = os.path.join(workdir, METRICS_FILE)
-    self.records = read(workdir) if enabled else []
+    self.records = self._kept() if enabled else []
     tf = tf_loader.tensorflow()
     self.summary = tf.summary.create_file_writer(os.path.join(workdir, "tensorboard")) if enabled else None
+
+  def _kept(self) -> list[dict]:
+    """The records of metrics.jsonl; one with lines that are not (cut short, edited) is moved aside, and the run
+    goes on with the records it could read."""
+    if not files.exists(self.path):
+      return []
+    records, bad, _ = _parse(self.path)
+    if bad:
+      number, why = bad[0]
+      where = (f"line {number}" + (f" and {len(bad) - 1} more" if len(bad) > 1 else "") + ": ") if number else ""
+      aside.move(self.path, f"is damaged ({where}{why})", f"the run goes on with the {len(records)} records it could "
+                                                           "read")
+    return records
 
   def _flush(self) -> None:
     files.write_atomically(self.path, "".join(json.dumps(r) + "\n" for r in self.records).encode())

@@ -2,6 +2,9 @@
 
 Beside checkpoints/ and the metrics, a workdir holds config.json (the resolved
 config) and spm.model or tokenizer.json (the vocabulary): what eval, generate and export read.
+Each checkpoint also records the run's id and config (checkpoint.Checkpointer.records): a
+training run resumes as its checkpoints say, and moves aside the workdir's files that are not
+what it wrote (pretrain/system/aside.py).
 """
 
 import json
@@ -12,8 +15,9 @@ import jax
 import ml_collections
 
 from pretrain import config as config_lib, objectives
-from pretrain.system import files
+from pretrain.system import aside, files
 from pretrain.system.errors import UserError
+from pretrain.train import checkpoint
 
 # Config sections that fix the shapes of a checkpoint, and fields of theirs that only say how a step computes;
 # other fields that fix the checkpoint's tree (the optimizer's state: AdamW's moments, Adafactor's factors).
@@ -37,26 +41,38 @@ def check_writable(workdir: str) -> None:
     raise UserError(f"workdir {workdir!r} cannot be written ({files.reason(e)}); choose another --workdir") from None
 
 
-# What a run writes in its workdir, and of which kind; a run checks them before it starts, not at its first save.
-_LAYOUT = {"checkpoints": "directory", "tensorboard": "directory", "eval": "directory", "config.json": "file",
-           "metrics.jsonl": "file", "curves.png": "file", **{name: "file" for name in VOCAB_FILES}}
+# What a run writes in its workdir beside its checkpoints, and of which kind: something else in its place is set
+# aside as the run starts (set_aside_misplaced); the checkpoints are the run itself (check_layout).
+_LAYOUT = {"tensorboard": "directory", "eval": "directory", "config.json": "file", "metrics.jsonl": "file",
+           "curves.png": "file", "goodput.json": "file", **{name: "file" for name in VOCAB_FILES}}
 
 
 def check_layout(workdir: str) -> None:
-  """Refuses a workdir where a name the run writes is taken by something else (a file where its checkpoints
-  directory goes, ...)."""
+  """Refuses a workdir where a file takes the place of the run's checkpoints directory."""
+  path = os.path.join(workdir, "checkpoints")
+  if files.exists(path) and not files.isdir(path):
+    raise UserError(f"{path} is not a directory, but the run writes its checkpoints there; move it away or choose "
+                    "another --workdir")
+
+
+def set_aside_misplaced(workdir: str) -> None:
+  """Moves aside what takes the place of a file or directory the run writes (a directory where metrics.jsonl goes,
+  a file where tensorboard/ goes, ...): once its checks and restore have passed, before it writes."""
   for name, kind in _LAYOUT.items():
     path = os.path.join(workdir, name)
     if files.exists(path) and files.isdir(path) != (kind == "directory"):
-      raise UserError(f"{path} is not a {kind}, but the run writes its {name} there; move it away or choose "
-                      "another --workdir")
+      aside.move(path, f"is not a {kind}", f"the run writes its {name} there")
 
 
 def check_same_model(cfg, workdir: str) -> None:
-  """A workdir with checkpoints only resumes a run of the same model and vocabulary."""
-  if not (files.exists(os.path.join(workdir, "config.json")) and files.exists(os.path.join(workdir, "checkpoints"))):
+  """A workdir with checkpoints only resumes a run of the same model and vocabulary (as its newest checkpoint
+  records them, or its config.json: resumed_config)."""
+  if not files.exists(os.path.join(workdir, "checkpoints")):
     return
-  saved = saved_config(workdir).to_dict()
+  saved = resumed_config(workdir)
+  if saved is None:
+    return
+  saved = saved.to_dict()
   current = cfg.to_dict()
   before, now = objectives.get(saved["data"]["objective"]).family, objectives.get(cfg.data.objective).family
   if not now.trains_same_model(before):
@@ -73,32 +89,69 @@ def check_same_model(cfg, workdir: str) -> None:
 
 
 def write_run_files(run, workdir: str) -> None:
-  """config.json and the vocabulary (spm.model or tokenizer.json): what `pretrain generate`, `eval` and `export` need beside the checkpoints; and
-  data_curation.json, what the curation stage removed from each source (if any went through one)."""
+  """config.json and the vocabulary (spm.model or tokenizer.json): what `pretrain generate`, `eval` and `export` need
+  beside the checkpoints; and data_curation.json, what the curation stage removed from each source (if any went
+  through one). Once the run's checks and restore have passed: what is in the place of these, or of the others
+  the run writes, and not of their kind, and a config.json that cannot be read, are moved aside first."""
   if jax.process_index() == 0:
+    set_aside_misplaced(workdir)
+    path = os.path.join(workdir, "config.json")
+    problem = _read_config(path)[1] if files.exists(path) else ""
+    if problem:
+      aside.move(path, problem, "the run writes its config.json")
     # Atomically: the other processes of a resumed run read it meanwhile.
     files.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(run.cfg).encode())
-    files.copy(run.vocabulary.file, os.path.join(workdir, run.vocabulary.workdir_name))
+    copy = os.path.join(workdir, run.vocabulary.workdir_name)
+    if files.exists(copy) and files.read_bytes(copy) != files.read_bytes(run.vocabulary.file):  # Edited, cut, swapped.
+      aside.move(copy, "is not the vocabulary the run trains with", f"the run writes its {run.vocabulary.workdir_name}")
+    files.copy(run.vocabulary.file, copy)
     curated = {source.name: source.curation.report(run.vocabulary) for source in run.sources if source.curation}
     if curated:
       files.write_atomically(os.path.join(workdir, CURATION_FILE), json.dumps(curated, indent=1).encode())
 
 
 def saved_config(workdir: str) -> ml_collections.ConfigDict:
+  """The run's config, as its config.json holds it; a damaged one is a UserError naming it."""
   path = os.path.join(workdir, "config.json")
   if not files.exists(path):
     raise UserError(f"{workdir!r} holds no run (no config.json); give the --workdir of a training run")
+  cfg, problem = _read_config(path)
+  if problem:
+    raise UserError(f"{path} {problem}", fix="restore the file (train writes it at each start), or start a new "
+                    "workdir")
+  return cfg
+
+
+def _read_config(path: str) -> tuple[ml_collections.ConfigDict | None, str]:
+  """(the config in the file `path`, None if it is damaged; what is wrong with it, '' if nothing)."""
   try:
-    saved = json.loads(files.read_text(path))
-    if not isinstance(saved, dict):
-      raise ValueError(f"it holds a {type(saved).__name__}, not the config's sections")
-  except ValueError as e:  # Not JSON, or not UTF-8.
-    raise UserError(f"{path} is not a run's config ({e}); restore the file (train writes it at each start), or "
-                    "start a new workdir") from None
+    return _config(json.loads(files.read_text(path))), ""
+  except (ValueError, *files.errors()) as e:  # Not JSON, not UTF-8, a directory.
+    return None, f"is not a run's config ({files.reason(e)})"
+  except UserError as e:
+    return None, f"is not a run's config ({e})"
+
+
+def _config(saved) -> ml_collections.ConfigDict:
+  """The config of the sections `saved` (as read from JSON), with the fields added since; a UserError where a
+  value is not of its field's kind."""
+  if not isinstance(saved, dict) or not all(isinstance(v, dict) for v in saved.values()):
+    raise UserError(f"it holds a {type(saved).__name__}, not the config's sections")
   from pretrain import configs  # pylint: disable=g-import-not-at-top
   cfg = objectives.with_settings(config_lib.with_newer_fields(ml_collections.ConfigDict(saved)))
-  config_lib.check_types(cfg, objectives.with_settings(configs.load(configs.DEFAULT)), path)
+  config_lib.check_types(cfg, objectives.with_settings(configs.load(configs.DEFAULT)))
   return cfg
+
+
+def resumed_config(workdir: str) -> ml_collections.ConfigDict | None:
+  """The config a training run resumes as: the one its newest checkpoint recorded, else (checkpoints written before
+  they recorded it) its config.json; None if it has neither, or a config.json that cannot be read (not an error:
+  the checkpoints are the run, and it moves such a file aside with a line as it writes its own)."""
+  recorded = checkpoint.recorded_config(os.path.join(workdir, "checkpoints"))
+  if recorded is not None:
+    return _config(recorded)
+  path = os.path.join(workdir, "config.json")
+  return _read_config(path)[0] if files.exists(path) else None
 
 
 def vocabulary_file(workdir: str) -> str:

@@ -18,7 +18,7 @@ from pretrain import config as config_lib
 from pretrain.system import files
 from pretrain.system.errors import UserError
 from pretrain.train import checkpoint
-from pretrain.workdir import saved_config
+from pretrain.workdir import resumed_config, saved_config
 
 # Fields the branch sets from its parent and the command's --from_step and --steps; overriding them would make
 # another run.
@@ -62,11 +62,11 @@ def existing(out: str, parent: str, step: int, steps: int) -> ml_collections.Con
   there is refused."""
   if location(out) == location(parent):
     raise UserError(f"--out={out!r} is the parent's workdir; give the branch a directory of its own")
-  if not files.exists(os.path.join(out, "config.json")):
+  cfg = resumed_config(out)
+  if cfg is None:
     if files.exists(os.path.join(out, "checkpoints")) and files.glob(os.path.join(out, "checkpoints", "*")):
       raise UserError(f"--out={out!r} holds checkpoints but no config.json; choose another --out")
     return None
-  cfg = saved_config(out)
   t = cfg.train
   if (t.parent, t.parent_step, t.steps) == (location(parent), step, step + steps):
     return cfg
@@ -77,11 +77,10 @@ def existing(out: str, parent: str, step: int, steps: int) -> ml_collections.Con
 
 
 def saved(workdir: str) -> ml_collections.ConfigDict | None:
-  """The config of a branch's workdir (what `pretrain train` resumes it with), None where it holds no branch."""
-  if not files.exists(os.path.join(workdir, "config.json")):
-    return None
-  cfg = saved_config(workdir)
-  return cfg if cfg.train.parent else None
+  """The config of a branch's workdir (what `pretrain train` resumes it with: workdir.resumed_config), None where it
+  holds no branch."""
+  cfg = resumed_config(workdir)
+  return cfg if cfg is not None and cfg.train.parent else None
 
 
 def restore_parent(run, cfg) -> tuple:

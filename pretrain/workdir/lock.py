@@ -26,7 +26,7 @@ import uuid
 
 import jax
 import numpy as np
-from pretrain.system import files
+from pretrain.system import aside, files
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
 
@@ -69,6 +69,9 @@ class WorkdirLock:
     return json.dumps({**self.me, "heartbeat": time.time()}).encode()
 
   def _holder(self) -> dict | None:
+    if files.isdir(self.path):  # Not a lock: no run holds the workdir through it.
+      aside.move(self.path, "is a directory, not a lock", "the run takes the workdir's lock")
+      return None
     try:
       holder = json.loads(files.read_bytes(self.path))
     except files.not_found():
