@@ -87,10 +87,21 @@ def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabu
   out = str(tmp_path / "docs" / "objectives")
   argv = ["--objectives=clm,span_corruption", "--d_model=32", "--num_layers=1", "--head_dim=16", f"--out={out}",
           f"--out_dir={tmp_path / 'runs'}", "--probe_documents=100", "--seeds=0,1", "--probe_seeds=2",
-          "--finetune_seeds=1", "--finetune_steps=2", "--steps=10", "--evals=2", *TINY]
+          "--finetune_seeds=1", "--finetune_steps=2", "--steps=10", "--evals=2", "--lr_grid=1e-3,1e-2",
+          "--lr_seeds=7", *TINY]
   compare_objectives.main(argv)
   assert os.path.getsize(out + ".png") > 0
-  pretraining, zero_shot, probes = _tables(out + ".md")
+  rates, pretraining, zero_shot, probes = _tables(out + ".md")
+  # Each objective's rate chosen on seed 7 (none of the reported runs'), its reported runs at that rate.
+  chosen = {}
+  for row in rates:
+    name, low, high, rate = (cell.strip() for cell in row.strip("|").split("|"))
+    chosen[name] = rate.split()[0]
+    assert rate.split()[0] == ("0.001" if float(low) <= float(high) else "0.01") and "grid's edge" in rate
+  for name, rate in chosen.items():
+    saved = json.load(open(tmp_path / "runs" / name / "seed1" / "config.json"))
+    assert saved["optimizer"]["learning_rate"] == float(rate) and saved["train"]["seed"] == 1
+    assert os.path.exists(tmp_path / "runs" / name / f"lr{rate}" / "seed7" / "result.json")
   assert [row.split("|")[1].strip() for row in pretraining] == [
       "clm", "span_corruption", "unigram (counts, add-one)", "bigram (counts, interpolated Kneser-Ney)",
       "trigram (counts, interpolated Kneser-Ney)"]
@@ -115,7 +126,7 @@ def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabu
   log = tmp_path / "runs" / "clm" / "seed1" / "train.log"
   trained = os.path.getmtime(log)
   compare_objectives.main(argv)  # Finished runs are read back, not trained again.
-  assert os.path.getmtime(log) == trained and _tables(out + ".md")[0] == pretraining
+  assert os.path.getmtime(log) == trained and _tables(out + ".md")[1] == pretraining
 
 
 def test_scaling_writes_plot_and_table(tmp_path, cache_dir, vocabulary, monkeypatch):

@@ -172,7 +172,7 @@ ORDERS = {1: "unigram (counts, add-one)", 2: "bigram (counts, interpolated Knese
           5: "5-gram (counts, interpolated Kneser-Ney)"}
 
 
-def _clm_segments(run, split: str, max_batches: int | None) -> list[np.ndarray]:
+def clm_segments(run, split: str, max_batches: int | None = None) -> list[np.ndarray]:
   """The segments of a run's causal-LM rows (its first source and vocabulary, rows of data.seq_len) in `split`."""
   from pretrain import objectives  # pylint: disable=g-import-not-at-top
   from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top  (the data stack)
@@ -185,7 +185,7 @@ def _clm_segments(run, split: str, max_batches: int | None) -> list[np.ndarray]:
 
 def fitted(run, orders=(1, 2, 3)) -> dict[int, NGram]:
   """Count models of each order fitted on the train split of a run's causal-LM rows."""
-  train = _clm_segments(run, "train", None)
+  train = clm_segments(run, "train")
   return {order: fit(train, order, run.vocab_size) for order in orders}
 
 
@@ -196,5 +196,5 @@ def reference(run, orders=(1, 2, 3), max_batches: int | None = None, split: str 
   --task=SOURCE_clm` and the experiments' yardstick read."""
   from pretrain import vocab as text_vocab  # pylint: disable=g-import-not-at-top
   models = models or fitted(run, orders)
-  scored, per_id = _clm_segments(run, split, max_batches), text_vocab.bytes_per_id(run.vocabulary)
+  scored, per_id = clm_segments(run, split, max_batches), text_vocab.bytes_per_id(run.vocabulary)
   return {order: bits_per_byte(models[order], scored, per_id) for order in orders}

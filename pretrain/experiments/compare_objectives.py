@@ -4,13 +4,17 @@ likelihood and probes, each run beside its own initial parameters.
 
   python tools/compare_objectives.py [--objectives=clm,prefix_lm_decoder,span_corruption,ul2,mass,mlm,nsp,sop,electra,
       contrastive] [--seeds=0,1,2,3,4] [--other_seeds=0,1,2] [--probe_seeds=5] [--finetune_seeds=0]
-      [--steps=1000] [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2] [--enc_dec_layers=N]
-      [--probe_documents=N] [--out=docs/compare_objectives] [--out_dir=runs/compare_objectives]
-      [--config.KEY=VALUE ...]
+      [--steps=750] [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2] [--enc_dec_layers=N]
+      [--lr_grid=1e-3,3e-3,1e-2] [--lr_seeds=100] [--probe_documents=N] [--out=docs/compare_objectives]
+      [--out_dir=runs/compare_objectives] [--config.KEY=VALUE ...]
 
 Every objective trains from scratch on the bundled corpus (configs/quickstart.py, or --config, plus
 --config.KEY=VALUE overrides), the same optimizer and schedule (contrastive adds SimCSE's dropout of 0.1, which
-its two views need), in its own workdir OUT_DIR/OBJECTIVE/seedS. The core objectives (CORE: CLM, prefix LM, span
+its two views need) at its own peak learning rate, in its own workdir OUT_DIR/OBJECTIVE/seedS. The rate is
+chosen first: the objective trains at each rate of --lr_grid with --lr_seeds (seeds no reported run has, in
+OUT_DIR/OBJECTIVE/lrRATE/seedS), and the rate of its lowest own validation loss is its rate. The default budget
+stays within 4 epochs of the train split (750 steps of 16 x 128 positions: 3.9 times its 394k tokens), where
+repeated text would start to reward the objectives whose noise acts as augmentation. The core objectives (CORE: CLM, prefix LM, span
 corruption, UL2, MLM) run with each of --seeds, the others with --other_seeds (train.seed: initialisation, data
 order, noise). A finished run keeps its measurements in its workdir (result.json) and is not run again while its
 config and the downstream flags are unchanged, so an interrupted comparison continues where it stopped.
@@ -51,7 +55,7 @@ import ml_collections
 import numpy as np
 
 from pretrain import cli, objectives, run as run_lib
-from pretrain.downstream import stats
+from pretrain.downstream import stats, zero_shot
 from pretrain.experiments import runs
 from pretrain.system.errors import UserError, exit_on_user_error
 
@@ -290,22 +294,37 @@ def plot(results: dict[str, list[dict]], path: str) -> None:
 
 
 def report(results: dict[str, list[dict]], args, argv: list[str], load: str, reference: dict,
-           zero_shot_reference: dict) -> str:
+           zero_shot_reference: dict, chosen: dict[str, dict], epoch: int) -> str:
   first = next(iter(results.values()))[0] if results else {"tokens_per_step": 0}
   budget = first["tokens_per_step"]
   counts = {k: v for k, v in zero_shot_reference.items() if k != "chance"}
   best_count = {key: max(((name, values[key]) for name, values in counts.items()), key=lambda item: item[1])
                 for key, _ in ZERO_SHOT}
+  rates_chosen = [] if not chosen else [
+      "## Learning rates",
+      f"Each objective's peak learning rate was chosen before its reported runs: it trained at each rate of the "
+      f"grid with the pre-training seed{'s' * (len(runs.seeds(args.lr_seeds)) > 1)} {args.lr_seeds}, which no "
+      "reported run has, and the rate of its lowest own validation loss (the mean over those runs) is the rate "
+      "of all its reported runs. Its own loss judges how well it learned its own task, whatever the task; the "
+      "reported runs then measure it afresh, on other seeds, so the choice does not select their noise. A rate "
+      "at the grid's edge may not be the objective's optimum.",
+      rate_table(chosen)]
   return runs.report("tools/compare_objectives.py", argv, load, [
       "# Which objective? Small models on the same token budget",
       f"Token budget, the same for every objective: {args.steps} steps x {args.batch_size} rows x {args.seq_len} "
-      f"token positions = {args.steps * budget:,} tokens processed ({budget:,} per step), a {args.d_model}-wide "
+      f"token positions = {args.steps * budget:,} tokens processed ({budget:,} per step), "
+      f"{args.steps * budget / epoch:.1f} times the {epoch:,} tokens of the train split, a {args.d_model}-wide "
       f"model of {args.num_layers} layer{'s' * (args.num_layers != 1)}. An encoder-decoder row is inputs + "
       "targets (split per objective to fit its examples), a decoder-only prefix-LM row inputs + targets, a CLM or "
-      "MLM row seq_len tokens. Same data (the bundled corpus's train split), optimizer and schedule; the "
-      f"pre-training seeds {_seeds_text(results)} (train.seed: initialisation, data order, noise). The unit is "
-      "the pre-training run: a figure 'a +- b' is the mean over the runs (n in the runs column) and the "
-      "half-width of its 95% interval (Student's t).",
+      "MLM row seq_len tokens; a row's positions hold its text, sentinels, mode tokens and padding, so an "
+      "objective reads at most that many tokens of text. Same data (the bundled corpus's train split), "
+      "optimizer and schedule, "
+      + ("each objective at its own peak learning rate (below); " if chosen else "")
+      + f"the pre-training seeds {_seeds_text(results)} (train.seed: initialisation, data order, noise). The unit "
+      "is the pre-training run: a figure 'a +- b' is the mean over the runs (n in the runs column) and the "
+      "half-width of its 95% interval (Student's t). What each objective learns from differs too: the target "
+      "tokens per step (its loss-bearing tokens) stand beside the token positions in the table.",
+      *rates_chosen,
       "## Pre-training",
       table(results, args.batch_size, reference),
       "**The validation losses of different objectives are not comparable**: each is that objective's own "
@@ -329,7 +348,8 @@ def report(results: dict[str, list[dict]], args, argv: list[str], load: str, ref
       yardstick_verdicts(results, reference),
       "## Zero-shot, scored by likelihood",
       downstream_table(results, ZERO_SHOT, zero_shot_reference),
-      "Accuracy on held-out documents (pretrain/downstream/zero_shot.py, its files' version 1): minimal pairs "
+      f"Accuracy on held-out documents (pretrain/downstream/zero_shot.py, its files' version {zero_shot.VERSION}"
+      "): minimal pairs "
       "(is the original line more likely than the copy with two adjacent words swapped, a word replaced by one "
       "of the same length and frequency, or two lines exchanged? chance 0.5) and a cloze (a passage's last word "
       "among 4 words of its document: chance 0.25). Nothing is trained for them, so initial parameters score "
@@ -338,7 +358,10 @@ def report(results: dict[str, list[dict]], args, argv: list[str], load: str, ref
       "text as the span after an empty input (UL2 as its S-denoiser after [S2S], MASS after one [MASK] per "
       "token); a masked LM its pseudo-log-likelihood (each token masked in turn); ELECTRA's discriminator how "
       "sure it is that every token is original; contrastive has no token head and scores nothing. The count "
-      "rows score the same texts by their n-gram probability.",
+      "rows score the same texts by their n-gram probability. The intervals are over the runs only: every run "
+      "scores the same items, so the items' own sampling error (about +- 0.04 for an accuracy near 0.8 on 400 "
+      "items) is in none of them. It does not bias a comparison of two objectives on these items, but it is "
+      "there when a figure is set against another test set's.",
       stats.VERDICT,
       "\n".join(verdicts(results, ZERO_SHOT, best_count)),
       "## Probes",
@@ -368,11 +391,14 @@ def _seeds_text(results: dict[str, list[dict]]) -> str:
   return "; ".join(f"{seeds} for {', '.join(names)}" for seeds, names in groups.items())
 
 
-def run_one(cfg, workdir: str, args) -> dict:
+def run_one(cfg, workdir: str, args, measure_downstream: bool = True) -> dict:
   """A run's measurements: read from its result.json where the same config and downstream flags made it, else
-  trained (from scratch) and measured, then saved there."""
+  trained (from scratch) and measured, then saved there. Without `measure_downstream`, the pre-training figures
+  alone (a run of the rate choice)."""
+  measure_downstream = measure_downstream and bool(args.probe_documents)
   key = {"config": json.loads(cfg.to_json_best_effort()), "downstream": [args.probe_documents, args.probe_seeds,
-                                                                         args.finetune_seeds, args.finetune_steps]}
+                                                                         args.finetune_seeds, args.finetune_steps]
+                                                                        if measure_downstream else None}
   path = os.path.join(workdir, RESULT)
   if os.path.exists(path):
     with open(path) as f:
@@ -381,12 +407,57 @@ def run_one(cfg, workdir: str, args) -> dict:
       return saved["result"]
   r = runs.train_one(cfg, workdir)
   r["seed"] = cfg.train.seed
-  if args.probe_documents:
+  if measure_downstream:
     r["downstream"] = downstream(workdir, args)
   with open(path + ".tmp", "w") as f:
     json.dump({"key": key, "result": r}, f)
   os.replace(path + ".tmp", path)
   return r
+
+
+def choose_rates(configs: dict, args) -> dict[str, dict]:
+  """{objective: {'chosen': its peak learning rate, 'losses': {rate: its own final validation loss per
+  --lr_seeds run}}}: each objective trained at every rate of --lr_grid with --lr_seeds (seeds none of the reported
+  runs has), the rate of its lowest mean loss chosen. Its own loss measures how well it learned its own task,
+  whatever the task; the reported runs then measure it afresh."""
+  grid, seeds = rates(args.lr_grid), runs.seeds(args.lr_seeds)
+  chosen = {}
+  for name, cfg in configs.items():
+    losses = {}
+    for rate in grid:
+      for seed in seeds:
+        tried = cfg.copy_and_resolve_references()
+        tried.optimizer.learning_rate, tried.train.seed = rate, seed
+        r = run_one(tried, os.path.join(args.out_dir, name, f"lr{rate:g}", f"seed{seed}"), args,
+                    measure_downstream=False)
+        losses.setdefault(rate, []).append(r["loss"])
+        print(f"[rate choice] {name:<18} lr {rate:g} seed {seed}  val loss {r['loss']:.3f}", flush=True)
+    chosen[name] = {"chosen": min(grid, key=lambda rate: float(np.mean(losses[rate]))), "losses": losses}
+  return chosen
+
+
+def rates(text: str) -> list[float]:
+  """The learning rates of --lr_grid, e.g. '1e-3,3e-3,1e-2'."""
+  try:
+    values = sorted({float(v) for v in text.split(",") if v.strip()})
+  except ValueError:
+    raise UserError(f"--lr_grid={text!r}: give comma-separated learning rates, e.g. 1e-3,3e-3,1e-2") from None
+  if not values or min(values) <= 0:
+    raise UserError(f"--lr_grid={text!r}: give one or more positive learning rates")
+  return values
+
+
+def rate_table(chosen: dict[str, dict]) -> str:
+  """Per objective: its own validation loss at each rate of the grid (mean over the rate-choice runs), and the
+  rate chosen."""
+  grid = sorted(next(iter(chosen.values()))["losses"])
+  lines = ["| objective | " + " | ".join(f"lr {rate:g}" for rate in grid) + " | chosen |",
+           "| --- |" + " ---: |" * (len(grid) + 1)]
+  for name, c in chosen.items():
+    edge = " (grid's edge)" if c["chosen"] in (grid[0], grid[-1]) and len(grid) > 1 else ""
+    lines.append(f"| {name} | " + " | ".join(f"{np.mean(c['losses'][rate]):.3f}" for rate in grid)
+                 + f" | {c['chosen']:g}{edge} |")
+  return "\n".join(lines)
 
 
 @exit_on_user_error
@@ -395,7 +466,7 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
   parser.add_argument("--objectives", default=DEFAULT_OBJECTIVES,
                       help=f"comma-separated, of {', '.join(objectives.NAMES)}")
   runs.add_flags(parser, "compare_objectives", "token positions per row, inputs + targets", "OBJECTIVE/seedS",
-                 steps=1000)
+                 steps=750)
   parser.add_argument("--seeds", default="0,1,2,3,4", help=f"pre-training seeds of {', '.join(CORE)}")
   parser.add_argument("--other_seeds", default="0,1,2", help="pre-training seeds of the other objectives")
   parser.add_argument("--d_model", type=cli.at_least(1), default=128, help="model width")
@@ -410,6 +481,10 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
   parser.add_argument("--probe_seeds", type=cli.at_least(1), default=5, help="same-document probe seeds per run")
   parser.add_argument("--finetune_seeds", type=cli.at_least(0), default=0, help="fine-tuning seeds per run (0: no fine-tuning)")
   parser.add_argument("--finetune_steps", type=cli.at_least(1), default=300, help="fine-tuning steps of 32 passages")
+  parser.add_argument("--lr_grid", default="1e-3,3e-3,1e-2",
+                      help="peak learning rates each objective is first trained at, with --lr_seeds; its lowest own "
+                           "validation loss chooses the rate of its reported runs ('': optimizer.learning_rate for all)")
+  parser.add_argument("--lr_seeds", default="100", help="pre-training seeds of the rate choice (not the reported ones)")
   args, base = cli.parse_command_line(parser, argv)
   names = [n.strip() for n in args.objectives.split(",") if n.strip()]
   for name in names:
@@ -422,10 +497,18 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
   configs = {name: run_config(base, name, args) for name in names}  # Length errors before any training.
   for cfg in configs.values():
     objectives.validate(cfg)
+  if args.lr_grid.strip():
+    rates(args.lr_grid)
+    if set(runs.seeds(args.lr_seeds)) & {seed for values in seeds.values() for seed in values}:
+      raise UserError(f"--lr_seeds={args.lr_seeds} shares seeds with the reported runs; choose the rates on others")
   load = runs.machine()
   print(f"{len(names)} objectives x {args.seeds} (core) or {args.other_seeds} seeds, runs of {args.steps} steps x "
         f"{args.batch_size} x {args.seq_len} tokens; {load}", flush=True)
   reference, zero_shot_reference = runs.count_references(next(iter(configs.values())))
+  epoch = runs.train_tokens(next(iter(configs.values())))
+  chosen = choose_rates(configs, args) if args.lr_grid.strip() else {}
+  for name, c in chosen.items():
+    configs[name].optimizer.learning_rate = c["chosen"]
   results = {}
   for i, (name, cfg) in enumerate(configs.items(), 1):
     results[name] = []
@@ -440,7 +523,7 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
             f"{r['loss']:.3f} (step 0: {r['initial_loss']:.2f})  {measured}  {r['tokens_per_second']:>6,.0f} "
             f"tokens/s  {r['wall']:.0f} s", flush=True)
   runs.write_report(args.out, lambda path: plot(results, path),
-                    report(results, args, argv, load, reference, zero_shot_reference),
+                    report(results, args, argv, load, reference, zero_shot_reference, chosen, epoch),
                     "\n\n".join([table(results, args.batch_size, reference),
                                  downstream_table(results, ZERO_SHOT, zero_shot_reference),
                                  downstream_table(results, PROBES)]))

@@ -13,7 +13,7 @@ import time
 
 import jax
 
-from pretrain import run as run_lib
+from pretrain import cli, run as run_lib
 from pretrain.commands.train import train
 from pretrain.system.errors import UserError
 from pretrain.train import metrics
@@ -203,6 +203,14 @@ def count_references(cfg) -> tuple[dict, dict]:
   zero = {"chance": dict(zero_shot.CHANCE),
           **{ngram.ORDERS[o]: zero_shot.accuracies(m.score, run.vocabulary) for o, m in models.items()}}
   return bits, zero
+
+
+def train_tokens(cfg) -> int:
+  """Tokens of the train split in `cfg`'s vocabulary, each document's EOS among them: what an epoch is."""
+  from pretrain.downstream import ngram  # pylint: disable=g-import-not-at-top
+  clm = cfg.copy_and_resolve_references()
+  clm.data.objective, clm.data.schedule, clm.data.eval_objectives = "clm", (), ()
+  return sum(len(segment) for segment in ngram.clm_segments(run_lib.Run.build_with_data(clm), "train"))
 
 
 def machine() -> str:
