@@ -1,7 +1,7 @@
 """Dense or mixture of experts? Each family's dense model against its MoE twin of equal active parameters, on the
 same tokens.
 
-  python tools/compare_moe.py [--families=decoder_only,encoder_decoder] [--seeds=0,1] [--experts=8] [--top_k=2]
+  python tools/compare_moe.py [--families=decoder_only,encoder_decoder] [--seeds=0,1,2] [--experts=8] [--top_k=2]
       [--steps=300] [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2]
       [--out=docs/moe] [--out_dir=runs/moe] [--config.KEY=VALUE ...]
 
@@ -142,7 +142,7 @@ def report(results, args, argv, load, reference) -> str:
 def main(argv: list[str], prog: str = "tools/compare_moe.py") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--families", default=",".join(FAMILIES), help=f"comma-separated, of {', '.join(FAMILIES)}")
-  parser.add_argument("--seeds", default="0,1", help="pre-training seeds of every model, comma-separated")
+  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every model, comma-separated")
   parser.add_argument("--experts", type=cli.at_least(2), default=8, help="experts of each MoE layer")
   parser.add_argument("--top_k", type=cli.at_least(1), default=2, help="experts per token")
   parser.add_argument("--d_model", type=cli.at_least(8), default=128, help="model width")

@@ -1,6 +1,6 @@
 """Which tokenizer? The same decoder-only model trained with each tokenizer kind on the same bytes of text.
 
-  python tools/compare_tokenizers.py [--kinds=spm_unigram,spm_bpe,wordpiece,byte_bpe,bytes] [--seeds=0,1]
+  python tools/compare_tokenizers.py [--kinds=spm_unigram,spm_bpe,wordpiece,byte_bpe,bytes] [--seeds=0,1,2]
       [--vocab_size=4096] [--row_bytes=512] [--steps=300] [--batch_size=16] [--d_model=128] [--num_layers=2]
       [--out=docs/tokenizers] [--out_dir=runs/tokenizers] [--config.KEY=VALUE ...]
 
@@ -142,7 +142,7 @@ def main(argv: list[str], prog: str = "tools/compare_tokenizers.py") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--kinds", default=",".join(k for k in KINDS if k != "byte_unigram"),  # docs/tokenizers.md's
                       help=f"comma-separated, of {', '.join(KINDS)}")
-  parser.add_argument("--seeds", default="0,1", help="pre-training seeds of every kind, comma-separated")
+  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every kind, comma-separated")
   parser.add_argument("--vocab_size", type=cli.at_least(400), default=4096, help="ids of every trained vocabulary")
   parser.add_argument("--row_bytes", type=cli.at_least(64), default=512, help="bytes of text per row")
   parser.add_argument("--steps", type=cli.at_least(1), default=300, help="training steps of every run")

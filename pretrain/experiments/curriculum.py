@@ -1,7 +1,7 @@
 """Which curriculum? The same decoder-only model on the same token budget, trained with CLM, with UL2's
 denoisers, with one after the other (data.schedule), and with sequence-length warmup (data.length_schedule).
 
-  python tools/curriculum.py [--arms=clm,ul2,ul2_then_clm,clm_then_ul2,clm_length_warmup] [--seeds=0,1]
+  python tools/curriculum.py [--arms=clm,ul2,ul2_then_clm,clm_then_ul2,clm_length_warmup] [--seeds=0,1,2]
       [--switch=0.7] [--ul2r=0.2] [--probe_seeds=5] [--steps=300] [--batch_size=16] [--seq_len=128]
       [--d_model=128] [--num_layers=2] [--out=docs/curriculum] [--out_dir=runs/curriculum] [--config.KEY=VALUE ...]
 
@@ -170,7 +170,7 @@ def main(argv: list[str], prog: str = "tools/curriculum.py") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
   runs.add_flags(parser, "curriculum", "token positions per row", "ARM/seedS")
-  parser.add_argument("--seeds", default="0,1", help="pre-training seeds of every arm, comma-separated")
+  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every arm, comma-separated")
   parser.add_argument("--switch", type=cli.number(OPEN_FRACTION), default=0.7, help="ul2_then_clm: the share of steps before CLM")
   parser.add_argument("--ul2r", type=cli.number(OPEN_FRACTION), default=0.2, help="clm_then_ul2: the share of steps of UL2 at the end")
   parser.add_argument("--d_model", type=cli.at_least(1), default=128, help="model width")

@@ -60,6 +60,7 @@ def main(argv: list[str]) -> None:
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--only", default=",".join(EXERCISES), help="which exercises (comma-separated)")
   parser.add_argument("--steps", type=int, default=300, help="training steps of every run")
+  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every point, comma-separated")
   parser.add_argument("--out", default="docs/exercises", help="writes OUT.md and OUT/NAME.png")
   parser.add_argument("--out_dir", default="runs/exercises", help="the sweeps, OUT_DIR/NAME")
   args = parser.parse_args(argv)
@@ -67,12 +68,13 @@ def main(argv: list[str]) -> None:
   unknown = [name for name in chosen if name not in EXERCISES]
   if unknown:
     parser.error(f"--only: unknown exercises {unknown}; choose from {', '.join(EXERCISES)}")
+  seeds = runs.seeds(args.seeds)
   os.makedirs(args.out, exist_ok=True)
   blocks = ["# The exercises: masking rate, span length, prefix share, NSP",
             f"Each section is one `pretrain sweep`, its command above its table: {args.steps} steps x 16 rows of "
-            "128 tokens (span corruption: 128 inputs, 64 targets), a 128-wide 2-layer model, pre-training seeds "
-            "0 and 1, on the bundled corpus's train split. A figure 'a +- b' is the mean over the two seeds and "
-            "the half-width of its 95% interval (Student's t, one degree of freedom: wide). probe/"
+            f"128 tokens (span corruption: 128 inputs, 64 targets), a 128-wide 2-layer model, pre-training seeds "
+            f"{', '.join(map(str, seeds))}, on the bundled corpus's train split. A figure 'a +- b' is the mean over "
+            "the seeds and the half-width of its 95% interval (Student's t). probe/"
             "same_document_probe: a linear probe on the frozen mean hidden state tells whether two passages of "
             "held-out documents come from one document (chance 0.5), the mean of 3 probe seeds per run; /init: "
             "the same model at its initial parameters, the baseline that pre-training must beat.",
@@ -80,7 +82,8 @@ def main(argv: list[str]) -> None:
   for name in chosen:
     title, about, flags, metric = EXERCISES[name]
     where = os.path.join(args.out_dir, name)
-    argv_ = [f"--workdir={where}", *_common(args.steps), *flags, "--grid.train.seed=0,1", f"--metric={metric}"]
+    argv_ = [f"--workdir={where}", *_common(args.steps), *flags, f"--grid.train.seed={','.join(map(str, seeds))}",
+             f"--metric={metric}"]
     sweep.main(argv_)
     points = sweep_report.collect(where, collections.defaultdict(lambda: args.steps))
     report = sweep_report.report(where, points, metric, shlex.join(["pretrain", "sweep", *argv_]))
