@@ -3,6 +3,9 @@ lm-eval's own hf backend on a run's Hugging Face export (decoder-only, encoder-d
 project's offline tasks, and the refusals."""
 
 import json
+import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -14,15 +17,12 @@ import transformers  # pylint: disable=wrong-import-position
 from lm_eval.models.huggingface import HFLM  # pylint: disable=wrong-import-position
 from lm_eval.tasks import TaskManager  # pylint: disable=wrong-import-position
 
-from pretrain import hf, run as run_lib, vocab  # pylint: disable=wrong-import-position
+from pretrain import config as config_lib, hf, run as run_lib, vocab  # pylint: disable=wrong-import-position
 from pretrain.commands import lm_eval as lm_eval_command  # pylint: disable=wrong-import-position
 from pretrain.downstream import harness  # pylint: disable=wrong-import-position
 from pretrain.system.errors import UserError  # pylint: disable=wrong-import-position
 from pretrain.train import metrics as metrics_lib  # pylint: disable=wrong-import-position
-from tests.conftest import kill_after_checkpoint, tiny_config  # pylint: disable=wrong-import-position
-
-# Every test here trains, starts processes or compiles a model of each kind.
-pytestmark = pytest.mark.slow
+from tests.conftest import REPO, kill_after_checkpoint, tiny_config  # pylint: disable=wrong-import-position
 
 # One task of each request type, a few documents each: multiple choice (loglikelihood), rolling log-likelihood,
 # generation.
@@ -42,6 +42,7 @@ def _evaluate(model, task_dir, name):
                                  log_samples=True, batch_size=1, verbosity="ERROR")
 
 
+@pytest.mark.slow  # Compiles a model of each kind.
 @pytest.mark.parametrize("name", MODELS)
 def test_the_pretrain_model_type_equals_lm_eval_s_hf_backend_on_the_export(name, vocabulary, cache_dir, tmp_path):
   objective, flags = MODELS[name]
@@ -79,6 +80,7 @@ def test_the_pretrain_model_type_equals_lm_eval_s_hf_backend_on_the_export(name,
     assert numbers(a) == pytest.approx(numbers(b), rel=1e-5, abs=1e-4), (a["results"], b["results"])
 
 
+@pytest.mark.slow
 def test_an_encoder_decoder_s_generations_leave_out_sentinels_as_lm_eval_s_hf_backend_does(vocabulary, cache_dir,
                                                                                               tmp_path):
   """A T5 set by hand to write a sentinel or a word at every step (an untrained one rarely writes sentinels): both
@@ -110,11 +112,13 @@ def test_an_encoder_decoder_s_generations_leave_out_sentinels_as_lm_eval_s_hf_ba
   assert any(texts) and not any("extra_id" in text for text in texts), texts
 
 
-def test_pretrain_lm_eval_writes_the_results_beside_the_run(trained_run, cache_dir, monkeypatch, capsys):
+def test_pretrain_lm_eval_writes_the_results_beside_the_run(trained_run, cache_dir, monkeypatch, capfd, tmp_path):
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  monkeypatch.chdir(tmp_path)  # Outside a git checkout, where lm-eval's git question fails.
   lm_eval_command.main([f"--workdir={trained_run}", "--tasks=pretrain_pairs_swap,pretrain_documents", "--limit=3"])
-  out = capsys.readouterr().out
+  out, err = capfd.readouterr()
   assert "pretrain_pairs_swap" in out and "bits_per_byte" in out
+  assert "not a git repository" not in err, err[-2000:]  # git's own stderr, kept for --verbose.
   saved = json.loads((trained_run / "eval" / "lm_eval-step3.json").read_text())
   assert 0 <= saved["results"]["pretrain_pairs_swap"]["acc,none"] <= 1 and saved["config"]["model_step"] == 3
 
@@ -127,6 +131,64 @@ def test_bad_requests_are_refused_in_one_line(trained_run, cache_dir, monkeypatc
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   with pytest.raises(UserError, match=message):
     lm_eval_command.main.__wrapped__([f"--workdir={trained_run}", *argv])
+
+
+@pytest.fixture
+def config_only_run(tmp_path):
+  """A decoder-only run's workdir that holds its config.json alone: a refusal that came after loading the model
+  would say it has no checkpoint."""
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  (workdir / "config.json").write_text(config_lib.to_json(tiny_config()))
+  return workdir
+
+
+def _broken_yaml(run, tmp_path):
+  (tmp_path / "tasks").mkdir()
+  (tmp_path / "tasks" / "mine.yaml").write_text("task: mine\ndataset_path: json\n  test_split: [test\n")
+  return [f"--include_path={tmp_path / 'tasks'}", "--tasks=mine"]
+
+
+def _eval_a_file(run, tmp_path):
+  (run / "eval").write_text("")
+  return []
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--limit=0"], "argument --limit: give a number of documents (1, 2, ...) or a fraction of them in (0, 1), "
+                    "not 0.0"),
+    (["--limit=-4"], "argument --limit: give a number of documents (1, 2, ...) or a fraction of them in (0, 1), "
+                     "not -4.0"),
+    (["--mode=[S2S]"], "--mode=[S2S] puts a mode token before an encoder-decoder's inputs; this decoder-only run reads "
+                       "its contexts as they are"),
+    (["--output={tmp}/run/config.json/results.json"], "config.json is a file"),
+    (_eval_a_file, "the results ({run}/eval/lm_eval-stepN.json) cannot be written in {run}/eval (File exists)"),
+    (["--tasks=pretrain_clozee"], "unknown lm-eval task 'pretrain_clozee' (did you mean pretrain_cloze, "
+                                  "pretrain_cloze_gen?)"),
+    (_broken_yaml, "--include_path has task YAMLs lm-eval cannot read: {tmp}/tasks/mine.yaml: mapping values are "
+                   "not allowed"),
+])
+def test_bad_values_are_refused_before_the_model_loads(config_only_run, cache_dir, monkeypatch, tmp_path, argv,
+                                                       message):
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  if callable(argv):
+    argv = argv(config_only_run, tmp_path)
+  argv = [a.format(tmp=tmp_path) for a in argv]
+  with pytest.raises(UserError) as refused:
+    lm_eval_command.main.__wrapped__([f"--workdir={config_only_run}", "--tasks=pretrain_cloze", *argv])
+  assert message.format(tmp=tmp_path, run=config_only_run) in str(refused.value), str(refused.value)
+  assert "--include_path" not in message or "add a directory" not in str(refused.value)
+
+
+def test_the_documented_lm_eval_command_line_finds_the_project_s_tasks(trained_run, cache_dir, tmp_path):
+  """docs/guide/evaluation.md's `python -m pretrain.downstream.harness run --model pretrain ...`, from outside
+  the repository."""
+  result = subprocess.run([sys.executable, "-m", "pretrain.downstream.harness", "run", "--model", "pretrain",
+                           "--model_args", f"workdir={trained_run}", "--tasks", "pretrain_cloze", "--limit", "2"],
+                          cwd=tmp_path, env={**os.environ, "PRETRAIN_CACHE": cache_dir, "PYTHONPATH": REPO},
+                          capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "|pretrain_cloze|" in result.stdout.replace(" ", ""), result.stdout
 
 
 def test_a_missing_data_file_a_run_without_checkpoints_and_a_masked_lm_are_refused(tmp_path, vocabulary, cache_dir,

