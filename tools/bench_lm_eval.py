@@ -15,7 +15,9 @@ log-likelihoods of a request (or how many generations differ): both score the sa
 """
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -57,7 +59,9 @@ def main(argv: list[str]) -> int:
   torch.set_num_threads(os.cpu_count() or 1)
   tasks = [t for t in args.tasks.split(",") if t]
   run, params, step = run_lib.load(args.workdir, pipeline=False)
-  export = os.path.join(tempfile.mkdtemp(), "export")
+  scratch = tempfile.mkdtemp(prefix="bench_lm_eval-")
+  atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # The export, gone with the process.
+  export = os.path.join(scratch, "export")
   hf.export(export, run, params)
   manager = harness.task_manager(tasks)
   ours = harness.PretrainLM(run=run, params=params, step=step, batch_size=args.batch_size)
