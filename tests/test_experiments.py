@@ -208,6 +208,12 @@ def test_data_quality_writes_tables_and_plot(tmp_path, cache_dir, vocabulary, mo
                                                             "unigram (counts, add-one) of the clean documents"]
   assert all(re.search(r"\| 2 \| \d\.\d{3} \+- \d\.\d{3} \(\d\.\d\d\)", row) for row in rows[:3])
   assert re.search(r"curation takes back -?\d+\.\d\d( \+- \d+\.\d\d)? \(the share per seed", " ".join(text.split()))
+  # Every rung's final parameters on the clean validation rows: for the clean rung, its own last evaluation's.
+  own = [[json.loads(line) for line in open(tmp_path / "runs" / rung / f"seed={seed}" / "metrics.jsonl")
+          if "eval/loss" in line][-1]["eval/loss"] for rung in ("clean", "curated") for seed in (0, 1)]
+  table = [float(re.search(r"\| 2 \| (\d\.\d{3}) \+-", row).group(1)) for row in rows[:3]]
+  assert table[0] == pytest.approx(np.mean(own[:2]), abs=6e-4)
+  assert "every rung's final parameters on the same uncurated rows" in " ".join(text.split())
   spam = round(web_defects.ADDED["spam"] * 300)
   assert f"| spam | {spam} | {spam} | 100.0% |" in text  # Keyword spam has no stop words.
   assert "| encoding_errors | " in text and "| near_duplicate | " in text

@@ -141,6 +141,19 @@ def verdict(results: dict[str, list[dict]]) -> str:
           "(the share per seed, mean +- 95% interval).")
 
 
+def on_clean_rows(judge, point: str) -> dict[str, float]:
+  """{'loss', 'bits_per_byte'} of a run's final parameters on `judge`'s validation rows: the clean rung's run,
+  whose validation split no filter touched, so that every rung is scored on the same rows (the curation stage
+  filters a curated run's own validation split too)."""
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.train import evaluation  # pylint: disable=g-import-not-at-top
+  _, params, _ = run_lib.load(point)
+  with judge.activated():
+    batches = evaluation.global_batches(judge, judge.task, judge.objective, "validation", judge.cfg.train.eval_batches)
+    found = evaluation.evaluate(judge.family, judge.eval_step, params, batches)
+  return {"loss": found["eval/loss"], "bits_per_byte": found["eval/bits_per_byte"]}
+
+
 def plot(results: dict[str, list[dict]], shares: dict, path: str) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
@@ -219,10 +232,14 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
   reference, _ = runs.count_references(configs["clean"])
   kept = {"clean": ["clean"] * len(documents), "defective": labels,
           "curated": [label for label, r in zip(labels, removed) if r is None]}
-  results, commands = {}, {}
+  results, commands, judge = {}, {}, None
   for i, rung in enumerate(RUNGS, 1):
     results[rung], sweep_argv = sweep.seeded(os.path.join(args.out_dir, rung), flags[rung], seeds)
     commands[rung] = " ".join(sweep_argv)
+    judge = judge or run_lib.Run.build_with_data(configs["clean"])  # After the clean runs built its data.
+    for r in results[rung]:  # Every rung on the clean validation rows (its own curve stays on its own rows).
+      scored = on_clean_rows(judge, os.path.join(args.out_dir, rung, f"seed={r['seed']}"))
+      r["loss"], r["final_eval"]["bits_per_byte"] = scored["loss"], scored["bits_per_byte"]
     run = run_lib.Run.build_with_data(configs[rung])
     (task, rung_source, _), = run.member_tasks()  # Its token store, built by the runs: the tokens they trained on.
     store = token_store.open_or_build(task, rung_source, "train", run.vocabulary, data_cache.cache_dir(run.cfg.data))
@@ -244,7 +261,9 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
       f"defective); the defective mix after the curation stage (curated: data.filters={args.filters}, "
       f"data.dedup={args.dedup or 'none'}). Every run: a {args.num_layers}-layer causal LM of width {args.d_model}, "
       f"{args.steps} steps x {args.batch_size} rows x {args.seq_len} tokens, the clean documents' vocabulary, "
-      f"evaluated on the clean validation split, with the pre-training seeds {args.seeds} (the unit: a figure "
+      "evaluated on the clean validation split (every rung's final parameters on the same uncurated rows: the "
+      "curation stage filters a curated run's own validation split too, so its in-training curve, in the plot, "
+      f"reads fewer rows), with the pre-training seeds {args.seeds} (the unit: a figure "
       "'a +- b' is the mean over a rung's runs and the half-width of its 95% interval). Each rung is one "
       "`pretrain sweep` over the seeds; the clean rung's:",
       "    .venv/bin/pretrain sweep " + commands["clean"],
