@@ -25,7 +25,8 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
 # Tests compile hundreds of tiny programs and run each a few steps: LLVM's optimisations of the compiled code cost
 # more time than they save there (a fifth of test_encoder_decoder's and test_decoding's time, a third of an
 # 8-device layout's). Numerics are XLA's all the same; what runs fast is measured by the benchmarks in tools/.
-XLA_TEST_FLAGS = "--xla_backend_optimization_level=0"
+# PRETRAIN_TEST_XLA_FLAGS replaces them: the suite run with another order of summation (tests/numerics.py).
+XLA_TEST_FLAGS = os.environ.get("PRETRAIN_TEST_XLA_FLAGS", "--xla_backend_optimization_level=0")
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_TEST_FLAGS}".strip()
 
 
