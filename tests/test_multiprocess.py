@@ -196,6 +196,37 @@ def test_the_relay_passes_output_on_and_puts_the_line_in_place_of_the_report():
   assert healthy.stdout == bar + error + b"Done.\n"
 
 
+def test_a_collective_that_broke_off_gives_the_line_only_however_slowly_it_ends():
+  """Gloo's failure logged with its traceback by a thread (Orbax's save, say) while the run goes on until JAX's
+  heartbeat check ends it, or raised and printed frame by frame on a loaded machine: held to the end, the one
+  line in its place, not the traceback (then the line)."""
+  import select  # pylint: disable=g-import-not-at-top
+  from pretrain.parallel import lost_process  # pylint: disable=g-import-not-at-top
+  bar = b"\r 5/40 [00:03<00:20, loss=8.330]"
+  frames = b"Traceback (most recent call last):\n" + b'  File "loop.py", line 1, in train\n    save()\n' * 15
+  raised = (b"jax.errors.JaxRuntimeError: UNKNOWN: Gloo AllGather failed: [external/gloo/gloo/transport/tcp/"
+            b"pair.cc:538] Read error [127.0.0.1]:55449: Connection reset by peer\n")
+  report = (b"F1128 21:02:19.736867    7324 client.h:80] Terminating process because the JAX distributed service "
+            b"detected fatal errors. [...] absl::Status: UNAVAILABLE: The following tasks are unhealthy (stopped "
+            b"sending heartbeats):\n1\nThe tasks have crashed.\n*** Check failure stack trace: ***\n")
+  for first, then in (
+      (b"E1128 21:02:13.120417 140234 async_checkpointer.py:88] The save of step 6 failed\n" + frames + raised,
+       bar + report),  # Logged by absl, then JAX's report.
+      (b"Exception in thread Thread-4 (_save):\n" + frames + raised, bar + report),  # A thread's.
+      (frames, raised)):  # The process's own, its last line a while after its first.
+    relay = subprocess.Popen([sys.executable, lost_process.__file__, "0", "2", "0"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE)
+    relay.stdin.write(bar + first)
+    relay.stdin.flush()
+    passed, deadline = b"", time.time() + 2 * lost_process._HOLD_SECONDS  # pylint: disable=protected-access
+    while time.time() < deadline:  # Past the moment a native error or traceback alone is passed on.
+      if select.select([relay.stdout], [], [], 0.1)[0]:
+        passed += os.read(relay.stdout.fileno(), 1 << 16)
+    assert passed == bar
+    out, _ = relay.communicate(then)
+    assert out == b"\n" + lost_process.verdict((first + then).decode(), 0, 2).encode() + b"\n"
+
+
 def test_incomplete_process_flags_are_refused(tmp_path, cache_dir):
   result = subprocess.run([sys.executable, "-m", "pretrain", "train", f"--workdir={tmp_path}", "--num_processes=2"],
                           cwd=REPO, capture_output=True, text=True, env={**os.environ, "PRETRAIN_CACHE": cache_dir})

@@ -14,7 +14,10 @@ So each process's stderr passes through a small relay process (this file, run
 as a script: no JAX in it). It passes everything on at once, but holds back a
 native error, a native abort or a traceback for a moment: when the process then
 ends with JAX's or gloo's report of a lost process, the relay prints one line
-naming that process in its place. Checkpoints are committed by renaming a
+naming that process in its place. Output that already reports a lost process
+(a collective that broke off, logged or raised in a thread while the run goes
+on: gloo's "Connection reset by peer") is held until the process ends, which
+JAX's heartbeat check makes sure of. Checkpoints are committed by renaming a
 finished temporary directory, so an abort leaves the last committed one intact.
 """
 
@@ -27,14 +30,18 @@ import sys
 import time
 
 # What starts holding output back: a native error or fatal line (absl's "E1127 13:22:42.736018 7313 file.cc:12] "),
-# a C++ exception that ends the process (gloo's), a Python traceback or a command's one-line error (gloo's failure
-# raised in Python, e.g. as a checkpoint that could not be written).
+# a C++ exception that ends the process (gloo's), a Python traceback (a thread's too) or a command's one-line error
+# (gloo's failure raised in Python, e.g. as a checkpoint that could not be written).
 _HOLD = re.compile(rb"[EF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] |terminate called after throwing|"
-                   rb"Traceback \(most recent call last\):|error: ")
+                   rb"Exception in thread |Traceback \(most recent call last\):|error: ")
 # What ends the process: a fatal line, a C++ exception, or the stack trace that follows them.
 _ABORT = re.compile(rb"F\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] |terminate called after throwing|"
                     rb"\*\*\* Check failure stack trace")
 _HOLD_SECONDS = 1.0  # A lost process's report is complete within milliseconds; other errors pass on after this.
+# A Python traceback ends with its exception's line, the first after its header that is not indented: printed
+# frame by frame, on a loaded machine it can take longer than _HOLD_SECONDS, and is judged once complete.
+_TRACEBACK = b"Traceback (most recent call last):"
+_TRACEBACK_END = re.compile(rb"Traceback \(most recent call last\):\n(?:[ \t][^\n]*\n)*[^ \t\n][^\n]*\n")
 _UNHEALTHY = re.compile(r"stopped sending heartbeats\):\s*(\d[\d\s,]*)")  # The coordinator's list of lost tasks.
 _TIMED_OUT = re.compile(r"Task (\d+) heartbeat timeout")
 _COORDINATOR_GONE = ("Failed to send RPC to coordination service", "CoordinationService/Heartbeat")
@@ -70,6 +77,11 @@ def verdict(report: str, process_id: int, num_processes: int) -> str | None:
     who = _name(1 - process_id, 2).rstrip(",") if num_processes == 2 else "a process of the run (gloo names none)"
     return f"error: lost {who}: a collective with it broke off ({cause}); {fix}"
   return None
+
+
+def _unfinished_traceback(held: bytes) -> bool:
+  last = held.rfind(_TRACEBACK)
+  return last >= 0 and not _TRACEBACK_END.match(held, last)
 
 
 def start(process_id: int, num_processes: int, verbose: bool = False) -> None:
@@ -133,8 +145,9 @@ def _relay_main(process_id: int, num_processes: int, verbose: bool) -> None:
         write(chunk)
     else:
       held += chunk
-    if since is not None and time.monotonic() - since > _HOLD_SECONDS and not _ABORT.search(held):
-      # Not the start of an abort: pass it on.
+    if since is not None and time.monotonic() - since > _HOLD_SECONDS and not _ABORT.search(held) and \
+        not _unfinished_traceback(held) and verdict(held.decode(errors="replace"), process_id, num_processes) is None:
+      # Not the start of an abort, nor a report of a lost process: pass it on.
       write(held)
       held, since = b"", None
   line = verdict(held.decode(errors="replace"), process_id, num_processes)
