@@ -39,16 +39,28 @@ def active_parameters(params, model_cfg) -> float:
              for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0])
 
 
+def _multiplying(params, model_cfg):
+  """(name, leaf) of the parameters a token multiplies: all but the input embedding, which gathers (unless it is
+  tied to the output)."""
+  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    name = jax.tree_util.keystr(path)
+    if "'embed'" not in name or model_cfg.tie_embeddings:
+      yield name, leaf
+
+
+def multiplying_parameters(params, model_cfg) -> float:
+  """N of C = 6 N D as flops_per_example counts it: the parameters a token multiplies (not the input embedding;
+  top_k of a mixture-of-experts layer's experts)."""
+  return sum(leaf.size * _active_share(name, model_cfg) for name, leaf in _multiplying(params, model_cfg))
+
+
 def flops_per_example(params, model_cfg, lengths: dict[str, int]) -> float:
   """Training FLOPs of one example: 6 per parameter per token it multiplies (the
   input embedding gathers, it does not multiply, unless tied to the output)
   plus 12 * heads * head_dim per query-key pair of every attention layer
   (full, not causally halved)."""
   total = 0
-  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
-    name = jax.tree_util.keystr(path)
-    if "'embed'" in name and not model_cfg.tie_embeddings:
-      continue
+  for name, leaf in _multiplying(params, model_cfg):
     total += 6 * leaf.size * _active_share(name, model_cfg) * _tokens_through(name, lengths)
   width = 12 * model_cfg.num_heads * model_cfg.head_dim
   if "inputs" not in lengths:
