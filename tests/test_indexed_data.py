@@ -5,6 +5,7 @@ keyed by the vocabulary and never read half-written."""
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -84,6 +85,37 @@ def test_a_saved_position_of_another_stream_restarts_it_or_is_refused(capsys):
     indexed.resume_position(saved, indexed.start_position("corpus_clm", 0, 1, ["corpus-train-1"], [128]))
   with pytest.raises(UserError, match="--config.data.pipeline=replay"):
     indexed.resume_position({"task": "corpus_clm", "examples": 8, "batch_size": 4, "processes": 1}, fresh)
+
+
+@pytest.mark.slow
+def test_a_run_resumed_on_a_moved_cache_reads_on_where_it_stood(cache_dir, vocabulary, tmp_path, capsys):
+  """The data cache moved (a new host, a moved disk): its prepared corpus and vocabulary copied, the token store
+  built again there. The position names the store by what it holds, so the resume reads the batches the run
+  would have read (the same losses), not the data from its start; so does a position that named the store by
+  its directory, as checkpoints did before."""
+  del vocabulary  # Cached first, so the runs find it.
+  run = _run(cache_dir)
+  uninterrupted = run.train_batches()
+  _take(uninterrupted, 2)
+  position = uninterrupted.position()
+  expected = _take(uninterrupted, 2)
+  moved = tmp_path / "moved"
+  for kept in ("tfds", "tokenizers"):
+    shutil.copytree(os.path.join(cache_dir, kept), moved / kept)
+  capsys.readouterr()
+  _assert_same(_take(_run(moved).train_batches(position), 2), expected)
+  assert "Tokenizing the train split" in capsys.readouterr().out  # Built again, in the moved cache.
+  _, source, _ = run.member_tasks()[0]
+  by_directory = os.path.basename(token_store.directory(cache_dir, source, "train", run.vocabulary))
+  assert position["stores"] != [by_directory]
+  _assert_same(_take(run.train_batches({**position, "stores": [by_directory]}), 2), expected)
+  assert "from its start" not in capsys.readouterr().out
+
+
+def _assert_same(batches, expected):
+  for got, want in zip(batches, expected, strict=True):
+    for k in want:
+      np.testing.assert_array_equal(got[k], want[k])
 
 
 @pytest.mark.slow

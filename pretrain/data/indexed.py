@@ -214,11 +214,14 @@ class IndexedBatches:
                     for member_task, source, _, _ in members]
     # Documents per window: of the config's lengths at every stage, so that a window is the same documents.
     self._windows = [window_size(store, member[3]) for store, member in zip(self._stores, members)]
-    fresh = start_position(task, seed, streams, [s.directory.rsplit("/", 1)[-1] for s in self._stores],
+    fresh = start_position(task, seed, streams, [s.id for s in self._stores],
                            self._windows, None if plan.fixed else {"members": [m[0].name for m in members],
                                                                    "stages": plan.describe()})
     if len(self._stages) > 1:
       fresh["length_stage"] = 0
+    if saved_position and "stores" in saved_position:  # Named by directory before, by content now.
+      saved_position = {**saved_position, "stores": [token_store.saved_id(cache, name)
+                                                     for name in saved_position["stores"]]}
     self._position = copy.deepcopy(resume_position(saved_position, fresh) if saved_position else fresh)
     self._start_stage(schedule.stage_at(self._stages, step))
 

@@ -249,7 +249,7 @@ def _file_identity(path: str) -> tuple:
 
 def _tfds_content(builder) -> tuple:
   splits = {name: (info.num_examples, info.num_bytes) for name, info in builder.info.splits.items()}
-  return builder.info.full_name, builder.data_dir, tuple(sorted(splits.items()))
+  return builder.info.full_name, tuple(sorted(splits.items()))  # Not data_dir: a moved copy holds the same.
 
 
 def _tfds_source(data_cfg) -> Source:

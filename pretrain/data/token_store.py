@@ -5,7 +5,9 @@ preprocessors make of each document (rekey, split long documents, tokenize:
 everything before its seqio.CacheDatasetPlaceholder), in the source's order.
 It lives under the cache directory, keyed by the source's identity and the
 vocabulary's bytes, so every run and every objective over that source reuses
-it, and a store of another vocabulary is never read.
+it, and a store of another vocabulary is never read. A run's data position
+names a store by what it holds (content_id), not where it lives: a run resumes
+exactly on a moved cache or a store rebuilt in another one.
 
 It is built in shards: shard i of n holds every n-th document from the i-th,
 so the hosts of a job (`pretrain prepare-data --shard=i --num_shards=n`) can
@@ -65,6 +67,29 @@ def directory(cache: str, source, split: str, vocabulary) -> str:
   """Where the store of `source`'s `split` tokenized with `vocabulary` lives."""
   key = json.dumps([FORMAT, source.identity(split), vocabulary_digest(vocabulary)], sort_keys=True)
   return os.path.join(cache, "token_stores", f"{source.name}-{split}-{hashlib.sha256(key.encode()).hexdigest()[:16]}")
+
+
+def content_id(store_dir: str, meta: dict) -> str:
+  """The store's name in a run's data position: its kind (source and split) and a digest of what it holds (its
+  shards' bytes and document counts, dtype and vocabulary), the same for a copy of it or a rebuild in another
+  cache. A store written before digests were recorded: its directory's name."""
+  name = os.path.basename(os.path.normpath(store_dir))
+  if not meta.get("sha256") or None in meta["sha256"]:
+    return name
+  held = [meta.get("format"), meta["vocabulary"], meta["dtype"], meta["documents"], meta["sha256"]]
+  return f"{name.rsplit('-', 1)[0]}-{hashlib.sha256(json.dumps(held).encode()).hexdigest()[:16]}"
+
+
+def saved_id(cache: str, name: str) -> str:
+  """The content_id of a store that a checkpoint named by its directory (before positions named stores by what
+  they hold), where that store is still in `cache`; else `name`."""
+  meta_path = os.path.join(cache, "token_stores", name, META)
+  if "/" in name or not os.path.exists(meta_path):
+    return name
+  try:
+    return content_id(os.path.dirname(meta_path), _read_meta(meta_path))
+  except Damaged:
+    return name
 
 
 def _shard_name(index: int, count: int) -> str:
@@ -147,6 +172,7 @@ class TokenStore:
                       "the store of this run's vocabulary with `pretrain prepare-data`")
     _verify(store_dir, self.meta)
     self.directory = store_dir
+    self.id = content_id(store_dir, self.meta)
     self.dtype = np.dtype(self.meta["dtype"])
     self.starts = np.cumsum([0] + self.meta["documents"])  # First global index of each shard, and the total.
     self._readers = [array_record_module.ArrayRecordReader(os.path.join(store_dir, s), READER_OPTIONS)
