@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     # ~40-line "Type inference failed" on UL2's graphs that the run is not hurt by (a failure still ends the
     # command with its error). Read when the first of them loads, so set before JAX starts.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    for library in ("absl", "lm_eval"):  # The libraries' Python logs (TFDS's, Orbax's, lm-eval's task notes).
+    # The libraries' Python logs (TFDS's, Orbax's, lm-eval's task notes, TensorFlow's and AutoGraph's warnings).
+    for library in ("absl", "lm_eval", "tensorflow"):
       logging.getLogger(library).setLevel(logging.ERROR)
   host_memory.keep_freed_memory()  # Before JAX starts its threads.
   module = importlib.import_module(SUBCOMMANDS[name][0])

@@ -131,7 +131,7 @@ def test_the_error_is_the_only_line(tmp_path):
 
 # What the libraries print on a CPU that looks like failure (issue: a quiet first hour).
 NOISE = re.compile(r"cuInit|CUDA|oneDNN|[Tt]ype inference|normalizer\.cc|precompiled_charsmap|absl|"
-                   r"^[IWE]\d{4} |Variant folder|Waiting for previous save")
+                   r"^[IWE]\d{4} |Variant folder|Waiting for previous save|AutoGraph|WARNING:tensorflow")
 
 
 @pytest.mark.slow
@@ -158,11 +158,14 @@ def test_a_run_prints_its_own_lines_only(tmp_path, cache_dir, vocabulary):
 @pytest.mark.slow
 def test_inspect_task_with_an_objective_that_imports_tensorflow_prints_its_own_lines_only(tmp_path, cache_dir,
                                                                                         vocabulary):
-  """A user's objective module imports TensorFlow first thing; inspect-task imports seqio itself: neither lets
-  TensorFlow's native start-up lines through (every import of the data stack goes through tf_loader)."""
+  """A user's objective module imports TensorFlow first thing and maps a lambda; inspect-task imports seqio
+  itself: neither lets TensorFlow's native start-up lines through (every import of the data stack goes through
+  tf_loader), nor AutoGraph's warnings."""
   del vocabulary
   from tests.test_user_objective import guide_objective  # pylint: disable=g-import-not-at-top
-  (tmp_path / "reverse_span.py").write_text("import tensorflow as tf\n" + guide_objective())
+  code = guide_objective().replace(".map(reverse)", ".map(lambda example: reverse(example))")
+  assert "lambda" in code
+  (tmp_path / "reverse_span.py").write_text("import tensorflow as tf\n" + code)
   env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
   env["PRETRAIN_CACHE"] = cache_dir
   result = subprocess.run([sys.executable, "-m", "pretrain", "inspect-task", "--task=corpus_reverse_span", "--num=1",

@@ -85,6 +85,33 @@ def test_a_broken_objective_is_named(tmp_path):
     objectives.get("no_such_module_here:Objective")
 
 
+_LAMBDAS = """
+import tensorflow as tf
+from pretrain.families import CAUSAL_LM
+from pretrain.objectives import Objective
+
+class LongDoubled(Objective):
+  name, family = "long_doubled", CAUSAL_LM
+
+  def preprocess(self, dataset, sequence_length, output_features):
+    return dataset.map(lambda ex: {"targets": ex["targets"] * 2 if tf.size(ex["targets"]) > 2 else ex["targets"]})
+"""
+
+
+def test_a_lambda_of_an_objective_file_is_converted_without_warnings(tmp_path, caplog):
+  """AutoGraph reads a lambda's source through the module Python imported it as: the file's module is one it
+  finds, so a lambda there is converted (a conditional on a tensor becomes a graph op), not run as written after
+  a four-line "could not transform" warning each time it is traced."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  (tmp_path / "lambdas.py").write_text(_LAMBDAS)
+  objective = objectives.make(f"{tmp_path / 'lambdas.py'}:LongDoubled", tiny_config().data, seed=0)
+  dataset = tf.data.Dataset.from_tensor_slices({"targets": [[1, 2, 3], [4, 5, 6]]}).concatenate(
+      tf.data.Dataset.from_tensors({"targets": [7, 8]}))
+  got = [list(ex["targets"]) for ex in objective.preprocess(dataset, {}, {}).as_numpy_iterator()]
+  assert got == [[2, 4, 6], [8, 10, 12], [7, 8]]
+  assert "could not transform" not in caplog.text
+
+
 def test_a_users_python_control_flow_is_converted_and_the_packages_functions_are_traced_as_written():
   """AutoGraph still rewrites a user's preprocessor (Python `if` on a tensor becomes a graph op), while the
   package's own pipeline functions are traced as written (pretrain.system.tf_loader.trace_as_written)."""

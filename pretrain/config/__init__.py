@@ -18,6 +18,7 @@ import json
 import math
 import operator
 import os
+import sys
 import traceback
 
 import ml_collections
@@ -50,10 +51,17 @@ def _run_config_code(path: str, code, verbose: bool = False, what: str = "config
 
 
 def load_module(path: str, name: str = "_pretrain_run_config", verbose: bool = False, what: str = "config file"):
-  """Imports the user's Python file `path` (a config file, or `what` it is) as a module of its own."""
+  """Imports the user's Python file `path` (a config file, or `what` it is) as a module of its own, `name` (a
+  private one: it goes in sys.modules, where AutoGraph finds a function's module to read a lambda's source; a
+  lambda of a module it cannot find is not converted, with a four-line warning each time it is traced)."""
   spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
-  _run_config_code(path, lambda: spec.loader.exec_module(module), verbose, what)
+  sys.modules[name] = module
+  try:
+    _run_config_code(path, lambda: spec.loader.exec_module(module), verbose, what)
+  except BaseException:
+    del sys.modules[name]
+    raise
   return module
 
 

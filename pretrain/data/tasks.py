@@ -66,7 +66,7 @@ def user_task(data_cfg, tokenizer_cfg, family) -> tuple[str, seqio.SentencePiece
   if module.endswith(".py"):
     if not os.path.isfile(module):
       raise UserError(f"data.task_module={module!r} does not exist; give the .py file that registers {name!r}")
-    config_lib.load_module(module, os.path.splitext(os.path.basename(module))[0])
+    config_lib.load_module(module, f"_pretrain_task_{os.path.splitext(os.path.basename(module))[0]}")
   elif module:
     try:
       importlib.import_module(module)

@@ -84,7 +84,8 @@ def _user_objective(reference: str) -> type[Objective]:
   if where.endswith(".py"):
     if not os.path.isfile(where):
       raise UserError(f"{what}: the file {where!r} does not exist; give FILE.py:CLASS or MODULE:CLASS")
-    module = config_lib.load_module(where, os.path.splitext(os.path.basename(where))[0], what="objective file")
+    module = config_lib.load_module(where, f"_pretrain_objective_{os.path.splitext(os.path.basename(where))[0]}",
+                                    what="objective file")
   else:
     try:
       module = importlib.import_module(where)
