@@ -155,12 +155,23 @@ def measure(run, workdir: str, wall: float) -> dict:
   }
 
 
+ATTEMPT = "=== attempt "  # Starts the line that marks each attempt in a log of output_to.
+
+
 @contextlib.contextmanager
 def output_to(path: str):
-  """Sends Python's and the C++ libraries' console output (progress bars, TensorFlow logs) to a file."""
+  """Sends Python's and the C++ libraries' console output (progress bars, TensorFlow logs) to a file, after what
+  earlier attempts wrote there (a resumed run's log keeps the output of the attempt that stopped), each attempt
+  from a line that marks it."""
   sys.stdout.flush()
   sys.stderr.flush()
-  with open(path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+  earlier = 0
+  if os.path.isfile(path):
+    with open(path, errors="replace") as f:
+      earlier = sum(line.startswith(ATTEMPT) for line in f)
+  with open(path, "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+    log.write(f"{ATTEMPT}{earlier + 1}, started {datetime.datetime.now():%Y-%m-%d %H:%M:%S} ===\n")
+    log.flush()
     saved = os.dup(2)
     os.dup2(log.fileno(), 2)
     try:

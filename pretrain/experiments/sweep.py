@@ -10,12 +10,14 @@ metrics, grouped over seeds with their 95% intervals.
 every combination, each trained in WORKDIR/NAME (e.g. mlm_rate=0.1,seed=0)
 with the base flags (--config, --gin_file, --config.KEY=VALUE) plus its
 values. The points run one after another in this process, their console
-output in NAME/train.log. A finished point is not run again and an
-interrupted one resumes, so a killed sweep rerun (the same command)
-continues. Axes named *seed are repeats: the report (WORKDIR/sweep.md,
-sweep.csv, sweep.png) gives each setting of the others the mean and 95%
-interval over them (pretrain/downstream/stats.py: the run is the unit;
-settings compare paired over their shared seeds, Holm-corrected).
+output in NAME/train.log (appended to, each attempt from a line that marks
+it). A finished point is not run again and an interrupted one resumes, so a
+killed sweep rerun (the same command) continues. Axes named *seed are
+repeats: the report (WORKDIR/sweep.md, sweep.csv, sweep.png), written after
+each point that finishes (marked partial until all have), gives each setting
+of the others the mean and 95% interval over them
+(pretrain/downstream/stats.py: the run is the unit; settings compare paired
+over their shared seeds, Holm-corrected).
 --probe measures each point's final parameters downstream (pretrain
 probe), beside its initial ones. --launch hands each
 point to `pretrain launch` instead (printed, or submitted with --run); run
@@ -125,6 +127,11 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
       # its own way in its last line, where a point's settings are the grid's.
       failed[name] = e.problem.split(". ")[0]
       print(f"[{i + 1}/{len(points)}] {name}: failed: {e.problem}", flush=True)
+      continue
+    if i + 1 < len(points):  # The report so far, to look at while the rest train.
+      _report(args, command, configs, show=False)
+      print(f"[{i + 1}/{len(points)}] {name}: finished; the report so far: "
+            f"{os.path.join(args.workdir, 'sweep.md')}", flush=True)
   if len(failed) < len(points):
     _report(args, command, configs)
   if failed:
@@ -166,7 +173,7 @@ def _launch(args, base: list[str], points) -> None:
   print(f"When the jobs are done: pretrain sweep --workdir={args.workdir} --report")
 
 
-def _report(args, command: str, configs: dict | None = None) -> None:
+def _report(args, command: str, configs: dict | None = None, show: bool = True) -> None:
   from pretrain.experiments import sweep_report as report_lib  # pylint: disable=g-import-not-at-top
   if configs is None:
     manifest = sweep_grid.read_manifest(args.workdir)
@@ -174,6 +181,8 @@ def _report(args, command: str, configs: dict | None = None) -> None:
                for name, settings in sweep_grid.point_names(manifest["grid"])}
   points = report_lib.collect(args.workdir, {name: cfg.train.steps for name, cfg in configs.items()})
   report_lib.report(args.workdir, points, args.metric, command)
+  if not show:
+    return
   with open(os.path.join(args.workdir, "sweep.md")) as f:
     print(f.read())
   print(f"Wrote {', '.join(os.path.join(args.workdir, f) for f in ('sweep.md', 'sweep.csv', 'sweep.png'))}")

@@ -72,7 +72,8 @@ def probed(workdir: str, task: str, steps: int) -> bool:
 
 def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> list[str]:
   """Writes sweep.csv, sweep.md and sweep.png in `sweep_dir`; returns sweep.md's blocks after its title and
-  command (pretrain.experiments.runs.markdown)."""
+  command (pretrain.experiments.runs.markdown). While points are unfinished (a sweep writes its report after each
+  point) sweep.md says so first and the plot in its title."""
   grid = read_manifest(sweep_dir)["grid"]
   finished = [p for p in points if p["values"]]
   if not finished:
@@ -121,10 +122,12 @@ def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> lis
     above = [name for name, (d, is_real) in against.items() if is_real and (d.mean > 0) == higher_better]
     verdict += f" Better than their own initial parameters (paired, Holm): {', '.join(above) or 'none'}."
   unfinished = [p["name"] for p in points if not p["values"]]
+  partial = f"partial: {len(finished)} of {len(points)} points finished" if unfinished else ""
   over_runs = (f"the final metrics of a setting's runs (the unit: one run per value of {' and '.join(seeds)}), the "
                "mean +- the 95% interval (Student's t) over the runs" if replicated else
                "the final metrics of a setting's one run (no interval: one run per setting)")
   blocks = [
+      *([f"{partial.capitalize()}; this report is rewritten as each point finishes."] if partial else []),
       f"Each row: {over_runs}. eval/ metrics are those of training's last evaluation "
       "(train.eval_batches batches of the validation split); probe/ ones are each run's mean over the probe's own "
       "seeds, /init the same model at its initial parameters (the baseline pre-training must beat), and "
@@ -134,16 +137,17 @@ def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> lis
       verdict,
   ]
   if unfinished:
-    blocks.append(f"Not finished yet ({len(unfinished)}): {', '.join(unfinished)}; rerun the sweep's command.")
+    blocks.append(f"Not finished yet ({len(unfinished)}): {', '.join(unfinished)} (a running sweep trains them in "
+                  "turn; rerun a stopped sweep's command to continue it).")
   text = runs.markdown([f"# Sweep: {', '.join(k for k in grid)}", "Command:", "    " + command, *blocks])
   files.write_atomically(os.path.join(sweep_dir, "sweep.md"), text.encode())
-  _plot(os.path.join(sweep_dir, "sweep.png"), grid, swept, groups, metric)
+  _plot(os.path.join(sweep_dir, "sweep.png"), grid, swept, groups, metric, partial)
   return blocks
 
 
-def _plot(path: str, grid: dict, swept: list[str], groups: dict, metric: str) -> None:
+def _plot(path: str, grid: dict, swept: list[str], groups: dict, metric: str, partial: str) -> None:
   """`metric` against the first swept setting (numeric where its values are), a line per setting of the others,
-  with the 95% intervals as error bars."""
+  with the 95% intervals as error bars; `partial`: the title says how many points are in."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -171,8 +175,8 @@ def _plot(path: str, grid: dict, swept: list[str], groups: dict, metric: str) ->
   ax.set_xlabel(x_key.rsplit(".", 1)[-1] if x_key else "")
   ax.set_ylabel(metric)
   replicated = max(len(r) for r in groups.values()) > 1
-  ax.set_title(f"{metric} " + ("(mean and 95% interval over seeds)" if replicated else "(one run per setting)"),
-               fontsize=10)
+  ax.set_title(f"{metric} " + ("(mean and 95% interval over seeds)" if replicated else "(one run per setting)")
+               + (f"\n{partial}" if partial else ""), fontsize=10)
   if any(others for others in lines):
     ax.legend(fontsize=8)
   ax.grid(alpha=0.3)
