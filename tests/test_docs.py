@@ -132,4 +132,11 @@ def test_the_readme_is_short_and_the_site_builds_strictly(tmp_path):
                          cwd=REPO, capture_output=True, text=True, timeout=300,
                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
   assert built.returncode == 0, built.stderr
-  assert (tmp_path / "site" / "guide" / "evaluation" / "index.html").exists()
+  site = tmp_path / "site"
+  assert (site / "guide" / "evaluation.html").exists() and 'href="extra.css"' in (site / "index.html").read_text()
+  # The site opened from disk (file://) too: every link within it names a page or file, never a directory (which a
+  # browser shows as a listing). Not 404.html: a server's, its links absolute to work at any depth.
+  for page in set(site.rglob("*.html")) - {site / "404.html"}:
+    for link in re.findall(r'(?:href|src)="([^"#?]*)', page.read_text()):
+      if link and ":" not in link and not link.startswith("//"):
+        assert (page.parent / link).is_file(), f"{page.relative_to(site)} links to {link}"
