@@ -1,5 +1,6 @@
-"""pretrain.experiments (tools/compare_objectives.py and tools/scaling.py): the power-law fit, and a tiny run of
-each experiment."""
+"""pretrain.experiments (tools/compare_objectives.py, tools/scaling.py, tools/cooldown_check.py, ...): a tiny run
+of each experiment, and the scaling page's fits written from made-up runs (the fits themselves:
+tests/test_scaling_laws.py)."""
 
 import argparse
 import collections
@@ -17,9 +18,14 @@ from pretrain.data import dedup
 from pretrain.experiments import compare_moe
 from pretrain.experiments import compare_objectives
 from pretrain.experiments import compare_tokenizers
+from pretrain.experiments import cooldown_check
 from pretrain.experiments import curriculum
 from pretrain.experiments import data_quality
+from pretrain.experiments import budgets
+from pretrain.experiments import isoflop
+from pretrain.experiments import parametric_fit
 from pretrain.experiments import scaling
+from pretrain.experiments import scaling_report
 from pretrain.experiments import web_defects
 from pretrain.system.errors import UserError
 from tests.conftest import REPO
@@ -29,24 +35,6 @@ pytestmark = pytest.mark.slow
 
 # A model and budget small enough for a CPU test: a few seconds of training per run.
 TINY = ["--steps=3", "--batch_size=4", "--seq_len=64", "--evals=3", "--config.train.eval_batches=2"]
-
-
-@pytest.mark.parametrize("nc, alpha, l_inf", [(8.8e13, 0.076, 1.7), (1e5, 0.5, 2.0), (3e4, 0.3, 0.0)])
-def test_fit_power_law_recovers_known_parameters(nc, alpha, l_inf):
-  n = np.geomspace(1e4, 3e6, 6)
-  fitted = scaling.fit_power_law(n, scaling.power_law(n, nc, alpha, l_inf))
-  assert fitted[0] == pytest.approx(nc, rel=0.03)
-  assert fitted[1] == pytest.approx(alpha, rel=0.03)
-  assert fitted[2] == pytest.approx(l_inf, rel=0.03, abs=1e-3)
-
-
-def test_fit_power_law_refuses_too_few_points_and_rising_losses():
-  with pytest.raises(ValueError, match="3 or more distinct sizes"):
-    scaling.fit_power_law([1e4, 1e5], [5.0, 4.0])
-  with pytest.raises(ValueError, match="3 or more distinct sizes"):
-    scaling.fit_power_law([1e4, 1e4, 1e5], [5.0, 5.1, 4.0])
-  with pytest.raises(ValueError, match="does not fall with N"):
-    scaling.fit_power_law([1e4, 1e5, 1e6], [3.0, 4.0, 5.0])
 
 
 def test_split_row_fits_each_objective():
@@ -111,7 +99,8 @@ def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabu
              for row in pretraining[:2])  # n, loss and bits/byte with their step-0 values.
   assert re.search(rf"\| {figure} \| accuracy 0\.\d{{3}}", pretraining[0])  # CLM's yardstick; its other metrics.
   assert "4 x 64 = 256" in pretraining[0] and "4 x (51 + 13) = 256" in pretraining[1]
-  assert all(len(re.findall(gain, row)) == 4 for row in zero_shot[:2])  # Each task, for both families.
+  # Each task for both families, and span corruption's masked-span form of the three pair tasks.
+  assert [len(re.findall(gain, row)) for row in zero_shot[:2]] == [4, 7] and zero_shot[0].count("n/a") == 3
   assert zero_shot[2].startswith("| chance | | 0.500 | 0.500 | 0.500 | 0.250 |")
   assert len(zero_shot) == 6 and all(len(re.findall(r"\| 0\.\d{3}", row)) == 4 for row in zero_shot[3:])
   assert all(len(re.findall(gain, row)) == 3 for row in probes)  # Two probes and fine-tuning.
@@ -129,44 +118,110 @@ def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabu
   assert os.path.getmtime(log) == trained and _tables(out + ".md")[1] == pretraining
 
 
-def test_scaling_writes_plot_and_table(tmp_path, cache_dir, vocabulary, monkeypatch):
-  """Each size a pretrain sweep over the seeds; a rerun reads the finished points back."""
+def test_scaling_writes_its_page_and_reads_finished_runs_back(tmp_path, cache_dir, vocabulary, monkeypatch):
+  """Per size a wsd run to the largest budget (a pretrain sweep over the seeds) and a cooldown branch per smaller
+  budget, each spending its budget to within half a step; a rerun trains nothing."""
   del vocabulary
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
-  out = str(tmp_path / "scaling")
-  argv = ["--ladder=16x1,32x1", "--head_dim=16", f"--out={out}", f"--out_dir={tmp_path / 'runs'}", "--steps=10",
-          "--evals=2", "--seeds=0,1", *TINY]
+  out, out_dir = str(tmp_path / "scaling"), tmp_path / "runs"
+  argv = ["--ladder=16x1,32x1", "--head_dim=16", "--budgets=1e9,2e9", "--seeds=0", "--warmup_steps=2",
+          "--batch_size=4", "--seq_len=32", "--evals=2", f"--out={out}", f"--out_dir={out_dir}",
+          "--config.train.eval_batches=2"]
   scaling.main(argv)
   assert os.path.getsize(out + ".png") > 0
-  rows = _tables(out + ".md")[0]
-  assert [row.split("|")[1].strip() for row in rows] == ["16x1", "32x1", *(f"{n} (counts, {how})" for n, how in (
-      ("unigram", "add-one"), ("bigram", "interpolated Kneser-Ney"), ("trigram", "interpolated Kneser-Ney")))]
-  assert all(re.search(r"\| 2 \| \d\.\d{3} \+- \d\.\d{3} \(\d\.\d\d\)", row) for row in rows[:2])
+  plan, losses, bits, counts, optima = _tables(out + ".md")
+  assert [row.split("|")[1].strip() for row in plan] == ["16x1", "32x1"]
+  for row in plan:  # The steps of each budget at the size's FLOPs per step.
+    per_token, steps = (float(x) for x in re.search(r"\| (\d\.\d\d) \(\d+%\) \| ([\d,]+) \(", row).groups())
+    assert abs(steps * per_token * 1e6 * 4 * 32 - 1e9) <= per_token * 1e6 * 4 * 32 / 2 + 1e6
+  assert all(re.search(r"\| \d\.\d{3} \| \d\.\d{3} \| \d\.\d{3} \|$", row) for row in losses + bits)
+  assert [row.split("|")[1].strip() for row in counts][0] == "unigram (counts, add-one)"
   text = " ".join(open(out + ".md").read().split())
-  assert "No fit: fit_power_law needs points at 3 or more distinct sizes" in text
-  assert f"pretrain sweep --workdir={tmp_path / 'runs' / '16x1'}" in text and "--grid.train.seed=0,1" in text
-  log = tmp_path / "runs" / "16x1" / "seed=1" / "train.log"
+  assert "No frontier: no seed has a minimum at two budgets or more" in text  # Two sizes: no parabola.
+  assert "No parametric fit: fit needs 5 runs or more" in text
+  assert "## What a fit at this scale can and cannot tell" in text and "python tools/scaling.py --ladder=16x1" in text
+  parent = json.load(open(out_dir / "16x1" / "stable" / "seed=0" / "config.json"))
+  branch = json.load(open(out_dir / "16x1" / "C=1e+09" / "seed=0" / "config.json"))
+  assert parent["optimizer"]["schedule"] == "wsd" and parent["model"]["parameterization"] == "mup"
+  assert branch["train"]["parent_step"] in parent["train"]["keep_steps"]
+  assert branch["train"]["steps"] - branch["train"]["parent_step"] == branch["optimizer"]["decay_steps"]
+  log = out_dir / "16x1" / "C=1e+09" / "seed=0" / "train.log"
   trained = os.path.getmtime(log)
   scaling.main(argv)
-  assert os.path.getmtime(log) == trained
+  assert os.path.getmtime(log) == trained and _tables(out + ".md")[1] == losses
 
 
-def test_scaling_report_with_a_fit(tmp_path):
-  """The fitting, plotting and writing half of the tool, on made-up runs of two seeds (no training)."""
-  n = np.array([1e4, 1e5, 4e5, 1e6])
-  ladder = [[{"size": f"{i}x1", "heads": "1 x 16", "non_embedding_params": int(x), "params": int(x) + 1000,
-              "seed": seed, "loss": scaling.power_law(x, 1e5, 0.5, 2.0) + noise, "initial_loss": 8.3,
-              "final_eval": {"bits_per_byte": 2.0}, "tokens_per_second": 1000.0,
-              "curve": [(0, 8.3), (100, 2.5)]} for seed, noise in ((0, 0.01 * (-1) ** i), (1, 0.005 * i))]
-            for i, x in enumerate(n)]
-  args = argparse.Namespace(out=str(tmp_path / "scaling"), steps=3, batch_size=4, seq_len=64, seeds="0,1")
+def test_scaling_page_with_fits(tmp_path):
+  """The page's half of the tool on made-up runs of a known L(N, D) (no training): the IsoFLOP table, the
+  frontier's exponent over seeds, the parametric fit beside the published one, the figures."""
+  law = parametric_fit.Law(**parametric_fit.PUBLISHED)
+  sizes, budget_list = np.geomspace(6e5, 1.92e7, 6), [1e15, 2e15, 4e15]  # Optima 2.3M to 4.8M.
+  ladder = []
+  for n in sizes:
+    model = budgets.Model(step_flops=6 * n * 1000, tokens_per_step=1000, n=n, non_embedding=int(n / 2),
+                          params=int(n * 1.5))
+    plan = budgets.plan(budget_list, model.step_flops, 0.2, warmup_steps=2)
+    ladder.append({"size": f"{int(n)}", "heads": "1 x 16", "model": model, "plan": plan, "end_lr_ratio": 0.1})
+  rng = np.random.default_rng(0)
+  records = []
+  for seed in (0, 1, 2):
+    for rung in ladder:
+      for b in [rung["plan"].parent, *rung["plan"].branches]:
+        tokens = b.steps * 1000
+        loss = float(law.loss(rung["model"].n, tokens) * np.exp(rng.normal(0, 0.002)))
+        records.append({"size": rung["size"], "seed": seed, "budget": b.budget, "steps": b.steps, "flops": b.flops,
+                        "tokens": tokens, "epochs": tokens / 1e10, "n": rung["model"].n, "loss": loss,
+                        "bits_per_byte": loss / 2, "initial_loss": 8.3, "initial_bits_per_byte": 4.15,
+                        "curve": [(0, 8.3), (tokens / 2, loss + 0.1), (tokens, loss)], "tokens_per_second": 1e4})
+  fit = isoflop.fit(records)
+  found = parametric_fit.bootstrap([r["n"] for r in records], [r["tokens"] for r in records],
+                                   [r["loss"] for r in records], resamples=10, refine=1,
+                                   starts=parametric_fit.GRID[::149])
+  args = argparse.Namespace(out=str(tmp_path / "scaling"), ladder="a,b", head_dim=16, base_width=64,
+                            learning_rate=1e-2, batch_size=4, seq_len=250, warmup_steps=2, seeds="0,1,2",
+                            cooldown=0.2)
   reference = {"bigram (counts)": {"loss": 4.0, "bits_per_byte": 2.1}}
-  scaling.write_outputs(ladder, args, ["--steps=3"], "2 CPU cores", reference, ["--workdir=w --grid.train.seed=0,1"])
+  scaling_report.write(args, ["--seeds=0,1,2"], "2 CPU cores", ladder, budget_list, records, fit, found, reference,
+                       ["pretrain sweep --workdir=w", "pretrain cooldown --workdir=w"], int(1e7), 60.0)
   text = " ".join(open(args.out + ".md").read().split())
-  nc, alpha, l_inf = (float(x) for x in re.search(r"Nc = (\S+), alpha = (\S+), L_inf = (\S+) ", text).groups())
-  assert 0.4 < alpha < 0.6 and 1.9 < l_inf < 2.1 and nc > 0
-  assert re.search(r"Each seed's ladder fitted alone \(2 of 2 seeds\): alpha 0\.\d{3} \+- \d", text), text
-  assert len(_tables(args.out + ".md")[0]) == 5 and os.path.getsize(args.out + ".png") > 0
+  a, half = (float(x) for x in re.search(r"N_opt ~ C\^a with a = (\d\.\d\d) \+- (\d\.\d\d)", text).groups())
+  assert abs(a - law.n_exponent) <= half + 0.02
+  optima = _tables(args.out + ".md")[4]
+  assert [row.split("|")[1].strip() for row in optima] == ["1e+15", "2e+15", "4e+15"]
+  assert all(row.rstrip(" |").endswith("3 of 3 seeds") for row in optima)  # Each minimum inside the sizes.
+  fitted = {row.split("|")[1].strip(): row for row in _tables(args.out + ".md")[5]}
+  assert set(fitted) == {"E", "A", "B", "alpha", "beta", "a = beta / (alpha + beta)"}
+  assert "| 0.348 |" in fitted["alpha"] and "| 0.513 |" in fitted["a = beta / (alpha + beta)"]  # Published.
+  assert "0 of 54 runs read it more than 4 times" in text and "Chinchilla" in text
+  assert os.path.getsize(args.out + ".png") > 0
+
+
+def test_cooldown_check_writes_table_verdicts_and_plot(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
+  """Per seed a cosine run, a wsd run and its branch; the branch's data stream and rates are its parent's."""
+  del vocabulary
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  out, out_dir = str(tmp_path / "cooldown"), tmp_path / "runs"
+  cooldown_check.main(["--steps=10", "--seeds=0,1", "--fractions=0.2,0.4", "--shapes=1-sqrt", "--evals=2",
+                       f"--out={out}", f"--out_dir={out_dir}", "--config.model.d_model=32",
+                       "--config.model.num_layers=1", "--config.model.num_heads=2", "--config.model.num_kv_heads=2",
+                       "--config.model.head_dim=16", "--config.model.mlp_dim=64", "--seq_len=32", "--batch_size=4",
+                       "--config.optimizer.warmup_steps=2", "--config.train.log_every=1"])
+  assert os.path.getsize(out + ".png") > 0
+  rows = _tables(out + ".md")[0]
+  assert [row.split("|")[1].strip() for row in rows] == [
+      "untrained (step 0)", "cosine", "wsd_20_1-sqrt", "wsd_40_1-sqrt", "unigram (counts, add-one)",
+      "bigram (counts, interpolated Kneser-Ney)", "trigram (counts, interpolated Kneser-Ney)"]
+  figure = r"\d\.\d{3} \+- \d\.\d{3}"
+  assert re.search(rf"\| 10 \| 2 \| {figure} \| [+-]\d\.\d{{3}} \+- \d\.\d{{3}} \| {figure} \|$", rows[2])
+  assert re.search(rf"\| 4 \| 2 \| {figure} \| [+-]", rows[3])  # The branch costs its decay alone.
+  text = " ".join(open(out + ".md").read().split())
+  assert re.search(r"wsd_40_1-sqrt - cosine: [+-]\d\.\d{3} \+- \d\.\d{3} nats \(paired, n=2, p=\d\.\d{3}\)", text)
+  assert "wsd_40_1-sqrt - wsd_20_1-sqrt:" in text and "pretrain cooldown --workdir=" in text
+  records = lambda path: [json.loads(line) for line in open(path / "metrics.jsonl")]
+  parent, branch = (records(out_dir / name / "seed=1") for name in ("wsd_20_1-sqrt", "wsd_40_1-sqrt"))
+  losses = lambda rs: {r["step"]: r["train/loss"] for r in rs if "train/loss" in r}
+  assert losses(branch)[7] == losses(parent)[7]  # Step 7: the branch (from 6) on the parent's batch, stable rate.
+  assert "cosine" in capsys.readouterr().out
 
 
 def test_web_defects_are_put_in_at_their_rates_with_labels(corpus_source):

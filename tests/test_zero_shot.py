@@ -12,6 +12,7 @@ import pytest
 from pretrain import run as run_lib
 from pretrain.data import corpus
 from pretrain.downstream import likelihood, stats, zero_shot
+from tests import numerics
 from tests.conftest import tiny_config
 
 # Requests of several lengths (so that rows pad to different buckets and share batches), one with no context.
@@ -59,8 +60,9 @@ def test_likelihood_scoring_equals_a_forward_pass_per_token(vocabulary, objectiv
   params = run.create_state().params
   requests = _requests(vocabulary)
   scored = likelihood.Scorer(run, batch=4)(params, requests)
+  terms = numerics.transformer_terms(run.model.config, 48) + run.vocab_size  # The model, then a log-softmax.
   for (context, continuation), (logprob, greedy) in zip(requests, scored):
-    assert logprob == pytest.approx(_by_hand(run, params, context, continuation), abs=1e-4)
+    numerics.assert_close(logprob, _by_hand(run, params, context, continuation), terms=terms)
     assert greedy in (True, False)
 
 
@@ -68,11 +70,12 @@ def test_electra_scores_by_its_discriminator(vocabulary):
   run = _run(vocabulary, "electra")
   params = run.create_state().params
   requests = _requests(vocabulary)
+  terms = numerics.transformer_terms(run.model.config, 48)
   for (context, continuation), (logprob, _) in zip(requests, likelihood.Scorer(run)(params, requests)):
     tokens = jnp.asarray([[*context, *continuation]])
     logits, _ = run.model.apply({"params": params}, tokens, jnp.ones_like(tokens),
                                 jnp.arange(tokens.shape[1])[None], method="discriminate")
-    assert logprob == pytest.approx(float(jax.nn.log_sigmoid(-logits[0, len(context):]).sum()), abs=1e-4)
+    numerics.assert_close(logprob, float(jax.nn.log_sigmoid(-logits[0, len(context):]).sum()), terms=terms)
 
 
 def test_a_model_with_no_token_head_is_refused(vocabulary):
@@ -127,3 +130,38 @@ def test_random_parameters_score_chance(vocabulary):
   for name, values in found.items():
     mean, half = stats.interval(values)
     assert abs(mean - zero_shot.CHANCE[name]) <= half, (name, values)
+
+
+def test_a_pair_is_cut_where_its_texts_differ_at_whole_words():
+  swap = {"good": "The cat sat on the mat.", "bad": "The sat cat on the mat."}
+  replace = {"good": "a red box\nof tools", "bad": "a big box\nof tools"}
+  assert zero_shot.spans(swap) == [("The", "cat sat", "on the mat."), ("The", "sat cat", "on the mat.")]
+  assert zero_shot.spans(replace) == [("a", "red", "box\nof tools"), ("a", "big", "box\nof tools")]
+  start = {"good": "cats sleep", "bad": "dogs sleep"}  # A difference at the first or last character.
+  assert zero_shot.spans(start) == [("", "cats", "sleep"), ("", "dogs", "sleep")]
+
+
+@pytest.mark.slow
+def test_span_corruption_also_scores_a_pair_as_its_masked_span(vocabulary):
+  """A span corruption model scores each text's differing part as T5 fills a span: the encoder reads the text
+  with the part replaced by <extra_id_0>, the decoder writes <extra_id_0> and the part, which alone is scored;
+  a decoder-only model has no such form."""
+  run = _run(vocabulary, "span_corruption")
+  params = run.create_state().params
+  prefix, middle, suffix = (vocabulary.encode(t) for t in ("The cat", "sat on", "the mat."))
+  (row,) = run.objective.span_rows(prefix, middle, suffix, vocabulary, run.task_lengths)
+  sentinel = vocabulary.vocab_size - 1
+  assert row["encoder_input_tokens"].tolist() == [*prefix, sentinel, *suffix, 1]
+  assert row["decoder_target_tokens"].tolist() == [sentinel, *middle]
+  assert row["decoder_loss_weights"].tolist() == [0] + [1] * len(middle)
+  scorer = likelihood.Scorer(run, rows=lambda *parts: run.objective.span_rows(*parts, vocabulary, run.task_lengths))
+  (logprob, _), = scorer(params, [(prefix, middle, suffix)])
+  apply = lambda decoder: run.model.apply({"params": params}, jnp.asarray([row["encoder_input_tokens"]]),
+                                          jnp.asarray([decoder]))
+  by_hand = sum(float(jax.nn.log_softmax(apply([0, sentinel, *middle[:j]])[0, -1])[token])
+                for j, token in enumerate(middle))
+  assert logprob == pytest.approx(by_hand, abs=1e-4)
+  found = zero_shot.evaluate(run, params, names=("pairs_swap",))
+  assert set(found) == {"pairs_swap", "pairs_swap_span"} and 0 <= found["pairs_swap_span"] <= 1
+  clm = _run(vocabulary, "clm")
+  assert set(zero_shot.evaluate(clm, clm.create_state().params, names=("pairs_swap",))) == {"pairs_swap"}

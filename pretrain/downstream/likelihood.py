@@ -145,11 +145,11 @@ class Scorer:
       self._step = jax.jit(lambda params, batch, _: tuple(x[..., None] for x in family.token_logprobs(model, params,
                                                                                                       batch)))
 
-  def __call__(self, params, requests: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
-    """Per (context, continuation) of token ids: (the continuation's summed log-probability, whether every one of
-    its tokens is the model's greedy choice)."""
-    rows = [(i, row) for i, (context, continuation) in enumerate(requests)
-            for row in self.rows(list(context), list(continuation))]
+  def __call__(self, params, requests: list[tuple[list[int], ...]]) -> list[tuple[float, bool]]:
+    """Per (context, continuation) of token ids (or whatever parts `rows` takes, e.g. a masked span's prefix, span
+    and suffix): (the scored tokens' summed log-probability, whether every one of them is the model's greedy
+    choice)."""
+    rows = [(i, row) for i, request in enumerate(requests) for row in self.rows(*map(list, request))]
     hosts = _shared(rows, self._prefixes) if self._shares else _alone(rows, self.run.family)
     hosts.sort(key=lambda host: _shape(host.row))
     self.rows_run = len(hosts)

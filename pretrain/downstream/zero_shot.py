@@ -38,7 +38,8 @@ VERSION = 2
 TASKS = ("pairs_swap", "pairs_replace", "pairs_lines", "cloze")
 # Held-out passages for a text's log-likelihood (lm-eval's loglikelihood_rolling: pretrain/downstream/harness.py).
 DOCUMENTS, DOCUMENT_CHARS, MAX_DOCUMENTS = "documents", 2000, 200
-CHANCE = {"pairs_swap": 0.5, "pairs_replace": 0.5, "pairs_lines": 0.5, "cloze": 0.25}
+CHANCE = {"pairs_swap": 0.5, "pairs_replace": 0.5, "pairs_lines": 0.5, "cloze": 0.25,
+          "pairs_swap_span": 0.5, "pairs_replace_span": 0.5, "pairs_lines_span": 0.5}
 CHOICES = 4
 MAX_RANK = 500             # pairs_replace: both words among the train split's most frequent lowercase words
 MAX_ITEMS = 400             # per task
@@ -267,9 +268,49 @@ def accuracies(score, vocabulary, names=TASKS) -> dict[str, float]:
   return results
 
 
+PAIRS = ("pairs_swap", "pairs_replace", "pairs_lines")
+SPAN = "_span"  # A pair task scored as a masked span: pairs_swap_span, ...
+
+
+def spans(item: dict) -> list[tuple[str, str, str]]:
+  """A minimal pair's two texts, each as (before, the part where the two differ, after), cut at white space so
+  that the part is whole words: the swapped words, the replaced word, the exchanged lines."""
+  good, bad = item["good"], item["bad"]
+  start = next((i for i, (a, b) in enumerate(zip(good, bad)) if a != b), min(len(good), len(bad)))
+  end = next((i for i, (a, b) in enumerate(zip(reversed(good), reversed(bad))) if a != b), 0)
+  end = min(end, len(good) - start, len(bad) - start)
+  cut = lambda text, i: max(text.rfind(" ", 0, i), text.rfind("\n", 0, i)) + 1
+  start = min(cut(good, start), cut(bad, start))
+  after = lambda text, j: min((k for k in (text.find(" ", j), text.find("\n", j)) if k >= 0), default=len(text))
+  parts = []
+  for text in (good, bad):
+    stop = after(text, len(text) - end)
+    parts.append((text[:start].rstrip(), text[start:stop].strip(), text[stop:].lstrip()))
+  return parts
+
+
+def span_accuracies(score, vocabulary, names=PAIRS) -> dict[str, float]:
+  """{task + SPAN: accuracy} of the pair tasks scored as a masked span (each text's differing part given the
+  rest, the native form of a model trained to fill spans): score(requests) -> the log-probability of each
+  (prefix, span, suffix) of token ids."""
+  results = {}
+  for name in names:
+    items = load(name)
+    requests = [tuple(vocabulary.encode(part) if part else [] for part in parts)
+                for item in items for parts in spans(item)]
+    results[name + SPAN] = accuracy(name, items, score(requests))
+  return results
+
+
 def evaluate(run, params, names=TASKS, scorer=None) -> dict[str, float]:
   """{task: accuracy} of a run's model with `params` on the zero-shot tasks (`scorer`: a likelihood.Scorer of the
   run, to reuse its compiled steps for other parameters of the model)."""
   from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top
   scorer = scorer or likelihood.Scorer(run)
-  return accuracies(lambda requests: [logprob for logprob, _ in scorer(params, requests)], run.vocabulary, names)
+  found = accuracies(lambda requests: [logprob for logprob, _ in scorer(params, requests)], run.vocabulary, names)
+  objective, lengths = run.objective, run.task_lengths
+  if objective.span_rows([], [1], [], run.vocabulary, lengths) is not None:  # It fills masked spans: score so too.
+    spanned = likelihood.Scorer(run, rows=lambda *parts: objective.span_rows(*parts, run.vocabulary, lengths))
+    found.update(span_accuracies(lambda requests: [logprob for logprob, _ in spanned(params, requests)],
+                                 run.vocabulary, [name for name in PAIRS if name in names]))
+  return found

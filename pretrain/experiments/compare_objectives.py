@@ -123,7 +123,9 @@ def _row_text(r: dict, batch: int) -> str:
 
 # Downstream measures: (key of pretrain.downstream.evaluation.measure, column title); zero-shot first.
 ZERO_SHOT = (("pairs_swap", "pairs: swap"), ("pairs_replace", "pairs: replace"), ("pairs_lines", "pairs: lines"),
-             ("cloze", "cloze (4-way)"))
+             ("cloze", "cloze (4-way)"),
+             # A span filler's own form of the pairs (zero_shot.span_accuracies): the differing words as its span.
+             *((name + zero_shot.SPAN, f"pairs: {name.split('_')[1]}, as a masked span") for name in zero_shot.PAIRS))
 PROBES = (("same_document_probe", "same-document probe"), ("package_probe", "package probe"),
           ("package_finetune", "package fine-tuned"))
 MEASURES = ZERO_SHOT + PROBES
@@ -299,7 +301,7 @@ def report(results: dict[str, list[dict]], args, argv: list[str], load: str, ref
   budget = first["tokens_per_step"]
   counts = {k: v for k, v in zero_shot_reference.items() if k != "chance"}
   best_count = {key: max(((name, values[key]) for name, values in counts.items()), key=lambda item: item[1])
-                for key, _ in ZERO_SHOT}
+                for key, _ in ZERO_SHOT if all(key in values for values in counts.values())}
   rates_chosen = [] if not chosen else [
       "## Learning rates",
       f"Each objective's peak learning rate was chosen before its reported runs: it trained at each rate of the "
@@ -356,7 +358,10 @@ def report(results: dict[str, list[dict]], args, argv: list[str], load: str, ref
       "chance by construction. Each cell: the trained runs' mean, and in brackets their paired gain over their "
       "own initial parameters. A decoder-only model scores the text's log-likelihood; an encoder-decoder the "
       "text as the span after an empty input (UL2 as its S-denoiser after [S2S], MASS after one [MASK] per "
-      "token); a masked LM its pseudo-log-likelihood (each token masked in turn); ELECTRA's discriminator how "
+      "token), and span corruption also in its own form, the pair's differing words as a masked span (the "
+      "encoder reads the text with them replaced by <extra_id_0>, the decoder writes them: the columns 'as a "
+      "masked span'; its cloze is that form already, the answer as the span after the passage); a masked LM its "
+      "pseudo-log-likelihood (each token masked in turn); ELECTRA's discriminator how "
       "sure it is that every token is original; contrastive has no token head and scores nothing. The count "
       "rows score the same texts by their n-gram probability. The intervals are over the runs only: every run "
       "scores the same items, so the items' own sampling error (about +- 0.04 for an accuracy near 0.8 on 400 "

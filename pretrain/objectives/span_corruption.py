@@ -167,3 +167,11 @@ class T5SpanCorruption(Objective):
 
   def preprocess(self, dataset, sequence_length, output_features):
     return span_corruption(dataset, sequence_length, output_features, spec=self._noise(self.data), seed=self.seed)
+
+  def span_rows(self, prefix, middle, suffix, vocabulary, task_lengths):
+    """T5's own form: the encoder reads the text with the span replaced by <extra_id_0> (and EOS), the decoder
+    writes <extra_id_0> and the span, scored."""
+    sentinel = vocab.sentinel_id(vocabulary, 0)
+    room = task_lengths["inputs"] - 2 - len(suffix)  # The sentinel, EOS and the text after the span stay whole.
+    encoder = [*families.cut_left(prefix, max(room, 0)), sentinel, *suffix][-(task_lengths["inputs"] - 1):]
+    return [families.encoder_decoder_row([*encoder, vocab.EOS_ID], [sentinel, *middle], 1)]

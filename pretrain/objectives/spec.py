@@ -53,6 +53,12 @@ class Objective:
   def check_source(self, source, vocabulary) -> None:
     """Refuses a data source the objective cannot use (it may read the source's first documents)."""
 
+  def span_rows(self, prefix: list[int], middle: list[int], suffix: list[int], vocabulary,
+                task_lengths: dict[str, int]):
+    """The rows that score `middle` as a masked span between `prefix` and `suffix`, for an objective trained to
+    fill such spans (span corruption); None where the objective has no such form."""
+    return None
+
   def score_rows(self, context: list[int], continuation: list[int], vocabulary, task_lengths: dict[str, int]):
     """The model rows that score a continuation after a context as this objective's model reads text (its
     family's score_rows: pretrain/downstream/likelihood.py); an objective whose examples have another form
