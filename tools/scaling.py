@@ -1,4 +1,4 @@
-"""How big a model? The command line of pretrain.experiments.scaling (see --help)."""
+"""How big a model for a compute budget? The command line of pretrain.experiments.scaling (see --help)."""
 
 import os
 import sys

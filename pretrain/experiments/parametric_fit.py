@@ -86,7 +86,8 @@ def _best(starts: np.ndarray, data) -> np.ndarray:
 
 def _law(theta) -> Law:
   a, b, e, alpha, beta = (float(x) for x in theta)
-  return Law(float(np.exp(e)), float(np.exp(a)), float(np.exp(b)), alpha, beta)
+  with np.errstate(over="ignore"):  # A degenerate refit's A or B: inf, left out of the intervals.
+    return Law(float(np.exp(e)), float(np.exp(a)), float(np.exp(b)), alpha, beta)
 
 
 def _data(n, d, loss):
@@ -111,8 +112,11 @@ class Bootstrapped:
   samples: list  # [Law] of the resamples
 
   def interval(self, name: str) -> tuple[float, float]:
-    """The 2.5th and 97.5th percentiles of a parameter (or 'n_exponent') over the resamples."""
-    values = [getattr(law, name) for law in self.samples]
+    """The 2.5th and 97.5th percentiles of a parameter (or 'n_exponent') over the resamples (those where it is
+    finite: a refit can run A or B off to overflow)."""
+    values = [v for v in (getattr(law, name) for law in self.samples) if np.isfinite(v)]
+    if not values:
+      return float("nan"), float("nan")
     return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
 
 
