@@ -125,23 +125,25 @@ def test_scaling_writes_its_page_and_reads_finished_runs_back(tmp_path, cache_di
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   out, out_dir = str(tmp_path / "scaling"), tmp_path / "runs"
   argv = ["--ladder=16x1,32x1", "--head_dim=16", "--budgets=1e9,2e9", "--seeds=0", "--warmup_steps=2",
-          "--batch_size=4", "--seq_len=32", "--evals=2", f"--out={out}", f"--out_dir={out_dir}",
-          "--config.train.eval_batches=2"]
+          "--tokens_per_parameter=0,100", "--batch_size=4", "--seq_len=32", "--evals=2", f"--out={out}",
+          f"--out_dir={out_dir}", "--config.train.eval_batches=2"]
   scaling.main(argv)
   assert os.path.getsize(out + ".png") > 0
   plan, losses, bits, counts, optima = _tables(out + ".md")
   assert [row.split("|")[1].strip() for row in plan] == ["16x1", "32x1"]
-  for row in plan:  # The steps of each budget at the size's FLOPs per step.
-    per_token, steps = (float(x) for x in re.search(r"\| (\d\.\d\d) \(\d+%\) \| ([\d,]+) \(", row).groups())
-    assert abs(steps * per_token * 1e6 * 4 * 32 - 1e9) <= per_token * 1e6 * 4 * 32 / 2 + 1e6
+  # Each budget's steps at the size's FLOPs per step (budgets.branch: within half a step), as the runs trained them.
+  planned = [int(x.replace(",", "")) for x in re.findall(r"\| ([\d,]+), \d+\.\d, ", plan[0])]
+  parent = json.load(open(out_dir / "16x1" / "stable" / "seed=0" / "config.json"))
+  branch = json.load(open(out_dir / "16x1" / "C=1e+09" / "seed=0" / "config.json"))
+  assert planned == [branch["train"]["steps"], parent["train"]["steps"]]
+  per_token = float(re.search(r"\| (\d\.\d\d) \(\d+%\) \|", plan[0]).group(1)) * 1e6
+  assert abs(planned[0] * per_token * 4 * 32 - 1e9) < per_token * 4 * 32
   assert all(re.search(r"\| \d\.\d{3} \| \d\.\d{3} \| \d\.\d{3} \|$", row) for row in losses + bits)
   assert [row.split("|")[1].strip() for row in counts][0] == "unigram (counts, add-one)"
   text = " ".join(open(out + ".md").read().split())
   assert "No frontier: no seed has a minimum at two budgets or more" in text  # Two sizes: no parabola.
   assert "No parametric fit: fit needs 5 runs or more" in text
   assert "## What a fit at this scale can and cannot tell" in text and "python tools/scaling.py --ladder=16x1" in text
-  parent = json.load(open(out_dir / "16x1" / "stable" / "seed=0" / "config.json"))
-  branch = json.load(open(out_dir / "16x1" / "C=1e+09" / "seed=0" / "config.json"))
   assert parent["optimizer"]["schedule"] == "wsd" and parent["model"]["parameterization"] == "mup"
   assert branch["train"]["parent_step"] in parent["train"]["keep_steps"]
   assert branch["train"]["steps"] - branch["train"]["parent_step"] == branch["optimizer"]["decay_steps"]
@@ -160,7 +162,7 @@ def test_scaling_page_with_fits(tmp_path):
   for n in sizes:
     model = budgets.Model(step_flops=6 * n * 1000, tokens_per_step=1000, n=n, non_embedding=int(n / 2),
                           params=int(n * 1.5))
-    plan = budgets.plan(budget_list, model.step_flops, 0.2, warmup_steps=2)
+    plan = budgets.plan(budget_list, model, 0.2, warmup_steps=2)
     ladder.append({"size": f"{int(n)}", "heads": "1 x 16", "model": model, "plan": plan, "end_lr_ratio": 0.1})
   rng = np.random.default_rng(0)
   records = []
@@ -179,7 +181,7 @@ def test_scaling_page_with_fits(tmp_path):
                                    starts=parametric_fit.GRID[::149])
   args = argparse.Namespace(out=str(tmp_path / "scaling"), ladder="a,b", head_dim=16, base_width=64,
                             learning_rate=1e-2, batch_size=4, seq_len=250, warmup_steps=2, seeds="0,1,2",
-                            cooldown=0.2)
+                            cooldown=0.2, tokens_per_parameter=(0.0, 100.0))
   reference = {"bigram (counts)": {"loss": 4.0, "bits_per_byte": 2.1}}
   scaling_report.write(args, ["--seeds=0,1,2"], "2 CPU cores", ladder, budget_list, records, fit, found, reference,
                        ["pretrain sweep --workdir=w", "pretrain cooldown --workdir=w"], int(1e7), 60.0)

@@ -69,15 +69,17 @@ def test_a_budget_is_its_steps_within_half_a_step_and_the_cooldown_a_fifth():
   for budget, step_flops in ((1e13, 3.7e9), (2.5e12, 1.234e10), (7e11, 9.9e8)):
     b = budgets.branch(budget, step_flops, 0.2)
     assert abs(b.flops - budget) <= step_flops / 2 and b.decay == round(0.2 * b.steps) and b.start + b.decay == b.steps
-  plan = budgets.plan([4e12, 1e12, 2e12, 1e11], 1e10, 0.2, warmup_steps=10)
+  model = budgets.Model(step_flops=1e10, tokens_per_step=1000, n=1e5, non_embedding=50_000, params=150_000)
+  plan = budgets.plan([4e12, 1e12, 2e12, 1e11, 8e12], model, 0.2, warmup_steps=10, window=(0.5, 5))
   assert (plan.parent.budget, plan.parent.steps, plan.parent.decay) == (4e12, 400, 80)
   assert [b.budget for b in plan.branches] == [1e12, 2e12] and plan.keep_steps == (80, 160)
-  assert [b.budget for b in plan.skipped] == [1e11]  # 10 steps: a stable phase shorter than the warm-up.
+  # 10 steps: a stable phase shorter than the warm-up; 800 steps: 8 tokens per parameter.
+  assert plan.skipped == {1e11: "10 steps: less stable phase than warm-up", 8e12: "8 tokens per parameter"}
   assert plan.steps == 400 + 20 + 40
-  with pytest.raises(UserError, match="every budget is too small for this model"):
-    budgets.plan([1e11], 1e10, 0.2, warmup_steps=10)
+  with pytest.raises(UserError, match="no budget suits this model .*1e[+]11: 10 steps: less stable phase"):
+    budgets.plan([1e11], model, 0.2, warmup_steps=10)
   with pytest.raises(UserError, match="some the same: give budgets further apart"):
-    budgets.plan([1e12, 1.001e12], 1e10, 0.2, warmup_steps=1)
+    budgets.plan([1e12, 1.001e12], model, 0.2, warmup_steps=1)
 
 
 def test_n_is_the_flops_parameters_of_6_n_d():

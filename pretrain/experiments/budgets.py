@@ -65,10 +65,10 @@ def branch(budget: float, step_flops: float, cooldown: float) -> Branch:
 @dataclasses.dataclass(frozen=True)
 class Plan:
   """One model's budgets: the wsd run (the largest budget, `parent`) and the branches from its stable phase;
-  `skipped`: the budgets too small for the warm-up."""
+  `skipped`: {budget: why not}."""
   parent: Branch
   branches: list
-  skipped: list
+  skipped: dict
 
   @property
   def keep_steps(self) -> tuple:
@@ -81,17 +81,32 @@ class Plan:
     return self.parent.steps + sum(b.decay for b in self.branches)
 
 
-def plan(budgets: list[float], step_flops: float, cooldown: float, warmup_steps: int) -> Plan:
-  """The wsd run and branches that reach each of `budgets`; a budget whose branch would start before the warm-up
-  has ended twice over (less stable phase than warm-up) is skipped."""
-  made = sorted((branch(c, step_flops, cooldown) for c in budgets), key=lambda b: b.budget)
-  kept = [b for b in made if b.start >= 2 * warmup_steps]
+def tokens_per_parameter(b: Branch, m: Model) -> float:
+  """D / N of a model trained for a branch's steps."""
+  return b.steps * m.tokens_per_step / m.n
+
+
+def plan(budgets: list[float], m: Model, cooldown: float, warmup_steps: int,
+         window: tuple[float, float] = (0.0, float("inf"))) -> Plan:
+  """The wsd run and branches that reach each of `budgets` with model `m`. Skipped: a budget whose stable phase
+  would be shorter than the warm-up twice over, and one whose tokens per parameter fall outside `window` (far from
+  any budget's optimum: Hoffmann et al. trained each budget's sizes around its optimum)."""
+  made = sorted((branch(c, m.step_flops, cooldown) for c in budgets), key=lambda b: b.budget)
+  skipped = {}
+  for b in made:
+    ratio = tokens_per_parameter(b, m)
+    if b.start < 2 * warmup_steps:
+      skipped[b.budget] = f"{b.steps} steps: less stable phase than warm-up"
+    elif not window[0] <= ratio <= window[1]:
+      skipped[b.budget] = f"{ratio:.2g} tokens per parameter"
+  kept = [b for b in made if b.budget not in skipped]
   if not kept:
-    raise UserError(f"every budget is too small for this model: the largest, {max(budgets):.3g} FLOPs, is "
-                    f"{made[-1].steps} steps of {step_flops:.3g}, and its stable phase must be at least as long as "
-                    f"the warm-up ({warmup_steps} steps); give larger budgets or a smaller model")
+    raise UserError(f"no budget suits this model ({m.n:,.0f} parameters, {m.step_flops:.3g} FLOPs per step): "
+                    + "; ".join(f"{c:.3g}: {why}" for c, why in skipped.items()) + f"; the warm-up is "
+                    f"{warmup_steps} steps and --tokens_per_parameter {window[0]:g} to {window[1]:g}: give other "
+                    "budgets or remove the size")
   starts = [b.start for b in kept]
   if len(set(starts)) < len(starts):
     raise UserError(f"budgets {', '.join(f'{b.budget:.3g}' for b in kept)} give runs of {[b.steps for b in kept]} "
                     "steps, some the same: give budgets further apart")
-  return Plan(kept[-1], kept[:-1], [b for b in made if b not in kept])
+  return Plan(kept[-1], kept[:-1], skipped)

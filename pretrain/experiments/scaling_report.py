@@ -5,7 +5,7 @@ import os
 import numpy as np
 
 from pretrain.downstream import stats
-from pretrain.experiments import isoflop, parametric_fit, runs
+from pretrain.experiments import budgets as budgets_lib, isoflop, parametric_fit, runs
 
 # The published figures the page sets ours beside, each from another scale.
 CHINCHILLA = ("Hoffmann et al. 2022 (Chinchilla; models of 70M to 16B parameters, IsoFLOP budgets of 6e18 to 3e21 "
@@ -20,13 +20,14 @@ EPOCHS_LIMIT = 4
 def plan_table(ladder: list[dict], budgets: list[float], epoch: int) -> str:
   """Per rung: its sizes, FLOPs per token (the attention's share) and each budget's steps (and epochs)."""
   lines = ["| d_model x layers | heads x head_dim | N (multiplying) | non-embedding | parameters | MFLOP per token "
-           "(attention) | " + " | ".join(f"C = {c:.3g}: steps (epochs)" for c in budgets) + " | steps per seed |",
+           "(attention) | " + " | ".join(f"C = {c:.3g}: steps, epochs, D/N" for c in budgets) + " | steps per seed |",
            "| --- | --- | ---: | ---: | ---: | ---: | " + "---: | " * len(budgets) + "---: |"]
   for rung in ladder:
     m, plan = rung["model"], rung["plan"]
     per_token = m.step_flops / m.tokens_per_step
     made = {b.budget: b for b in [plan.parent, *plan.branches]}
-    cells = [f"{made[c].steps:,} ({made[c].steps * m.tokens_per_step / epoch:.1f})" if c in made else "skipped"
+    cells = [f"{made[c].steps:,}, {made[c].steps * m.tokens_per_step / epoch:.1f}, "
+             f"{budgets_lib.tokens_per_parameter(made[c], m):.2g}" if c in made else f"skipped ({plan.skipped[c]})"
              for c in budgets]
     lines.append(f"| {rung['size']} | {rung['heads']} | {m.n:,.0f} | {m.non_embedding:,} | {m.params:,} | "
                  f"{per_token / 1e6:.2f} ({1 - 6 * m.n / per_token:.0%}) | " + " | ".join(cells)
@@ -274,8 +275,11 @@ def write(args, argv: list[str], load: str, ladder: list[dict], budgets: list[fl
       "share. A budget C is round(C / FLOPs per step) steps, within half a step of C; the last "
       f"{args.cooldown:.0%} of them decay (1-sqrt, to {ladder[0]['end_lr_ratio']:g} x the peak). Per size and seed one "
       "warmup-stable-decay run trains to the largest budget, its own decay that budget's, and every smaller budget "
-      "is a cooldown branch from its stable phase (`pretrain cooldown`), so a budget costs its decay, not a run. A "
-      "budget whose stable phase would be shorter than the warm-up twice over is skipped for that size.",
+      "is a cooldown branch from its stable phase (`pretrain cooldown`), so a budget costs its decay, not a run. As "
+      "Hoffmann et al. trained each budget's sizes around its optimum, a size trains for a budget only where its "
+      f"tokens per parameter D / N lie between {args.tokens_per_parameter[0]:g} and "
+      f"{args.tokens_per_parameter[1]:g} (and its stable phase is at least twice the warm-up); the table gives each "
+      "size's steps, epochs of the train split and D / N per budget.",
       plan_table(ladder, budgets, epoch),
       "## Final validation loss",
       "Mean over the seeds and its 95% interval (nats per token); step 0 is the untrained model.",
