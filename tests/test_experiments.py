@@ -144,6 +144,7 @@ def test_scaling_writes_its_page_and_reads_finished_runs_back(tmp_path, cache_di
   assert "No frontier: no seed has a minimum at two budgets or more" in text  # Two sizes: no parabola.
   assert "No parametric fit: fit needs 5 runs or more" in text
   assert "## What a fit at this scale can and cannot tell" in text and "python tools/scaling.py --ladder=16x1" in text
+  assert "16x1, 32x1 lie below the base width, where muP's rule runs the other way, unmeasured here" in text
   assert parent["optimizer"]["schedule"] == "wsd" and parent["model"]["parameterization"] == "mup"
   assert branch["train"]["parent_step"] in parent["train"]["keep_steps"]
   assert branch["train"]["steps"] - branch["train"]["parent_step"] == branch["optimizer"]["decay_steps"]
@@ -163,7 +164,8 @@ def test_scaling_page_with_fits(tmp_path):
     model = budgets.Model(step_flops=6 * n * 1000, tokens_per_step=1000, n=n, non_embedding=int(n / 2),
                           params=int(n * 1.5))
     plan = budgets.plan(budget_list, model, 0.2, warmup_steps=2)
-    ladder.append({"size": f"{int(n)}", "heads": "1 x 16", "model": model, "plan": plan, "end_lr_ratio": 0.1})
+    ladder.append({"size": f"{int(n)}", "d_model": int(n ** 0.5 / 8), "layers": 2, "heads": "1 x 16", "model": model,
+                   "plan": plan, "end_lr_ratio": 0.1})
   rng = np.random.default_rng(0)
   records = []
   for seed in (0, 1, 2):
@@ -195,6 +197,7 @@ def test_scaling_page_with_fits(tmp_path):
   assert set(fitted) == {"E", "A", "B", "alpha", "beta", "a = beta / (alpha + beta)"}
   assert "| 0.348 |" in fitted["alpha"] and "| 0.513 |" in fitted["a = beta / (alpha + beta)"]  # Published.
   assert "0 of 54 runs read it more than 4 times" in text and "Chinchilla" in text
+  assert "lie beyond the widths measured" in text and "the depths differ" not in text
   assert os.path.getsize(args.out + ".png") > 0
 
 

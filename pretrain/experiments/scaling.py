@@ -145,7 +145,8 @@ def rungs_and_plans(rungs, budgets, user: list[str], args) -> list[dict]:
     cfg = config(flags)
     model = budgets_lib.model(run_lib.Run.build_with_data(cfg))
     plan = budgets_lib.plan(budgets, model, args.cooldown, args.warmup_steps, args.tokens_per_parameter)
-    found.append({"size": f"{d}x{layers}", "heads": "{} x {}".format(*heads(d, args.head_dim)), "flags": flags,
+    found.append({"size": f"{d}x{layers}", "d_model": d, "layers": layers,
+                  "heads": "{} x {}".format(*heads(d, args.head_dim)), "flags": flags,
                   "model": model, "plan": plan, "end_lr_ratio": cfg.optimizer.end_lr_ratio})
   return found
 

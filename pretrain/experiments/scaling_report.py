@@ -125,8 +125,11 @@ def approach3_notes(law, records: list[dict]) -> list[str]:
           "replacement (percentiles 2.5 and 97.5)."]
 
 
-def limits(ladder: list[dict], budgets: list[float], records: list[dict]) -> list[str]:
+def limits(ladder: list[dict], budgets: list[float], records: list[dict], base_width: int) -> list[str]:
   """What a fit at this scale can and cannot tell, with this run's own figures."""
+  below = [r["size"] for r in ladder if r["d_model"] < base_width]
+  outside = [r["size"] for r in ladder if r["d_model"] > 256]  # docs/mup.md's widest.
+  depths = {r["layers"] for r in ladder}
   n = [r["model"].n for r in ladder]
   decades = np.log10(max(budgets) / min(budgets))
   share = max(1 - r["model"].non_embedding / r["model"].n for r in ladder)
@@ -153,10 +156,15 @@ def limits(ladder: list[dict], budgets: list[float], records: list[dict]) -> lis
       "entropy of English, and over so short a range of each axis E, A and alpha (B and beta) trade against each "
       "other: the intervals say how loosely each is pinned.",
       "- Every width trains at one rate, transferred under muP from the base width (docs/mup.md: the optimum held "
-      "still from width 64 to 256 in runs of 150 steps of a cosine schedule). Longer runs tend to prefer lower "
-      "rates, and docs/mup.md found the muP models at this size worse than standard ones at their own best rates, "
-      "so every rung may sit a little above its best loss; one batch size for every budget, and the wsd cooldowns "
-      "stand in for fresh cosine runs (docs/cooldown.md measures that at the quickstart's size).",
+      "still from width 64 to 256 with 2 layers, in runs of 150 steps of a cosine schedule)"
+      + (f"; {', '.join(below)} lie below the base width, where muP's rule runs the other way, unmeasured here"
+         if below else "")
+      + (f"; {', '.join(outside)} lie beyond the widths measured" if outside else "")
+      + ("; the depths differ, and muP transfers across width, not depth" if len(depths) > 1 else "")
+      + ". Longer runs tend to prefer lower rates, and docs/mup.md found the muP models at this size worse than "
+      "standard ones at their own best rates, so every rung may sit a little above its best loss; one batch size "
+      "for every budget, and the wsd cooldowns stand in for fresh cosine runs (docs/cooldown.md measures that at "
+      "the quickstart's size).",
   ]
 
 
@@ -302,7 +310,7 @@ def write(args, argv: list[str], load: str, ladder: list[dict], budgets: list[fl
       *([approach3_table(law)] if not isinstance(law, str) else []), *approach3_notes(law, records),
       f"Published, from another scale: {BESIROGLU}.",
       "## What a fit at this scale can and cannot tell",
-      "\n".join(limits(ladder, budgets, records)),
+      "\n".join(limits(ladder, budgets, records, args.base_width)),
       "## Runs and time",
       f"Wall time of this command: {wall / 60:.0f} min (finished runs read back count nothing). tokens/s per size "
       "(median over its runs): " + ", ".join(f"{size} {v:,.0f}" for size, v in speed.items()) + ". The commands of "
