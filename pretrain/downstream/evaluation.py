@@ -13,8 +13,9 @@ def measure(run, params, task: str, seeds: int, finetune: int = 0, split: str | 
   it draws nothing) and, with `finetune` steps, the fine-tuned model's per fine-tuning seed; for 'zero_shot',
   each zero-shot task's accuracy (one: it draws nothing; `scorer`: a likelihood.Scorer of the run to reuse)."""
   if task == "zero_shot":
-    return {**{name: [value] for name, value in zero_shot.evaluate(run, params, scorer=scorer).items()},
-            "about": {"version": zero_shot.VERSION, "chance": zero_shot.CHANCE}}
+    scores = zero_shot.evaluate(run, params, scorer=scorer)  # The span forms only for an objective that has them.
+    return {**{name: [value] for name, value in scores.items()},
+            "about": {"version": zero_shot.VERSION, "chance": {name: zero_shot.CHANCE[name] for name in scores}}}
   with run.activated():
     if task == "same_document":
       split, documents = probe.run_documents(run, split, max_documents)

@@ -13,6 +13,7 @@ the save finalizes; `latest_step` passes over a step whose files differ from it
 """
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -210,17 +211,21 @@ def recorded_run(directory: str) -> str | None:
   return _newest_record(directory, "run", str)
 
 
+# Where Orbax keeps a step's metadata, the records among it (Checkpointer.save's custom_metadata).
+_STEP_METADATA, _RECORDS = "_CHECKPOINT_METADATA", "custom_metadata"
+
+
 def _newest_record(directory: str, key: str, kind: type):
+  """Read from the steps' metadata files, not through an Orbax manager: a command reads it before it starts JAX
+  (a multi-process run's jax.distributed.initialize must come first)."""
   if not files.exists(directory):
     return None
-  saver = Checkpointer(directory, 1, move_aside=False)
-  try:
-    for step in sorted(saver.manager.all_steps(), reverse=True):
-      try:
-        found = saver.recorded(step).get(key)
-      except Exception:  # pylint: disable=broad-except  (a damaged step's metadata: Orbax raises many types)
-        continue
-      return found if isinstance(found, kind) else None
-    return None
-  finally:
-    saver.close()
+  names = (os.path.basename(path.rstrip("/")) for path in files.glob(os.path.join(directory, "*")))
+  steps = sorted((int(name) for name in names if name.isdigit()), reverse=True)
+  for step in steps:
+    try:
+      found = json.loads(files.read_text(os.path.join(directory, str(step), _STEP_METADATA)))[_RECORDS].get(key)
+    except (files.errors(), ValueError, KeyError, TypeError, AttributeError):  # Not committed, or damaged.
+      continue
+    return found if isinstance(found, kind) else None
+  return None
