@@ -82,10 +82,13 @@ CASES = [
      "train.seed must be in [0, 2^63 - 1 = 9223372036854775807], got 18446744073709551616"),
     ("generate's seed beyond 64 bits", ["generate", f"--workdir={RUN}", "--prompt=x", "--seed=18446744073709551616"],
      "argument --seed: give at least 0 and at most 9223372036854775807"),
-    ("profile steps not a tuple", [*TRAIN, "--config.train.profile_steps=5"],
-     "--config.train.profile_steps='5' is not a valid tuple; give a value like () or, as the field's help says: "
-     "(start, stop)"),
-    ("schedule not a tuple", [*TRAIN, "--config.data.schedule=5"], "is not a valid tuple; give a value like () or"),
+    ("profile steps of one number", [*TRAIN, "--config.train.profile_steps=5"],
+     "train.profile_steps must be () or (start, stop) with 0 <= start < stop, got (5,)"),
+    ("profile steps not a tuple", [*TRAIN, "--config.train.profile_steps=5 to 7"],
+     "--config.train.profile_steps='5 to 7' is not a valid tuple; give a value like () or, as the field's help "
+     "says: (start, stop)"),
+    ("schedule of one number", [*TRAIN, "--config.data.schedule=5"],
+     "data.schedule=(5,) is invalid; write ((from_step, members), ...)"),
     ("schedule of bare numbers", [*TRAIN, "--config.data.schedule=(0, 1)"],
      "data.schedule=(0, 1) is invalid; write ((from_step, members), ...)"),
     ("schedule members of bare names", [*TRAIN, "--config.data.schedule=((0, ('clm',)),)"],
@@ -96,8 +99,8 @@ CASES = [
      "data.mixture=('corpus',) is invalid; write ((source, files glob or TFDS name, rate), ...)"),
     ("mixture rate that is text", [*TRAIN, "--config.data.mixture=(('corpus', '', 'half'),)"],
      "data.mixture row ('corpus', '', 'half') is invalid"),
-    ("eval objectives as one quoted name", [*TRAIN, "--config.data.eval_objectives='fim'"],
-     "is not a valid tuple; give a value like () or"),
+    ("eval objectives of an unknown name", [*TRAIN, "--config.data.eval_objectives=fim,clmm"],
+     "clmm"),
     ("a user's objective whose preprocessing raises", [*TRAIN, f"--config.data.objective={DATA}/raising_objective.py:"
      "ReverseSpan", "--config.data.inputs_length=32", "--config.data.targets_length=32"],
      "its preprocess raised ValueError: no span here at "),

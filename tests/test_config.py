@@ -29,6 +29,16 @@ def test_overrides_parse_to_the_field_type(cfg):
   assert cfg.data.source == "files"
 
 
+def test_a_tuple_field_takes_one_value_or_bare_names(cfg):
+  """As a user writes them: the README's train.harness_tasks=pretrain_cloze, names separated by commas, one number."""
+  config.apply_overrides(cfg, ["--config.train.harness_tasks=pretrain_cloze", "--config.data.eval_objectives=clm, fim",
+                               "--config.train.keep_steps=120", "--config.train.profile_steps=(5, 7)"])
+  assert cfg.train.harness_tasks == ("pretrain_cloze",) and cfg.data.eval_objectives == ("clm", "fim")
+  assert cfg.train.keep_steps == (120,) and cfg.train.profile_steps == (5, 7)
+  with pytest.raises(UserError, match=r"'clm fim' is not a valid tuple"):
+    config.apply_overrides(cfg, ["--config.data.eval_objectives=clm fim"])
+
+
 def test_unknown_key_names_the_nearest(cfg):
   with pytest.raises(UserError, match=r"unknown config key 'train.step'; did you mean --config.train.steps\?"):
     config.apply_overrides(cfg, ["--config.train.step=5"])

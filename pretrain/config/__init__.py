@@ -18,6 +18,7 @@ import json
 import math
 import operator
 import os
+import re
 import sys
 import traceback
 
@@ -142,10 +143,7 @@ def _parse_value(text: str, current, key: str):
     if isinstance(current, str):
       return text
     if isinstance(current, (tuple, list)):
-      value = ast.literal_eval(text)
-      if not isinstance(value, (tuple, list)):
-        raise ValueError
-      return type(current)(value)
+      return type(current)(_sequence(text))
   except (ValueError, SyntaxError):
     raise UserError(f"--config.{key}={text!r} is not a valid {type(current).__name__}; "
                     f"give a value like {_example(key, current)}") from None
@@ -153,6 +151,19 @@ def _parse_value(text: str, current, key: str):
     return ast.literal_eval(text)
   except (ValueError, SyntaxError):
     return text
+
+
+def _sequence(text: str) -> tuple:
+  """A tuple field's value: a Python literal, one value (`pretrain_cloze`, `120`) or bare names separated by commas
+  (`pretrain_cloze,pretrain_documents`), as a user writes them on a command line."""
+  try:
+    value = ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    names = text.split(",")
+    if not all(re.fullmatch(r"[\w./:-]+", name.strip()) for name in names):
+      raise ValueError from None
+    return tuple(name.strip() for name in names)
+  return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
 def _example(key: str, current) -> str:
