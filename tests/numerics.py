@@ -24,10 +24,15 @@ def eps(dtype) -> float:
   return float(jnp.finfo(dtype).eps)
 
 
+def _numbers(x) -> bool:
+  return isinstance(x, (list, tuple)) and all(isinstance(v, (int, float)) for v in x)
+
+
 def _pairs(actual, expected):
-  """The leaves of two trees (or two arrays, or two numbers), pairwise, as float64 arrays."""
-  a, b = jax.tree.leaves(actual), jax.tree.leaves(expected)
-  assert len(a) == len(b), f"{len(a)} leaves against {len(b)}"
+  """The leaves of two trees (or two arrays, lists of numbers or numbers), pairwise, as float64 arrays."""
+  structure, expected_structure = (jax.tree.structure(t, is_leaf=_numbers) for t in (actual, expected))
+  assert structure == expected_structure, f"{structure} against {expected_structure}"
+  a, b = jax.tree.leaves(actual, is_leaf=_numbers), jax.tree.leaves(expected, is_leaf=_numbers)
   return [(np.asarray(x, np.float64), np.asarray(y, np.float64)) for x, y in zip(a, b)]
 
 

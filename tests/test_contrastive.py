@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from pretrain.system.errors import UserError
+from tests import numerics
 from tests.conftest import tiny_run
 
 VOCAB = 128
@@ -33,19 +34,22 @@ def test_the_loss_is_infonce_by_hand():
     pooled = np.stack([h[i][segments[i] > 0].mean(0) for i in range(3)])
     views.append(pooled / np.linalg.norm(pooled, axis=-1, keepdims=True))
   z1, z2 = views
-  assert not np.allclose(z1, z2)  # dropout made two views
+  # The encoder, then a mean over 32 tokens, a norm and dot products of 32, InfoNCE's sums over 3 rows.
+  terms = numerics.transformer_terms(run.model.config, 32) + 3 * 32 + 2 * 3
+  numerics.assert_differs(z1, z2, terms=terms)  # dropout made two views
   similarity = z1 @ z2.T / 0.5
   infonce = np.log(np.exp(similarity).sum(-1)) - np.diag(similarity)
   assert sums["weight"] == 3
-  assert sums["loss"] == pytest.approx(infonce.sum(), rel=1e-4)
+  numerics.assert_close(sums["loss"], infonce.sum(), terms=terms, magnitude=np.abs(similarity).max() * 3)
   assert sums["correct"] == (similarity.argmax(-1) == np.arange(3)).sum()
-  assert sums["alignment"] == pytest.approx(np.square(z1 - z2).sum(), rel=1e-4)
+  numerics.assert_close(sums["alignment"], np.square(z1 - z2).sum(), terms=terms, magnitude=np.square(z1).sum())
   distance = np.square(z1[:, None] - z1[None]).sum(-1)
   off_diagonal = ~np.eye(3, dtype=bool)
   assert sums["pairs"] == 6
-  assert sums["uniformity"] == pytest.approx(np.exp(-2 * distance)[off_diagonal].sum(), rel=1e-4)
+  numerics.assert_close(sums["uniformity"], np.exp(-2 * distance)[off_diagonal].sum(), terms=terms)
   metrics = run.family.eval_metrics(sums)
-  assert metrics["uniformity"] == pytest.approx(np.log(np.exp(-2 * distance)[off_diagonal].mean()), rel=1e-4)
+  numerics.assert_close(metrics["uniformity"], np.log(np.exp(-2 * distance)[off_diagonal].mean()), terms=terms,
+                        magnitude=1.0)  # A log's error is the relative error of what it takes.
 
 
 @pytest.mark.parametrize("flags, expected", [
@@ -84,15 +88,17 @@ def test_mlm_beside_contrastive_sums_each_loss_over_its_own_rows():
   alone = contrastive.Contrastive.family
   info_nce = {k: alone.loss_sums(alone.build(run.cfg.model, VOCAB), params, contrastive_rows, run.cfg.loss, r)
               for k, r in (("train", key), ("eval", None))}
-  np.testing.assert_allclose(evaluated["cross_entropy"], mlm["cross_entropy"], rtol=1e-5)
+  # The encoder, then sums over the vocabulary and the batch's 4 x 32 tokens.
+  terms = numerics.transformer_terms(run.model.config, 32) + VOCAB + 4 * 32
+  numerics.assert_close(evaluated["cross_entropy"], mlm["cross_entropy"], terms=terms)
   for sums, kind in ((train, "train"), (evaluated, "eval")):
     assert float(sums["contrastive_weight"]) == 2
-    np.testing.assert_allclose(sums["contrastive_loss"], info_nce[kind]["loss"], rtol=1e-5)
+    numerics.assert_close(sums["contrastive_loss"], info_nce[kind]["loss"], terms=terms)
   metrics = jax.device_get(run.family.train_metrics(train))
-  np.testing.assert_allclose(metrics["loss"], (train["cross_entropy"] + train["z_loss"]) / train["weight"]
-                             + info_nce["train"]["loss"] / 2, rtol=1e-5)
-  np.testing.assert_allclose(metrics["member_loss"], [train["cross_entropy"] / train["weight"],
-                                                      info_nce["train"]["loss"] / 2], rtol=1e-5)
+  numerics.assert_close(metrics["loss"], (train["cross_entropy"] + train["z_loss"]) / train["weight"]
+                        + info_nce["train"]["loss"] / 2, terms=terms)
+  numerics.assert_close(metrics["member_loss"], np.array([train["cross_entropy"] / train["weight"],
+                                                          info_nce["train"]["loss"] / 2]), terms=terms)
   assert metrics["member_weight"].tolist() == [float(train["weight"]), 2.0]
 
 

@@ -12,6 +12,7 @@ import safetensors.numpy
 
 from pretrain.models import electra
 from pretrain.parallel import mesh as mesh_lib
+from tests import numerics
 from tests.conftest import tiny_run
 
 VOCAB = 128
@@ -72,7 +73,7 @@ def test_a_few_steps_lower_both_losses_on_a_fixed_batch(run):
     first, last = history[0][name], np.mean([h[name] for h in history[-3:]])
     assert last < 0.8 * first, (name, first, last)
   expected = history[-1]["generator_loss"] + 50.0 * history[-1]["discriminator_loss"]
-  assert history[-1]["loss"] == pytest.approx(expected + history[-1]["z_loss"], rel=1e-5)
+  numerics.assert_close(history[-1]["loss"], expected + history[-1]["z_loss"], terms=8 * 32)  # Means over tokens.
 
 
 def test_generator_size_sets_its_width():

@@ -22,6 +22,7 @@ from pretrain.commands import lm_eval as lm_eval_command  # pylint: disable=wron
 from pretrain.downstream import harness  # pylint: disable=wrong-import-position
 from pretrain.system.errors import UserError  # pylint: disable=wrong-import-position
 from pretrain.train import metrics as metrics_lib  # pylint: disable=wrong-import-position
+from tests import numerics  # pylint: disable=wrong-import-position
 from tests.conftest import REPO, kill_after_checkpoint, tiny_config  # pylint: disable=wrong-import-position
 
 # One task of each request type, a few documents each: multiple choice (loglikelihood), rolling log-likelihood,
@@ -63,6 +64,8 @@ def test_the_pretrain_model_type_equals_lm_eval_s_hf_backend_on_the_export(name,
     # backend scores another model. from_pretrained alone keeps the checkpoint's two matrices.
     for model in theirs.values():
       model._model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(tmp_path / "export")).eval()
+  # Each score: the model, a log-softmax over the vocabulary, a sum over a window's tokens (torch's orders, XLA's).
+  terms = numerics.transformer_terms(run.model.config, MAX_LENGTH) + run.vocab_size + MAX_LENGTH
   for task in LIMITS:
     reference_model = theirs[task != "pretrain_documents"]
     a, b = (_evaluate(m, task_dir, task) for m in (ours, reference_model))
@@ -74,10 +77,10 @@ def test_the_pretrain_model_type_equals_lm_eval_s_hf_backend_on_the_export(name,
       else:
         got = np.asarray([r[0][0] if isinstance(r[0], (list, tuple)) else r[0] for r in x["resps"]], np.float64)
         want = np.asarray([r[0][0] if isinstance(r[0], (list, tuple)) else r[0] for r in y["resps"]], np.float64)
-        np.testing.assert_allclose(got, want, atol=1e-4)
-    # The same metrics (perplexities are exponentials of the sums: equal to 1e-5 of themselves).
+        numerics.assert_close(got, want, terms=terms)
+    # The same metrics (perplexities are exponentials of the sums: equal to the sums' error of themselves).
     numbers = lambda r: {k: v for k, v in r["results"][task].items() if isinstance(v, float)}
-    assert numbers(a) == pytest.approx(numbers(b), rel=1e-5, abs=1e-4), (a["results"], b["results"])
+    numerics.assert_close(numbers(a), numbers(b), terms=terms, err_msg=str((a["results"], b["results"])))
 
 
 @pytest.mark.slow

@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 import jax
-import numpy as np
 import pytest
 
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import memory
+from tests import numerics
 from tests.conftest import REPO, fake_devices, tiny_run
 
 # Name -> ((data, fsdp, expert, tensor), mesh.rules preset).
@@ -49,7 +49,8 @@ MOE_RUNS = {"moe_decoder_only": ("decoder_only", MOE, ((2, 1, 2, 2), "fsdp_tenso
 
 
 def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "adamw", extra=()) -> dict:
-  """Losses of `num_steps` steps on a fixed batch, and device 0's share of the train state's bytes."""
+  """Losses of `num_steps` steps on a fixed batch, the reductions they pass through (numerics.py), and device 0's
+  share of the train state's bytes."""
   (data, fsdp, expert, tensor), rules = layout
   flags = FAMILIES[family] if family in FAMILIES else OTHER_FAMILIES[family][0]
   run = tiny_run(*MODEL, *flags, *extra, f"--config.mesh.data={data}", f"--config.mesh.fsdp={fsdp}",
@@ -67,7 +68,9 @@ def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "a
     for _ in range(num_steps):
       state, metrics = run.train_step(state, batch)
       losses.append(float(metrics["loss"]))
-  return {"losses": losses, "bytes_total": total, "bytes_device0": on_device,
+  steps_terms = num_steps * numerics.gradient_terms(run.model.config, run.cfg.train.batch_size,
+                                                    max(run.task_lengths.values()))
+  return {"losses": losses, "terms": steps_terms, "bytes_total": total, "bytes_device0": on_device,
           "bytes_estimated": estimated["params"] + estimated["optimizer_state"]}
 
 
@@ -80,35 +83,38 @@ def eight_device_runs():
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def _assert_same_losses(run, one_device, err_msg=""):
+  """A run's losses are one device's, up to the order of the steps' sums (gathered and reduced across devices)."""
+  numerics.assert_close(run["losses"], one_device["losses"], terms=one_device["terms"], err_msg=err_msg)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_layout_gives_the_losses_of_one_device(eight_device_runs, family):
-  one_device = run_layout(family, ONE_DEVICE)["losses"]
+  one_device = run_layout(family, ONE_DEVICE)
   for layout in LAYOUTS:
-    np.testing.assert_allclose(eight_device_runs[family][layout]["losses"], one_device, rtol=2e-5,
-                               err_msg=f"{family} under {layout}")
+    _assert_same_losses(eight_device_runs[family][layout], one_device, f"{family} under {layout}")
 
 
 @pytest.mark.parametrize("family", OTHER_FAMILIES)
 def test_the_encoder_objectives_give_the_losses_of_one_device(eight_device_runs, family):
-  one_device = run_layout(family, ONE_DEVICE)["losses"]
-  np.testing.assert_allclose(eight_device_runs[family]["losses"], one_device, rtol=2e-5, err_msg=family)
+  _assert_same_losses(eight_device_runs[family], run_layout(family, ONE_DEVICE), family)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MOE_RUNS)
 def test_experts_split_over_the_expert_axis_give_the_losses_of_one_device(eight_device_runs, name):
   family, flags, _ = MOE_RUNS[name]
-  one_device = run_layout(family, ONE_DEVICE, extra=flags)["losses"]
-  np.testing.assert_allclose(eight_device_runs[name]["losses"], one_device, rtol=2e-5, err_msg=name)
+  one_device = run_layout(family, ONE_DEVICE, extra=flags)
+  _assert_same_losses(eight_device_runs[name], one_device, name)
   dense = eight_device_runs[family]["data8"]["losses"]  # The dense model's (one device's, the test above shows).
-  assert abs(one_device[0] - dense[0]) > 1e-4  # The experts were there (a different model, another loss).
+  # The experts were there (a different model, another loss).
+  numerics.assert_differs(one_device["losses"][0], dense[0], terms=one_device["terms"])
 
 def test_an_attention_kernel_shards_over_batch_and_heads(eight_device_runs):
   """A kernel runs per device (shard_map over the batch and head axes; the same wrapper for every kernel) and
   gives one device's XLA-path losses."""
-  one_device = run_layout("decoder_only", ONE_DEVICE, extra=KERNEL_LENGTH)["losses"]
-  np.testing.assert_allclose(eight_device_runs["splash"]["losses"], one_device, rtol=2e-5)
+  _assert_same_losses(eight_device_runs["splash"], run_layout("decoder_only", ONE_DEVICE, extra=KERNEL_LENGTH))
 
 
 # muP's multipliers and Muon (orthogonalised per layer and per expert) under FSDP x tensor (x expert) meshes.
@@ -120,13 +126,13 @@ MUP_MUON_RUNS = {"mup_muon_decoder_only": ("decoder_only", (*MUP_MUON, *MOE), ((
 @pytest.mark.parametrize("name", MUP_MUON_RUNS)
 def test_mup_and_muon_give_the_losses_of_one_device(eight_device_runs, name):
   family, flags, _ = MUP_MUON_RUNS[name]
-  one_device = run_layout(family, ONE_DEVICE, optimizer_name="muon", extra=flags)["losses"]
-  np.testing.assert_allclose(eight_device_runs[name]["losses"], one_device, rtol=2e-5, err_msg=name)
+  _assert_same_losses(eight_device_runs[name], run_layout(family, ONE_DEVICE, optimizer_name="muon", extra=flags),
+                      name)
 
 
 def test_adafactor_state_shards_too(eight_device_runs):
-  one_device = run_layout("decoder_only", ONE_DEVICE, optimizer_name="adafactor")["losses"]
-  np.testing.assert_allclose(eight_device_runs["adafactor_fsdp2_tensor4"]["losses"], one_device, rtol=2e-5)
+  _assert_same_losses(eight_device_runs["adafactor_fsdp2_tensor4"],
+                      run_layout("decoder_only", ONE_DEVICE, optimizer_name="adafactor"))
 
 
 @pytest.mark.parametrize("family", FAMILIES)

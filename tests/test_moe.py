@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 from pretrain.models import moe
+from tests import numerics
 from tests.conftest import REPO, fake_devices
 
 B, L, D, E, F = 2, 5, 8, 4, 16
+BLOCK_TERMS = D + E + D + F  # The router's dot product and softmax, then an expert's two projections.
 
 
 def _block(**fields):
@@ -56,7 +58,7 @@ def test_outputs_equal_the_loop_over_tokens_and_experts(top_k, capacity_factor, 
   block = _block(top_k=top_k, capacity_factor=capacity_factor, normalize_top_k=top_k > 1, activation=activation)
   params, x = _params_and_input(block)
   y, state = block.apply({"params": params}, x, mutable=["moe"])
-  np.testing.assert_allclose(y, _loop(params, x, top_k, normalize_top_k=top_k > 1), atol=1e-5)
+  numerics.assert_close(y, _loop(params, x, top_k, normalize_top_k=top_k > 1), terms=BLOCK_TERMS)
   assert float(state["moe"]["dropped"][0]) == 0.0
 
 
@@ -69,8 +71,7 @@ def test_capacity_and_dropless_dispatch_give_the_same_outputs_and_gradients_when
     return jnp.sum(y * jnp.cos(jnp.arange(y.size).reshape(y.shape)))
 
   grads = [jax.jit(jax.grad(functools.partial(loss, block), argnums=(0, 1)))(params, x) for block in (dropless, ample)]
-  for a, b in zip(jax.tree.leaves(grads[0]), jax.tree.leaves(grads[1])):
-    np.testing.assert_allclose(a, b, atol=1e-5)
+  numerics.assert_close(grads[0], grads[1], terms=BLOCK_TERMS + B * L)  # Kernels' gradients sum over the tokens.
   assert jax.tree.reduce(lambda s, g: s + float(jnp.abs(g).sum()), grads[0], 0.0) > 0
 
 
@@ -86,11 +87,9 @@ def test_blocked_grouped_matmuls_equal_ragged_dot_with_their_gradients(activatio
     group_sizes = jnp.asarray(sizes, jnp.int32)
     ragged = lambda x, w, g=group_sizes: jnp.sum(jnp.sin(moe.experts(x, w, activation, group_sizes_E=g)))
     blocked = lambda x, w, g=group_sizes: jnp.sum(jnp.sin(moe.blocked_experts(x, w, activation, g, block=64)))
-    (value, grads), (expected, expected_grads) = (jax.value_and_grad(f, argnums=(0, 1))(x, kernels)
-                                                  for f in (blocked, ragged))
-    np.testing.assert_allclose(value, expected, rtol=1e-5, err_msg=str(sizes))
-    for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(expected_grads)):
-      np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4, err_msg=str(sizes))
+    ours, reference = (jax.value_and_grad(f, argnums=(0, 1))(x, kernels) for f in (blocked, ragged))
+    exact = numerics.exact(jax.value_and_grad(ragged, argnums=(0, 1)), x, kernels)
+    numerics.assert_as_accurate(ours, reference, exact, terms=300 + F, err_msg=str(sizes))  # An expert's rows.
 
 
 def test_the_grouped_matmul_setting_chooses_the_dropless_kernels():
@@ -103,7 +102,7 @@ def test_the_grouped_matmul_setting_chooses_the_dropless_kernels():
     jaxpr = str(jax.make_jaxpr(lambda p, x, b=block: b.apply({"params": p}, x, mutable=["moe"])[0])(params, x))
     assert ("ragged_dot" in jaxpr) == (setting == "ragged_dot"), setting
     outputs[setting] = block.apply({"params": params}, x, mutable=["moe"])[0]
-  np.testing.assert_allclose(outputs["ragged_dot"], outputs["blocks"], atol=1e-5)
+  numerics.assert_close(outputs["ragged_dot"], outputs["blocks"], terms=BLOCK_TERMS)
 
 
 def test_gradients_equal_the_loop_s():
@@ -122,7 +121,9 @@ def test_gradients_equal_the_loop_s():
   numerical = (np.sum(_loop(shifted[0], x, 2) * target) - np.sum(_loop(shifted[1], x, 2) * target)) / (2 * step)
   analytic = sum(float(jnp.sum(g * d)) for g, d in zip(jax.tree.leaves(jax.jit(jax.grad(ours))(params)),
                                                         jax.tree.leaves(direction)))
-  np.testing.assert_allclose(analytic, numerical, rtol=1e-3)
+  # The float32 gradient's rounding: the block's, the sum over tokens, then over every parameter (the float64
+  # central difference's own error, about step^2 x the third derivative, is far below it).
+  numerics.assert_close(analytic, numerical, terms=BLOCK_TERMS + B * L + sum(p.size for p in jax.tree.leaves(params)))
 
 
 def test_tokens_over_capacity_are_dropped_and_counted():
@@ -134,11 +135,11 @@ def test_tokens_over_capacity_are_dropped_and_counted():
   x = jnp.abs(x) + 0.1  # Positive inputs: expert 0's logit the largest for every token.
   y, state = block.apply({"params": params}, x, mutable=["moe"])
   assert moe.capacity(L, E, 1.0) == 2
-  np.testing.assert_allclose(float(state["moe"]["dropped"][0]), 0.6, atol=1e-6)
+  numerics.assert_close(float(state["moe"]["dropped"][0]), 0.6, terms=B * L)  # A mean over the tokens.
   y, expected = np.asarray(y), _loop(params, x, 1, normalize_top_k=False)
   assert np.abs(y[:, :2]).min(axis=-1).all() > 0 and not np.abs(y[:, 2:]).any()
-  np.testing.assert_allclose(y[:, :2], expected[:, :2], atol=1e-5)
-  np.testing.assert_allclose(state["moe"]["load"][0], [1.0, 0, 0, 0])
+  numerics.assert_close(y[:, :2], expected[:, :2], terms=BLOCK_TERMS)
+  numerics.assert_close(state["moe"]["load"][0], [1.0, 0, 0, 0], terms=B * L)
 
 
 def test_auxiliary_losses_by_hand():
@@ -149,14 +150,15 @@ def test_auxiliary_losses_by_hand():
   p = np.exp(np.asarray(logits, np.float64))
   p /= p.sum(axis=1, keepdims=True)
   load = np.asarray([1, 1, 1, 0]) / 3
-  np.testing.assert_allclose(aux["load"], load)
-  np.testing.assert_allclose(aux["load_balance"], 4 * np.sum(load * p.mean(axis=0)), rtol=1e-6)
+  terms = 3 + 4 + 4  # Means over 3 tokens, sums over 4 experts and each softmax's.
+  numerics.assert_close(aux["load"], load, terms=terms)
+  numerics.assert_close(aux["load_balance"], 4 * np.sum(load * p.mean(axis=0)), terms=terms)
   lse = np.log(np.exp(np.asarray(logits, np.float64)).sum(axis=1))
-  np.testing.assert_allclose(aux["z_loss"], np.mean(lse ** 2), rtol=1e-6)
-  np.testing.assert_allclose(weights[:, 0], p.max(axis=1), rtol=1e-6)
+  numerics.assert_close(aux["z_loss"], np.mean(lse ** 2), terms=terms)
+  numerics.assert_close(weights[:, 0], p.max(axis=1), terms=terms)
   # Perfectly balanced routing with uniform probabilities: the load-balancing loss is 1.
   uniform = moe.auxiliary(jnp.zeros((4, 4)), jnp.full((4, 4), 0.25), jnp.arange(4)[:, None], 4)
-  np.testing.assert_allclose(uniform["load_balance"], 1.0)
+  numerics.assert_close(uniform["load_balance"], 1.0, terms=terms)
 
 
 def test_shared_experts_add_a_gated_swiglu_and_jitter_only_trains():
@@ -167,10 +169,10 @@ def test_shared_experts_add_a_gated_swiglu_and_jitter_only_trains():
   gate = jax.nn.sigmoid(x @ params["shared_gate"]["kernel"])
   shared = nn.apply(lambda m, v: m(v), _shared(12))({"params": params["shared"]}, x)
   y = block.apply({"params": params}, x, mutable=["moe"])[0]
-  np.testing.assert_allclose(y, routed + gate * shared, atol=1e-5)
+  numerics.assert_close(y, routed + gate * shared, terms=BLOCK_TERMS + 12)
   noisy = block.apply({"params": params}, x, deterministic=False, mutable=["moe"],
                       rngs={"dropout": jax.random.PRNGKey(0)})[0]
-  assert not np.allclose(noisy, y)  # Some token's weights moved with the jittered router input.
+  numerics.assert_differs(noisy, y, terms=BLOCK_TERMS + 12)  # Some token's weights moved with the jittered input.
 
 
 def _shared(width):
@@ -221,7 +223,8 @@ def test_experts_that_copy_the_dense_layer_give_the_dense_model(family):
     sparse = build(moe.MoEConfig(experts=E, top_k=2, every=every))
     params = _as_experts(dense_params, nn.meta.unbox(sparse.init(jax.random.PRNGKey(2), *args)["params"]), E)
     logits, state = sparse.apply({"params": params}, *args, mutable=["moe"])
-    np.testing.assert_allclose(logits, dense.apply({"params": dense_params}, *args), atol=1e-5)
+    numerics.assert_close(logits, dense.apply({"params": dense_params}, *args),
+                          terms=numerics.transformer_terms(dense.config, 8) + 4 * BLOCK_TERMS)
     layers_with_experts = moe.collected(state["moe"])["load"].shape[0]
     assert layers_with_experts == 4 // every  # Four layers in either model.
 
@@ -247,9 +250,10 @@ def test_a_scanned_stack_places_its_experts_as_the_unrolled_one(every):
   logits, state = scanned.apply({"params": params}, tokens, mutable=["moe"])
   unrolled_logits, unrolled_state = _decoder_only(config).apply({"params": _unstack(params, every)}, tokens,
                                                                 mutable=["moe"])
-  np.testing.assert_allclose(logits, unrolled_logits, atol=1e-5)
+  terms = numerics.transformer_terms(scanned.config, 8) + 4 * BLOCK_TERMS
+  numerics.assert_close(logits, unrolled_logits, terms=terms)
   for name, values in moe.collected(state["moe"]).items():
-    np.testing.assert_allclose(values, moe.collected(unrolled_state["moe"])[name], atol=1e-6, err_msg=name)
+    numerics.assert_close(values, moe.collected(unrolled_state["moe"])[name], terms=terms, err_msg=name)
 
 
 @pytest.mark.slow
@@ -264,11 +268,12 @@ def test_the_loss_holds_the_weighted_auxiliary_terms_and_the_metrics_keep_them_a
   sums = [jax.device_get(r.family.loss_sums(r.model, params, batch, r.cfg.loss)) for r in runs.values()]
   assert sums[0]["cross_entropy"] == sums[1]["cross_entropy"] and sums[0]["moe_load"].shape == (1, 4)
   extra = 0.5 * sums[1]["moe_load_balance"] + 0.25 * sums[1]["moe_z_loss"]
-  np.testing.assert_allclose(sums[1]["loss"] - sums[0]["loss"], extra, rtol=1e-5)
+  terms = numerics.transformer_terms(plain.model.config, 32) + 4 * 32  # Sums over TINY's 4 rows of 32 tokens.
+  numerics.assert_close(sums[1]["loss"] - sums[0]["loss"], extra, terms=terms, magnitude=float(sums[1]["loss"]))
   assert sums[1]["moe_load_balance"] > 0.9 * sums[1]["weight"]  # The mean over tokens is >= 1, times the weight.
   metrics = weighted.family.eval_metrics(sums[1])
   assert metrics["loss"] == pytest.approx(sums[1]["cross_entropy"] / sums[1]["weight"])
-  np.testing.assert_allclose(sum(metrics[f"moe_load/layer_0/expert_{e}"] for e in range(4)), 1.0, rtol=1e-5)
+  numerics.assert_close(sum(metrics[f"moe_load/layer_0/expert_{e}"] for e in range(4)), 1.0, terms=terms)
   assert {"moe_load_balance", "moe_z_loss", "moe_dropped"} <= set(weighted.family.train_metrics(sums[1]))
 
 
@@ -348,9 +353,9 @@ def test_dropless_dispatch_partitioned_over_devices_gives_one_device_s_outputs_a
   runs = json.loads(result.stdout.strip().splitlines()[-1])
   (value, grads), _ = _partitioned_outputs_and_gradients()
   for name, run in runs.items():
-    np.testing.assert_allclose(run["loss"], float(value), rtol=1e-5, err_msg=name)
-    for a, b in zip(run["grads"], jax.tree.leaves(grads)):
-      np.testing.assert_allclose(a, np.asarray(b), rtol=1e-4, atol=1e-5, err_msg=name)
+    terms = BLOCK_TERMS + ROWS * L * D  # The loss sums every output.
+    numerics.assert_close(run["loss"], float(value), terms=terms, err_msg=name)
+    numerics.assert_close([np.asarray(g) for g in run["grads"]], jax.tree.leaves(grads), terms=terms, err_msg=name)
     if PARTITIONED[name][0][2] > 1:  # Split over the expert axis: no device holds all experts' kernels or gradients.
       assert not run["whole_kernels"], name
 

@@ -122,7 +122,9 @@ def approach3_notes(law, records: list[dict]) -> list[str]:
   residual = np.log([r["loss"] for r in records]) - np.log(fitted)
   return [f"Fitted on {len(records)} runs; residuals of log L: RMS {np.sqrt(np.mean(residual ** 2)):.4f}, "
           f"largest {np.abs(residual).max():.4f}. Intervals: {len(law.samples)} refits on runs drawn with "
-          "replacement (percentiles 2.5 and 97.5)."]
+          "replacement (percentiles 2.5 and 97.5), each started from the full fit and the grid's 4 best starts for "
+          "its draw. The runs of one size and seed share their stable phase, so they are not independent draws: "
+          "the intervals are, if anything, too narrow."]
 
 
 def limits(ladder: list[dict], budgets: list[float], records: list[dict], base_width: int) -> list[str]:
@@ -302,6 +304,8 @@ def write(args, argv: list[str], load: str, ladder: list[dict], budgets: list[fl
       "minimum N_opt; per seed, a line through (ln C, ln N_opt). Figures are means over the seeds with their 95% "
       "intervals.",
       approach2_table(fit, budgets), *approach2_notes(fit, seeds),
+      "D_opt = C / (6 N_opt) as Hoffmann et al. write it; the attention's share of each size's FLOPs (the first "
+      "table) buys no parameters, so the tokens a budget reads at N_opt are fewer by about that share.",
       f"Published, from another scale: {CHINCHILLA}.",
       "## Approach 3: L(N, D) = E + A / N^alpha + B / D^beta",
       "Fitted to every run's final loss (N as above, D the tokens the run read) by minimising the Huber loss "
