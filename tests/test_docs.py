@@ -27,33 +27,62 @@ PAGES = ["README.md", *sorted(os.path.relpath(os.path.join(root, name), REPO)
                               if name.endswith(".md"))]
 
 
-def page_commands(page: str) -> list[list[str]]:
-  """Shell commands of a page's ``` blocks (not ```python), continuations joined, [optional] parts dropped."""
-  blocks, block, language = [], None, ""
+SHELL = ("", "sh", "bash", "shell", "console")  # The ``` blocks of commands (```text shows output, ```python code).
+
+
+def _blocks(page: str) -> list[tuple[str, str, str]]:
+  """(language, text, the prose line before it) of a page's code blocks: ``` blocks, and blocks indented by 4
+  spaces after a blank line (language "")."""
+  blocks, block, language, before, previous = [], None, "", "", ""
+  indented = None
   with open(os.path.join(REPO, page)) as f:
-    for line in f:
-      if line.startswith("```"):
-        if block is None:
-          block, language = [], line[3:].strip()
-        else:
-          if not language:
-            blocks.append("".join(block))
-          block = None
-      elif block is not None:
-        block.append(line)
+    lines = f.read().splitlines(keepends=True) + ["\n"]
+  for line in lines:
+    if indented is not None and not (line.startswith("    ") or not line.strip()):
+      blocks.append(("", "".join(indented), before))
+      indented = None
+    if block is None and line.startswith("```"):
+      block, language = [], line[3:].strip()
+    elif block is not None and line.startswith("```"):
+      blocks.append((language, "".join(block), before))
+      block = None
+    elif block is not None:
+      block.append(line)
+    elif indented is not None:
+      indented.append(line[4:])
+    elif line.startswith("    ") and not previous.strip():
+      indented = [line[4:]]
+    if block is None and indented is None and line.strip() and not line.startswith("```"):
+      before = line
+    previous = line
+  return blocks
+
+
+def page_commands(page: str) -> list[list[str]]:
+  """Shell commands of a page's code blocks, continuations joined, [optional] parts dropped, `.venv/bin/` taken
+  off the program (`pretrain`, `python`)."""
   commands = []
-  for block in blocks:
+  for language, block, _ in _blocks(page):
+    if language not in SHELL:
+      continue
     for line in block.replace("\\\n", " ").splitlines():
       line = re.sub(r"\[[^\]]*\]", "", line.split("#")[0]).replace("...", "").replace("$i", "0")
       words = shlex.split(line)
       while words and re.match(r"^[A-Z_]+=", words[0]):  # Environment variables before the command.
         words.pop(0)
       if words:
-        commands.append(words)
+        commands.append([words[0].removeprefix(".venv/bin/"), *words[1:]])
   return commands
 
 
-COMMANDS = [words for page in PAGES for words in page_commands(page)]
+def page_files(page: str) -> dict[str, str]:
+  """The files a page writes out for its commands: each ```python block whose prose ends naming it (in `NAME.py`:)."""
+  return {m.group(1): block for language, block, before in _blocks(page) if language == "python"
+          for m in [re.search(r"`([\w./-]+\.py)`:\s*$", before)] if m}
+
+
+PAGE_COMMANDS = [(page, words) for page in PAGES for words in page_commands(page)]
+COMMANDS = [words for _, words in PAGE_COMMANDS]
 
 
 class Parsed(Exception):
@@ -61,13 +90,14 @@ class Parsed(Exception):
 
 
 def test_the_pages_have_commands_of_every_kind():
-  programs = {c[0] if c[0] != ".venv/bin/pretrain" else f"pretrain {c[1]}" for c in COMMANDS}
+  programs = {c[0] if c[0] != "pretrain" else f"pretrain {c[1]}" for c in COMMANDS}
   assert {"make", "pretrain train", "pretrain eval", "pretrain generate", "pretrain export", "pretrain launch",
           "pretrain inspect-task", "pretrain train-tokenizer", "pretrain estimate-memory", "pretrain bench"} <= programs
 
 
-@pytest.mark.parametrize("words", [c for c in COMMANDS if c[0] == ".venv/bin/pretrain"], ids=shlex.join)
-def test_pretrain_command_parses(words, monkeypatch):
+@pytest.mark.parametrize("page, words", [(p, c) for p, c in PAGE_COMMANDS if c[0] == "pretrain"],
+                         ids=[shlex.join(c) for _, c in PAGE_COMMANDS if c[0] == "pretrain"])
+def test_pretrain_command_parses(page, words, monkeypatch, tmp_path):
   name, argv = words[1], words[2:]
   assert name in cli.SUBCOMMANDS
   original_parse_args, original_command_line = argparse.ArgumentParser.parse_args, cli.parse_command_line
@@ -84,6 +114,11 @@ def test_pretrain_command_parses(words, monkeypatch):
   monkeypatch.setattr(cli, "parse_command_line", parse_command_line)
   monkeypatch.setattr(cli, "run_workdir", str)  # The runs the README reads are the reader's, made by its commands.
   monkeypatch.chdir(REPO)
+  if page_files(page):  # The files the page writes out for its commands (an objective's FILE.py), beside configs/.
+    for file_name, text in page_files(page).items():
+      (tmp_path / file_name).write_text(text)
+    os.symlink(os.path.join(REPO, "configs"), tmp_path / "configs")
+    monkeypatch.chdir(tmp_path)
   module = importlib.import_module(cli.SUBCOMMANDS[name][0])
   try:
     module.main.__wrapped__(argv, prog=f"pretrain {name}")  # Unwrapped: a UserError fails the test with its text.
@@ -96,7 +131,7 @@ def test_pretrain_command_parses(words, monkeypatch):
   pytest.fail(f"{shlex.join(words)}: parsed no flags")
 
 
-@pytest.mark.parametrize("words", [c for c in COMMANDS if c[0] == ".venv/bin/python"], ids=shlex.join)
+@pytest.mark.parametrize("words", [c for c in COMMANDS if c[0] == "python"], ids=shlex.join)
 def test_tool_command_exists_and_takes_its_flags(words):
   if words[1] == "-m":  # A module's command line (python -m MODULE [SUBCOMMAND] --flags).
     command = [sys.executable, "-m", words[2], *(words[3:4] if len(words) > 3 and not words[3].startswith("-") else [])]

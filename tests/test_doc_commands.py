@@ -1,0 +1,225 @@
+"""Every command README.md and docs/ show (tests/test_docs.py collects them), run: as written where that takes
+seconds, otherwise with flags added that shrink it (SHRINK: TINY's model, a few steps, a small limit), so that a
+command that cannot find its tasks or refuses its own flags fails here. What a test machine cannot run (an
+accelerator, a cluster, the network, a prepared TFDS dataset, hours) is in NOT_RUN with the reason, its flags
+still parsed; a command in neither fails the test, so a new page's command gets a row.
+
+Each page's commands run in order, in this process, in a directory of the page's own (configs/ and tools/
+linked, data/*.jsonl, the files the page writes out, and runs/quickstart: a copy of the shared tiny run), so that
+a command reads what the page's earlier commands wrote.
+"""
+
+import json
+import os
+import re
+import runpy
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from pretrain import cli
+from tests import test_docs
+from tests.conftest import REPO, TINY, fake_devices
+
+STEPS = ("--config.train.steps=2", "--config.train.eval_batches=1")
+# Flags added to a command, by its subcommand or tool: later flags win (argparse keeps the last, config overrides
+# apply in order).
+SHRINK = {
+    "pretrain train": (*TINY, *STEPS),
+    "pretrain sweep": (*TINY, *STEPS, "--probe_seeds=1"),
+    "pretrain bench": (*TINY, "--steps=1", "--warmup=0"),
+    "pretrain lm-eval": ("--limit=2",),
+    "pretrain probe": ("--seeds=1", "--finetune_steps=2", "--documents=60"),
+    "pretrain train-tokenizer": ("--config.tokenizer.vocab_size=512",),  # data/*.jsonl holds too little for 32000
+    "pretrain generate": ("--max_new_tokens=8",),  # The shared tiny run was trained on 32 positions.
+    "pretrain.downstream.harness": ("--limit", "2"),
+    "tools/bench_data.py": ("--objectives=clm", "--seconds=0.2", "--rounds=1", "--batch_size=4"),
+    "tools/bench_resume.py": ("--positions=0,1e3", "--replay_up_to=1e3"),
+    "tools/bench_lm_eval.py": ("--tasks=pretrain_cloze", "--limit=1", "--repeats=2", "--batch_size=1"),
+    "tools/coord_check.py": ("--widths=32,64", "--steps=1"),
+}
+# A zoo config keeps its objective, optimizer and schedule under configs/gin/tiny.gin (docs/guide/configs.md).
+ZOO_SHRINK = ("--gin_file=tiny",)
+# Training commands shrunk otherwise than their subcommand's row, by their workdir.
+SHRINK_INSTEAD = {
+    # Its cooldowns branch from its checkpoints of steps 120 and 180: the quickstart's 300 steps, of TINY's model.
+    "runs/wsd": TINY,
+    # A schedule's objectives make rows of one length: TINY's 32 positions, as 16 inputs and 16 targets.
+    "runs/ul2r": (*TINY, *STEPS, "--config.data.inputs_length=16", "--config.data.targets_length=16"),
+}
+
+# Commands that need what a test machine lacks, and the tests that run their kind.
+TFDS_C4 = "a prepared TFDS C4 (hundreds of GB in /data/tfds); tests/test_sources.py reads a TFDS dataset"
+EXPERIMENT = "an experiment of hours; its flags parse here (--help) and tests/test_experiments.py runs it tiny"
+NOT_RUN = {
+    "pretrain train --workdir=runs/c4 --config.data.source=tfds --config.data.tfds_name=c4/en:3.1.0 "
+    "--config.data.tfds_data_dir=/data/tfds": TFDS_C4,
+    "pretrain train --workdir=runs/t5 --gin_file=configs/gin/t5_1_1_small.gin --gin.data.tfds_data_dir=/data/tfds":
+        TFDS_C4,
+    "pretrain train --workdir=runs/two --coordinator_address=127.0.0.1:12345 --num_processes=2 --process_id=0 "
+    "--config.train.batch_size=8": "one of two processes joined on a fixed port, which concurrent test sessions "
+                                   "would share; tests/test_multiprocess.py trains such a pair",
+    "tools/bench_gpu.sh OUT_DIR": "a GPU machine (the device tool's)",
+    "python tools/bench_startup.py": "starts each command five times in processes of its own (minutes)",
+    "python tools/zero_shot_tasks.py --leak --split_by=document --out=/tmp/v1/pretrain/downstream/zero_shot_v1":
+        "reads version 1's files, which the line before it extracts from the repository's history into /tmp/v1",
+    "python tools/compare_objectives.py": EXPERIMENT,
+    "python tools/curriculum.py": EXPERIMENT,
+    "python tools/scaling.py": EXPERIMENT,
+    "python tools/cooldown_check.py": EXPERIMENT,
+    "python tools/data_quality.py": EXPERIMENT,
+    "python tools/compare_tokenizers.py": EXPERIMENT,
+    "python tools/compare_moe.py": "an experiment of hours; its flags parse here (--help), and tests/test_experiments.py "
+                                   "checks its models and refusals (no tiny run)",
+    "python tools/exercises.py": "an experiment of hours; its flags parse here (--help), and its sweeps, on "
+                                 "docs/exercises.md, run here shrunk",
+    "python tools/mup_transfer.py": "an experiment of hours; its flags parse here (--help), and its sweeps, on "
+                                    "docs/mup_transfer.md, run here shrunk",
+}
+# Commands that take minutes even shrunk, on two cores: their flags parse (tests/test_docs.py), and the test named
+# runs their kind.
+MINUTES = {
+    r"--probe=zero_shot": "every zero-shot item scored per point: tests/test_sweep.py probes a sweep, tests/test_probe.py "
+                           "scores the zero-shot tasks",
+    r"^pretrain bench --compare=hf": "imports torch and times two models in it; tests/test_bench.py compares them",
+    r"^python tools/coord_check.py": "compiles and trains each width of its ladder; tests/test_mup.py runs it tiny",
+    r"--config.mesh.data=2 --config.mesh.fsdp=2 --config.mesh.tensor=2": "a process of 8 fake devices; "
+                                                                          "tests/test_multiprocess.py trains this mesh",
+}
+# Reports' commands that read what their tool wrote first (data files, a cached vocabulary): what the tool ran.
+TOOL_WRITTEN = re.compile(r"runs/data_quality/data/")
+
+
+def _key(words: list[str]) -> str:
+  """The row of SHRINK a command takes: `pretrain SUBCOMMAND`, a tool's path, or a module run with -m."""
+  if words[0] == "pretrain":
+    return f"pretrain {words[1]}"
+  return words[2] if words[1] == "-m" else words[1]
+
+
+def _workdir(words: list[str]) -> str | None:
+  return next((w.split("=", 1)[1] for w in words if w.startswith("--workdir=")), None)
+
+
+def _is_zoo(words: list[str]) -> bool:
+  return any(w.startswith("--gin_file=") or (w.startswith("--config=") and "quickstart" not in w) for w in words)
+
+
+def _shrunk(words: list[str]) -> list[str]:
+  """The command as it runs here: as written, plus its row's flags (a sweep's grid cut to a few points)."""
+  if words[:2] == ["pretrain", "train"] and _workdir(words) in SHRINK_INSTEAD:
+    return [*words, *SHRINK_INSTEAD[_workdir(words)]]
+  if words[:2] == ["pretrain", "sweep"]:
+    # One point: each axis keeps its first value (tests/test_sweep.py trains grids of several).
+    words = [w if not w.startswith("--grid.") else w.split(",")[0] for w in words]
+  extra = SHRINK.get(_key(words), ())
+  if words[:2] in (["pretrain", "train"], ["pretrain", "sweep"]) and _is_zoo(words):
+    extra = (*ZOO_SHRINK, *extra)
+  return [*words, *extra]
+
+
+def _commands() -> list[tuple[str, list[str]]]:
+  """(page, words) of every distinct command of our programs the pages show, in the pages' order."""
+  seen, found = set(), []
+  for page in test_docs.PAGES:
+    for words in test_docs.page_commands(page):
+      text = shlex.join(words)
+      if (words[0] in ("pretrain", "python") or words[0].startswith("tools/")) and text not in seen:
+        seen.add(text)
+        found.append((page, words))
+  return found
+
+
+COMMANDS = _commands()
+
+
+def _needs_devices(words: list[str]) -> int:
+  """The fake CPU devices a command needs in a process of its own (its mesh, or --devices), else 0."""
+  devices = [int(w.split("=")[1]) for w in words if w.startswith("--devices=")]
+  mesh = [int(w.split("=")[1]) for w in words if re.match(r"^--config\.mesh\.(data|fsdp|tensor|expert)=\d+$", w)]
+  product = 1
+  for size in mesh:
+    product *= size
+  return devices[0] if devices else (product if product > 1 else 0)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory, trained_run, vocabulary, corpus_source):
+  """workspace(page): the directory a page's commands run in, made once per page."""
+  from tests.test_user_task import _MODULE  # pylint: disable=g-import-not-at-top
+  made = {}
+  documents = [json.dumps({"text": t}) for t, _ in zip(corpus_source.texts("train"), range(400))]
+
+  def make(page: str):
+    if page not in made:
+      root = tmp_path_factory.mktemp(re.sub(r"\W", "_", page))
+      for name in ("configs", "tools"):
+        os.symlink(os.path.join(REPO, name), root / name)
+      (root / "data").mkdir()
+      (root / "data" / "docs.jsonl").write_text("\n".join(documents) + "\n")
+      (root / "docs").mkdir()  # Where the tools write their reports and plots.
+      (root / "my_tasks.py").write_text(_MODULE.format(model=vocabulary.sentencepiece_model_file)
+                                        .replace("lowercase_lm", "my_task"))
+      for name, text in test_docs.page_files(page).items():
+        (root / name).write_text(text)
+      shutil.copytree(trained_run, root / "runs" / "quickstart")
+      made[page] = root
+    return made[page]
+
+  return make
+
+
+def _run_here(words: list[str]) -> int:
+  """A command in this process, as its console script or `python` runs it; its exit status."""
+  try:
+    if words[0] == "pretrain":
+      return cli.main(words[1:]) or 0
+    if words[1] == "-m":
+      sys.argv = [words[2], *words[3:]]
+      runpy.run_module(words[2], run_name="__main__", alter_sys=True)
+    else:
+      sys.argv = words[1:]
+      runpy.run_path(words[1], run_name="__main__")
+  except SystemExit as e:
+    return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+  return 0
+
+
+def _run_apart(words: list[str], devices: int) -> subprocess.CompletedProcess:
+  """A command that needs fake devices, in a process of its own."""
+  program = [sys.executable, "-m", "pretrain"] if words[0] == "pretrain" else [sys.executable]
+  return subprocess.run([*program, *words[1:]], env={**fake_devices(devices), **{
+      k: os.environ[k] for k in ("PRETRAIN_CACHE",) if k in os.environ}}, capture_output=True, text=True,
+                        timeout=600, cwd=os.getcwd())
+
+
+@pytest.mark.parametrize("page, words", COMMANDS, ids=[shlex.join(w) for _, w in COMMANDS])
+def test_the_documented_command_runs(page, words, workspace, cache_dir, monkeypatch, capfd):
+  text = shlex.join(words)
+  minutes = next((reason for pattern, reason in MINUTES.items() if re.search(pattern, text)), None)
+  if text in NOT_RUN or TOOL_WRITTEN.search(text) or minutes:
+    pytest.skip(NOT_RUN.get(text, minutes or "reads files its tool wrote first"))  # test_not_run_commands_parse checks these
+  monkeypatch.chdir(workspace(page))
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  monkeypatch.setattr(sys, "argv", list(sys.argv))
+  command = _shrunk(words)
+  if words[:2] in (["pretrain", "train"], ["pretrain", "sweep"]) and _workdir(words):
+    # A page shows other runs in one workdir (runs/mine), as alternatives: each starts afresh here.
+    shutil.rmtree(_workdir(words), ignore_errors=True)
+  devices = _needs_devices(command)
+  if devices or words[1:2] == ["-m"]:  # A module run as __main__ registers lm-eval's model type a second time here.
+    result = _run_apart(command, devices or 1)
+    assert result.returncode == 0, f"{shlex.join(command)} ({page}):\n{result.stderr[-3000:]}"
+    return
+  status = _run_here(command)
+  captured = capfd.readouterr()
+  assert status == 0, f"{shlex.join(command)} ({page}) exits {status}:\n{captured.err[-3000:]}"
+
+
+def test_every_command_is_run_or_listed():
+  """A command the pages no longer show leaves its NOT_RUN row stale."""
+  shown = {shlex.join(w) for _, w in COMMANDS}
+  assert not set(NOT_RUN) - shown, set(NOT_RUN) - shown
