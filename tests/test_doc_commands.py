@@ -48,12 +48,16 @@ SHRINK_INSTEAD = {
     # Its cooldowns branch from its checkpoints of steps 120 and 180: the quickstart's 300 steps, of TINY's model.
     "runs/wsd": TINY,
     # A schedule's objectives make rows of one length: TINY's 32 positions, as 16 inputs and 16 targets.
+    # The Penn Treebank's words: TINY's model (configs/gin/tiny.gin would read the bundled corpus instead).
+    "runs/ptb": (*TINY, *STEPS),
     "runs/ul2r": (*TINY, *STEPS, "--config.data.inputs_length=16", "--config.data.targets_length=16"),
 }
 
 # Commands that need what a test machine lacks, and the tests that run their kind.
 TFDS_C4 = "a prepared TFDS C4 (hundreds of GB in /data/tfds); tests/test_sources.py reads a TFDS dataset"
 EXPERIMENT = "an experiment of hours; its flags parse here (--help) and tests/test_experiments.py runs it tiny"
+PTB_EXPERIMENT = "an experiment of an hour; its flags parse here (--help) and tests/test_ptb.py runs it on a few " \
+                 "hundred lines"
 NOT_RUN = {
     "pretrain train --workdir=runs/c4 --config.data.source=tfds --config.data.tfds_name=c4/en:3.1.0 "
     "--config.data.tfds_data_dir=/data/tfds": TFDS_C4,
@@ -66,6 +70,8 @@ NOT_RUN = {
     "python tools/bench_startup.py": "starts each command five times in processes of its own (minutes)",
     "python tools/zero_shot_tasks.py --leak --split_by=document --out=/tmp/v1/pretrain/downstream/zero_shot_v1":
         "reads version 1's files, which the line before it extracts from the repository's history into /tmp/v1",
+    "python tools/ptb.py": PTB_EXPERIMENT,
+    "python tools/ptb.py --medium_seeds=": PTB_EXPERIMENT,
     "python tools/compare_objectives.py": EXPERIMENT,
     "python tools/curriculum.py": EXPERIMENT,
     "python tools/scaling.py": EXPERIMENT,
