@@ -4,7 +4,8 @@
 #   tools/bench_gpu.sh OUT_DIR [--config.KEY=VALUE ...]   (extra flags go to every bench, e.g. to shrink it)
 # lm_1b in bfloat16 at L=2048 with each attention implementation that runs on a GPU, on one device (batch 8, one
 # microbatch: the zoo config's 512 rows need its 8 devices), then the mixture-of-experts step against its dense
-# counterpart at a GPU-sized shape. Each bench has a time limit, so one that hangs leaves the others their time.
+# counterpart at a GPU-sized shape, then one profiled step of each. Each bench has a time limit, so one that hangs
+# leaves the others their time.
 set -u
 out=${1:?usage: tools/bench_gpu.sh OUT_DIR [bench flags]}; shift
 mkdir -p "$out"
@@ -21,3 +22,12 @@ moe=(--config=quickstart_moe --compare=dense --config.model.dtype=bfloat16 --con
      --config.model.head_dim=64 --config.model.moe_mlp_dim=1408 --config.data.seq_len=1024
      --config.train.batch_size=32 --steps="${STEPS:-10}" --warmup=2)
 timeout "${LIMIT:-200}" python3 -m pretrain bench "${moe[@]}" "$@" 2>&1 | tee "$out/moe.log"
+# Where the step's time goes (issue: profile first): one profiled step of lm_1b with the first attention and of the
+# MoE against dense, after the timings, so a slow profile cannot cost them their figures. PROFILE=0 skips it.
+if [ "${PROFILE:-1}" = 1 ]; then
+  first_attention=${ATTENTION:-gpu_flash}; first_attention=${first_attention%% *}
+  timeout "${LIMIT:-200}" python3 -m pretrain bench "${lm_1b[@]}" --config.model.attention="$first_attention" \
+    --steps=2 --warmup=1 --profile "$@" 2>&1 | tee "$out/lm_1b_profile.log"
+  timeout "${LIMIT:-200}" python3 -m pretrain bench "${moe[@]}" --steps=2 --warmup=1 --profile "$@" 2>&1 |
+    tee "$out/moe_profile.log"
+fi
