@@ -183,16 +183,6 @@ def with_parent_curves(results: dict, wsd: list[dict]) -> None:
       r["curve"] = [p for p in parents[r["seed"]]["curve"] if p[0] <= limit] + [p for p in r["curve"] if p[0] > limit]
 
 
-def _floats(text: str, flag: str, valid, what: str) -> list[float]:
-  try:
-    values = [float(v) for v in text.split(",") if v.strip()]
-  except ValueError:
-    values = []
-  if not values or len(set(values)) != len(values) or not all(map(valid, values)):
-    raise UserError(f"{flag}={text!r}: give distinct {what}")
-  return values
-
-
 @exit_on_user_error
 def main(argv: list[str], prog: str = "tools/cooldown_check.py") -> int:
   parser = cli.parser_for(prog, __doc__)
@@ -204,7 +194,7 @@ def main(argv: list[str], prog: str = "tools/cooldown_check.py") -> int:
                                                                "(optimizer.decay_shape)")
   args, base = cli.parse_command_line(parser, argv)
   seeds = runs.seeds(args.seeds)
-  fractions = sorted(_floats(args.fractions, "--fractions", lambda f: 0 < f < 1, "shares of T in (0, 1)"))
+  fractions = runs.numbers(args.fractions, "--fractions", lambda f: 0 < f < 1, "shares of T in (0, 1)")
   shapes = runs.names(args.shapes, ("1-sqrt", "linear", "cosine"), "--shapes", "decay shapes")
   wsd = arms(args.steps, fractions, shapes)
   if wsd[-1]["start"] < base.optimizer.warmup_steps:

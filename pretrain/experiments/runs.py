@@ -84,6 +84,17 @@ def seeds(text: str) -> list[int]:
   return values
 
 
+def numbers(text: str, flag: str, valid, what: str) -> list[float]:
+  """The distinct numbers of a comma-separated flag, sorted, each one `valid` (e.g. --budgets, --fractions)."""
+  try:
+    values = [float(v) for v in text.split(",") if v.strip()]
+  except ValueError:
+    values = []
+  if not values or len(set(values)) != len(values) or not all(map(valid, values)):
+    raise UserError(f"{flag}={text!r}: give distinct {what}")
+  return sorted(values)
+
+
 def names(text: str, known, flag: str, what: str) -> list[str]:
   """The distinct names of a comma-separated flag, each one of `known` (e.g. --kinds, of the tokenizer kinds)."""
   chosen = [name.strip() for name in text.split(",") if name.strip()]

@@ -84,13 +84,7 @@ def window(text: str) -> tuple[float, float]:
 
 
 def parse_budgets(text: str) -> list[float]:
-  try:
-    values = sorted(float(v) for v in text.split(",") if v.strip())
-  except ValueError:
-    values = []
-  if not values or len(set(values)) != len(values) or min(values) <= 0:
-    raise UserError(f"--budgets={text!r}: give distinct positive FLOP counts, e.g. 2e12,4e12,8e12")
-  return values
+  return runs.numbers(text, "--budgets", lambda v: v > 0, "positive FLOP counts, e.g. 2e12,4e12,8e12")
 
 
 def heads(d_model: int, head_dim: int) -> tuple[int, int]:
