@@ -49,7 +49,7 @@ SHRINK_INSTEAD = {
     "runs/wsd": TINY,
     # A schedule's objectives make rows of one length: TINY's 32 positions, as 16 inputs and 16 targets.
     # The Penn Treebank's words: TINY's model (configs/gin/tiny.gin would read the bundled corpus instead).
-    "runs/ptb": (*TINY, *STEPS),
+    "runs/ptb_small": (*TINY, *STEPS),
     "runs/ul2r": (*TINY, *STEPS, "--config.data.inputs_length=16", "--config.data.targets_length=16"),
 }
 
