@@ -134,29 +134,41 @@ def _newton_schulz(x, steps=5, coefficients=(3.4445, -4.7750, 2.0315)):
   return x.T if transposed else x
 
 
-def test_muon_orthogonalises_each_layer_and_expert_on_its_own():
+def _assert_newton_schulz(actual, expected, d, f, dtype):
+  """Equal to the float64 iteration up to the rounding of `dtype`. In float32, that of the sums: five iterations of
+  three products of up to max(d, f) terms, after a norm of d x f. In bfloat16 each of the 15 products is rounded
+  to 8 significant bits, so the matrix as a whole moves by up to 15 x eps(bfloat16) (Frobenius, relative), and by
+  at least one rounding: it did run in bfloat16."""
+  if dtype == "float32":
+    numerics.assert_close(actual, expected, terms=5 * 3 * max(d, f) + d * f)
+    return
+  actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+  moved = np.linalg.norm(actual - expected) / np.linalg.norm(expected)
+  assert numerics.eps(jnp.bfloat16) / 2 < moved <= 3 * optimizer.MUON_STEPS * numerics.eps(jnp.bfloat16), moved
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_muon_orthogonalises_each_layer_and_expert_on_its_own(dtype):
   run = tiny_run(*MOE, "--config.optimizer.name=muon", "--config.optimizer.warmup_steps=0",
                  "--config.optimizer.weight_decay=0", "--config.optimizer.learning_rate=1.0",
-                 "--config.optimizer.grad_clip=0")
+                 "--config.optimizer.grad_clip=0", f"--config.optimizer.muon_dtype={dtype}")
   params = run.create_state().params
   grads = _random_like(params)
   updates = _update(run.tx, params, grads)
   kernel, update = grads["layers"]["moe"]["wi_0"], updates["layers"]["moe"]["wi_0"]  # [layers, experts, D, F]
   assert kernel.shape[:2] == (2, 4)
   d, f = kernel.shape[2:]
-  # Five iterations of three products of up to max(d, f) terms, after a norm of d x f.
-  terms = lambda d, f: 5 * 3 * max(d, f) + d * f
   for layer in range(2):
     for expert in range(4):
       expected = -optimizer.MUON_RMS * np.sqrt(max(d, f)) * _newton_schulz(np.asarray(kernel[layer, expert],
                                                                                          np.float64))
-      numerics.assert_close(update[layer, expert], expected, terms=terms(d, f))
+      _assert_newton_schulz(update[layer, expert], expected, d, f, dtype)
   # Attention's [layers, D, heads, head_dim] kernel is one [D, heads x head_dim] matrix per layer.
   query, query_update = grads["layers"]["attention"]["query"], updates["layers"]["attention"]["query"]
   d, n, h = query.shape[1:]
   expected = -optimizer.MUON_RMS * np.sqrt(max(d, n * h)) * _newton_schulz(np.asarray(query[0], np.float64).reshape(
       d, n * h))
-  numerics.assert_close(query_update[0].reshape(d, n * h), expected, terms=terms(d, n * h))
+  _assert_newton_schulz(query_update[0].reshape(d, n * h), expected, d, n * h, dtype)
   # The rest is AdamW: its first step is -lr * g / (|g| + eps) for the embedding and the output layer.
   for name in ("embed", "lm_head"):
     leaf = np.asarray(jax.tree.leaves(grads[name])[0], np.float64)

@@ -220,6 +220,9 @@ SCHEMA = {
         "b2": Field(0.95, BELOW_ONE, ""),
         "eps": Field(1e-8, POSITIVE, "AdamW's epsilon, added to the root of the second moment", older=1e-8),
         "muon_momentum": Field(0.95, BELOW_ONE, "Muon's (Nesterov) momentum on the hidden matrices", older=0.95),
+        "muon_dtype": Field("bfloat16", one_of("bfloat16", "float32"), "the dtype Muon's Newton-Schulz iterations "
+                            "run in: bfloat16 as the reference implementations (the momentum and the update stay "
+                            "float32) | float32", older="float32"),
         "grad_clip": Field(1.0, Valid(lambda v: v >= 0, "at least 0 (0: no clipping)"), ""),
     },
     "loss": {

@@ -10,12 +10,14 @@ multiplied by its muP factor (models/mup.py).
 import jax
 import jax.numpy as jnp
 import optax
+from optax.contrib import _muon as optax_muon  # its orthogonalisation and shape scaling (optax pinned below 0.3)
 
 from pretrain import config as config_lib
 from pretrain.models import mup
 from pretrain.system.errors import UserError
 
 NAMES = ("adamw", "adafactor", "muon")
+MUON_STEPS = 5  # Newton-Schulz iterations, optax's and the reference code's
 MUON_RMS = 0.2  # Muon's update RMS, matched to AdamW's (Moonshot, "Muon is scalable"): one learning rate for both
 SCHEDULES = ("cosine", "rsqrt", "wsd")
 # wsd's decays: the share f(tau) of the way from the peak to the end done at tau, the share of the decay's steps done.
@@ -93,16 +95,41 @@ def muon_dimensions(axes_tree):
   return jax.tree.map(dims, axes_tree, is_leaf=mup.is_names)
 
 
+def _is_dims(x) -> bool:
+  return x is None or isinstance(x, optax.contrib.MuonDimensionNumbers)
+
+
+def newton_schulz_in(dtype, beta, dims) -> optax.GradientTransformation:
+  """optax.contrib.scale_by_muon with its Newton-Schulz iterations in `dtype` (bfloat16, as Jordan's and Moonshot's
+  reference code run them): optax's Nesterov momentum (kept in float32) scaled to a unit Frobenius norm (its
+  iterations set to 0), then the 5 iterations on the matrix cast to `dtype`, the result cast back."""
+  momentum = optax.contrib.scale_by_muon(beta=beta, ns_steps=0, weight_dimension_numbers=dims)
+
+  def update(updates, state, params=None):
+    unit, state = momentum.update(updates, state, params)
+    orthogonalize = lambda x, d: optax_muon.orthogonalize_via_newton_schulz(
+        x.astype(dtype), state.ns_coeffs.astype(dtype), MUON_STEPS, dimension_numbers=d).astype(x.dtype)
+    return jax.tree.map(orthogonalize, unit, dims(unit)), state
+
+  return optax.GradientTransformation(momentum.init, update)
+
+
 def muon(opt_cfg, lr, axes_tree) -> optax.GradientTransformation:
   """Muon on the hidden matrices: Nesterov momentum, then 5 Newton-Schulz steps towards the nearest
   semi-orthogonal matrix, multiplied by 0.2 sqrt(max(fan_in, fan_out)) so that its RMS is AdamW's (Moonshot's
   scaling, rather than Jordan's sqrt(max(1, fan_out / fan_in))), and decoupled weight decay; AdamW, with its
   decay mask, on embeddings, norms, biases and output matrices. Both take `lr`, AdamW's learning rate."""
   dims = muon_dimensions(axes_tree)
-  labels = jax.tree.map(lambda d: "adamw" if d is None else "muon", dims,
-                        is_leaf=lambda x: x is None or isinstance(x, optax.contrib.MuonDimensionNumbers))
-  hidden = optax.contrib.muon(lr, beta=opt_cfg.muon_momentum, weight_decay=opt_cfg.weight_decay,
-                              muon_weight_dimension_numbers=dims, consistent_rms=MUON_RMS)
+  labels = jax.tree.map(lambda d: "adamw" if d is None else "muon", dims, is_leaf=_is_dims)
+  if opt_cfg.muon_dtype == "float32":
+    hidden = optax.contrib.muon(lr, beta=opt_cfg.muon_momentum, weight_decay=opt_cfg.weight_decay,
+                                muon_weight_dimension_numbers=dims, consistent_rms=MUON_RMS)
+  else:  # optax.contrib.muon's transforms, the iterations in another dtype (its own has no dtype to set).
+    masked_dims = lambda updates: jax.tree.map(lambda d, u: optax.MaskedNode() if d is None else d, dims, updates,
+                                               is_leaf=_is_dims)
+    hidden = optax.chain(newton_schulz_in(jnp.dtype(opt_cfg.muon_dtype), opt_cfg.muon_momentum, masked_dims),
+                         optax_muon.scale_by_shape(masked_dims, consistent_rms=MUON_RMS),
+                         optax.add_decayed_weights(opt_cfg.weight_decay), optax.scale_by_learning_rate(lr))
   rest = optax.adamw(lr, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps, weight_decay=opt_cfg.weight_decay,
                      mask=decay_mask)
   return optax.partition({"muon": hidden, "adamw": rest}, labels)
