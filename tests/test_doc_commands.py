@@ -95,8 +95,10 @@ MINUTES = {
     r"--config.mesh.data=2 --config.mesh.fsdp=2 --config.mesh.tensor=2": "a process of 8 fake devices; "
                                                                           "tests/test_multiprocess.py trains this mesh",
 }
-# Reports' commands that read what their tool wrote first (data files, a cached vocabulary): what the tool ran.
-TOOL_WRITTEN = re.compile(r"runs/data_quality/data/")
+# Reports' commands that read what their tool wrote first (data files, a cached vocabulary, a parent run's
+# checkpoints) or the runs a tool made, as its page lists them: what the tool ran (tests/test_experiments.py runs
+# the tools tiny).
+TOOL_WRITTEN = re.compile(r"runs/data_quality/data/|--workdir=runs/(cooldown|scaling)/")
 
 
 def _key(words: list[str]) -> str:

@@ -229,6 +229,23 @@ def test_cooldown_check_writes_table_verdicts_and_plot(tmp_path, cache_dir, voca
   assert "cosine" in capsys.readouterr().out
 
 
+def test_a_cooldown_verdict_says_below_cosine_only_after_holm():
+  """An arm outside its own interval whose test does not survive Holm over the page's is not called below."""
+  from pretrain.downstream import stats  # pylint: disable=g-import-not-at-top
+  cosine = {0: 4.30, 1: 4.31, 2: 4.29}
+  arm = lambda *gaps: {s: cosine[s] + g for s, g in enumerate(gaps)}
+  clear, doubtful, level = arm(-0.050, -0.051, -0.049), arm(-0.010, -0.020, -0.015), arm(0.01, -0.01, 0.002)
+  found = [(f"{name} - cosine", stats.compare(losses, cosine, pair=True))
+           for name, losses in (("clear", clear), ("doubtful", doubtful), ("level", level))]
+  found += [(f"filler_{i}", stats.compare(arm(0.01, -0.01, 0.0), arm(-0.01, 0.01, 0.0), pair=True)) for i in range(5)]
+  doubtful_test = found[1][1]
+  assert doubtful_test.mean + doubtful_test.half < 0 and doubtful_test.p > 0.05 / 7  # Apart alone, not after Holm.
+  lines = cooldown_check.verdicts(found)
+  assert lines[0].endswith("below cosine's loss, real after Holm.")
+  assert lines[1].endswith("below cosine's loss by its own interval, not after Holm: not shown to differ.")
+  assert lines[2].endswith("reaches cosine's loss within the seeds' interval.")
+
+
 def test_web_defects_are_put_in_at_their_rates_with_labels(corpus_source):
   documents = list(itertools.islice(corpus_source.texts("train"), 400))
   mix = web_defects.inject(documents, seed=3)

@@ -97,6 +97,12 @@ def test_a_sweep_reports_each_point_continues_after_a_kill_and_reports_over_seed
   with pytest.raises(SystemExit):  # Another grid in the same directory would mix two sweeps' runs.
     sweep_command.main([*argv[:-1], "--grid.train.seed=0,1,2"])
   assert "holds another sweep" in capsys.readouterr().err
+  with pytest.raises(SystemExit):  # So would another value of a base flag.
+    sweep_command.main([*argv, "--config.train.keep_steps=2"])
+  assert "holds another sweep" in capsys.readouterr().err
+  # The same config written otherwise is the same sweep: its points are finished.
+  sweep_command.main([*argv, "--config.train.keep_steps=()"])
+  assert "[2/2] seed=1: finished before" in capsys.readouterr().out
 
 
 def test_a_point_that_fails_is_reported_and_the_others_go_on(tmp_path, cache_dir, vocabulary, capsys):

@@ -65,6 +65,12 @@ def budget_flags(steps: int, batch_size: int, evals: int) -> list[str]:
           *([f"--config.train.log_every={every}"] if every < 10 else [])]  # The quickstart logs every 10 steps.
 
 
+def keep_steps_flag(steps) -> str:
+  """--config.train.keep_steps as a shell takes it: 480,540 (a literal tuple's parentheses and spaces would not
+  survive a copy into a shell), () for none."""
+  return f"--config.train.keep_steps={','.join(str(s) for s in steps) or '()'}"
+
+
 def model_flags(d_model: int, num_layers: int, head_dim: int, num_heads: int = 0, mlp_dim: int = 0) -> list[str]:
   """set_model as config overrides."""
   heads = num_heads or max(1, d_model // head_dim)

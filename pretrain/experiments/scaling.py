@@ -116,7 +116,7 @@ def parent_flags(plan: budgets_lib.Plan, evals: int) -> list[str]:
   steps = plan.parent.steps
   every = max(1, steps // evals)
   return [f"--config.train.steps={steps}", f"--config.optimizer.decay_steps={plan.parent.decay}",
-          f"--config.train.keep_steps=({''.join(f'{s}, ' for s in plan.keep_steps)})",
+          runs.keep_steps_flag(plan.keep_steps),
           f"--config.train.eval_every={every}", f"--config.train.checkpoint_every={max(1, steps // 10)}",
           *([f"--config.train.log_every={every}"] if every < 10 else [])]
 

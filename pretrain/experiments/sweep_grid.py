@@ -74,18 +74,30 @@ def point_names(grid: dict[str, list[str]]) -> list[tuple[str, dict[str, str]]]:
   return points
 
 
-def check_manifest(sweep_dir: str, base: list[str], grid: dict[str, list[str]]) -> None:
-  """Writes sweep.json, or checks that a rerun asks for the same sweep (its points' runs would mix otherwise)."""
+def check_manifest(sweep_dir: str, base: list[str], grid: dict[str, list[str]], resolve=None) -> None:
+  """Writes sweep.json, or checks that a rerun asks for the same sweep (its points' runs would mix otherwise).
+  `resolve(base flags)`: their config, so that the same values written otherwise (keep_steps=480,540 for
+  (480, 540, )) are the same sweep."""
   path = os.path.join(sweep_dir, MANIFEST)
   wanted = {"base": base, "grid": grid}
   if os.path.exists(path):
     saved = read_manifest(sweep_dir)
-    if saved != wanted:
+    if saved != wanted and not _same_config(resolve, saved, wanted):
       raise UserError(f"{sweep_dir} holds another sweep ({' '.join(saved['base'])}, grid {saved['grid']}); rerun "
                       "that command to continue it, or choose another --workdir")
     return
   os.makedirs(sweep_dir, exist_ok=True)
   files.write_atomically(path, json.dumps(wanted, indent=2).encode())
+
+
+def _same_config(resolve, saved: dict, wanted: dict) -> bool:
+  """The same grid, and base flags that give the same config (flags this version refuses give none)."""
+  if resolve is None or saved["grid"] != wanted["grid"]:
+    return False
+  try:
+    return resolve(saved["base"]).to_dict() == resolve(wanted["base"]).to_dict()
+  except UserError:
+    return False
 
 
 def read_manifest(sweep_dir: str) -> dict:
