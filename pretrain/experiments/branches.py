@@ -6,6 +6,7 @@ another run (pretrain/workdir/branch.py).
 """
 
 import os
+import shlex
 
 from pretrain.system.errors import UserError
 
@@ -29,5 +30,5 @@ def cooldown(parent: str, start: int, decay: int, out: str, flags: list[str]) ->
 
 def command(parent: str, start: int, decay: int, out: str, flags: list[str]) -> str:
   """The `pretrain cooldown` command line of a branch, for a report."""
-  return " ".join(["pretrain cooldown", f"--workdir={parent}", f"--from_step={start}", f"--steps={decay}",
+  return shlex.join(["pretrain", "cooldown", f"--workdir={parent}", f"--from_step={start}", f"--steps={decay}",
                    f"--out={out}", *flags])

@@ -28,6 +28,7 @@ and resumes an interrupted one. Writes OUT.md (the command, machine, date, table
 import argparse
 import math
 import os
+import shlex
 
 import numpy as np
 
@@ -213,7 +214,7 @@ def main(argv: list[str], prog: str = "tools/cooldown_check.py") -> int:
   for name, flags in ((COSINE, ["--config.optimizer.schedule=cosine"]), (wsd[0]["name"], parent_flags(wsd))):
     results[name], sweep_argv = sweep.seeded(os.path.join(args.out_dir, name), [*shared_flags(args), *user, *flags],
                                              seeds)
-    commands.append("pretrain sweep " + " ".join(sweep_argv))
+    commands.append(shlex.join(["pretrain", "sweep", *sweep_argv]))
     print(f"{name:<16} val loss {stats.text([r['loss'] for r in results[name]])}", flush=True)
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   for name in results:

@@ -18,6 +18,7 @@ at each width its loss is compared with that width's own best, paired over seeds
 
 import math
 import os
+import shlex
 
 import numpy as np
 
@@ -163,7 +164,7 @@ def main(argv: list[str], prog: str = "tools/mup_transfer.py") -> int:
           measured, sweep_argv = sweep.seeded(workdir, [*user, *flags(family, kind, width, lr, widths[0], args)],
                                               seeds)
           if kind == parameterization:
-            commands.append(" ".join(sweep_argv))
+            commands.append(shlex.join(sweep_argv))
           results.setdefault((family, parameterization), {}).setdefault(width, {})[lr] = {
               s: r["loss"] for s, r in zip(seeds, measured)}
           print(f"{family} {parameterization} width {width} lr {lr:g}: loss "

@@ -31,14 +31,14 @@ Hoffmann et al.'s grid of starts), the intervals from --resamples bootstrap refi
 parameters a token multiplies (all but the input embedding), as the FLOPs do. Count-based n-gram models of the
 same text give reference rows. Writes OUT.png (IsoFLOP profiles, the frontier, the learning curves) and OUT.md.
 
-Time: the defaults train 10,838 steps per seed (--plan lists them). At the step times measured on 2 cores shared
-with one other job (pretrain bench: 0.11 s at 64x2, 0.17 s at 128x2, 0.33 s at 256x2), with the runs' start-ups,
-evaluations and the fits, about 1.5 hours for the three seeds; more on a busier machine.
+Time: the defaults train 10,838 steps per seed (--plan lists them): 38 minutes for the three seeds on 2 AMD EPYC
+cores (2026-11-29, with the runs' start-ups, evaluations and the fits), more on a busier machine.
 """
 
 import argparse
 import os
 import re
+import shlex
 import time
 
 import numpy as np
@@ -163,7 +163,7 @@ def train_rung(rung: dict, seeds: list[int], args) -> tuple[list[dict], list[str
                                       seeds)
   epoch = rung["epoch"]
   records = [record(m, rung, plan.parent, epoch) for m in measured]
-  commands = ["pretrain sweep " + " ".join(sweep_argv)]
+  commands = [shlex.join(["pretrain", "sweep", *sweep_argv])]
   for branch in plan.branches:
     for seed in seeds:
       parent = os.path.join(base, "stable", f"seed={seed}")
