@@ -236,7 +236,7 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
   results, commands, judge = {}, {}, None
   for i, rung in enumerate(RUNGS, 1):
     results[rung], sweep_argv = sweep.seeded(os.path.join(args.out_dir, rung), flags[rung], seeds)
-    commands[rung] = shlex.join(sweep_argv)
+    commands[rung] = shlex.join(a.replace(os.getcwd() + os.sep, "") for a in sweep_argv)  # The page's paths.
     judge = judge or run_lib.Run.build_with_data(configs["clean"])  # After the clean runs built its data.
     for r in results[rung]:  # Every rung on the clean validation rows (its own curve stays on its own rows).
       scored = on_clean_rows(judge, os.path.join(args.out_dir, rung, f"seed={r['seed']}"))
