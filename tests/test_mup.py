@@ -176,6 +176,16 @@ def test_muon_orthogonalises_each_layer_and_expert_on_its_own(dtype):
                           terms=4)  # AdamW's elementwise steps.
 
 
+def test_muon_keeps_one_optimizer_state_in_either_dtype():
+  """A run saved before optimizer.muon_dtype (float32) resumes under today's default command, bfloat16."""
+  def state(dtype):
+    run = tiny_run(*MOE, "--config.optimizer.name=muon", f"--config.optimizer.muon_dtype={dtype}")
+    return jax.eval_shape(run.tx.init, run.create_state().params)
+  float32, bfloat16 = state("float32"), state("bfloat16")
+  assert jax.tree.structure(bfloat16) == jax.tree.structure(float32)
+  assert jax.tree.leaves(bfloat16) == jax.tree.leaves(float32)  # Shapes and dtypes.
+
+
 def test_no_gradient_clipping_at_zero():
   run = tiny_run("--config.optimizer.grad_clip=0", "--config.optimizer.warmup_steps=0")
   params = run.create_state().params

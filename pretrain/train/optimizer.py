@@ -130,6 +130,10 @@ def muon(opt_cfg, lr, axes_tree) -> optax.GradientTransformation:
     hidden = optax.chain(newton_schulz_in(jnp.dtype(opt_cfg.muon_dtype), opt_cfg.muon_momentum, masked_dims),
                          optax_muon.scale_by_shape(masked_dims, consistent_rms=MUON_RMS),
                          optax.add_decayed_weights(opt_cfg.weight_decay), optax.scale_by_learning_rate(lr))
+    # optax's muon partitions again, its AdamW branch empty here; so does this one, so that both dtypes keep one
+    # optimizer state and a run resumes under either (runs saved before muon_dtype, resumed by their command).
+    everything_muon = lambda updates: jax.tree.map(lambda _: "muon", updates)
+    hidden = optax.partition({"muon": hidden, "adam": optax.adamw(lr)}, everything_muon)
   rest = optax.adamw(lr, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps, weight_decay=opt_cfg.weight_decay,
                      mask=decay_mask)
   return optax.partition({"muon": hidden, "adamw": rest}, labels)
