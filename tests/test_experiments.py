@@ -244,6 +244,8 @@ def test_a_cooldown_verdict_says_below_cosine_only_after_holm():
   assert lines[0].endswith("below cosine's loss, real after Holm.")
   assert lines[1].endswith("below cosine's loss by its own interval, not after Holm: not shown to differ.")
   assert lines[2].endswith("reaches cosine's loss within the seeds' interval.")
+  one_seed = stats.compare({0: 4.2}, {0: 4.3}, pair=True)
+  assert cooldown_check.verdicts([("single - cosine", one_seed)])[0].endswith("one seed: no interval.")
 
 
 def test_web_defects_are_put_in_at_their_rates_with_labels(corpus_source):

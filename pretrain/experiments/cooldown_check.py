@@ -97,7 +97,9 @@ def verdicts(found: list[tuple[str, stats.Difference]]) -> list[str]:
   for (what, d), is_real in zip(found, real):
     if what.endswith(f" - {COSINE}"):
       side = "below" if d.mean < 0 else "above"
-      if d.mean - d.half <= 0 <= d.mean + d.half:
+      if math.isnan(d.half):
+        reached = "one seed: no interval."
+      elif d.mean - d.half <= 0 <= d.mean + d.half:
         reached = "reaches cosine's loss within the seeds' interval."
       elif is_real:
         reached = f"{side} cosine's loss, real after Holm."

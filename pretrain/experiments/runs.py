@@ -66,8 +66,8 @@ def budget_flags(steps: int, batch_size: int, evals: int) -> list[str]:
 
 
 def keep_steps_flag(steps) -> str:
-  """--config.train.keep_steps as a shell takes it: 480,540 (a literal tuple's parentheses and spaces would not
-  survive a copy into a shell), () for none."""
+  """--config.train.keep_steps without a literal tuple's spaces: 480,540; () for none, which a shell takes only
+  quoted (the reports print commands with shlex.join)."""
   return f"--config.train.keep_steps={','.join(str(s) for s in steps) or '()'}"
 
 

@@ -168,8 +168,8 @@ def limits(ladder: list[dict], budgets: list[float], records: list[dict], base_w
       + ". Longer runs tend to prefer lower rates, and docs/mup.md found the muP models at this size worse than "
       "standard ones at their own best rates, so every rung may sit a little above its best loss; one batch size "
       "for every budget, and the wsd cooldowns stand in for fresh cosine runs (docs/cooldown.md, at the "
-      "quickstart's size and 600 steps: a 20% 1-sqrt cooldown reaches a fresh cosine run's loss within the seeds' "
-      "interval, and beats a 10% one).",
+      "quickstart's size and 600 steps: a 20% 1-sqrt cooldown is not shown to differ from a fresh cosine run's loss "
+      "after Holm, its mean below it, and beats a 10% one).",
   ]
 
 

@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 
 from pretrain.system import files
 from pretrain.system.errors import UserError
@@ -83,7 +84,7 @@ def check_manifest(sweep_dir: str, base: list[str], grid: dict[str, list[str]], 
   if os.path.exists(path):
     saved = read_manifest(sweep_dir)
     if saved != wanted and not _same_config(resolve, saved, wanted):
-      raise UserError(f"{sweep_dir} holds another sweep ({' '.join(saved['base'])}, grid {saved['grid']}); rerun "
+      raise UserError(f"{sweep_dir} holds another sweep ({shlex.join(saved['base'])}, grid {saved['grid']}); rerun "
                       "that command to continue it, or choose another --workdir")
     return
   os.makedirs(sweep_dir, exist_ok=True)
