@@ -37,6 +37,22 @@ pytestmark = pytest.mark.slow
 TINY = ["--steps=3", "--batch_size=4", "--seq_len=64", "--evals=3", "--config.train.eval_batches=2"]
 
 
+def test_saved_figures_stay_filed_under_their_config_when_a_field_is_added():
+  """A result saved before optimizer.muon_dtype existed (the field absent) is the same run's for AdamW, whose
+  step does not read it, and another run's for Muon, whose saved run iterated in float32 (the field's older value)
+  where today's default is bfloat16. Any other difference is another run."""
+  from pretrain.experiments import runs  # pylint: disable=g-import-not-at-top
+  for name, same in (("adamw", True), ("muon", False)):
+    cfg = configs.load("quickstart")
+    cfg.optimizer.name = name
+    today = json.loads(cfg.to_json_best_effort())
+    saved = json.loads(cfg.to_json_best_effort())
+    del saved["optimizer"]["muon_dtype"]
+    assert (runs.config_key(saved) == runs.config_key(today)) == same, name
+    saved["train"]["steps"] += 1
+    assert runs.config_key(saved) != runs.config_key(today)
+
+
 def test_split_row_fits_each_objective():
   data = configs.load("quickstart").data
   assert compare_objectives.split_row("span_corruption", data, 100, 128) == (104, 24)  # T5's 512:114, scaled.

@@ -401,14 +401,14 @@ def run_one(cfg, workdir: str, args, measure_downstream: bool = True) -> dict:
   trained (from scratch) and measured, then saved there. Without `measure_downstream`, the pre-training figures
   alone (a run of the rate choice)."""
   measure_downstream = measure_downstream and bool(args.probe_documents)
-  key = {"config": json.loads(cfg.to_json_best_effort()), "downstream": [args.probe_documents, args.probe_seeds,
+  key = {"config": runs.config_key(json.loads(cfg.to_json_best_effort())), "downstream": [args.probe_documents, args.probe_seeds,
                                                                          args.finetune_seeds, args.finetune_steps]
                                                                         if measure_downstream else None}
   path = os.path.join(workdir, RESULT)
   if os.path.exists(path):
     with open(path) as f:
       saved = json.load(f)
-    if saved["key"] == key:
+    if {**saved["key"], "config": runs.config_key(saved["key"]["config"])} == key:
       return saved["result"]
   r = runs.train_one(cfg, workdir)
   r["seed"] = cfg.train.seed

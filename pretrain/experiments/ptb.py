@@ -63,15 +63,15 @@ def counted(workdir: str) -> dict[int, dict[str, float]]:
 def run_one(cfg, workdir: str) -> dict:
   """A run's figures: from its result.json where the same config made it, else trained (resumed where a run of
   the same config stopped) and evaluated on the whole validation and test splits."""
-  key = json.loads(cfg.to_json_best_effort())
+  key = runs.config_key(json.loads(cfg.to_json_best_effort()))
   path = os.path.join(workdir, RESULT)
   if os.path.exists(path):
     with open(path) as f:
       saved = json.load(f)
-    if saved["key"] == key:
+    if runs.config_key(saved["key"]) == key:
       return saved["result"]
   config_file = os.path.join(workdir, "config.json")
-  same_run = os.path.exists(config_file) and json.loads(open(config_file).read()) == key
+  same_run = os.path.exists(config_file) and runs.config_key(json.loads(open(config_file).read())) == key
   if not same_run:
     runs.fresh_workdir(workdir)
   with runs.output_to(os.path.join(workdir, "train.log")):

@@ -2,6 +2,7 @@
 
 import contextlib
 import datetime
+import json
 import os
 import platform
 import shlex
@@ -13,7 +14,7 @@ import time
 
 import jax
 
-from pretrain import cli, run as run_lib
+from pretrain import cli, config as config_lib, run as run_lib
 from pretrain.commands.train import train
 from pretrain.system.errors import UserError
 from pretrain.train import metrics
@@ -107,6 +108,21 @@ def names(text: str, known, flag: str, what: str) -> list[str]:
   if not chosen or len(set(chosen)) != len(chosen) or set(chosen) - set(known):
     raise UserError(f"{flag}={text!r}: give distinct {what} of {', '.join(known)}")
   return chosen
+
+
+def config_key(config: dict) -> dict:
+  """A run's config (as JSON) in the form its saved figures are filed under and compared by: a field added since
+  the figures were saved reads as the value that kept the old behaviour (schema.py's `older`), and Muon's settings
+  are left out of a run that does not use Muon, so that adding one of them keeps every other run's figures."""
+  key = json.loads(json.dumps(config))
+  for field, value in config_lib.NEWER_FIELDS.items():
+    section, name = field.split(".")
+    if section in key and name not in key[section]:
+      key[section][name] = json.loads(json.dumps(value))
+  optimizer = key.get("optimizer", {})
+  if optimizer.get("name") != "muon":
+    key["optimizer"] = {name: value for name, value in optimizer.items() if not name.startswith("muon_")}
+  return key
 
 
 def fresh_workdir(path: str) -> None:
