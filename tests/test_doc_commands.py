@@ -71,7 +71,7 @@ NOT_RUN = {
     "python tools/zero_shot_tasks.py --leak --split_by=document --out=/tmp/v1/pretrain/downstream/zero_shot_v1":
         "reads version 1's files, which the line before it extracts from the repository's history into /tmp/v1",
     "python tools/ptb.py": PTB_EXPERIMENT,
-    "python tools/ptb.py --medium_seeds=": PTB_EXPERIMENT,
+    "python tools/ptb.py --medium_seeds=0": PTB_EXPERIMENT,
     "python tools/compare_objectives.py": EXPERIMENT,
     "python tools/curriculum.py": EXPERIMENT,
     "python tools/scaling.py": EXPERIMENT,

@@ -107,3 +107,13 @@ def test_the_tool_writes_published_and_our_rows(tmp_path, cache_dir, monkeypatch
                         r"\(p = ", flat)) == len(ptb_experiment.PUBLISHED)
   assert os.path.getsize(out + ".png") > 0
   assert re.findall(r"ptb_small seed (\d): validation \d", capsys.readouterr().out) == ["0", "1"]
+
+
+def test_a_config_of_one_run_is_placed_among_the_published_rows_without_a_verdict():
+  from pretrain.experiments import ptb as ptb_experiment  # pylint: disable=g-import-not-at-top
+  lines = ptb_experiment.verdicts({"ptb_small": [], "ptb_medium": [{"test": 98.8}]})
+  assert len(lines) == 1 and lines[0].startswith("- ptb_medium: one run, so no interval and no test; its 98.8 lies")
+  assert "below Kneser-Ney 5-gram (Mikolov et al. 2011) (141.2), " in lines[0]
+  assert lines[0].endswith("and above LSTM medium, dropout 0.5: 2 x 650, 39 epochs (Zaremba et al. 2014) (82.7), "
+                           "LSTM large, dropout 0.65: 2 x 1500, 55 epochs (Zaremba et al. 2014) (78.4), AWD-LSTM "
+                           "(Merity et al. 2018) (57.3), Transformer-XL (Dai et al. 2019) (54.5).")
