@@ -401,9 +401,9 @@ def run_one(cfg, workdir: str, args, measure_downstream: bool = True) -> dict:
   trained (from scratch) and measured, then saved there. Without `measure_downstream`, the pre-training figures
   alone (a run of the rate choice)."""
   measure_downstream = measure_downstream and bool(args.probe_documents)
-  key = {"config": runs.config_key(json.loads(cfg.to_json_best_effort())), "downstream": [args.probe_documents, args.probe_seeds,
-                                                                         args.finetune_seeds, args.finetune_steps]
-                                                                        if measure_downstream else None}
+  downstream_flags = [args.probe_documents, args.probe_seeds, args.finetune_seeds, args.finetune_steps]
+  key = {"config": runs.config_key(json.loads(cfg.to_json_best_effort())),
+         "downstream": downstream_flags if measure_downstream else None}
   path = os.path.join(workdir, RESULT)
   if os.path.exists(path):
     with open(path) as f:

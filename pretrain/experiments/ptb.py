@@ -121,10 +121,10 @@ def verdicts(results: dict[str, list[dict]]) -> list[str]:
   for (name, row, value, d), is_real in zip(comparisons, stats.real([c[-1] for c in comparisons])):
     side = ("below" if d.mean < 0 else "above") if is_real else "not apart from"
     lines.append(f"- {name}: {d.text(1)} against {row} ({value}): {side} it (p = {d.p:.3g}, n = {d.n}).")
+  where = lambda rows: ", ".join(f"{row} ({value})" for row, value, _ in rows) or "none"
   for name, seeds in results.items():
     if len(seeds) == 1:  # Where it lies, said without a verdict: one run has no interval.
       test = seeds[0]["test"]
-      where = lambda rows: ", ".join(f"{row} ({value})" for row, value, _ in rows) or "none"
       below, above = [p for p in PUBLISHED if p[1] > test], [p for p in PUBLISHED if p[1] <= test]
       lines.append(f"- {name}: one run, so no interval and no test; its {test:.1f} lies below {where(below)} and "
                    f"above {where(above)}.")
