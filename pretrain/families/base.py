@@ -97,7 +97,7 @@ class Family:
 
   def example_args(self, task_lengths: dict[str, int]) -> tuple:
     """Inputs of the model's shapes, to initialise it."""
-    return (jnp.zeros((1, sum(self.row_lengths(task_lengths).values())), jnp.int32),)
+    return (np.zeros((1, sum(self.row_lengths(task_lengths).values())), np.int32),)
 
   def forward(self, model, params, batch, dropout_rng=None):
     """(the model's outputs of the batch, what its MoE layers sowed: models.apply)."""

@@ -1,6 +1,7 @@
 """The encoder-decoder family (T5 v1.1): inputs to the encoder, targets from the decoder."""
 
 import jax.numpy as jnp
+import numpy as np
 
 from pretrain import models
 from pretrain.families import base
@@ -29,7 +30,7 @@ class EncoderDecoder(Family):
                                                                                          vocabulary_size)))
 
   def example_args(self, task_lengths):
-    return jnp.zeros((1, task_lengths["inputs"]), jnp.int32), jnp.zeros((1, task_lengths["targets"]), jnp.int32)
+    return np.zeros((1, task_lengths["inputs"]), np.int32), np.zeros((1, task_lengths["targets"]), np.int32)
 
   def row_lengths(self, task_lengths):
     return {"inputs": task_lengths["inputs"], "targets": task_lengths["targets"]}

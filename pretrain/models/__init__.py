@@ -7,6 +7,7 @@ business (pretrain/families/).
 import flax.linen as nn
 import jax
 
+from pretrain.parallel import platform
 from pretrain.system.errors import UserError
 
 from pretrain.models import moe
@@ -24,7 +25,7 @@ def activation_dtype(name: str, backend: str | None = None) -> str:
   float32 on CPUs, whose bfloat16 matmuls are slow; parameters are stored in model.param_dtype."""
   if name != "auto":
     return name
-  return "float32" if (backend or jax.default_backend()) == "cpu" else "bfloat16"
+  return "float32" if (backend or platform.current()) == "cpu" else "bfloat16"
 
 
 def resolve(model_cfg, vocabulary_size: int):

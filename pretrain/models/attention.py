@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
+from pretrain.parallel import platform
 from pretrain.system import console
 
 KERNEL_PLATFORM = {"splash": "tpu", "gpu_flash": "gpu"}
@@ -38,7 +39,8 @@ def choose(requested: str, query_length: int, key_length: int, *, bias: bool = F
            cross: bool = False) -> str:
   """The implementation an attention takes: `requested` (model.attention), or the XLA path where that kernel
   cannot express it (logged once, with the reason)."""
-  name = requested if requested != "auto" else {"tpu": "splash", "gpu": "gpu_flash"}.get(jax.default_backend(), "xla")
+  here = platform.current()  # The mesh's: a TPU slice's when compiled for one from a CPU machine.
+  name = requested if requested != "auto" else {"tpu": "splash", "gpu": "gpu_flash"}.get(here, "xla")
   if name == "xla":
     return name
   reason = ("takes no additive bias (T5's relative positions)" if bias else
@@ -49,8 +51,8 @@ def choose(requested: str, query_length: int, key_length: int, *, bias: bool = F
   if reason:
     log_once(f"attention: {name} {reason}; that attention takes the XLA path")
     return "xla"
-  if jax.default_backend() != KERNEL_PLATFORM[name]:
-    log_once(f"attention: {name} runs in Pallas interpret mode on {jax.default_backend()} (exact, slow)")
+  if here != KERNEL_PLATFORM[name]:
+    log_once(f"attention: {name} runs in Pallas interpret mode on {here} (exact, slow)")
   return name
 
 
@@ -192,8 +194,23 @@ def _block(length: int, largest: int = 512) -> int:
   return block
 
 
-@functools.cache
 def _splash_kernel(num_heads: int, query_length: int, key_length: int, causal: bool):
+  """The splash kernel for these shapes. Its mask tables are constants: made once, eagerly, and kept across traces;
+  or, in a program compiled for another machine's devices (a TPU slice's, from a CPU), made in the trace, as
+  eager arrays would land on devices that cannot run here."""
+  if platform.current() != jax.default_backend():
+    return _make_splash_kernel(num_heads, query_length, key_length, causal, interpret=False)
+  return _eager_splash_kernel(num_heads, query_length, key_length, causal)
+
+
+@functools.cache
+def _eager_splash_kernel(num_heads: int, query_length: int, key_length: int, causal: bool):
+  with jax.ensure_compile_time_eval():
+    return _make_splash_kernel(num_heads, query_length, key_length, causal,
+                               interpret=jax.default_backend() != "tpu")
+
+
+def _make_splash_kernel(num_heads: int, query_length: int, key_length: int, causal: bool, interpret: bool):
   from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash  # pylint: disable=g-import-not-at-top
   from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks  # pylint: disable=g-import-not-at-top
   shape = (query_length, key_length)
@@ -201,9 +218,8 @@ def _splash_kernel(num_heads: int, query_length: int, key_length: int, causal: b
   bq, bkv = _block(query_length), _block(key_length)
   sizes = splash.BlockSizes(block_q=bq, block_kv=bkv, block_kv_compute=bkv, block_q_dkv=bq, block_kv_dkv=bkv,
                             block_kv_dkv_compute=bkv, block_q_dq=bq, block_kv_dq=bkv)
-  with jax.ensure_compile_time_eval():  # Its mask tables are constants, kept across traces (hence the cache).
-    kernel = splash.make_splash_mha(masks.MultiHeadMask([head_mask] * num_heads), block_sizes=sizes,
-                                    head_shards=1, q_seq_shards=1, interpret=jax.default_backend() != "tpu")
+  kernel = splash.make_splash_mha(masks.MultiHeadMask([head_mask] * num_heads), block_sizes=sizes,
+                                  head_shards=1, q_seq_shards=1, interpret=interpret)
   return kernel, splash.SegmentIds
 
 
@@ -228,4 +244,4 @@ def _gpu_flash(q_BLNH, k_BSKH, v_BSKH, query_segments_BL, key_segments_BS, scale
   sizes = gpu.BlockSizes(block_q=block, block_k=block, block_q_dkv=32, block_kv_dkv=32, block_q_dq=32,
                          block_kv_dq=32)
   return gpu.mha(q_BLNH, k_BSNH, v_BSNH, query_segments_BL, sm_scale=scale, causal=causal, block_sizes=sizes,
-                 interpret=jax.default_backend() != "gpu")
+                 interpret=platform.current() != "gpu")

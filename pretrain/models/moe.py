@@ -39,6 +39,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from pretrain.models import layers
+from pretrain.parallel import platform
 
 Dtype = jnp.dtype
 
@@ -112,7 +113,7 @@ def dropless(x_TD, weights_TK, experts_TK, num_experts: int, kernels, activation
   t, k = experts_TK.shape
   order_A = jnp.argsort(experts_TK.reshape(-1), stable=True)
   group_sizes_E = jnp.bincount(experts_TK.reshape(-1), length=num_experts).astype(jnp.int32)
-  if grouped_matmul == "blocks" or grouped_matmul == "auto" and jax.default_backend() == "cpu":
+  if grouped_matmul == "blocks" or grouped_matmul == "auto" and platform.current() == "cpu":
     out_AD = blocked_experts(x_TD[order_A // k], kernels, activation, group_sizes_E)
   else:
     out_AD = experts(x_TD[order_A // k], kernels, activation, group_sizes_E=group_sizes_E)

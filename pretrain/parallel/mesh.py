@@ -65,21 +65,30 @@ def split_over_slices(sizes: tuple[int, ...], dcn: tuple[int, ...]) -> tuple[int
   return tuple(size // across for size, across in zip(sizes, dcn))
 
 
-def make_mesh(mesh_cfg) -> jax.sharding.Mesh:
-  """The mesh of all devices. On multi-slice TPUs, mesh.dcn_data / dcn_fsdp / dcn_expert / dcn_tensor say how much
-  of each axis spans slices (over the data-center network): the rest stays within a slice (ICI)."""
-  sizes = mesh_shape(mesh_cfg, jax.device_count())
+def make_mesh(mesh_cfg, devices=None) -> jax.sharding.Mesh:
+  """The mesh of all devices (or of `devices`: a TPU slice's, to compile for it). On multi-slice TPUs,
+  mesh.dcn_data / dcn_fsdp / dcn_expert / dcn_tensor say how much of each axis spans slices (over the data-center
+  network): the rest stays within a slice (ICI)."""
+  devices = jax.devices() if devices is None else devices
+  sizes = mesh_shape(mesh_cfg, len(devices))
   dcn = tuple(mesh_cfg[f"dcn_{axis}"] for axis in AXES)
   # Auto axes: XLA propagates the shardings that the logical constraints pin down.
   axis_types = (jax.sharding.AxisType.Auto,) * len(AXES)
+  slices = len({getattr(d, "slice_index", 0) for d in devices})
   if dcn == (1,) * len(AXES):
-    return jax.make_mesh(sizes, AXES, axis_types=axis_types)
-  if not hasattr(jax.devices()[0], "slice_index"):
-    raise UserError(f"mesh.dcn_* = {dcn} asks for a multi-slice mesh, but these {jax.devices()[0].platform} "
+    if slices > 1:
+      raise UserError(f"these devices span {slices} TPU slices, but no mesh axis spans slices; set mesh.dcn_data="
+                      f"{slices} (data parallelism over the data-center network), or another mesh.dcn_* axis")
+    return jax.make_mesh(sizes, AXES, axis_types=axis_types, devices=devices)
+  if not hasattr(devices[0], "slice_index"):
+    raise UserError(f"mesh.dcn_* = {dcn} asks for a multi-slice mesh, but these {devices[0].platform} "
                     "devices belong to no TPU slices; leave mesh.dcn_data, dcn_fsdp, dcn_expert and dcn_tensor at 1")
+  if math.prod(dcn) != slices:
+    raise UserError(f"mesh.dcn_* = {dict(zip(AXES, dcn))} spans {math.prod(dcn)} slices, but the devices form "
+                    f"{slices}; make the product of mesh.dcn_data, dcn_fsdp, dcn_expert and dcn_tensor {slices}")
   ici = split_over_slices(sizes, dcn)
   from jax.experimental import mesh_utils  # pylint: disable=g-import-not-at-top
-  devices = mesh_utils.create_hybrid_device_mesh(ici, dcn, jax.devices())
+  devices = mesh_utils.create_hybrid_device_mesh(ici, dcn, devices)
   return jax.sharding.Mesh(devices, AXES, axis_types=axis_types)
 
 

@@ -14,7 +14,7 @@ from pretrain.models import attention
 from pretrain.system.errors import UserError
 
 
-def _shard_bytes(abstract_tree) -> int:
+def shard_bytes(abstract_tree) -> int:
   """Bytes of one device's shard of every leaf (shards of a leaf are equal in size)."""
   return sum(x.dtype.itemsize * math.prod(x.sharding.shard_shape(x.shape)) for x in jax.tree.leaves(abstract_tree))
 
@@ -23,7 +23,7 @@ def estimate(run, compile_step: bool = True) -> dict[str, int]:
   """Bytes per device of a run (pretrain.run.Run): params, optimizer_state and (when compiled) the temporaries
   of its train step, the step training runs."""
   abstract = run.abstract_state()
-  result = {"params": _shard_bytes(abstract.params), "optimizer_state": _shard_bytes(abstract.opt_state)}
+  result = {"params": shard_bytes(abstract.params), "optimizer_state": shard_bytes(abstract.opt_state)}
   if compile_step:
     with run.activated():
       analysis = run.train_step.lower(abstract, run.abstract_batch()).compile().memory_analysis()
@@ -64,7 +64,7 @@ def lower_bound(run) -> int:
   row = run.family.row_lengths(run.task_lengths)
   logits = _microbatch_rows(run) * row["targets"] * run.model.config.vocab_size * 4
   abstract = run.abstract_state()
-  return (_shard_bytes(abstract.params) + _shard_bytes(abstract.opt_state) + logits
+  return (shard_bytes(abstract.params) + shard_bytes(abstract.opt_state) + logits
           + sum(attention_scores(run).values()))
 
 

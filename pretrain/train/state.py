@@ -57,7 +57,8 @@ def _is_spec(x):
 
 def shardings(model, tx, example_args, init_scales, mesh, axis_rules):
   """The NamedSharding of every leaf of the (unboxed) train state."""
-  abstract = jax.eval_shape(_init_fn(model, tx, example_args, init_scales), jax.random.key(0))
+  init = _init_fn(model, tx, example_args, init_scales)
+  abstract = jax.eval_shape(lambda: init(jax.random.key(0)))  # Traced: no array is made (on any device).
   param_specs = nn.get_partition_spec(abstract.params)
   params = jax.tree.map(lambda box: box.value, abstract.params, is_leaf=lambda x: isinstance(x, nn.meta.AxisMetadata))
   specs = TrainState(step=P(), params=param_specs,
@@ -68,7 +69,7 @@ def shardings(model, tx, example_args, init_scales, mesh, axis_rules):
 def abstract(model, tx, example_args, init_scales, state_shardings):
   """Shape, dtype and sharding of every leaf, without allocating (to restore into)."""
   init = _init_fn(model, tx, example_args, init_scales)
-  shapes = jax.eval_shape(lambda rng: nn.meta.unbox(init(rng)), jax.random.key(0))
+  shapes = jax.eval_shape(lambda: nn.meta.unbox(init(jax.random.key(0))))
   return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes, state_shardings)
 
 
