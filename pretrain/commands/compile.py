@@ -36,6 +36,9 @@ def check(cfg, target: tpu.Target) -> dict:
   run = run_lib.Run.build(cfg, devices=devices)
   start = time.time()
   abstract = run.abstract_state()
+  # Not through JAX's persistent cache: its entries load on the machine that compiled them, not this one.
+  cached = jax.config.jax_enable_compilation_cache
+  jax.config.update("jax_enable_compilation_cache", False)
   with run.activated():
     try:
       executable = run.train_step.lower(abstract, run.abstract_batch()).compile()
@@ -45,6 +48,8 @@ def check(cfg, target: tpu.Target) -> dict:
         raise UserError(f"{target.describe()}: the step does not fit: {message}; raise train.microbatches, set "
                         "model.remat=full, or shard over more chips (mesh.fsdp)") from None
       raise UserError(f"{target.describe()}: XLA cannot compile the step: {message}") from None
+    finally:
+      jax.config.update("jax_enable_compilation_cache", cached)
     kernels = {name: name != "xla" for name in
                (attention.choose(run.cfg.model.attention, q, k, **what)
                 for q, k, _, what in run.family.attentions(run.cfg.model, run.task_lengths))}
@@ -59,13 +64,14 @@ def check(cfg, target: tpu.Target) -> dict:
   model_flops = run.flops_per_example(abstract.params) * cfg.train.batch_size / len(devices)
   kernel_flops = _kernel_attention_flops(run, kernels) / len(devices)
   flops = cost["flops"] + kernel_flops
-  collectives = compiled_lib.collectives(executable.as_text())
+  text = executable.as_text()
+  collectives = compiled_lib.collectives(text)
   bound = compiled_lib.roofline(target.chip, flops, cost["bytes accessed"],
                                 sum(received for _, received in collectives.values()))
   return {
       "target": target.describe(), "topology": target.topology, "slices": target.slices,
       "devices": len(devices), "mesh": dict(run.mesh.shape), "chip": target.chip.name,
-      "attention": sorted(kernels), "dtype": run.model.config.dtype, "remat": cfg.model.remat,
+      "attention": sorted(kernels), "kernel_calls": text.count('custom_call_target="tpu_custom_call"'), "dtype": run.model.config.dtype, "remat": cfg.model.remat,
       "microbatches": cfg.train.microbatches, "compile_seconds": round(seconds, 1),
       "memory": parts, "total": total, "hbm": target.chip.hbm_bytes, "fits": total <= target.chip.hbm_bytes,
       "compiler_flops": cost["flops"], "kernel_attention_flops": kernel_flops, "model_flops": model_flops,
@@ -128,7 +134,7 @@ def main(argv: list[str], prog: str = "pretrain compile") -> int:
     with open(args.json, "w") as f:
       json.dump(facts, f, indent=1)
   if not facts["fits"]:
-    print(f"error: {facts['target']}: the step needs {_gib(facts['total'])} per device, over the chip's "
+    print(f"error: {facts['target']}: the step does not fit: it needs {_gib(facts['total'])} per device, over the chip's "
           f"{_gib(facts['hbm'])}; raise train.microbatches, set model.remat=full, or shard over more chips "
           "(mesh.fsdp)", file=sys.stderr)
     return 1

@@ -72,12 +72,12 @@ def _config_file(path: str, flag: str, inside: bool, kind: str = "py") -> str:
   return path if configs.path(path, kind) != path else _in_repo(path, flag, inside)
 
 
-def _check_config(config: str, gin_files: list[str], overrides: list[str]) -> None:
+def _check_config(config: str, gin_files: list[str], overrides: list[str]):
   """Resolves the config as the trainer will, so a mistyped key fails here and not on every host."""
   from pretrain import cli, configs  # pylint: disable=g-import-not-at-top
   local = lambda path, kind: path if configs.path(path, kind) != path else os.path.join(REPO, path)
   argv = [f"--config={local(config, 'py')}", *(f"--gin_file={local(g, 'gin')}" for g in gin_files)]
-  cli.parse_command_line(argparse.ArgumentParser(), argv + overrides)
+  return cli.parse_command_line(argparse.ArgumentParser(), argv + overrides)[1]
 
 
 def _train_args(args, overrides: list[str], inside: bool) -> list[str]:
@@ -137,9 +137,29 @@ def tpu_vm_commands(args, train_args: list[str]) -> tuple[TpuSlice, list[list[st
   return tpu, commands
 
 
+def _compile_check(args, overrides: list[str]) -> None:
+  """Compiles the run for the slice's topology (pretrain compile) and refuses one that does not fit or compile."""
+  from pretrain.commands import compile as compile_lib  # pylint: disable=g-import-not-at-top  (JAX)
+  from pretrain.parallel import tpu  # pylint: disable=g-import-not-at-top
+  if args.accelerator_type.startswith(("v2-", "v3-")):
+    print(f"# {args.accelerator_type}: not compiled first (libtpu compiles for v4 and newer)", flush=True)
+    return
+  cfg = _check_config(args.config, args.gin_file, overrides)
+  facts = compile_lib.check(cfg, tpu.target(args.accelerator_type))
+  if not facts["fits"]:
+    raise UserError(f"{facts['target']}: the step needs {facts['total'] / 2**30:,.1f} GiB per device, over the "
+                    f"chip's {facts['hbm'] / 2**30:,.0f} GiB (pretrain compile --topology={args.accelerator_type} "
+                    "shows where it goes); raise train.microbatches, set model.remat=full or shard over more chips, "
+                    "or pass --no_compile_check")
+  print(f"# compiled for {facts['target']}: {facts['total'] / 2**30:,.1f} GiB of {facts['hbm'] / 2**30:,.0f} GiB "
+        f"per device; MFU at most {facts['mfu_bound']:.0%} (roofline)", flush=True)
+
+
 def _tpu_vm(args, overrides: list[str]) -> int:
   train_args = _train_args(args, overrides, inside=True)
   tpu, commands = tpu_vm_commands(args, train_args)
+  if not args.no_compile_check:
+    _compile_check(args, overrides)
   joined = "; every host runs the trainer, and jax.distributed finds the others itself" if tpu.hosts > 1 else ""
   print(f"# {tpu.accelerator_type}: {tpu.hosts} host{'s' if tpu.hosts > 1 else ''}, {tpu.devices} JAX devices "
         f"({tpu.chips} chips){joined}", flush=True)
@@ -250,6 +270,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                      "(default: %(default)s; the images' own Python 3.10 is older than JAX supports)")
   group.add_argument("--tarball", help="where to pack the repository before copying it (default: "
                      f"{os.path.join(tempfile.gettempdir(), 'pretrain-NAME.tar.gz')})")
+  group.add_argument("--no_compile_check", action="store_true",
+                     help="start without compiling the run for the slice's topology first (the check needs libtpu: "
+                          "pip install -e '.[tpu]')")
   group.add_argument("--allow_local_workdir", action="store_true",
                      help="accept a --workdir that is not gs:// on a multi-host slice (a disk every host mounts)")
   _add_train_flags(tpu, "run the printed commands, in order, stopping at the first that fails (default: only "
