@@ -17,6 +17,7 @@ class SizedFor(typing.NamedTuple):
   device_gib: float    # memory of one device
   estimate_gib: float  # pretrain estimate-memory's total per device
   flags: tuple[str, ...] = ()
+  tpu: str = ""        # the TPU slice it names (or of equal chips and memory class): `pretrain compile --topology`
 
 
 def base():

@@ -9,7 +9,7 @@ on accelerators: about 64 GiB per device (pretrain estimate-memory --devices=8
 from pretrain.configs import _zoo
 
 SIZED_FOR = _zoo.SizedFor("8 x A100 80GB", devices=8, device_gib=80, estimate_gib=64,
-                          flags=("--config.model.attention=splash",))
+                          flags=("--config.model.attention=splash",), tpu="v5p-16")
 
 
 def get_config():

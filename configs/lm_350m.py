@@ -8,7 +8,7 @@ bfloat16 activations on accelerators.
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=13.0)
+SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=13.0, tpu="v4-16")
 
 
 def get_config():

@@ -9,7 +9,7 @@ accelerators: about 39 GiB per device (pretrain estimate-memory --devices=64
 from pretrain.configs import _zoo
 
 SIZED_FOR = _zoo.SizedFor("64 x H100 80GB", devices=64, device_gib=80, estimate_gib=39,
-                          flags=("--config.model.attention=splash",))
+                          flags=("--config.model.attention=splash",), tpu="v5p-128")
 
 
 def get_config():

@@ -13,7 +13,7 @@ estimate-memory --devices=256 --config=configs/mixtral_8x7b.py --config.model.dt
 from pretrain.configs import _zoo
 
 SIZED_FOR = _zoo.SizedFor("256 x H100 80GB", devices=256, device_gib=80, estimate_gib=17.2,
-                          flags=("--config.model.attention=splash", "--config.model.moe_grouped_matmul=ragged_dot"))
+                          flags=("--config.model.attention=splash", "--config.model.moe_grouped_matmul=ragged_dot"), tpu="v5p-512")
 
 
 def get_config():

@@ -6,7 +6,7 @@ Sized for 8 x A100 40GB: batch 256 x 512 tokens, 15% masking (80/10/10): about 3
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=32.4)
+SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=32.4, tpu="v4-16")
 
 
 def get_config():

@@ -12,7 +12,7 @@ SwitchTransformersForConditionalGeneration.
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=15.5)
+SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=15.5, tpu="v4-16")
 
 
 def get_config():

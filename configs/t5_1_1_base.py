@@ -7,7 +7,7 @@ T5's inverse-square-root schedule, 524,288 (2^19) steps as T5.
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("4 x A100 40GB", devices=4, device_gib=40, estimate_gib=23)
+SIZED_FOR = _zoo.SizedFor("4 x A100 40GB", devices=4, device_gib=40, estimate_gib=23, tpu="v4-8")
 
 
 def get_config():

@@ -7,7 +7,7 @@ about 3.2 GiB per device (pretrain estimate-memory --devices=8 --config=configs/
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=3.2)
+SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=3.2, tpu="v4-16")
 
 
 def get_config():

@@ -7,7 +7,7 @@ T5's inverse-square-root schedule, 524,288 (2^19) steps as T5.
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("1 x A100 40GB", devices=1, device_gib=40, estimate_gib=30)
+SIZED_FOR = _zoo.SizedFor("1 x A100 40GB", devices=1, device_gib=40, estimate_gib=30, tpu="v4-8")
 
 
 def get_config():

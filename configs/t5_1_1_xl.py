@@ -7,7 +7,7 @@ about 5.9 GiB per device (pretrain estimate-memory --devices=16 --config=configs
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("16 x A100 40GB", devices=16, device_gib=40, estimate_gib=5.9)
+SIZED_FOR = _zoo.SizedFor("16 x A100 40GB", devices=16, device_gib=40, estimate_gib=5.9, tpu="v4-32")
 
 
 def get_config():

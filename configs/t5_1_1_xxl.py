@@ -7,7 +7,7 @@ rematerialisation: about 7.0 GiB per device (pretrain estimate-memory --devices=
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("64 x H100 80GB", devices=64, device_gib=80, estimate_gib=7.0)
+SIZED_FOR = _zoo.SizedFor("64 x H100 80GB", devices=64, device_gib=80, estimate_gib=7.0, tpu="v4-256")
 
 
 def get_config():

@@ -8,7 +8,7 @@ with the rsqrt schedule: about 21.9 GiB per device (pretrain estimate-memory --d
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("256 x H100 80GB", devices=256, device_gib=80, estimate_gib=21.9)
+SIZED_FOR = _zoo.SizedFor("256 x H100 80GB", devices=256, device_gib=80, estimate_gib=21.9, tpu="v4-512")
 
 
 def get_config():

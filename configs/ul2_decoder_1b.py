@@ -8,7 +8,7 @@ Its attention takes the XLA path (no kernel sees a per-example prefix): about 43
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("8 x A100 80GB", devices=8, device_gib=80, estimate_gib=43)
+SIZED_FOR = _zoo.SizedFor("8 x A100 80GB", devices=8, device_gib=80, estimate_gib=43, tpu="v5p-16")
 
 
 def get_config():

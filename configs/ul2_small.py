@@ -6,7 +6,7 @@ Sized for 1 x A100 40GB (or a v4-8): batch 128 x (512 inputs, 512 targets) in 4 
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("1 x A100 40GB", devices=1, device_gib=40, estimate_gib=30)
+SIZED_FOR = _zoo.SizedFor("1 x A100 40GB", devices=1, device_gib=40, estimate_gib=30, tpu="v4-8")
 
 
 def get_config():
