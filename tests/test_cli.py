@@ -24,7 +24,8 @@ def test_overview_lists_every_subcommand():
   result = run("--help")
   assert result.returncode == 0, result.stderr
   names = {"train", "cooldown", "eval", "lm-eval", "probe", "plot", "goodput", "generate", "export", "inspect-task",
-           "inspect-data", "prepare-data", "train-tokenizer", "config", "estimate-memory", "sweep", "bench", "launch"}
+           "inspect-data", "prepare-data", "train-tokenizer", "config", "estimate-memory", "compile", "sweep", "bench",
+           "launch"}
   for name in names:
     assert f"\n  {name} " in result.stdout
   assert set(cli.SUBCOMMANDS) == names

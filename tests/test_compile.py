@@ -136,6 +136,27 @@ HLO = """HloModule step
 %body (p: (s32[], f32[8,4])) -> (s32[], f32[8,4]) {
   %ag = f32[8,4]{1,0} all-gather(f32[2,4]{1,0} %x), replica_groups=[2,4]<=[8], dimensions={0}
   %ar = (f32[8,4]{1,0}, f32[4]{0}) all-reduce(%ag, %y), replica_groups={{0,1},{2,3},{4,5},{6,7}}, to_apply=%add
+  %w8 = f32[4,16]{1,0} parameter(1)
+  %mm = f32[8,16]{1,0} convolution(%ag, %w8), dim_labels=bf_io->bf
+  %b2 = f32[2,8,4]{2,1,0} parameter(2)
+  %bmm = f32[2,8,8]{2,1,0} dot(%b2, %b2), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+  %img = f32[1,6,3]{2,1,0} parameter(3)
+  %k = f32[3,3,5]{2,1,0} parameter(4)
+  %conv = f32[1,6,5]{2,1,0} convolution(%img, %k), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f
+}
+
+%cond2 (q: (s32[], f32[8,4])) -> pred[] {
+  %limit = u32[]{:T(128)} constant(10)
+  %i = s32[] get-tuple-element(%q), index=0
+  ROOT %lt = pred[] compare(%i, %limit), direction=LT
+}
+
+%body2 (q: (s32[], f32[8,4])) -> (s32[], f32[8,4]) {
+  %a2a = f32[8,4]{1,0} all-to-all(%v), replica_groups=[4,2]<=[8], dimensions={0}
+  %c = u32[] get-tuple-element(%q), index=0
+  %two = u32[]{:T(128)} constant(2)
+  %next = u32[] add(%c, %two)
+  ROOT %t2 = (u32[], f32[8,4]) tuple(%next, %a2a)
 }
 
 %all-reduce-scatter.1 (input: f32[8,4]) -> f32[2,4] {
@@ -144,6 +165,7 @@ HLO = """HloModule step
 
 ENTRY %main (a: f32[8,4]) -> f32[8,4] {
   %w = (s32[], f32[8,4]) while(%t), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"3"}}
+  %w2 = (s32[], f32[8,4]) while(%t), condition=%cond2, body=%body2
   %s = f32[2,4]{1,0} fusion(%a), kind=kCustom, calls=%all-reduce-scatter.1
   %cp-start = (f32[8,4]{1,0}, f32[8,4]{1,0}, u32[]) collective-permute-start(%a), source_target_pairs={{0,1}}
   %cp-done = f32[8,4]{1,0} collective-permute-done(%cp-start)
@@ -152,12 +174,21 @@ ENTRY %main (a: f32[8,4]) -> f32[8,4] {
 
 
 def test_collectives_are_counted_per_loop_iteration_with_the_bytes_each_device_receives():
-  found = compiled.collectives(HLO)
+  found = compiled.collectives(compiled.Program(HLO))
   assert found["all-gather"] == (3, 3 * 128 * 3 / 4)  # 3 iterations of (n-1)/n of 128 bytes, n = 4.
   assert found["all-reduce"] == (3, 3 * 2 * (128 + 16) * 1 / 2)  # Both operands, twice (n-1)/n, n = 2.
   assert found["reduce-scatter"] == (1, 128 * 3 / 4)  # The TPU compiler's all-reduce keeping one slice.
   assert found["collective-permute"] == (1, 128)  # The start's operand and result are one buffer; done not counted.
-  assert found["all-to-all"] == (0, 0.0)
+  # A loop that XLA gives no trip count (as on TPUs), read from its code: `i < 10`, `i + 2`.
+  assert found["all-to-all"] == (5, 5 * 128 / 2)
+
+
+def test_matmul_flops_count_each_loop_iteration_and_leave_out_a_window_s_padding():
+  matmul = 2 * 8 * 16 * 4  # [8, 4] x [4, 16]
+  batched = 2 * 2 * 8 * 8 * 4  # 2 x [8, 4] x [4, 8]
+  # A width-3 window over 6 positions padded by 1 on each side: 6 * 3 taps, of which 2 read padding.
+  convolution = 2 * 1 * 5 * 3 * (6 * 3 - 2)
+  assert compiled.matmul_flops(compiled.Program(HLO)) == 3 * (matmul + batched + convolution)
 
 
 @needs_libtpu

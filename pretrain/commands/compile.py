@@ -63,9 +63,11 @@ def check(cfg, target: tpu.Target) -> dict:
   total = sum(parts.values())
   model_flops = run.flops_per_example(abstract.params) * cfg.train.batch_size / len(devices)
   kernel_flops = _kernel_attention_flops(run, kernels) / len(devices)
-  flops = cost["flops"] + kernel_flops
   text = executable.as_text()
-  collectives = compiled_lib.collectives(text)
+  program = compiled_lib.Program(text)
+  matmul_flops = compiled_lib.matmul_flops(program)
+  flops = matmul_flops + kernel_flops
+  collectives = compiled_lib.collectives(program)
   bound = compiled_lib.roofline(target.chip, flops, cost["bytes accessed"],
                                 sum(received for _, received in collectives.values()))
   return {
@@ -74,7 +76,7 @@ def check(cfg, target: tpu.Target) -> dict:
       "attention": sorted(kernels), "kernel_calls": text.count('custom_call_target="tpu_custom_call"'), "dtype": run.model.config.dtype, "remat": cfg.model.remat,
       "microbatches": cfg.train.microbatches, "compile_seconds": round(seconds, 1),
       "memory": parts, "total": total, "hbm": target.chip.hbm_bytes, "fits": total <= target.chip.hbm_bytes,
-      "compiler_flops": cost["flops"], "kernel_attention_flops": kernel_flops, "model_flops": model_flops,
+      "loops_counted_once": program.unknown_loops, "compiler_flops": matmul_flops, "xla_cost_analysis_flops": cost["flops"], "kernel_attention_flops": kernel_flops, "model_flops": model_flops,
       "flops_ratio": flops / model_flops if model_flops else 0.0, "bytes_accessed": cost["bytes accessed"],
       "collectives": {kind: {"count": count, "bytes": received} for kind, (count, received) in collectives.items()},
       "roofline": {"compute_s": bound.compute_s, "memory_s": bound.memory_s, "collectives_s": bound.collectives_s,
@@ -108,12 +110,16 @@ def report(facts: dict) -> str:
                f"({facts['total'] / facts['hbm']:.0%})")
   kernel = (f" + {facts['kernel_attention_flops']:.3g} of kernel attention (formula)"
             if facts["kernel_attention_flops"] else "")
-  lines.append(f"FLOPs per device per step: compiler {facts['compiler_flops']:.4g}{kernel}; model formula "
-               f"(MFU's) {facts['model_flops']:.4g}; ratio {facts['flops_ratio']:.3f}")
+  lines.append(f"FLOPs per device per step: compiled matmuls {facts['compiler_flops']:.4g}{kernel}; model formula "
+               f"(MFU's) {facts['model_flops']:.4g}; ratio {facts['flops_ratio']:.3f} (XLA's cost analysis, a "
+               f"loop's body once: {facts['xla_cost_analysis_flops']:.4g})")
+  if facts["loops_counted_once"]:
+    lines.append(f"  ({facts['loops_counted_once']} loop(s) of unknown trip count counted once: a lower bound)")
   lines.append("collectives per step (bytes each device receives):")
   for kind, c in facts["collectives"].items():
     lines.append(f"  {kind:20s} {c['count']:6d} ops  {_gib(c['bytes']):>12s}")
-  lines.append(f"roofline per step: compute {r['compute_s'] * 1e3:.2f} ms, HBM {r['memory_s'] * 1e3:.2f} ms, ICI "
+  lines.append("roofline per step (HBM traffic: XLA's count, a loop's body once; a lower bound):")
+  lines.append(f"  compute {r['compute_s'] * 1e3:.2f} ms, HBM {r['memory_s'] * 1e3:.2f} ms, ICI "
                f"{r['collectives_s'] * 1e3:.2f} ms: at least {r['step_s'] * 1e3:.2f} ms ({r['limit']}-bound), "
                f"so MFU at most {facts['mfu_bound']:.1%}")
   return "\n".join(lines)
