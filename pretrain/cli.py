@@ -19,7 +19,7 @@ import traceback
 from pretrain import config as config_lib
 from pretrain.config import flags
 from pretrain.config import gin as gin_config
-from pretrain.parallel import tpu
+from pretrain.parallel import gpu, tpu
 from pretrain.system import host_memory, tf_loader
 from pretrain.system.errors import UserError
 
@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     for library in ("absl", "lm_eval", "tensorflow"):
       logging.getLogger(library).setLevel(logging.ERROR)
     tpu.quiet_libtpu()  # libtpu's errors about missing TPU hosts, where it is installed to compile for TPUs.
+    gpu.quiet_cuda_plugin()  # The CUDA plugin's, where it is installed to compile for GPUs.
   host_memory.keep_freed_memory()  # Before JAX starts its threads.
   module = importlib.import_module(SUBCOMMANDS[name][0])
   return module.main(rest, prog=f"pretrain {name}") or 0

@@ -13,9 +13,11 @@ import pytest
 
 from pretrain import cli
 from pretrain.commands import compile as compile_lib, launch
-from pretrain.parallel import tpu
+from pretrain.parallel import gpu, tpu
 from pretrain.train import compiled
 
+needs_cuda_plugin = pytest.mark.skipif(importlib.util.find_spec("jax_plugins.xla_cuda13") is None,
+                                       reason="JAX's CUDA plugin is not installed (pip install -e '.[gpu-compile]')")
 needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
                                   reason="libtpu is not installed (pip install -e '.[tpu]')")
 SMALL = ["--config.model.num_layers=2", "--config.model.d_model=256", "--config.model.num_heads=4",
@@ -102,6 +104,8 @@ def test_a_step_too_large_for_the_slice_is_refused_in_one_line(capsys):
     (["--topology=v5p-12"], "v5p-N with N in"),
     (["--topology=v5e:2x2x2"], "has 2 dimensions"),
     (["--topology=v5e-4", "--slices=0"], "--slices"),
+    (["--topology=h100-12"], "a multiple of 8"),
+    (["--topology=h100-8", "--slices=2"], "GPUs are one pool"),
 ])
 def test_an_unknown_topology_is_refused_in_one_line(capsys, argv, message):
   with pytest.raises(SystemExit) as e:
@@ -129,6 +133,19 @@ def test_slices_by_accelerator_type_and_topology():
   assert tpu.target("v5litepod-16").topology == "v5e:4x4" and tpu.target("v5litepod-16").hosts == 4
   assert tpu.target("v6e-8").hosts == 1 and tpu.target("v5e:2x2").chips == 4
   assert tpu.target("v5p-8", slices=2).describe() == "v5p-8 (v5p:2x2x1 x 2 slices: 8 TPU v5p chips, 2 hosts)"
+  assert gpu.target("h100-16").topology == "1x2x8" and gpu.target("h100-4").hosts == 1
+  assert gpu.target("v5p-8") is None
+
+
+@pytest.mark.slow
+@needs_cuda_plugin
+def test_a_decoder_compiles_for_h100s_without_a_gpu(tmp_path):
+  """JAX's CUDA plugin compiles for a described H100 on this CPU machine: the GPU kernel (Triton) chosen, the
+  same figures as for a TPU slice."""
+  cfg = _config(*SMALL, "--config.mesh.data=2", "--config.mesh.fsdp=4", "--config.data.seq_len=256")
+  facts = compile_lib.check(cfg, gpu.target("h100-8"))
+  assert facts["devices"] == 8 and facts["attention"] == ["gpu_flash"] and facts["dtype"] == "bfloat16"
+  assert facts["fits"] and facts["kernel_calls"] > 0 and 0.9 < facts["flops_ratio"] < 1.1
 
 
 HLO = """HloModule step

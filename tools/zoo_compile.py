@@ -36,7 +36,11 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--configs", default="", help="comma-separated zoo configs (default: every one with a slice)")
   parser.add_argument("--timeout", type=float, default=1200, help="seconds per config")
+  parser.add_argument("--json_dir", default="", help="also keep each config's figures here, as CONFIG.json "
+                      "(pretrain compile --json)")
   args = parser.parse_args()
+  if args.json_dir:
+    os.makedirs(args.json_dir, exist_ok=True)
   names = args.configs.split(",") if args.configs else [n for n in configs.names() if sized_for(n)
                                                          and sized_for(n).tpu]
   print("| config | slice | mesh | attention | compiled GiB per device | HBM GiB | fits | CPU estimate GiB "
@@ -46,7 +50,7 @@ def main() -> None:
   for name in names:
     s = sized_for(name)
     with tempfile.TemporaryDirectory() as tmp:
-      out, start = os.path.join(tmp, "facts.json"), time.time()
+      out, start = os.path.join(args.json_dir or tmp, f"{name}.json"), time.time()
       try:
         result = subprocess.run(command(name, out), cwd=REPO, capture_output=True, text=True, timeout=args.timeout)
       except subprocess.TimeoutExpired:

@@ -1,6 +1,7 @@
 """Compile a config's train step for a TPU slice, on this machine, and say whether it fits and how fast it can be.
 
   pretrain compile --topology=v5p-128 [--slices=2] [--config=lm_7b] [--config.KEY=VALUE ...] [--json=FILE]
+  pretrain compile --topology=h100-64 ...      (GPUs: pip install -e '.[gpu-compile]')
 
 Builds the run as it would run on that slice (its mesh over the slice's chips, the attention, dtypes and
 experts' matmul a TPU run chooses) and compiles the same train step, from abstract inputs: libtpu's compiler,
@@ -11,11 +12,12 @@ bound on the step time (so an upper bound on MFU) from the chip's datasheet. Exi
 """
 
 import json
+import re
 import sys
 import time
 
 from pretrain import cli
-from pretrain.parallel import tpu
+from pretrain.parallel import gpu, tpu
 from pretrain.system.errors import UserError, exit_on_user_error
 
 
@@ -23,15 +25,18 @@ def _gib(n: float) -> str:
   return f"{n / 2**30:,.2f} GiB" if n >= 2**27 else f"{n / 2**20:,.1f} MiB"
 
 
-def check(cfg, target: tpu.Target) -> dict:
+def check(cfg, target) -> dict:
   """The compiled facts of `cfg`'s train step on `target`: a dict of plain numbers (what --json writes)."""
   import jax  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.models import attention  # pylint: disable=g-import-not-at-top
   from pretrain.train import compiled as compiled_lib, memory  # pylint: disable=g-import-not-at-top
-  if cfg.model.attention == "gpu_flash":
+  if cfg.model.attention == "gpu_flash" and target.platform == "tpu":
     raise UserError("model.attention=gpu_flash is the GPU kernel, which a TPU cannot run; use auto (splash on "
                     "TPUs), splash or xla")
+  if cfg.model.attention == "splash" and target.platform == "gpu":
+    raise UserError("model.attention=splash is the TPU kernel, which a GPU cannot run; use auto (gpu_flash on "
+                    "GPUs), gpu_flash or xla")
   devices = target.devices()
   run = run_lib.Run.build(cfg, devices=devices)
   start = time.time()
@@ -73,7 +78,7 @@ def check(cfg, target: tpu.Target) -> dict:
   return {
       "target": target.describe(), "topology": target.topology, "slices": target.slices,
       "devices": len(devices), "mesh": dict(run.mesh.shape), "chip": target.chip.name,
-      "attention": sorted(kernels), "kernel_calls": text.count('custom_call_target="tpu_custom_call"'), "dtype": run.model.config.dtype, "remat": cfg.model.remat,
+      "attention": sorted(kernels), "kernel_calls": len(re.findall(r'custom_call_target="(?:tpu_custom_call|__gpu\$xla\.gpu\.triton)"', text)), "dtype": run.model.config.dtype, "remat": cfg.model.remat,
       "microbatches": cfg.train.microbatches, "compile_seconds": round(seconds, 1),
       "memory": parts, "total": total, "hbm": target.chip.hbm_bytes, "fits": total <= target.chip.hbm_bytes,
       "loops_counted_once": program.unknown_loops, "compiler_flops": matmul_flops, "xla_cost_analysis_flops": cost["flops"], "kernel_attention_flops": kernel_flops, "model_flops": model_flops,
@@ -110,15 +115,18 @@ def report(facts: dict) -> str:
                f"({facts['total'] / facts['hbm']:.0%})")
   kernel = (f" + {facts['kernel_attention_flops']:.3g} of kernel attention (formula)"
             if facts["kernel_attention_flops"] else "")
+  xla = (f" (XLA's cost analysis, a loop's body once: {facts['xla_cost_analysis_flops']:.4g})"
+         if facts["xla_cost_analysis_flops"] else " (no cost analysis from this compiler)")
   lines.append(f"FLOPs per device per step: compiled matmuls {facts['compiler_flops']:.4g}{kernel}; model formula "
-               f"(MFU's) {facts['model_flops']:.4g}; ratio {facts['flops_ratio']:.3f} (XLA's cost analysis, a "
-               f"loop's body once: {facts['xla_cost_analysis_flops']:.4g})")
+               f"(MFU's) {facts['model_flops']:.4g}; ratio {facts['flops_ratio']:.3f}{xla}")
   if facts["loops_counted_once"]:
     lines.append(f"  ({facts['loops_counted_once']} loop(s) of unknown trip count counted once: a lower bound)")
   lines.append("collectives per step (bytes each device receives):")
   for kind, c in facts["collectives"].items():
     lines.append(f"  {kind:20s} {c['count']:6d} ops  {_gib(c['bytes']):>12s}")
-  lines.append("roofline per step (HBM traffic: XLA's count, a loop's body once; a lower bound):")
+  traffic = ("XLA's count, a loop's body once" if facts["bytes_accessed"] else "not analysed by this compiler, taken "
+             "as 0")
+  lines.append(f"roofline per step (HBM traffic: {traffic}; a lower bound):")
   lines.append(f"  compute {r['compute_s'] * 1e3:.2f} ms, HBM {r['memory_s'] * 1e3:.2f} ms, ICI "
                f"{r['collectives_s'] * 1e3:.2f} ms: at least {r['step_s'] * 1e3:.2f} ms ({r['limit']}-bound), "
                f"so MFU at most {facts['mfu_bound']:.1%}")
@@ -128,12 +136,12 @@ def report(facts: dict) -> str:
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain compile") -> int:
   parser = cli.parser_for(prog, __doc__)
-  parser.add_argument("--topology", required=True, help=f"the TPU slice: {tpu.KNOWN}")
+  parser.add_argument("--topology", required=True, help=f"the TPU slice: {tpu.KNOWN}; or h100-N, N H100 GPUs")
   parser.add_argument("--slices", type=cli.at_least(1), default=1,
                       help="slices joined over the data-center network (multislice; set mesh.dcn_* to span them)")
   parser.add_argument("--json", type=cli.output_file, help="also write the figures to this JSON file")
   args, cfg = cli.parse_command_line(parser, argv)
-  target = tpu.target(args.topology, args.slices)
+  target = gpu.target(args.topology, args.slices) or tpu.target(args.topology, args.slices)
   facts = check(cfg, target)
   print(report(facts), flush=True)
   if args.json:

@@ -230,5 +230,5 @@ def roofline(chip, flops: float, bytes_accessed: float, received: float) -> Roof
 def cost(compiled) -> dict[str, float]:
   """The compiler's cost analysis of one device's program (a dict, or a list of one in older JAX)."""
   analysis = compiled.cost_analysis()
-  analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
+  analysis = (analysis[0] if isinstance(analysis, (list, tuple)) else analysis) or {}  # None: no analysis (GPUs)
   return {"flops": float(analysis.get("flops", 0.0)), "bytes accessed": float(analysis.get("bytes accessed", 0.0))}
