@@ -142,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     # The libraries' Python logs (TFDS's, Orbax's, lm-eval's task notes, TensorFlow's and AutoGraph's warnings).
     for library in ("absl", "lm_eval", "tensorflow"):
       logging.getLogger(library).setLevel(logging.ERROR)
-    tpu.quiet_libtpu()  # libtpu's errors about missing TPU hosts, where it is installed to compile for TPUs.
     gpu.quiet_cuda_plugin()  # The CUDA plugin's, where it is installed to compile for GPUs.
+  tpu.without_tpus(quiet=tf_loader.quiet)  # Where libtpu is installed to compile for TPUs (pretrain compile).
   host_memory.keep_freed_memory()  # Before JAX starts its threads.
   module = importlib.import_module(SUBCOMMANDS[name][0])
   return module.main(rest, prog=f"pretrain {name}") or 0

@@ -16,7 +16,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from pretrain.parallel import tpu  # pylint: disable=g-import-not-at-top
 
-tpu.quiet_libtpu()  # As the command line does, before JAX starts: libtpu's errors about missing TPU hosts.
+tpu.without_tpus()  # As the command line does, before JAX starts (libtpu's lockfile, its errors).
 # One XLA compilation cache for the whole session: its two workers and every process they start (they inherit the
 # environment) compile the same tiny steps again and again, and compiling is about a third of a tiny run's time.
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:

@@ -16,7 +16,7 @@ from pretrain.commands import compile as compile_lib, launch
 from pretrain.parallel import gpu, tpu
 from pretrain.train import compiled
 
-needs_cuda_plugin = pytest.mark.skipif(importlib.util.find_spec("jax_plugins.xla_cuda13") is None,
+needs_cuda_plugin = pytest.mark.skipif(not gpu.cuda_plugin_installed(),
                                        reason="JAX's CUDA plugin is not installed (pip install -e '.[gpu-compile]')")
 needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
                                   reason="libtpu is not installed (pip install -e '.[tpu]')")

@@ -67,6 +67,11 @@ NOT_RUN = {
     "--config.train.batch_size=8": "one of two processes joined on a fixed port, which concurrent test sessions "
                                    "would share; tests/test_multiprocess.py trains such a pair",
     "tools/bench_gpu.sh OUT_DIR": "a GPU machine (the device tool's)",
+    "pretrain compile --topology=v5p-128 --config=lm_7b": "compiles a 7B model's step for 64 chips (minutes); "
+                                                          "tests/test_compile.py compiles small ones for TPU slices",
+    "pretrain compile --topology=h100-64 --config=lm_7b": "JAX's CUDA plugin (the gpu-compile extra), which the "
+                                                          "suite does not install; tests/test_compile.py runs it "
+                                                          "where it is",
     "python tools/bench_startup.py": "starts each command five times in processes of its own (minutes)",
     "python tools/zero_shot_tasks.py --leak --split_by=document --out=/tmp/v1/pretrain/downstream/zero_shot_v1":
         "reads version 1's files, which the line before it extracts from the repository's history into /tmp/v1",

@@ -66,7 +66,7 @@ class GpuTarget:
     return f"{self.name} ({self.chips} {self.chip.name} GPUs, {self.hosts} host{'s' if self.hosts > 1 else ''})"
 
   def devices(self) -> list:
-    if importlib.util.find_spec("jax_plugins.xla_cuda13") is None:
+    if not cuda_plugin_installed():
       raise UserError("compiling for a GPU needs JAX's CUDA plugin, which is not installed; install it without "
                       "CUDA itself: pip install -e '.[gpu-compile]'")
     from jax.experimental import topologies  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
@@ -91,12 +91,17 @@ def target(name: str, slices: int = 1) -> GpuTarget | None:
   return GpuTarget(name, chips)
 
 
+def cuda_plugin_installed() -> bool:
+  """Whether JAX's CUDA plugin is installed (found without importing it)."""
+  return importlib.util.find_spec("jax_plugins") is not None and \
+      importlib.util.find_spec("jax_plugins.xla_cuda13") is not None
+
+
 def quiet_cuda_plugin() -> None:
   """Where the CUDA plugin is installed on a machine without NVIDIA GPUs (to compile for them), JAX's start would
   try to initialise it and print its failure (no CUDA, no cuDNN) as a traceback: keep JAX on the CPU there, which
   it would fall back to anyway. Compiling for GPUs still works. Nothing changes where the user chose
   JAX_PLATFORMS, on a machine with an NVIDIA device or TPU chips. Call before JAX starts its backends."""
-  if (importlib.util.find_spec("jax_plugins") is None or importlib.util.find_spec("jax_plugins.xla_cuda13") is None
-      or "JAX_PLATFORMS" in os.environ or any(os.path.exists(p) for p in _NVIDIA_DEVICES) or on_tpu_vm()):
+  if (not cuda_plugin_installed() or "JAX_PLATFORMS" in os.environ or any(os.path.exists(p) for p in _NVIDIA_DEVICES) or on_tpu_vm()):
     return
   os.environ["JAX_PLATFORMS"] = "cpu"

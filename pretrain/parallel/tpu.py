@@ -173,12 +173,15 @@ def on_tpu_vm() -> bool:
   return False
 
 
-def quiet_libtpu() -> None:
-  """Where libtpu is installed on a machine without TPU chips (to compile for TPUs), JAX's start still loads it,
-  and libtpu prints errors about the TPU hosts it cannot find to stderr; naming this one host as the only worker
-  hushes them, and JAX goes on to the CPU as before. Nothing changes on a TPU VM, nor where the user set them.
-  Call before JAX starts its backends."""
-  if importlib.util.find_spec("libtpu") is None or "TPU_WORKER_HOSTNAMES" in os.environ or on_tpu_vm():
+def without_tpus(quiet: bool = True) -> None:
+  """Sets libtpu up for a machine without TPU chips, where it is installed to compile for TPUs; call before JAX
+  starts. libtpu lets one process at a time load it (a lockfile in /tmp): two compilations at once, or a test
+  suite's workers, would fail, so the lock is waived (ALLOW_MULTIPLE_LIBTPU_LOAD). JAX's start loads libtpu too,
+  and it prints errors about the TPU hosts it cannot find: with `quiet`, naming this one host as the only worker
+  hushes them, and JAX goes on to the CPU as before. Nothing changes on a TPU VM, nor what the user set."""
+  if importlib.util.find_spec("libtpu") is None or on_tpu_vm():
     return
-  os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5litepod-1")
-  os.environ["TPU_WORKER_HOSTNAMES"] = "localhost"
+  os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+  if quiet and "TPU_WORKER_HOSTNAMES" not in os.environ:
+    os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5litepod-1")
+    os.environ["TPU_WORKER_HOSTNAMES"] = "localhost"
