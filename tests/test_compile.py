@@ -219,3 +219,14 @@ def test_launch_tpu_vm_compiles_for_the_slice_first(capsys):
   out, err = capsys.readouterr()
   assert e.value.code == 2 and not out and len(err.strip().splitlines()) == 1
   assert "has 8 devices but 4 are available" in err
+
+
+@needs_libtpu
+def test_a_mesh_whose_axes_split_the_slice_s_torus_is_made():
+  """mixtral_8x7b's fsdp 16 x expert 4 x tensor 4 over v5p-512's 4 x 8 x 8 chips: no grouping of whole torus
+  axes gives 4 then 4 after 16, so the mesh splits a physical axis (as it would on the slice itself)."""
+  from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  cfg = _config("--config=mixtral_8x7b")
+  mesh = mesh_lib.make_mesh(cfg.mesh, tpu.target("v5p-512").devices())
+  assert dict(mesh.shape) == {"data": 1, "fsdp": 16, "expert": 4, "tensor": 4}
+  assert len({d.id for d in mesh.devices.flat}) == 256

@@ -59,7 +59,7 @@ def main() -> None:
         continue
       if not os.path.exists(out):
         failed = True
-        error = (result.stderr.strip().splitlines() or ["no output"])[-1].replace("|", "/")
+        error = (result.stderr.strip().splitlines() or ["no output"])[-1].replace("|", "/")[:200]
         print(f"| {name} | {s.tpu} | | | {error} | | **no** | {s.estimate_gib} ({s.hardware}) | | | | "
               f"{time.time() - start:.0f} |", flush=True)
         continue

@@ -79,7 +79,12 @@ def make_mesh(mesh_cfg, devices=None) -> jax.sharding.Mesh:
     if slices > 1:
       raise UserError(f"these devices span {slices} TPU slices, but no mesh axis spans slices; set mesh.dcn_data="
                       f"{slices} (data parallelism over the data-center network), or another mesh.dcn_* axis")
-    return jax.make_mesh(sizes, AXES, axis_types=axis_types, devices=devices)
+    try:
+      return jax.make_mesh(sizes, AXES, axis_types=axis_types, devices=devices)
+    except NotImplementedError:  # A TPU torus whose axes the mesh's sizes do not group (4 x 4 over 8 x 8 x 4):
+      from jax.experimental import mesh_utils  # pylint: disable=g-import-not-at-top  (split a physical axis)
+      grid = mesh_utils.create_device_mesh(sizes, devices, allow_split_physical_axes=True)
+      return jax.sharding.Mesh(grid, AXES, axis_types=axis_types)
   if not hasattr(devices[0], "slice_index"):
     raise UserError(f"mesh.dcn_* = {dcn} asks for a multi-slice mesh, but these {devices[0].platform} "
                     "devices belong to no TPU slices; leave mesh.dcn_data, dcn_fsdp, dcn_expert and dcn_tensor at 1")
