@@ -18,6 +18,7 @@ class SizedFor(typing.NamedTuple):
   estimate_gib: float  # pretrain estimate-memory's total per device
   flags: tuple[str, ...] = ()
   tpu: str = ""        # the TPU slice it names (or of equal chips and memory class): `pretrain compile --topology`
+  tpu_gib: float = 0.0  # what `pretrain compile` gives per chip there (libtpu's compilation of the step)
 
 
 def base():

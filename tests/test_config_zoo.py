@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import pytest
 
 from pretrain import cli, configs, models, objectives
-from pretrain.parallel import mesh as mesh_lib
+from pretrain.parallel import mesh as mesh_lib, tpu
 from tests.conftest import fake_devices
 
 # Config -> published parameter count.
@@ -93,6 +93,16 @@ def test_zoo_config_fits_the_hardware_it_is_sized_for(name, lower_bounds):
   assert lower_bounds[name] <= s.estimate_gib <= s.device_gib
   doc = " ".join(_module(name).__doc__.split())
   assert f"Sized for {s.hardware}" in doc and f"{s.estimate_gib} GiB" in doc
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_config_records_its_step_compiled_for_its_tpu_slice(name):
+  """The TPU slice a config names and what libtpu's compilation of its step takes per chip there
+  (tools/zoo_compile.py measures it again): within the chip's HBM, and what its docstring says."""
+  s = _module(name).SIZED_FOR
+  assert s.tpu and 0 < s.tpu_gib <= tpu.target(s.tpu).chip.hbm_bytes / 2**30
+  doc = " ".join(_module(name).__doc__.split())
+  assert f"compiled for a {s.tpu}" in doc and f"{s.tpu_gib} GiB per chip" in doc
 
 
 def _parse(argv):

@@ -5,7 +5,8 @@ the last one). Needs libtpu: pip install -e '.[tpu]'.
   python tools/zoo_compile.py [--configs=lm_7b,ul2_20b] [--timeout=1200]
 
 Each row is the real train step as the slice would run it (auto attention: splash where it applies; bfloat16
-activations), compiled by libtpu on this machine. Exits 1 when a config does not fit its slice.
+activations), compiled by libtpu on this machine. Exits 1 when a config does not fit its slice, or when its
+figure is off the one its SIZED_FOR records (tpu_gib) by more than 10%.
 """
 
 import argparse
@@ -65,7 +66,7 @@ def main() -> None:
         continue
       with open(out) as f:
         facts = json.load(f)
-    failed |= not facts["fits"]
+    failed |= not facts["fits"] or abs(facts["total"] / 2**30 - s.tpu_gib) > 0.1 * s.tpu_gib
     mesh = " x ".join(f"{axis} {size}" for axis, size in facts["mesh"].items() if size > 1)
     bound = facts["roofline"]
     print(f"| {name} | {s.tpu} | {mesh} | {', '.join(facts['attention'])} | {facts['total'] / 2**30:.1f} | "
