@@ -5,11 +5,14 @@ full rematerialisation (7.4 GiB per device on 8, by pretrain estimate-memory
 --devices=8 --config.model.dtype=bfloat16; on 1 x A100 40GB, set
 train.microbatches=32), AdamW with warmup and cosine decay, bfloat16
 activations on accelerators.
+
+On TPUs: compiled for a v4-16 by libtpu, 6.1 GiB per chip of 32 (pretrain compile
+--topology=v4-16 --config=lm_125m; every zoo config: tools/zoo_compile.md).
 """
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=7.4, tpu="v4-16")
+SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=7.4, tpu="v4-16", tpu_gib=6.1)
 
 
 def get_config():

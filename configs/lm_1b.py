@@ -4,12 +4,15 @@ Sized for 8 x A100 80GB (FSDP): batch 512 x 2048 tokens in 4 microbatches, AdamW
 warmup and cosine decay, bfloat16 activations and a fused attention kernel (model.attention=auto)
 on accelerators: about 64 GiB per device (pretrain estimate-memory --devices=8
 --config=configs/lm_1b.py --config.model.dtype=bfloat16 --config.model.attention=splash).
+
+On TPUs: compiled for a v5p-16 by libtpu, 39.6 GiB per chip of 95 (pretrain compile
+--topology=v5p-16 --config=lm_1b; every zoo config: tools/zoo_compile.md).
 """
 
 from pretrain.configs import _zoo
 
 SIZED_FOR = _zoo.SizedFor("8 x A100 80GB", devices=8, device_gib=80, estimate_gib=64,
-                          flags=("--config.model.attention=splash",), tpu="v5p-16")
+                          flags=("--config.model.attention=splash",), tpu="v5p-16", tpu_gib=39.6)
 
 
 def get_config():

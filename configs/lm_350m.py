@@ -4,11 +4,14 @@ Sized for 8 x A100 40GB (or a v4-16, 8 chips): batch 256 x 2048 tokens in 4 micr
 full rematerialisation (13.0 GiB per device on 8, by pretrain estimate-memory
 --devices=8 --config.model.dtype=bfloat16), AdamW with warmup and cosine decay,
 bfloat16 activations on accelerators.
+
+On TPUs: compiled for a v4-16 by libtpu, 11.5 GiB per chip of 32 (pretrain compile
+--topology=v4-16 --config=lm_350m; every zoo config: tools/zoo_compile.md).
 """
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=13.0, tpu="v4-16")
+SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=13.0, tpu="v4-16", tpu_gib=11.5)
 
 
 def get_config():

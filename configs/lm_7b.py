@@ -4,12 +4,15 @@ Sized for 64 x H100 80GB (FSDP 16 x tensor 4): batch 1024 x 4096 tokens in 16 mi
 AdamW with warmup and cosine decay, bfloat16 activations and a fused attention kernel on
 accelerators: about 39 GiB per device (pretrain estimate-memory --devices=64
 --config=configs/lm_7b.py --config.model.dtype=bfloat16 --config.model.attention=splash).
+
+On TPUs: compiled for a v5p-128 by libtpu, 21.9 GiB per chip of 95 (pretrain compile
+--topology=v5p-128 --config=lm_7b; every zoo config: tools/zoo_compile.md).
 """
 
 from pretrain.configs import _zoo
 
 SIZED_FOR = _zoo.SizedFor("64 x H100 80GB", devices=64, device_gib=80, estimate_gib=39,
-                          flags=("--config.model.attention=splash",), tpu="v5p-128")
+                          flags=("--config.model.attention=splash",), tpu="v5p-128", tpu_gib=21.9)
 
 
 def get_config():

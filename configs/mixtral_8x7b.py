@@ -8,12 +8,15 @@ with warmup and cosine decay, bfloat16 parameters and activations, saved matmul 
 estimate-memory --devices=256 --config=configs/mixtral_8x7b.py --config.model.dtype=bfloat16
 --config.model.attention=splash --config.model.moe_grouped_matmul=ragged_dot). With capacity dispatch instead
 (--config.model.moe_capacity_factor=1.25) it takes 24.2 GiB.
+
+On TPUs: compiled for a v5p-512 by libtpu, 9.4 GiB per chip of 95 (pretrain compile
+--topology=v5p-512 --config=mixtral_8x7b; every zoo config: tools/zoo_compile.md).
 """
 
 from pretrain.configs import _zoo
 
 SIZED_FOR = _zoo.SizedFor("256 x H100 80GB", devices=256, device_gib=80, estimate_gib=17.2,
-                          flags=("--config.model.attention=splash", "--config.model.moe_grouped_matmul=ragged_dot"), tpu="v5p-512")
+                          flags=("--config.model.attention=splash", "--config.model.moe_grouped_matmul=ragged_dot"), tpu="v5p-512", tpu_gib=9.4)
 
 
 def get_config():

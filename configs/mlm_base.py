@@ -2,11 +2,14 @@
 
 Sized for 8 x A100 40GB: batch 256 x 512 tokens, 15% masking (80/10/10): about 32.4 GiB per device
 (pretrain estimate-memory --devices=8 --config=configs/mlm_base.py --config.model.dtype=bfloat16).
+
+On TPUs: compiled for a v4-16 by libtpu, 17.4 GiB per chip of 32 (pretrain compile
+--topology=v4-16 --config=mlm_base; every zoo config: tools/zoo_compile.md).
 """
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=32.4, tpu="v4-16")
+SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=32.4, tpu="v4-16", tpu_gib=17.4)
 
 
 def get_config():

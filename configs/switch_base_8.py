@@ -8,11 +8,14 @@ Sized for 8 x A100 40GB (or a v4-16): experts split over mesh.expert=4 (2 per de
 --devices=8 --config=configs/switch_base_8.py --config.model.dtype=bfloat16). With
 --config.model.feed_forward=relu (the Switch paper's ReLU layers and experts) it exports as transformers'
 SwitchTransformersForConditionalGeneration.
+
+On TPUs: compiled for a v4-16 by libtpu, 13.6 GiB per chip of 32 (pretrain compile
+--topology=v4-16 --config=switch_base_8; every zoo config: tools/zoo_compile.md).
 """
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=15.5, tpu="v4-16")
+SIZED_FOR = _zoo.SizedFor("8 x A100 40GB", devices=8, device_gib=40, estimate_gib=15.5, tpu="v4-16", tpu_gib=13.6)
 
 
 def get_config():

@@ -3,11 +3,14 @@
 Sized for 4 x A100 40GB (or a v4-8, 4 chips): batch 128 x (512 inputs, 114 targets) in 2 microbatches (about
 23 GiB per device on 4, by pretrain estimate-memory --devices=4 --config.model.dtype=bfloat16), Adafactor with
 T5's inverse-square-root schedule, 524,288 (2^19) steps as T5.
+
+On TPUs: compiled for a v4-8 by libtpu, 18.8 GiB per chip of 32 (pretrain compile
+--topology=v4-8 --config=t5_1_1_base; every zoo config: tools/zoo_compile.md).
 """
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("4 x A100 40GB", devices=4, device_gib=40, estimate_gib=23, tpu="v4-8")
+SIZED_FOR = _zoo.SizedFor("4 x A100 40GB", devices=4, device_gib=40, estimate_gib=23, tpu="v4-8", tpu_gib=18.8)
 
 
 def get_config():

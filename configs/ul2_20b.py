@@ -4,11 +4,14 @@ d_ff 16384) with its mixture of denoisers and mode tokens, on C4.
 Sized for 256 x H100 80GB (or a v4-512): batch 1024 x (512 inputs, 512 targets), FSDP 32 x tensor 8, Adafactor
 with the rsqrt schedule: about 21.9 GiB per device (pretrain estimate-memory --devices=256
 --config=configs/ul2_20b.py --config.model.dtype=bfloat16).
+
+On TPUs: compiled for a v4-512 by libtpu, 17.0 GiB per chip of 32 (pretrain compile
+--topology=v4-512 --config=ul2_20b; every zoo config: tools/zoo_compile.md).
 """
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("256 x H100 80GB", devices=256, device_gib=80, estimate_gib=21.9, tpu="v4-512")
+SIZED_FOR = _zoo.SizedFor("256 x H100 80GB", devices=256, device_gib=80, estimate_gib=21.9, tpu="v4-512", tpu_gib=17.0)
 
 
 def get_config():

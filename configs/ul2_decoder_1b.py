@@ -4,11 +4,14 @@
 Sized for 8 x A100 80GB: batch 512 x (1024 inputs + 1024 targets) in 8 microbatches, FSDP 8.
 Its attention takes the XLA path (no kernel sees a per-example prefix): about 43 GiB per device
 (pretrain estimate-memory --devices=8 --config=configs/ul2_decoder_1b.py --config.model.dtype=bfloat16).
+
+On TPUs: compiled for a v5p-16 by libtpu, 34.0 GiB per chip of 95 (pretrain compile
+--topology=v5p-16 --config=ul2_decoder_1b; every zoo config: tools/zoo_compile.md).
 """
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("8 x A100 80GB", devices=8, device_gib=80, estimate_gib=43, tpu="v5p-16")
+SIZED_FOR = _zoo.SizedFor("8 x A100 80GB", devices=8, device_gib=80, estimate_gib=43, tpu="v5p-16", tpu_gib=34.0)
 
 
 def get_config():

@@ -2,11 +2,14 @@
 
 Sized for 1 x A100 40GB (or a v4-8): batch 128 x (512 inputs, 512 targets) in 4 microbatches (about
 30 GiB on one device, by pretrain estimate-memory --config.model.dtype=bfloat16).
+
+On TPUs: compiled for a v4-8 by libtpu, 7.4 GiB per chip of 32 (pretrain compile
+--topology=v4-8 --config=ul2_small; every zoo config: tools/zoo_compile.md).
 """
 
 from pretrain.configs import _zoo
 
-SIZED_FOR = _zoo.SizedFor("1 x A100 40GB", devices=1, device_gib=40, estimate_gib=30, tpu="v4-8")
+SIZED_FOR = _zoo.SizedFor("1 x A100 40GB", devices=1, device_gib=40, estimate_gib=30, tpu="v4-8", tpu_gib=7.4)
 
 
 def get_config():
