@@ -230,3 +230,14 @@ def test_a_mesh_whose_axes_split_the_slice_s_torus_is_made():
   mesh = mesh_lib.make_mesh(cfg.mesh, tpu.target("v5p-512").devices())
   assert dict(mesh.shape) == {"data": 1, "fsdp": 16, "expert": 4, "tensor": 4}
   assert len({d.id for d in mesh.devices.flat}) == 256
+
+
+@needs_libtpu
+def test_two_slices_make_a_mesh_whose_dcn_axis_spans_them():
+  """--slices=2 with mesh.dcn_data=2: the data axis crosses the data-center network, the rest stays in a slice."""
+  from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  cfg = _config("--config.mesh.data=2", "--config.mesh.fsdp=4", "--config.mesh.dcn_data=2")
+  mesh = mesh_lib.make_mesh(cfg.mesh, tpu.target("v5e-4", slices=2).devices())
+  assert dict(mesh.shape) == {"data": 2, "fsdp": 4, "expert": 1, "tensor": 1}
+  for row, devices in enumerate(mesh.devices):  # Each data index is one slice's chips.
+    assert {d.slice_index for d in devices.flat} == {row}

@@ -1,6 +1,6 @@
 """The zoo on its TPU slices: `pretrain compile` of every zoo config for the slice its SIZED_FOR names
-(configs/_zoo.py), beside the CPU estimate the config records. Prints a markdown table (tools/zoo_compile.md keeps
-the last one). Needs libtpu: pip install -e '.[tpu]'.
+(configs/_zoo.py), beside the CPU estimate the config records. Prints a markdown table (docs/guide/scale.md keeps
+the last one; tools/zoo_compile.md says how it ran). Needs libtpu: pip install -e '.[tpu]'.
 
   python tools/zoo_compile.py [--configs=lm_7b,ul2_20b] [--timeout=1200]
 
