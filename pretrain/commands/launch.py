@@ -10,6 +10,7 @@ printed to be read first.
 """
 
 import argparse
+import importlib.util
 import os
 import re
 import shlex
@@ -144,6 +145,9 @@ def _compile_check(args, overrides: list[str]) -> None:
   if args.accelerator_type.startswith(("v2-", "v3-")):
     print(f"# {args.accelerator_type}: not compiled first (libtpu compiles for v4 and newer)", flush=True)
     return
+  if importlib.util.find_spec("libtpu") is None:
+    raise UserError(f"launch tpu-vm compiles the run for the {args.accelerator_type} slice first, which needs "
+                    "libtpu: pip install -e '.[tpu]' (it runs nothing here), or pass --no_compile_check")
   cfg = _check_config(args.config, args.gin_file, overrides)
   facts = compile_lib.check(cfg, tpu.target(args.accelerator_type))
   if not facts["fits"]:
