@@ -28,6 +28,7 @@ def _gib(n: float) -> str:
 def check(cfg, target) -> dict:
   """The compiled facts of `cfg`'s train step on `target`: a dict of plain numbers (what --json writes)."""
   import jax  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+  from jax.experimental.compilation_cache import compilation_cache  # pylint: disable=g-import-not-at-top
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.models import attention  # pylint: disable=g-import-not-at-top
   from pretrain.train import compiled as compiled_lib, memory  # pylint: disable=g-import-not-at-top
@@ -41,8 +42,10 @@ def check(cfg, target) -> dict:
   run = run_lib.Run.build(cfg, devices=devices)
   start = time.time()
   abstract = run.abstract_state()
-  # Not through JAX's persistent cache: its entries load on the machine that compiled them, not this one.
+  # Not through JAX's persistent cache: its entries load on the machine that compiled them, not this one. JAX
+  # decides once per process whether it uses the cache: reset, so that it decides again, now and after.
   cached = jax.config.jax_enable_compilation_cache
+  compilation_cache.reset_cache()
   jax.config.update("jax_enable_compilation_cache", False)
   with run.activated():
     try:
@@ -55,6 +58,7 @@ def check(cfg, target) -> dict:
       raise UserError(f"{target.describe()}: XLA cannot compile the step: {message}") from None
     finally:
       jax.config.update("jax_enable_compilation_cache", cached)
+      compilation_cache.reset_cache()
     kernels = {name: name != "xla" for name in
                (attention.choose(run.cfg.model.attention, q, k, **what)
                 for q, k, _, what in run.family.attentions(run.cfg.model, run.task_lengths))}
