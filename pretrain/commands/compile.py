@@ -59,9 +59,8 @@ def check(cfg, target) -> dict:
     finally:
       jax.config.update("jax_enable_compilation_cache", cached)
       compilation_cache.reset_cache()
-    kernels = {name: name != "xla" for name in
-               (attention.choose(run.cfg.model.attention, q, k, **what)
-                for q, k, _, what in run.family.attentions(run.cfg.model, run.task_lengths))}
+    chosen = {attention.choose(run.cfg.model.attention, q, k, **what)
+              for q, k, _, what in run.family.attentions(run.cfg.model, run.task_lengths)}
   seconds = time.time() - start
   stats, cost = executable.memory_analysis(), compiled_lib.cost(executable)
   params, opt_state = memory.shard_bytes(abstract.params), memory.shard_bytes(abstract.opt_state)
@@ -71,7 +70,7 @@ def check(cfg, target) -> dict:
            "temporaries": stats.temp_size_in_bytes, "generated code": stats.generated_code_size_in_bytes}
   total = sum(parts.values())
   model_flops = run.flops_per_example(abstract.params) * cfg.train.batch_size / len(devices)
-  kernel_flops = _kernel_attention_flops(run, kernels) / len(devices)
+  kernel_flops = _kernel_attention_flops(run) / len(devices)
   text = executable.as_text()
   program = compiled_lib.Program(text)
   matmul_flops = compiled_lib.matmul_flops(program)
@@ -82,7 +81,7 @@ def check(cfg, target) -> dict:
   return {
       "target": target.describe(), "topology": target.topology, "slices": target.slices,
       "devices": len(devices), "mesh": dict(run.mesh.shape), "chip": target.chip.name,
-      "attention": sorted(kernels), "kernel_calls": len(re.findall(r'custom_call_target="(?:tpu_custom_call|__gpu\$xla\.gpu\.triton)"', text)), "dtype": run.model.config.dtype, "remat": cfg.model.remat,
+      "attention": sorted(chosen), "kernel_calls": len(re.findall(r'custom_call_target="(?:tpu_custom_call|__gpu\$xla\.gpu\.triton)"', text)), "dtype": run.model.config.dtype, "remat": cfg.model.remat,
       "microbatches": cfg.train.microbatches, "compile_seconds": round(seconds, 1),
       "memory": parts, "total": total, "hbm": target.chip.hbm_bytes, "fits": total <= target.chip.hbm_bytes,
       "loops_counted_once": program.unknown_loops, "compiler_flops": matmul_flops, "xla_cost_analysis_flops": cost["flops"], "kernel_attention_flops": kernel_flops, "model_flops": model_flops,
@@ -94,7 +93,7 @@ def check(cfg, target) -> dict:
   }
 
 
-def _kernel_attention_flops(run, kernels: dict[str, bool]) -> float:
+def _kernel_attention_flops(run) -> float:
   """The attention FLOPs of the whole batch that a kernel (a custom call, which the compiler's cost analysis does
   not see) computes: the formula's 12 x heads x head_dim per query-key pair and layer, forward and backward."""
   from pretrain.models import attention  # pylint: disable=g-import-not-at-top
@@ -104,7 +103,7 @@ def _kernel_attention_flops(run, kernels: dict[str, bool]) -> float:
     for query, key, layers, what in run.family.attentions(m, run.task_lengths):
       if attention.choose(m.attention, query, key, **what) != "xla":
         total += 12 * m.num_heads * m.head_dim * query * key * layers
-  return total * run.cfg.train.batch_size if any(kernels.values()) else 0.0
+  return total * run.cfg.train.batch_size
 
 
 def report(facts: dict) -> str:
