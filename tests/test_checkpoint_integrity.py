@@ -112,3 +112,22 @@ def test_no_intact_checkpoint_is_one_line(trained, tmp_path, cache_dir):
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith("error: no intact checkpoint in") and "step 4 has" in last and "step 2 has" in last
   assert sorted(os.listdir(workdir / "checkpoints")) == ["2", "4"]  # Left for the user to restore.
+
+
+@pytest.mark.slow
+def test_a_step_without_its_orbax_metadata_is_read_around_and_resumed(trained, tmp_path, cache_dir):
+  """A copy cut short or a sync that skipped a step's _CHECKPOINT_METADATA (where the run's id and config are
+  recorded): the readers take the records of the step before, and the run resumes from the step itself."""
+  from pretrain.train import checkpoint  # pylint: disable=g-import-not-at-top
+  workdir = tmp_path / "run"
+  shutil.copytree(trained, workdir)
+  recorded = checkpoint.recorded_run(str(workdir / "checkpoints"))
+  os.remove(workdir / "checkpoints" / "4" / "_CHECKPOINT_METADATA")
+  assert recorded and checkpoint.recorded_run(str(workdir / "checkpoints")) == recorded  # Step 2's record.
+  assert checkpoint.recorded_config(str(workdir / "checkpoints"))["train"]["steps"] == 4
+  goodput = subprocess.run([sys.executable, "-m", "pretrain", "goodput", f"--workdir={workdir}"], cwd=REPO,
+                           capture_output=True, text=True, timeout=300)
+  assert goodput.returncode == 0 and "Traceback" not in goodput.stderr, goodput.stderr
+  resumed = _train(workdir, cache_dir, "--config.train.steps=5")
+  assert resumed.returncode == 0, resumed.stderr
+  assert "Resuming from the checkpoint at step 4" in resumed.stdout + resumed.stderr

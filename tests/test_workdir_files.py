@@ -34,7 +34,8 @@ def test_a_damaged_metrics_line_before_the_last_is_named(tmp_path):
     metrics.read(str(tmp_path))
 
 
-@pytest.mark.parametrize("garbage", [b"\x00\xff\xfe\x81garbage", b"not json", b"[1, 2]"])
+@pytest.mark.parametrize("garbage", [b"\x00\xff\xfe\x81garbage", b"not json", b"[1, 2]",
+                                     b'{"pid": "abc", "heartbeat": "soon", "host": "h"}', b'{"pid": 1.5}'])
 def test_a_lock_of_garbage_is_taken_as_stale(tmp_path, capsys, garbage):
   (tmp_path / LOCK_FILE).write_bytes(garbage)
   with WorkdirLock(str(tmp_path)):

@@ -225,7 +225,7 @@ def _newest_record(directory: str, key: str, kind: type):
   for step in steps:
     try:
       found = json.loads(files.read_text(os.path.join(directory, str(step), _STEP_METADATA)))[_RECORDS].get(key)
-    except (files.errors(), ValueError, KeyError, TypeError, AttributeError):  # Not committed, or damaged.
+    except (*files.errors(), ValueError, KeyError, TypeError, AttributeError):  # Not committed, or damaged.
       continue
     return found if isinstance(found, kind) else None
   return None

@@ -46,6 +46,12 @@ def _alive(pid: int) -> bool:
   return True
 
 
+def _well_formed(holder) -> bool:
+  """Whether `holder` reads as a lock this project wrote: a heartbeat that is a time, a pid that is a number."""
+  return (isinstance(holder, dict) and isinstance(holder.get("heartbeat", 0), (int, float))
+          and isinstance(holder.get("pid", -1), int) and not isinstance(holder.get("pid", -1), bool))
+
+
 def _stale(holder: dict) -> bool:
   if time.time() - holder.get("heartbeat", 0) > LEASE_SECONDS:
     return True
@@ -78,7 +84,7 @@ class WorkdirLock:
       return None
     except ValueError:  # Being written (empty or torn), or damaged: no live holder.
       holder = None
-    if isinstance(holder, dict):
+    if _well_formed(holder):
       return holder
     if files.exists(self.path) and files.size(self.path) > 0:
       log(f"warning: {self.path} is not a lock this project wrote; it is taken as a stale run's lock")
