@@ -63,6 +63,15 @@ def test_split_row_fits_each_objective():
     compare_objectives.split_row("ul2", data, 100, 6)
 
 
+def test_budgets_and_fractions_that_name_one_run_twice_or_none_are_refused():
+  for text in ("inf", "1e12,inf", "nan"):
+    with pytest.raises(UserError, match="give distinct positive FLOP counts"):
+      scaling.parse_budgets(text)
+  assert [a["name"] for a in cooldown_check.arms(1000, [0.1, 0.104], ["1-sqrt"])] == ["wsd_10_1-sqrt", "wsd_10.4_1-sqrt"]
+  with pytest.raises(UserError, match="--fractions 0.1 and 0.104 both decay over 1 of the 10 steps"):
+    cooldown_check.arms(10, [0.1, 0.104], ["1-sqrt"])
+
+
 def test_contrastive_runs_with_its_dropout_and_the_others_without():
   import argparse  # pylint: disable=g-import-not-at-top
   base = configs.load("quickstart")

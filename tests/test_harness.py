@@ -194,6 +194,30 @@ def test_the_documented_lm_eval_command_line_finds_the_project_s_tasks(trained_r
   assert "|pretrain_cloze|" in result.stdout.replace(" ", ""), result.stdout
 
 
+def test_lm_eval_s_command_line_refuses_bad_model_args_and_tasks_in_one_line(trained_run, cache_dir, tmp_path,
+                                                                             monkeypatch):
+  """lm-eval's own command line with the pretrain model: each of these was a traceback, or ran on quietly."""
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  for model_args, message in ((dict(stpe="4"), r"no model_args stpe \(did you mean step\?\)"),
+                              (dict(flavour="mint"), "no model_args flavour; its keys are workdir, step"),
+                              (dict(step="abc"), "model_args step=abc is not a step number"),
+                              (dict(workdir=str(tmp_path / "missing")), "missing")):
+    with pytest.raises(UserError, match=message):
+      harness.PretrainLM(**{"workdir": str(trained_run), **model_args})
+  (tmp_path / "tasks").mkdir()
+  (tmp_path / "tasks" / "broken.yaml").write_text("task: broken\ndataset_path: [unclosed\n")
+  run = ["run", "--model", "pretrain", "--model_args", f"workdir={trained_run}"]
+  for argv, message in (([*run, "--tasks", "pretrain_cloze", "--num_fewshot", "-1"], "--num_fewshot -1 is negative"),
+                        ([*run, "--tasks", "broken", "--include_path", str(tmp_path / "tasks")],
+                         "broken.yaml: while parsing")):
+    with pytest.raises(UserError, match=message):
+      harness.main.__wrapped__(argv)
+  result = subprocess.run([sys.executable, "-m", "pretrain.downstream.harness", *run, "--tasks", ""], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+  assert result.stderr.strip().splitlines()[-1].startswith("error: --tasks names no task"), result.stderr
+
+
 def test_a_missing_data_file_a_run_without_checkpoints_and_a_masked_lm_are_refused(tmp_path, vocabulary, cache_dir,
                                                                                    trained_run, monkeypatch):
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)

@@ -29,6 +29,15 @@ def test_grid_values_and_point_names():
   assert sweep.is_seed("train.seed") and not sweep.is_seed("data.mlm_rate")
 
 
+def test_a_rerun_with_its_grid_flags_in_another_order_names_the_points_as_before(tmp_path):
+  grid, _ = sweep.parse_grid(["--grid.data.mlm_rate=0.1,0.3", "--grid.train.seed=0,1"])
+  sweep.check_manifest(str(tmp_path), [], grid)
+  swapped, _ = sweep.parse_grid(["--grid.train.seed=0,1", "--grid.data.mlm_rate=0.1,0.3"])
+  assert sweep.point_names(sweep.in_saved_order(str(tmp_path), swapped)) == sweep.point_names(grid)
+  other, _ = sweep.parse_grid(["--grid.train.seed=0,2", "--grid.data.mlm_rate=0.1,0.3"])
+  assert list(sweep.in_saved_order(str(tmp_path), other)) == ["train.seed", "data.mlm_rate"]  # Not the same.
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--grid.data.mlm_rate"], "write --grid.SECTION.FIELD=VALUE1,VALUE2"),
     (["--grid.data.mlm_rate=0.1,,0.2"], "write --grid.SECTION.FIELD=VALUE1,VALUE2"),
@@ -45,6 +54,7 @@ def test_a_malformed_grid_is_refused(argv, message):
     # A rule between fields that only the grid's second point breaks.
     (["--config.model.parameterization=mup", "--grid.optimizer.name=adamw,adafactor"],
      "mup is defined for optimizer.name"),
+    (["--grid.train.seed=0,00"], "the grid's points seed=0 and seed=00 give the same config (one run twice)"),
 ])
 def test_every_point_is_checked_before_any_trains(tmp_path, capsys, argv, message):
   with pytest.raises(SystemExit):  # exit_on_user_error: one error line, exit 2

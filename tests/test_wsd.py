@@ -64,6 +64,15 @@ def test_the_decay_is_a_fraction_of_the_run_unless_its_steps_are_given():
     (["--config.optimizer.decay_fraction=0"], "optimizer.decay_fraction must be in (0, 1], got 0.0"),
     (["--config.optimizer.decay_shape=exponential"], "optimizer.decay_shape must be 1-sqrt | linear | cosine"),
     (["--config.optimizer.decay_steps=-1"], "optimizer.decay_steps must be at least 0, got -1"),
+    (["--config.optimizer.schedule=cosine", "--config.optimizer.decay_steps=20"],
+     "optimizer.decay_steps=20 set, but optimizer.schedule='cosine' does not read it (wsd's decay)"),
+    (["--config.optimizer.schedule=rsqrt", "--config.optimizer.decay_shape=linear",
+      "--config.optimizer.decay_fraction=0.5"],
+     "optimizer.decay_fraction=0.5, optimizer.decay_shape='linear' set, but optimizer.schedule='rsqrt' does not "
+     "read them"),
+    (["--config.train.keep_steps=True"], "train.keep_steps must be steps (positive integers)"),
+    (["--config.train.spike_guard=True", "--config.train.spike_test_batches=(True,)"],
+     "train.spike_test_batches must be data batch indices"),
 ])
 def test_a_decay_that_does_not_fit_is_refused_with_the_config(args, message):
   with pytest.raises(UserError) as raised:

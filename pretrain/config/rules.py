@@ -21,6 +21,8 @@ def check(cfg) -> None:
   _moe(cfg.model, cfg.mesh)
   if cfg.optimizer.schedule == "wsd":
     _wsd(cfg.optimizer, cfg.train.steps)
+  else:
+    _wsd_fields_unread(cfg.optimizer)
 
 
 def check_with_family(cfg, family) -> None:
@@ -38,17 +40,22 @@ def check_with_family(cfg, family) -> None:
           "has none: leave train.harness_tasks empty (pretrain probe --task=zero_shot scores masked LMs)")
 
 
+def _integer(value) -> bool:
+  """An int, not a bool (which Python counts as one: keep_steps=True would read as step 1)."""
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _train(t) -> None:
   profile = tuple(t.profile_steps)
   require(not profile or (len(profile) == 2 and 0 <= profile[0] < profile[1]),
           f"train.profile_steps must be () or (start, stop) with 0 <= start < stop, got {profile}")
   poisoned = tuple(t.spike_test_batches)
-  require(all(isinstance(b, int) and b >= 0 for b in poisoned),
+  require(all(_integer(b) and b >= 0 for b in poisoned),
           f"train.spike_test_batches must be data batch indices (integers from 0), got {poisoned}")
   require(not poisoned or t.spike_guard,
           "train.spike_test_batches tests the loss-spike guard; set --config.train.spike_guard=True with it")
   kept = tuple(t.keep_steps)
-  require(all(isinstance(s, int) and s > 0 for s in kept),
+  require(all(_integer(s) and s > 0 for s in kept),
           f"train.keep_steps must be steps (positive integers) whose checkpoints are kept, got {kept}")
   # The data shards divide the microbatches further; how many there are is the mesh's (pretrain.run).
   require(t.batch_size % t.microbatches == 0,
@@ -88,6 +95,17 @@ def wsd_decay_steps(opt_cfg, total_steps: int) -> int:
   """The length of schedule wsd's decay: optimizer.decay_steps, or (0) optimizer.decay_fraction of the run's steps
   (at least 1)."""
   return opt_cfg.decay_steps or max(1, round(opt_cfg.decay_fraction * total_steps))
+
+
+# wsd's own fields and their defaults (pretrain/config/schema.py): the other schedules do not read them.
+WSD_DEFAULTS = {"decay_steps": 0, "decay_fraction": 0.2, "decay_shape": "1-sqrt"}
+
+
+def _wsd_fields_unread(opt_cfg) -> None:
+  changed = [f"optimizer.{k}={opt_cfg[k]!r}" for k, default in WSD_DEFAULTS.items() if opt_cfg[k] != default]
+  require(not changed, f"{', '.join(changed)} set, but optimizer.schedule={opt_cfg.schedule!r} does not read "
+                       f"{'it' if len(changed) == 1 else 'them'} (wsd's decay); set --config.optimizer.schedule=wsd, "
+                       "or leave them at their defaults")
 
 
 def _wsd(opt_cfg, total_steps: int) -> None:

@@ -46,7 +46,7 @@ from lm_eval.models.utils import handle_stop_sequences
 from pretrain import families, vocab
 from pretrain.downstream import likelihood, zero_shot
 from pretrain.system import tf_loader
-from pretrain.system.errors import UserError
+from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.vocab import hf_export
 
 MAX_GEN_TOKS = 256
@@ -145,6 +145,24 @@ def check_run(workdir: str, mode: str | None = None) -> None:
   check_model(family, family.task_lengths(cfg.data), mode)
 
 
+# What lm-eval passes to every model type besides its model_args (lm_eval.api.model.LM.create_from_arg_string).
+_LM_EVAL_OWN = ("device", "max_batch_size")
+_MODEL_ARGS = ("workdir", "step", "mode", "batch_size", "max_length", "max_gen_toks", "dropless")
+
+
+def _check_model_args(unused: dict, step) -> None:
+  """A misspelled model_args key would be dropped (and the latest step scored for `stpe=4`): refused instead."""
+  unknown = sorted(set(unused) - set(_LM_EVAL_OWN))
+  if unknown:
+    close = {c for k in unknown for c in difflib.get_close_matches(k, _MODEL_ARGS, n=1)}
+    hint = f" (did you mean {', '.join(sorted(close))}?)" if close else ""
+    raise UserError(f"the pretrain model type has no model_args {', '.join(unknown)}{hint}; "
+                    f"its keys are {', '.join(_MODEL_ARGS)}")
+  if step is not None and not str(step).isdigit():
+    raise UserError(f"model_args step={step} is not a step number; give the step of a checkpoint of the run, "
+                    "or leave step out for the latest")
+
+
 @register_model("pretrain")
 class PretrainLM(TemplateLM):
   """lm-eval's model type for a run: model_args workdir=DIR[,step=N][,mode=[S2S]][,batch_size=32][,max_length=N]
@@ -154,7 +172,7 @@ class PretrainLM(TemplateLM):
                batch_size: int = likelihood.BATCH, max_length: int | None = None, max_gen_toks: int = MAX_GEN_TOKS,
                run=None, params=None, dropless: bool | str = False, **unused):
     super().__init__()
-    del unused  # lm-eval passes its own (device, batch_size=auto, ...) to every model type.
+    _check_model_args(unused, step)
     if run is None:
       if not workdir:
         raise UserError("the pretrain model type needs model_args workdir=DIR (a run of pretrain train)")
@@ -452,6 +470,7 @@ def metrics(results: dict) -> dict[str, float]:
   return found
 
 
+@exit_on_user_error
 def main(argv: list[str]) -> None:
   """lm-eval's command line, with this model type registered and the project's tasks on its include path (before
   the user's --include_path): python -m pretrain.downstream.harness run --model pretrain --model_args workdir=DIR
@@ -462,6 +481,12 @@ def main(argv: list[str]) -> None:
   setup_logging()  # As lm_eval.__main__.cli_evaluate, which takes the include path as one string.
   cli = HarnessCLI()
   args = cli.parse_args()
+  if getattr(args, "command", None) == "run":  # lm-eval's own errors about these are tracebacks.
+    if not any(str(t).strip() for t in args.tasks or ()):
+      raise UserError("--tasks names no task; name lm-eval tasks, e.g. --tasks pretrain (the project's)")
+    if args.num_fewshot is not None and args.num_fewshot < 0:
+      raise UserError(f"--num_fewshot {args.num_fewshot} is negative; give 0 or more examples in each prompt")
+    task_manager(args.tasks, _default_cache(), args.include_path)  # Names each task YAML it cannot read.
   if hasattr(args, "include_path"):  # run, ls and validate; lm-eval's TaskManager takes a list.
     args.include_path = [task_directory(_default_cache()), *([args.include_path] if args.include_path else [])]
   with contextlib.nullcontext() if getattr(args, "verbosity", None) == "DEBUG" else _git_quietly():

@@ -43,13 +43,15 @@ COSINE = "cosine"
 def arms(steps: int, fractions: list[float], shapes: list[str]) -> list[dict]:
   """The wsd arms: {'name', 'fraction', 'shape', 'decay', 'start'}, the wsd run itself first (the first fraction
   and shape), then its branches."""
-  made = []
-  for fraction in fractions:
-    for shape in shapes:
-      decay = max(1, round(fraction * steps))
-      made.append({"name": f"wsd_{round(100 * fraction)}_{shape}", "fraction": fraction, "shape": shape,
-                   "decay": decay, "start": steps - decay})
-  return made
+  decays = {}
+  for fraction in fractions:  # Two fractions of one decay length would be one run, compared with itself.
+    decay = max(1, round(fraction * steps))
+    if decay in decays:
+      raise UserError(f"--fractions {decays[decay]:g} and {fraction:g} both decay over {decay} of the {steps} steps "
+                      f"(one run twice); give fractions at least 1/{steps} apart, or more --steps")
+    decays[decay] = fraction
+  return [{"name": f"wsd_{100 * fraction:g}_{shape}", "fraction": fraction, "shape": shape, "decay": decay,
+           "start": steps - decay} for decay, fraction in decays.items() for shape in shapes]
 
 
 def shared_flags(args) -> list[str]:

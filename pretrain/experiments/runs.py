@@ -3,6 +3,7 @@
 import contextlib
 import datetime
 import json
+import math
 import os
 import platform
 import shlex
@@ -97,7 +98,7 @@ def numbers(text: str, flag: str, valid, what: str) -> list[float]:
     values = [float(v) for v in text.split(",") if v.strip()]
   except ValueError:
     values = []
-  if not values or len(set(values)) != len(values) or not all(map(valid, values)):
+  if not values or len(set(values)) != len(values) or not all(math.isfinite(v) and valid(v) for v in values):
     raise UserError(f"{flag}={text!r}: give distinct {what}")
   return sorted(values)
 

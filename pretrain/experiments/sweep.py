@@ -103,8 +103,10 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
     return
   if not grid:
     raise UserError("give the swept fields as --grid.KEY=V1,V2 (e.g. --grid.data.mlm_rate=0.1,0.15,0.3)")
+  grid = sweep_grid.in_saved_order(args.workdir, grid)
   points = sweep_grid.point_names(grid)
   configs = {name: _point_config(base, settings) for name, settings in points}  # Every point checked first.
+  sweep_grid.same_configs(configs)
   sweep_grid.check_manifest(args.workdir, base, grid, resolve=lambda flags: _point_config(flags, {}))
   if args.launch:
     _launch(args, base, points)

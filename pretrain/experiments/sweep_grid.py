@@ -75,6 +75,26 @@ def point_names(grid: dict[str, list[str]]) -> list[tuple[str, dict[str, str]]]:
   return points
 
 
+def in_saved_order(sweep_dir: str, grid: dict[str, list[str]]) -> dict[str, list[str]]:
+  """`grid` in the order of its axes in the sweep already in `sweep_dir`, where it is the same grid: points are
+  named in the order of the axes, which a rerun's flags may give otherwise."""
+  if not os.path.exists(os.path.join(sweep_dir, MANIFEST)):
+    return grid
+  saved = read_manifest(sweep_dir)["grid"]
+  return {key: grid[key] for key in saved} if saved == grid else grid
+
+
+def same_configs(configs: dict) -> None:
+  """Refuses two points whose configs are equal (--grid.train.seed=0,00): one run trained twice, reported as two."""
+  seen = {}
+  for name, cfg in configs.items():
+    key = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
+    if key in seen:
+      raise UserError(f"the grid's points {seen[key]} and {name} give the same config (one run twice); give values "
+                      "that differ")
+    seen[key] = name
+
+
 def check_manifest(sweep_dir: str, base: list[str], grid: dict[str, list[str]], resolve=None) -> None:
   """Writes sweep.json, or checks that a rerun asks for the same sweep (its points' runs would mix otherwise).
   `resolve(base flags)`: their config, so that the same values written otherwise (keep_steps=480,540 for
