@@ -40,11 +40,13 @@ SLOW_FIXTURES = {"run_train", "trained_run", "end_to_end_runs", "eight_device_ru
 
 def pytest_configure(config):
   config.addinivalue_line("markers", "slow: trains a model, starts a process or compiles for seconds (make test-fast leaves these out)")
+  config.addinivalue_line("markers", "extended: runs end to end again what other tests check in parts, for many "
+                                     "minutes (make test leaves these out, make test-all runs them)")
 
 
 def pytest_collection_modifyitems(items):
   for item in items:
-    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("extended"):
       item.add_marker(pytest.mark.slow)
 
 

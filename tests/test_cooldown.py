@@ -83,6 +83,8 @@ def test_a_branch_continues_its_parent_and_resumes_bit_identically_after_a_kill(
      "--out='{branch}' already holds the branch of '{parent}' from step 10 to 18; choose another --out"),
     (["--from_step=6", "--steps=4", "--out={other}"], "--out='{other}' already holds a run of its own"),
     (["--from_step=6", "--steps=4", "--out={parent}"], "is the parent's workdir"),
+    (["--from_step=6", "--steps=4", "--out={parent}/checkpoints/6"], "is inside the parent's workdir"),
+    (["--from_step=6", "--steps=4", "--out={parent}/checkpoints"], "is inside the parent's workdir"),
     (["--from_step=6", "--steps=4", "--config.train.steps=30"], "--config.train.steps is set by the branch"),
 ])
 def test_a_branch_that_cannot_be_made_is_refused_in_one_line(parent, branch, tmp_path, args, message):

