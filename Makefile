@@ -6,7 +6,7 @@ CONFIG ?= configs/quickstart.py
 WORKDIR ?= runs/quickstart
 ARGS ?=
 
-.PHONY: train test test-fast docs clean
+.PHONY: train test test-all test-fast docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,12 @@ train: $(VENV)/.installed
 	$(BIN)/python -m pretrain train --config=$(CONFIG) --workdir=$(WORKDIR) $(ARGS)
 
 # Two test files at a time (each file's tests in one worker, so a module's shared fixture runs once): most tests
-# wait on a subprocess, an import or a compile, which leaves the other core idle.
+# wait on a subprocess, an import or a compile, which leaves the other core idle. CI runs `make test`: every test
+# but the `extended` ones (tests/conftest.py), which `make test-all` adds.
 test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not extended" tests
+
+test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
 # The tests that neither train a model nor start a process (the `slow` marker: tests/conftest.py), in minutes.

@@ -111,3 +111,13 @@ def test_generate_prints_what_a_continuation_adds_to_the_prompt(vocabulary):
   assert families.CAUSAL_LM.generated_text(vocabulary, ids[:1], ids[1:]) == " cat sat"
   span = [vocabulary.vocab_size - 1, *vocabulary.encode("cat")]
   assert families.ENCODER_DECODER.generated_text(vocabulary, ids, span) == "<extra_id_0> cat"
+
+
+def test_end_of_run_samples_that_do_not_fit_the_rows_are_named_not_printed(capsys):
+  """What `pretrain generate` refuses, the end of a run does not sample (TINY's rows: 32 positions)."""
+  from pretrain.train import sampling  # pylint: disable=g-import-not-at-top
+  from tests.conftest import tiny_run  # pylint: disable=g-import-not-at-top
+  run = tiny_run("--config.sample.num=1", "--config.sample.prompt_tokens=20", "--config.sample.max_new_tokens=20")
+  assert sampling.samples(run, params=None) == []
+  assert ("No end-of-run samples: sample.prompt_tokens=20 and sample.max_new_tokens=20 do not fit the rows (the "
+          "prompt has 20 tokens and 20 new tokens are asked, more than the 32 positions") in capsys.readouterr().out

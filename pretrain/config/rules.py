@@ -35,14 +35,6 @@ def check_with_family(cfg, family) -> None:
   require(not cfg.model.moe_experts or family.moe,
           f"model.moe_experts={cfg.model.moe_experts}: the {family.name} objective's loss does not take the experts' "
           "balancing terms; set model.moe_experts=0 (a dense model) or train another objective")
-  if cfg.sample.num and family.generates:  # The end-of-run samples ask what `pretrain generate` would refuse.
-    s = cfg.sample
-    try:
-      family.check_prompt(s.prompt_tokens, s.max_new_tokens, family.task_lengths(cfg.data))
-    except UserError as e:
-      raise UserError(f"the end-of-run samples (sample.prompt_tokens={s.prompt_tokens}, sample.max_new_tokens="
-                      f"{s.max_new_tokens}) do not fit the rows: {e.problem.split('; ')[0]}; lower them, or set "
-                      "sample.num=0") from None
   require(not cfg.train.harness_tasks or family.generates,
           f"train.harness_tasks runs lm-eval's tasks, which score text with a language model; an {family.name} run "
           "has none: leave train.harness_tasks empty (pretrain probe --task=zero_shot scores masked LMs)")
