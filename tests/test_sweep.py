@@ -55,6 +55,7 @@ def test_a_malformed_grid_is_refused(argv, message):
     (["--config.model.parameterization=mup", "--grid.optimizer.name=adamw,adafactor"],
      "mup is defined for optimizer.name"),
     (["--grid.train.seed=0,00"], "the grid's points seed=0 and seed=00 give the same config (one run twice)"),
+    (["--grid.mesh.fsdp=1,2"], "point fsdp=2: mesh {'data': -1, 'fsdp': 2"),  # On this process's one device.
 ])
 def test_every_point_is_checked_before_any_trains(tmp_path, capsys, argv, message):
   with pytest.raises(SystemExit):  # exit_on_user_error: one error line, exit 2

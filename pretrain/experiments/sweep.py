@@ -107,6 +107,14 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
   points = sweep_grid.point_names(grid)
   configs = {name: _point_config(base, settings) for name, settings in points}  # Every point checked first.
   sweep_grid.same_configs(configs)
+  if not args.launch:  # The points train here: each one's mesh over this machine's devices, before any trains.
+    import jax  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+    from pretrain.parallel import mesh  # pylint: disable=g-import-not-at-top
+    for name, cfg in configs.items():
+      try:
+        mesh.mesh_shape(cfg.mesh, jax.device_count())
+      except UserError as e:
+        raise UserError(f"point {name}: {e}") from None
   sweep_grid.check_manifest(args.workdir, base, grid, resolve=lambda flags: _point_config(flags, {}))
   if args.launch:
     _launch(args, base, points)
