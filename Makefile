@@ -6,7 +6,7 @@ CONFIG ?= configs/quickstart.py
 WORKDIR ?= runs/quickstart
 ARGS ?=
 
-.PHONY: train test test-all test-fast docs clean
+.PHONY: train test test-all test-fast test-counts docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ test-all: $(VENV)/.installed-test
 # The tests that neither train a model nor start a process (the `slow` marker: tests/conftest.py), in minutes.
 test-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests
+
+# How many tests each target runs (the README's figures), from pytest's own collection.
+test-counts: $(VENV)/.installed-test
+	@for m in "" "not extended" "not slow"; do \
+	  printf '%-14s %s\n' "$${m:-all}" "$$($(BIN)/python -m pytest -q --collect-only -p no:cacheprovider $${m:+-m "$$m"} tests 2>/dev/null | tail -1)"; \
+	done
 
 # The documentation site (mkdocs.yml, docs/) into site/; the test suite builds it with --strict too.
 docs: $(VENV)/.installed-test

@@ -40,6 +40,7 @@ SHRINK = {
     "tools/bench_resume.py": ("--positions=0,1e3", "--replay_up_to=1e3"),
     "tools/bench_lm_eval.py": ("--tasks=pretrain_cloze", "--limit=1", "--repeats=2", "--batch_size=1"),
     "tools/coord_check.py": ("--widths=32,64", "--steps=1"),
+    "tools/zoo_compile.py": ("--configs=ul2_small",),  # The smallest slice (4 chips); all 15 take 45 minutes.
 }
 # A zoo config keeps its objective, optimizer and schedule under configs/gin/tiny.gin (docs/guide/configs.md).
 ZOO_SHRINK = ("--gin_file=tiny",)
