@@ -46,6 +46,8 @@ SUBCOMMANDS = {
     "compile": ("pretrain.commands.compile", "compile a config's train step for a TPU slice, here: fits, FLOPs, "
                 "collectives, roofline"),
     "sweep": ("pretrain.experiments.sweep", "train a grid of config overrides, one run per point, and report them"),
+    "experiment": ("pretrain.commands.experiment", "run one of the experiments (which objective, tokenizer, ...) "
+                   "over seeds, with its table and verdicts"),
     "bench": ("pretrain.commands.bench", "time training steps (optionally beside transformers)"),
     "launch": ("pretrain.commands.launch", "commands for TPU VM slices (tpu-vm) and SLURM clusters (slurm)"),
 }

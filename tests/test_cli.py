@@ -24,11 +24,29 @@ def test_overview_lists_every_subcommand():
   result = run("--help")
   assert result.returncode == 0, result.stderr
   names = {"train", "cooldown", "eval", "lm-eval", "probe", "plot", "goodput", "generate", "export", "inspect-task",
-           "inspect-data", "prepare-data", "train-tokenizer", "config", "estimate-memory", "compile", "sweep", "bench",
-           "launch"}
+           "inspect-data", "prepare-data", "train-tokenizer", "config", "estimate-memory", "compile", "sweep", "experiment",
+           "bench", "launch"}
   for name in names:
     assert f"\n  {name} " in result.stdout
   assert set(cli.SUBCOMMANDS) == names
+
+
+def test_every_experiment_runs_through_pretrain_experiment_and_its_tool():
+  """`pretrain experiment NAME` (and tools/NAME.py, the same command) for each of pretrain/experiments/'s."""
+  from pretrain.commands import experiment  # pylint: disable=g-import-not-at-top
+  shown = run("experiment", "--help")
+  assert shown.returncode == 0 and all(f"\n  {name} " in shown.stdout for name in experiment.EXPERIMENTS)
+  unknown = run("experiment", "cooldown")
+  assert unknown.returncode == 2
+  assert "unknown experiment 'cooldown'; did you mean 'cooldown_check'?" in unknown.stderr.strip().splitlines()[-1]
+  tool = subprocess.run([sys.executable, "tools/cooldown_check.py", "--fractions=0.1,0.104", "--steps=10"],
+                        cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert tool.returncode == 2 and tool.stderr.strip().splitlines() == [
+      "error: --fractions 0.1 and 0.104 both decay over 1 of the 10 steps (one run twice); give fractions at least "
+      "1/10 apart, or more --steps"], tool.stderr
+  wrappers = {name.removesuffix(".py") for name in os.listdir(os.path.join(REPO, "tools"))
+              if f'"experiment", "{name.removesuffix(".py")}"' in open(os.path.join(REPO, "tools", name)).read()}
+  assert wrappers == set(experiment.EXPERIMENTS)
 
 
 def test_unknown_subcommand_suggests_the_closest():

@@ -1,13 +1,8 @@
-"""Dense or mixture of experts? The command line of pretrain.experiments.compare_moe (see --help)."""
+"""`pretrain experiment compare_moe`: Dense or mixture of experts?"""
 
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from pretrain.system import host_memory  # pylint: disable=g-import-not-at-top
-
-host_memory.keep_freed_memory()  # Before JAX starts its threads.
-from pretrain.experiments import compare_moe  # pylint: disable=g-import-not-at-top
+from pretrain import cli
 
 if __name__ == "__main__":
-  sys.exit(compare_moe.main(sys.argv[1:]))
+  sys.exit(cli.main(["experiment", "compare_moe", *sys.argv[1:]]))

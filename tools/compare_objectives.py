@@ -1,13 +1,8 @@
-"""Which objective? The command line of pretrain.experiments.compare_objectives (see --help)."""
+"""`pretrain experiment compare_objectives`: Which objective?"""
 
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from pretrain.system import host_memory  # pylint: disable=g-import-not-at-top
-
-host_memory.keep_freed_memory()  # Before JAX starts its threads.
-from pretrain.experiments import compare_objectives  # pylint: disable=g-import-not-at-top
+from pretrain import cli
 
 if __name__ == "__main__":
-  sys.exit(compare_objectives.main(sys.argv[1:]))
+  sys.exit(cli.main(["experiment", "compare_objectives", *sys.argv[1:]]))

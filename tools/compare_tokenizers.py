@@ -1,13 +1,8 @@
-"""Which tokenizer? The command line of pretrain.experiments.compare_tokenizers (see --help)."""
+"""`pretrain experiment compare_tokenizers`: Which tokenizer?"""
 
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from pretrain.system import host_memory  # pylint: disable=g-import-not-at-top
-
-host_memory.keep_freed_memory()  # Before JAX starts its threads.
-from pretrain.experiments import compare_tokenizers  # pylint: disable=g-import-not-at-top
+from pretrain import cli
 
 if __name__ == "__main__":
-  sys.exit(compare_tokenizers.main(sys.argv[1:]))
+  sys.exit(cli.main(["experiment", "compare_tokenizers", *sys.argv[1:]]))

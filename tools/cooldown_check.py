@@ -1,14 +1,8 @@
-"""Does a cooldown from a stable run reach a fresh cosine run? The command line of
-pretrain.experiments.cooldown_check (see --help)."""
+"""`pretrain experiment cooldown_check`: Does a cooldown from a stable run reach a fresh cosine run?"""
 
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from pretrain.system import host_memory  # pylint: disable=g-import-not-at-top
-
-host_memory.keep_freed_memory()  # Before JAX starts its threads.
-from pretrain.experiments import cooldown_check  # pylint: disable=g-import-not-at-top
+from pretrain import cli
 
 if __name__ == "__main__":
-  sys.exit(cooldown_check.main(sys.argv[1:]))
+  sys.exit(cli.main(["experiment", "cooldown_check", *sys.argv[1:]]))

@@ -1,13 +1,8 @@
-"""Which curriculum? The command line of pretrain.experiments.curriculum (see --help)."""
+"""`pretrain experiment curriculum`: Which curriculum?"""
 
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from pretrain.system import host_memory  # pylint: disable=g-import-not-at-top
-
-host_memory.keep_freed_memory()  # Before JAX starts its threads.
-from pretrain.experiments import curriculum  # pylint: disable=g-import-not-at-top
+from pretrain import cli
 
 if __name__ == "__main__":
-  sys.exit(curriculum.main(sys.argv[1:]))
+  sys.exit(cli.main(["experiment", "curriculum", *sys.argv[1:]]))

@@ -1,13 +1,8 @@
-"""Data quality: the command line of pretrain.experiments.data_quality (see --help)."""
+"""`pretrain experiment data_quality`: Data quality"""
 
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from pretrain.system import host_memory  # pylint: disable=g-import-not-at-top
-
-host_memory.keep_freed_memory()  # Before JAX starts its threads.
-from pretrain.experiments import data_quality  # pylint: disable=g-import-not-at-top
+from pretrain import cli
 
 if __name__ == "__main__":
-  sys.exit(data_quality.main(sys.argv[1:]))
+  sys.exit(cli.main(["experiment", "data_quality", *sys.argv[1:]]))

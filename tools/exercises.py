@@ -1,13 +1,8 @@
-"""The seed's exercises, each a pretrain sweep: the command line of pretrain.experiments.exercises (see --help)."""
+"""`pretrain experiment exercises`: The seed's exercises, each a pretrain sweep"""
 
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from pretrain.system import host_memory  # pylint: disable=g-import-not-at-top
-
-host_memory.keep_freed_memory()  # Before JAX starts its threads.
-from pretrain.experiments import exercises  # pylint: disable=g-import-not-at-top
+from pretrain import cli
 
 if __name__ == "__main__":
-  sys.exit(exercises.main(sys.argv[1:]))
+  sys.exit(cli.main(["experiment", "exercises", *sys.argv[1:]]))

@@ -1,13 +1,8 @@
-"""Does the best learning rate hold still across widths? The command line of pretrain.experiments.mup_transfer."""
+"""`pretrain experiment mup_transfer`: Does the best learning rate hold still across widths?"""
 
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from pretrain.system import host_memory  # pylint: disable=g-import-not-at-top
-
-host_memory.keep_freed_memory()  # Before JAX starts its threads.
-from pretrain.experiments import mup_transfer  # pylint: disable=g-import-not-at-top
+from pretrain import cli
 
 if __name__ == "__main__":
-  sys.exit(mup_transfer.main(sys.argv[1:]))
+  sys.exit(cli.main(["experiment", "mup_transfer", *sys.argv[1:]]))

@@ -1,13 +1,8 @@
-"""Penn Treebank: the published numbers reproduced. The command line of pretrain.experiments.ptb (see --help)."""
+"""`pretrain experiment ptb`: Penn Treebank: the published numbers reproduced"""
 
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from pretrain.system import host_memory  # pylint: disable=g-import-not-at-top
-
-host_memory.keep_freed_memory()  # Before JAX starts its threads.
-from pretrain.experiments import ptb  # pylint: disable=g-import-not-at-top
+from pretrain import cli
 
 if __name__ == "__main__":
-  sys.exit(ptb.main(sys.argv[1:]))
+  sys.exit(cli.main(["experiment", "ptb", *sys.argv[1:]]))

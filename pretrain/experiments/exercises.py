@@ -56,8 +56,8 @@ EXERCISES = {
 }
 
 
-def main(argv: list[str]) -> None:
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str], prog: str = "pretrain experiment exercises") -> None:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--only", default=",".join(EXERCISES), help="which exercises (comma-separated)")
   parser.add_argument("--steps", type=int, default=300, help="training steps of every run")
   parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every point, comma-separated")
