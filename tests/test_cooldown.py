@@ -100,9 +100,34 @@ def test_a_branch_that_cannot_be_made_is_refused_in_one_line(parent, branch, tmp
   assert not (tmp_path / "new").exists() and os.listdir(tmp_path / "other") == ["config.json"]
 
 
+def test_a_branch_reached_by_pretrain_train_has_cooldown_s_checks(parent, branch, tmp_path):
+  """Resuming a branch cannot change its steps or decay; a branch set up through train.parent is checked as
+  pretrain cooldown checks one (a parent that is no wsd run, a missing parent, fields cooldown would set)."""
+  from pretrain.commands import train as train_command  # pylint: disable=g-import-not-at-top
+  for override, message in (("--config.optimizer.decay_steps=1", "optimizer.decay_steps=1 is given on the branch's "
+                                                                  "resume, but the branch's is 8"),
+                            ("--config.train.steps=30", "train.steps=30 is given on the branch's resume")):
+    with pytest.raises(UserError, match=message):
+      train_command.main.__wrapped__([f"--workdir={branch}", override])
+  cosine = json.loads((parent / "config.json").read_text())
+  cosine["optimizer"]["schedule"] = "cosine"
+  (tmp_path / "cosine").mkdir()
+  (tmp_path / "cosine" / "config.json").write_text(json.dumps(cosine))
+  made = lambda parent_dir, *args: train_command.main.__wrapped__(
+      [f"--workdir={tmp_path / 'new'}", f"--config.train.parent={parent_dir}", "--config.train.parent_step=10", *args])
+  with pytest.raises(UserError, match="trains with optimizer.schedule=cosine: a cooldown branches a wsd run"):
+    made(tmp_path / "cosine", "--config.train.steps=18")
+  with pytest.raises(UserError):
+    made(tmp_path / "missing", "--config.train.steps=18")
+  assert not (tmp_path / "missing").exists() and not (tmp_path / "new").exists()
+  with pytest.raises(UserError, match="is given with train.parent, but the branch's is"):
+    made(parent, "--config.train.steps=18")  # The quickstart's schedule, not the branch's wsd decay of 8.
+
+
 def test_only_a_wsd_run_branches(parent, tmp_path):
   cosine = json.loads((parent / "config.json").read_text())
   cosine["optimizer"]["schedule"] = "cosine"
-  (tmp_path / "config.json").write_text(json.dumps(cosine))
+  (tmp_path / "cosine").mkdir()
+  (tmp_path / "cosine" / "config.json").write_text(json.dumps(cosine))
   with pytest.raises(UserError, match="trains with optimizer.schedule=cosine: a cooldown branches a wsd run"):
-    cooldown.main.__wrapped__([f"--workdir={tmp_path}", *BRANCH, f"--out={tmp_path / 'new'}"])
+    cooldown.main.__wrapped__([f"--workdir={tmp_path / 'cosine'}", *BRANCH, f"--out={tmp_path / 'new'}"])

@@ -9,6 +9,7 @@ workdir (pretrain cooldown) resumes with its own config.json, and
 """
 
 import argparse
+import copy
 import os
 import sys
 
@@ -84,6 +85,9 @@ def main(argv: list[str], prog: str = "pretrain train") -> int:
   saved = branch_config(argv)
   if saved is None:
     args, cfg = cli.parse_command_line(parser, argv)
+    if cfg.train.parent:  # A branch set up by hand: the checks pretrain cooldown makes.
+      from pretrain.workdir import branch  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+      branch.check_made(cfg)
   else:
     args, cfg = branch_command_line(parser, argv, saved)
   distributed.initialize(args)
@@ -110,7 +114,10 @@ def branch_command_line(parser, argv: list[str], saved):
   if another:
     raise UserError(f"the workdir holds a cooldown branch of {saved.train.parent!r}, which resumes with its own "
                     f"config.json; drop {another[0]} (--config.KEY=VALUE overrides still apply)")
-  return parser.parse_args(flags), cli.with_overrides(saved, overrides)
+  from pretrain.workdir import branch  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+  cfg = cli.with_overrides(copy.deepcopy(saved), overrides)  # It sets the fields in place.
+  branch.check_fields(cfg, saved, "is given on the branch's resume")
+  return parser.parse_args(flags), cfg
 
 
 if __name__ == "__main__":

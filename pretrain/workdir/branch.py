@@ -79,6 +79,32 @@ def existing(out: str, parent: str, step: int, steps: int) -> ml_collections.Con
                   "resumes what it holds)")
 
 
+def _value(cfg, key: str):
+  section, field = key.split(".")
+  return cfg[section][field]
+
+
+def check_fields(cfg, branch_cfg, how: str) -> None:
+  """Refuses a config whose fields that a branch sets (SET_BY_BRANCH) differ from `branch_cfg`'s, the branch's
+  own: however a branch is reached (`how`), its steps, decay and parent are the ones its checks made."""
+  for key in SET_BY_BRANCH:
+    given, own = _value(cfg, key), _value(branch_cfg, key)
+    if given != own and not (key == "train.parent" and location(str(given)) == own):
+      raise UserError(f"{key}={given!r} {how}, but the branch's is {own!r}: a branch's steps, decay and parent are "
+                      "set by pretrain cooldown --workdir=PARENT --from_step=S --steps=D --out=DIR, which checks them; "
+                      "make another branch that way")
+
+
+def check_made(cfg) -> None:
+  """A branch set up through its fields (train.parent, train.parent_step) on `pretrain train` in a new workdir:
+  `pretrain cooldown`'s checks of the parent, and the fields it would set."""
+  step = cfg.train.parent_step
+  if cfg.train.steps <= step:
+    raise UserError(f"train.steps={cfg.train.steps} ends at or before train.parent_step={step}; make the branch with "
+                    "pretrain cooldown --workdir=PARENT --from_step=S --steps=D --out=DIR")
+  check_fields(cfg, config(cfg.train.parent, step, cfg.train.steps - step), "is given with train.parent")
+
+
 def saved(workdir: str) -> ml_collections.ConfigDict | None:
   """The config of a branch's workdir (what `pretrain train` resumes it with: workdir.resumed_config), None where it
   holds no branch."""
