@@ -64,6 +64,9 @@ def test_split_row_fits_each_objective():
 
 
 def test_budgets_and_fractions_that_name_one_run_twice_or_none_are_refused():
+  from pretrain.experiments import runs  # pylint: disable=g-import-not-at-top
+  with pytest.raises(UserError, match="give one or more distinct seeds from 0"):  # Before seed 0 trains.
+    runs.seeds("0,-1")
   for text in ("inf", "1e12,inf", "nan"):
     with pytest.raises(UserError, match="give distinct positive FLOP counts"):
       scaling.parse_budgets(text)

@@ -87,8 +87,8 @@ def seeds(text: str) -> list[int]:
     values = [int(s) for s in text.split(",") if s.strip()]
   except ValueError:
     raise UserError(f"--seeds={text!r}: give comma-separated integers, e.g. 0,1") from None
-  if not values or len(set(values)) != len(values):
-    raise UserError(f"--seeds={text!r}: give one or more distinct seeds (2 or more for an interval)")
+  if not values or len(set(values)) != len(values) or min(values) < 0:  # train.seed's range: from 0.
+    raise UserError(f"--seeds={text!r}: give one or more distinct seeds from 0 (2 or more for an interval)")
   return values
 
 
