@@ -6,6 +6,7 @@ check() holds the rules of the config alone; check_with_family() those that depe
 data.objective trains (the family is known above this layer: pretrain.objectives.validate passes it in).
 """
 
+from pretrain.config.schema import SCHEMA
 from pretrain.system.errors import UserError
 
 
@@ -97,12 +98,12 @@ def wsd_decay_steps(opt_cfg, total_steps: int) -> int:
   return opt_cfg.decay_steps or max(1, round(opt_cfg.decay_fraction * total_steps))
 
 
-# wsd's own fields and their defaults (pretrain/config/schema.py): the other schedules do not read them.
-WSD_DEFAULTS = {"decay_steps": 0, "decay_fraction": 0.2, "decay_shape": "1-sqrt"}
+# wsd's own fields: the other schedules do not read them.
+WSD_FIELDS = ("decay_steps", "decay_fraction", "decay_shape")
 
 
 def _wsd_fields_unread(opt_cfg) -> None:
-  changed = [f"optimizer.{k}={opt_cfg[k]!r}" for k, default in WSD_DEFAULTS.items() if opt_cfg[k] != default]
+  changed = [f"optimizer.{k}={opt_cfg[k]!r}" for k in WSD_FIELDS if opt_cfg[k] != SCHEMA["optimizer"][k].default]
   require(not changed, f"{', '.join(changed)} set, but optimizer.schedule={opt_cfg.schedule!r} does not read "
                        f"{'it' if len(changed) == 1 else 'them'} (wsd's decay); set --config.optimizer.schedule=wsd, "
                        "or leave them at their defaults")
