@@ -1,13 +1,13 @@
 """Bad inputs and faults through the real command line, as a table.
 
-Each case runs `python -m pretrain ...` and must end with exit status 2 and one
-line `error: ...` as the last line of stderr, naming the problem (the expected
-text), with no traceback anywhere; where it runs on an existing run's workdir,
-that workdir is unchanged (its listing and every file's checksum). The cases
-run a few at a time in one fixture, since most spend their time importing.
+Each case runs `pretrain ...` (pretrain.cli.main, as `python -m pretrain` calls
+it) and must end with exit status 2 and one line `error: ...` as the last line
+of stderr, naming the problem (the expected text), with no traceback anywhere;
+where it runs on an existing run's workdir, that workdir is unchanged (its
+listing and every file's checksum). The cases run in turn in one process
+(tests/one_process.py), since most would spend their time importing.
 """
 
-import concurrent.futures
 import hashlib
 import os
 import pathlib
@@ -20,6 +20,7 @@ import sys
 import pytest
 
 from pretrain.data import corpus
+from tests import one_process
 from tests.conftest import REPO, TINY
 
 RUN = "{run}"  # A copy of a trained run's workdir, checked unchanged afterwards.
@@ -261,7 +262,7 @@ def _snapshot(directory: pathlib.Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory, cache_dir, vocabulary):
-  """Runs every case (a few at a time); {name: (result, snapshot before, snapshot after)}."""
+  """Runs every case in turn in one process; {name: ((status, stdout, stderr), snapshot before, after, its dir)}."""
   del vocabulary  # Built first, so that runs find it in the cache.
   root = tmp_path_factory.mktemp("bad_inputs")
   env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # As a user runs it.
@@ -274,21 +275,18 @@ def outcomes(tmp_path_factory, cache_dir, vocabulary):
   data = root / "data"
   _write_data(data)
 
-  def one(case):
-    name, argv, _ = case
-    tmp = root / f"case{CASES.index(case)}"
+  commands, directories = [], {}
+  for i, (name, argv, _) in enumerate(CASES):
+    tmp = root / f"case{i}"
     tmp.mkdir()
     run = tmp / "run"
     shutil.copytree(trained, run)
     DAMAGE.get(name, lambda run, tmp, cache: None)(run, tmp, cache_dir)
-    before = _snapshot(run)
-    argv = [a.replace(RUN, str(run)).replace(TMP, str(tmp)).replace(DATA, str(data)) for a in argv]
-    result = subprocess.run([sys.executable, "-m", "pretrain", *argv], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=600)  # A process that hangs after its error fails here.
-    return name, (result, before, _snapshot(run), tmp)
-
-  with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
-    return dict(pool.map(one, CASES))
+    directories[name] = tmp, _snapshot(run)
+    commands.append([a.replace(RUN, str(run)).replace(TMP, str(tmp)).replace(DATA, str(data)) for a in argv])
+  results = one_process.run(commands, root / "commands", env, REPO)
+  return {name: (result, directories[name][1], _snapshot(directories[name][0] / "run"), directories[name][0])
+          for (name, _, _), result in zip(CASES, results)}
 
 
 def test_the_table_holds_forty_cases():
@@ -297,11 +295,11 @@ def test_the_table_holds_forty_cases():
 
 @pytest.mark.parametrize("name, argv, expected", CASES, ids=[c[0] for c in CASES])
 def test_one_clear_line_and_nothing_changed(outcomes, name, argv, expected):
-  result, before, after, tmp = outcomes[name]
-  assert result.returncode == 2, result.stderr[-3000:]
-  assert "Traceback" not in result.stderr, result.stderr[-3000:]
-  last = result.stderr.strip().splitlines()[-1]
-  assert last.startswith("error: ") and expected in last, result.stderr[-3000:]
+  (code, _, stderr), before, after, tmp = outcomes[name]
+  assert code == 2, stderr[-3000:]
+  assert "Traceback" not in stderr, stderr[-3000:]
+  last = stderr.strip().splitlines()[-1]
+  assert last.startswith("error: ") and expected in last, stderr[-3000:]
   assert after == before  # The run's workdir, where the case used one: same files, same bytes.
   if name in REFUSED_BEFORE_ANY_WORK:
     assert not (tmp / "new").exists()

@@ -17,6 +17,7 @@ from pretrain.data import replay, tasks
 from pretrain.objectives import ul2
 from pretrain.system.errors import UserError
 from pretrain.vocab import pipeline as vocab
+from tests import one_process
 from tests.conftest import REPO, TINY, task_examples
 
 
@@ -122,58 +123,19 @@ END_TO_END = [name for name in objectives.NAMES if name not in ("clm", "prefix_l
 # compilation per run).
 SAMPLED = ("span_corruption", "prefix_lm_decoder", "fim")
 
-# `pretrain train` (pretrain.cli.main, as `python -m pretrain` calls it) of each objective in turn, in one process:
-# one Python, TensorFlow and JAX start-up instead of one per objective. Each run has its own workdir, and its
-# own stdout and stderr files (file descriptors 1 and 2, so that native logs land there too); an exception or
-# exit ends that run only, with the exit status the command line would give.
-_TRAIN_EACH = """
-import os, sys, traceback
-from pretrain import cli
-root, objectives, sampled, args = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4:]
-for objective in objectives:
-  base = os.path.join(root, objective)
-  saved = os.dup(1), os.dup(2)
-  with open(base + ".stdout", "w") as out, open(base + ".stderr", "w") as err:
-    os.dup2(out.fileno(), 1)
-    os.dup2(err.fileno(), 2)
-    try:
-      code = cli.main(["train", "--workdir=" + base, *args, "--config.data.objective=" + objective,
-                       "--config.sample.num=" + ("1" if objective in sampled else "0")])
-    except SystemExit as e:
-      code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except BaseException:  # As an uncaught exception exits the command line.
-      traceback.print_exc()
-      code = 1
-    finally:
-      sys.stdout.flush()
-      sys.stderr.flush()
-      os.dup2(saved[0], 1)
-      os.dup2(saved[1], 2)
-  with open(base + ".exit", "w") as f:
-    f.write(str(code))
-"""
-
 
 @pytest.fixture(scope="module")
 def end_to_end_runs(tmp_path_factory, cache_dir, vocabulary):
   """objective -> (exit status, stdout, stderr) of 2 TINY steps of each END_TO_END objective (SAMPLED ones sample)."""
   del vocabulary  # Built first, so the runs reuse it.
   root = tmp_path_factory.mktemp("objectives")
-  process = subprocess.run([sys.executable, "-c", _TRAIN_EACH, str(root), ",".join(END_TO_END), ",".join(SAMPLED),
-                            "--config=configs/quickstart.py", *TINY, "--config.data.inputs_length=48",
-                            "--config.data.targets_length=48", "--config.train.steps=2",
-                            "--config.model.dropout=0.1"],  # contrastive's views need dropout
-                           cwd=REPO, env={**os.environ, "PRETRAIN_CACHE": cache_dir}, capture_output=True, text=True,
-                           timeout=1800)
-  runs = {}
-  for objective in END_TO_END:
-    out, err, status = (root / f"{objective}.{suffix}" for suffix in ("stdout", "stderr", "exit"))
-    if status.exists():
-      runs[objective] = int(status.read_text()), out.read_text(), err.read_text()
-    else:  # The process died before or during this run: its own output says why.
-      runs[objective] = None, out.read_text() if out.exists() else "", (
-          (err.read_text() if err.exists() else "") + f"\nthe process exited {process.returncode}:\n"
-          + process.stderr[-3000:])
+  args = ["--config=configs/quickstart.py", *TINY, "--config.data.inputs_length=48", "--config.data.targets_length=48",
+          "--config.train.steps=2", "--config.model.dropout=0.1"]  # contrastive's views need dropout
+  commands = [["train", f"--workdir={root / objective}", *args, f"--config.data.objective={objective}",
+               f"--config.sample.num={int(objective in SAMPLED)}"] for objective in END_TO_END]
+  # In one process: one Python, TensorFlow and JAX start-up instead of one per objective.
+  results = one_process.run(commands, root / "commands", {**os.environ, "PRETRAIN_CACHE": cache_dir}, REPO)
+  runs = dict(zip(END_TO_END, results))
   runs["root"] = root
   return runs
 
