@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 
+from pretrain import objectives
 from pretrain.system import files
 from pretrain.system.errors import UserError
 
@@ -85,14 +86,28 @@ def in_saved_order(sweep_dir: str, grid: dict[str, list[str]]) -> dict[str, list
 
 
 def same_configs(configs: dict) -> None:
-  """Refuses two points whose configs are equal (--grid.train.seed=0,00): one run trained twice, reported as two."""
+  """Refuses two points whose configs are equal (--grid.train.seed=0,00), or differ only in settings that no
+  objective of theirs reads (--grid.data.mlm_rate on a causal LM): one run trained twice, reported as two."""
   seen = {}
   for name, cfg in configs.items():
-    key = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
+    unread = objectives.unread_settings(cfg)
+    fields = cfg.to_dict()
+    for key in unread:
+      section, field = key.split(".")
+      fields[section].pop(field, None)
+    key = json.dumps(fields, sort_keys=True, default=str)
     if key in seen:
-      raise UserError(f"the grid's points {seen[key]} and {name} give the same config (one run twice); give values "
-                      "that differ")
+      differ = [k for k in unread if _get(cfg, k) != _get(configs[seen[key]], k)]
+      names = ", ".join(spec.name for spec in objectives.named(cfg))
+      why = f": {', '.join(differ)} is read by none of their objectives ({names})" if differ else ""
+      raise UserError(f"the grid's points {seen[key]} and {name} give the same config (one run twice){why}; give "
+                      "values that differ" + (", or sweep a field the run reads" if differ else ""))
     seen[key] = name
+
+
+def _get(cfg, key: str):
+  section, field = key.split(".")
+  return cfg[section].get(field)
 
 
 def check_manifest(sweep_dir: str, base: list[str], grid: dict[str, list[str]], resolve=None) -> None:

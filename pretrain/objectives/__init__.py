@@ -161,6 +161,13 @@ def settings(specs) -> dict[str, Setting]:
   return merged
 
 
+def unread_settings(cfg) -> list[str]:
+  """The objectives' settings (data.mlm_rate, ...) that no objective `cfg` names reads: every one where a user's
+  seqio task (data.task) brings its own preprocessors."""
+  read = set() if cfg.data.task else {key for spec in named(cfg) for key in spec.settings}
+  return [key for key in settings(known(cfg)) if key not in read]
+
+
 def with_settings(cfg):
   """`cfg` with every setting of the objectives it may use (the built-in ones and those it names) that it lacks,
   at its default: a config file declares only what it changes, and a config.json written before a setting
