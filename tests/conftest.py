@@ -2,6 +2,7 @@
 
 import argparse
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest.mock
 
 import ml_collections
 import pytest
@@ -63,6 +65,7 @@ host_memory.keep_freed_memory()  # As the command line does: the tests' steps ru
 from pretrain import cli, objectives, run as run_lib  # pylint: disable=g-import-not-at-top
 from pretrain.data import sources  # pylint: disable=g-import-not-at-top
 from pretrain.vocab import pipeline as vocab
+from tests import one_process  # pylint: disable=g-import-not-at-top
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A model and batch small enough for a CPU test, used with the quickstart config. No samples at the end of a run
@@ -127,18 +130,33 @@ def vocabulary(corpus_source, cache_dir):
 
 
 @pytest.fixture(scope="session")
-def run_train(cache_dir, vocabulary):
-  """Runs `python -m pretrain train` with the quickstart config, a tiny model and the test cache."""
+def run_pretrain(cache_dir, tmp_path_factory):
+  """Runs `pretrain ARGV` with the test cache in this process (pretrain.cli.main, from the repository), reported
+  as subprocess.run(..., capture_output=True, text=True) reports a process: a Python, TensorFlow and JAX start-up
+  less (a third of a tiny run). Tests of what only a process shows (signals, exit, runs side by side) start one."""
+  scratch = tmp_path_factory.mktemp("pretrain_output")
+
+  def run(*argv: str):
+    with unittest.mock.patch.dict(os.environ, {"PRETRAIN_CACHE": cache_dir}), contextlib.chdir(REPO):
+      return one_process.in_this_process(list(argv), scratch)
+
+  return run
+
+
+@pytest.fixture(scope="session")
+def run_train(run_pretrain, cache_dir, vocabulary):
+  """Runs `pretrain train` with the quickstart config, a tiny model and the test cache: in this process
+  (run_pretrain), or, given Popen's keywords, in a process of its own (python -m pretrain) to signal or to run
+  beside another."""
   del vocabulary  # Built first, so runs reuse it.
 
-  def run(workdir, *args, timeout=600, **popen):
-    cmd = [sys.executable, "-m", "pretrain", "train", "--config=configs/quickstart.py", f"--workdir={workdir}",
-           *TINY, *args]
-    env = {**os.environ, "PRETRAIN_CACHE": cache_dir}
+  def run(workdir, *args, **popen):
+    argv = ["train", "--config=configs/quickstart.py", f"--workdir={workdir}", *TINY, *args]
     if popen:
-      return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, **popen)
-    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+      return subprocess.Popen([sys.executable, "-m", "pretrain", *argv], cwd=REPO,
+                              env={**os.environ, "PRETRAIN_CACHE": cache_dir}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, **popen)
+    return run_pretrain(*argv)
 
   return run
 

@@ -14,15 +14,21 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import traceback
 
 
-def _run_one(argv: list[str], base: str) -> None:
-  from pretrain import cli  # pylint: disable=g-import-not-at-top  (in the driver only)
-  saved = os.dup(1), os.dup(2)
+def command(argv: list[str], base: str) -> int:
+  """Runs `pretrain ARGV` in this process, its stdout and stderr to BASE.stdout and BASE.stderr (file descriptors
+  1 and 2, and Python's sys.stdout and sys.stderr, which a test runner may have replaced); its exit status."""
+  from pretrain import cli  # pylint: disable=g-import-not-at-top  (not where only run() is used)
+  saved_fds, saved_streams = (os.dup(1), os.dup(2)), (sys.stdout, sys.stderr)
   with open(base + ".stdout", "w") as out, open(base + ".stderr", "w") as err:
+    for stream in saved_streams:
+      stream.flush()
     os.dup2(out.fileno(), 1)
     os.dup2(err.fileno(), 2)
+    sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)
     try:
       code = cli.main(argv)
     except SystemExit as e:
@@ -33,12 +39,25 @@ def _run_one(argv: list[str], base: str) -> None:
       traceback.print_exc()
       code = 1
     finally:
-      sys.stdout.flush()
-      sys.stderr.flush()
-      os.dup2(saved[0], 1)
-      os.dup2(saved[1], 2)
-  with open(base + ".exit", "w") as f:
-    f.write(str(code))
+      sys.stdout.close()
+      sys.stderr.close()
+      sys.stdout, sys.stderr = saved_streams
+      for fd, saved in zip((1, 2), saved_fds):
+        os.dup2(saved, fd)
+        os.close(saved)
+  return code
+
+
+def in_this_process(argv: list[str], scratch: str | None = None) -> subprocess.CompletedProcess:
+  """`pretrain ARGV` run here (command), as subprocess.run(..., capture_output=True, text=True) reports it; its
+  output passes through files in `scratch` (the system's temporary directory by default)."""
+  fd, base = tempfile.mkstemp(dir=scratch)
+  os.close(fd)
+  code = command(argv, base)
+  outputs = [pathlib.Path(base + suffix).read_text() for suffix in (".stdout", ".stderr")]
+  for path in (base, base + ".stdout", base + ".stderr"):
+    os.remove(path)
+  return subprocess.CompletedProcess(["pretrain", *argv], code, *outputs)
 
 
 def run(commands: list[list[str]], root: pathlib.Path, env: dict, cwd: str, timeout: float = 1800) -> list[tuple]:
@@ -68,4 +87,7 @@ if __name__ == "__main__":
   with open(os.path.join(_root, "commands.json")) as _f:
     _commands = json.load(_f)
   for _i, _argv in enumerate(_commands):
-    _run_one(_argv, os.path.join(_root, str(_i)))
+    _base = os.path.join(_root, str(_i))
+    _code = command(_argv, _base)
+    with open(_base + ".exit", "w") as _f:
+      _f.write(str(_code))

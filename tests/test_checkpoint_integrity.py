@@ -3,30 +3,21 @@ run resumes from the newest intact one with the losses of an uninterrupted run; 
 
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, TINY, train_losses
+from tests.conftest import train_losses
 
-ARGS = [*TINY, "--config.train.steps=4", "--config.train.checkpoint_every=2", "--config.sample.num=0"]
-
-
-def _train(workdir, cache_dir, *args):
-  return subprocess.run([sys.executable, "-m", "pretrain", "train", "--config=configs/quickstart.py",
-                         f"--workdir={workdir}", *ARGS, *args], cwd=REPO, capture_output=True, text=True,
-                        env={**os.environ, "PRETRAIN_CACHE": cache_dir}, timeout=600)
+ARGS = ["--config.train.steps=4", "--config.train.checkpoint_every=2", "--config.sample.num=0"]
 
 
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, cache_dir, vocabulary):
-  del vocabulary  # Built first, so the runs reuse it.
+def trained(tmp_path_factory, run_train):
   workdir = tmp_path_factory.mktemp("trained") / "run"
-  result = _train(workdir, cache_dir)
+  result = run_train(workdir, *ARGS)
   assert result.returncode == 0, result.stderr
   return workdir
 
@@ -79,13 +70,13 @@ def test_every_kind_of_damage_is_found(trained, tmp_path, corruption):
 
 
 @pytest.mark.slow
-def test_a_damaged_latest_checkpoint_is_moved_aside_and_the_run_resumes(trained, tmp_path, cache_dir):
+def test_a_damaged_latest_checkpoint_is_moved_aside_and_the_run_resumes(trained, tmp_path, run_train, run_pretrain):
   """Training moves the damaged step aside and resumes from the intact one (one kind of damage: the finding of
   each is tested above)."""
   workdir = tmp_path / "run"
   shutil.copytree(trained, workdir)
   _truncate(str(workdir / "checkpoints" / "4"))
-  resumed = _train(workdir, cache_dir)
+  resumed = run_train(workdir, *ARGS)
   assert resumed.returncode == 0, resumed.stderr
   output = resumed.stdout + resumed.stderr
   assert "warning: the checkpoint of step 4" in output and "resuming from step 2" in output
@@ -97,17 +88,16 @@ def test_a_damaged_latest_checkpoint_is_moved_aside_and_the_run_resumes(trained,
 
 
 @pytest.mark.slow
-def test_no_intact_checkpoint_is_one_line(trained, tmp_path, cache_dir):
+def test_no_intact_checkpoint_is_one_line(trained, tmp_path, run_train, run_pretrain):
   workdir = tmp_path / "run"
   shutil.copytree(trained, workdir)
   _truncate(str(workdir / "checkpoints" / "4"))
   _overwrite(str(workdir / "checkpoints" / "2"))
-  generated = subprocess.run([sys.executable, "-m", "pretrain", "generate", f"--workdir={workdir}", "--prompt=The"],
-                             cwd=REPO, capture_output=True, text=True, timeout=300)
+  generated = run_pretrain("generate", f"--workdir={workdir}", "--prompt=The")
   assert generated.returncode == 2
   assert "no intact checkpoint" in generated.stderr.strip().splitlines()[-1]
   assert sorted(os.listdir(workdir / "checkpoints")) == ["2", "4"]  # Commands that only read move nothing.
-  result = _train(workdir, cache_dir, "--config.train.steps=6")
+  result = run_train(workdir, *ARGS, "--config.train.steps=6")
   assert result.returncode == 2 and "Traceback" not in result.stderr
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith("error: no intact checkpoint in") and "step 4 has" in last and "step 2 has" in last
@@ -115,7 +105,7 @@ def test_no_intact_checkpoint_is_one_line(trained, tmp_path, cache_dir):
 
 
 @pytest.mark.slow
-def test_a_step_without_its_orbax_metadata_is_read_around_and_resumed(trained, tmp_path, cache_dir):
+def test_a_step_without_its_orbax_metadata_is_read_around_and_resumed(trained, tmp_path, run_train, run_pretrain):
   """A copy cut short or a sync that skipped a step's _CHECKPOINT_METADATA (where the run's id and config are
   recorded): the readers take the records of the step before, and the run resumes from the step itself."""
   from pretrain.train import checkpoint  # pylint: disable=g-import-not-at-top
@@ -125,9 +115,8 @@ def test_a_step_without_its_orbax_metadata_is_read_around_and_resumed(trained, t
   os.remove(workdir / "checkpoints" / "4" / "_CHECKPOINT_METADATA")
   assert recorded and checkpoint.recorded_run(str(workdir / "checkpoints")) == recorded  # Step 2's record.
   assert checkpoint.recorded_config(str(workdir / "checkpoints"))["train"]["steps"] == 4
-  goodput = subprocess.run([sys.executable, "-m", "pretrain", "goodput", f"--workdir={workdir}"], cwd=REPO,
-                           capture_output=True, text=True, timeout=300)
+  goodput = run_pretrain("goodput", f"--workdir={workdir}")
   assert goodput.returncode == 0 and "Traceback" not in goodput.stderr, goodput.stderr
-  resumed = _train(workdir, cache_dir, "--config.train.steps=5")
+  resumed = run_train(workdir, *ARGS, "--config.train.steps=5")
   assert resumed.returncode == 0, resumed.stderr
   assert "Resuming from the checkpoint at step 4" in resumed.stdout + resumed.stderr

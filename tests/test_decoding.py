@@ -65,14 +65,9 @@ def test_top_k_and_top_p_restrict_the_draws():
   assert draws(top_k=1000) == {0, 1, 2, 3}  # A k beyond the vocabulary keeps every token.
 
 
-def test_generate_tool(tmp_path, trained_run):
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  from tests.conftest import REPO  # pylint: disable=g-import-not-at-top
-
+def test_generate_tool(tmp_path, trained_run, run_pretrain):
   workdir = trained_run
-  generate = lambda *args: subprocess.run([sys.executable, "-m", "pretrain", "generate", f"--workdir={workdir}", *args],
-                                          cwd=REPO, capture_output=True, text=True)
+  generate = lambda *args: run_pretrain("generate", f"--workdir={workdir}", *args)
   greedy = [generate("--prompt=Return the", "--max_new_tokens=5") for _ in range(2)]
   assert greedy[0].returncode == 0, greedy[0].stderr
   assert greedy[0].stdout == greedy[1].stdout

@@ -2,9 +2,6 @@
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -13,14 +10,12 @@ from pretrain import run as run_lib
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import metrics
 from pretrain.vocab import pipeline as vocab
-from tests.conftest import REPO, tiny_config
+from tests.conftest import tiny_config
 
 
-def test_evaluate_matches_the_training_evaluation_and_names_bad_tasks(trained_run, cache_dir):
+def test_evaluate_matches_the_training_evaluation_and_names_bad_tasks(trained_run, run_pretrain):
   workdir = trained_run
-  env = {**os.environ, "PRETRAIN_CACHE": cache_dir}
-  evaluate = lambda *args: subprocess.run([sys.executable, "-m", "pretrain", "eval", f"--workdir={workdir}", *args],
-                                          cwd=REPO, capture_output=True, text=True, env=env)
+  evaluate = lambda *args: run_pretrain("eval", f"--workdir={workdir}", *args)
   result = evaluate("--task=corpus_clm", "--batches=3")
   assert result.returncode == 0, result.stderr
   saved = json.load(open(workdir / "eval" / "corpus_clm-validation-step3.json"))

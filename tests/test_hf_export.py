@@ -4,8 +4,7 @@ import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
+import contextlib
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +18,7 @@ from pretrain import hf, run as run_lib
 from pretrain.models import decoding
 from pretrain.system.errors import UserError
 from pretrain.vocab import pipeline as vocab
-from tests import numerics
+from tests import numerics, one_process
 from tests.conftest import REPO, tiny_run
 
 LLAMA_SHAPES = {
@@ -290,8 +289,8 @@ def test_exported_tokenizer_encodes_like_the_vocabulary(tmp_path, vocabulary, co
 
 
 def _export_cli(workdir, out):
-  return subprocess.run([sys.executable, "-m", "pretrain", "export", f"--workdir={workdir}", f"--out={out}"], cwd=REPO,
-                        capture_output=True, text=True)
+  with contextlib.chdir(REPO):
+    return one_process.in_this_process(["export", f"--workdir={workdir}", f"--out={out}"])
 
 
 def _trained(workdir):

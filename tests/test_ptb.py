@@ -5,8 +5,6 @@ import json
 import math
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,7 +12,6 @@ import pytest
 from pretrain import objectives, vocab
 from pretrain.data import ptb
 from pretrain.downstream import ngram
-from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +51,7 @@ def test_kneser_ney_5_gram_reproduces_the_published_test_perplexity(lines, words
   assert perplexity[5] == pytest.approx(141.2, rel=0.01) and perplexity[3] == pytest.approx(148, rel=0.01)
 
 
-def test_eval_counts_every_word_of_a_split_once(run_train, cache_dir, tmp_path, lines):
+def test_eval_counts_every_word_of_a_split_once(run_train, run_pretrain, cache_dir, tmp_path, lines):
   """A words run over a few hundred Penn Treebank lines (as text files, the first 150 test lines its validation
   split): `pretrain eval` over the whole split scores as many tokens as the split has words and ends of sentence,
   so its per-word perplexity is its perplexity; the count rows' word perplexities come from the same tokens; and
@@ -67,9 +64,7 @@ def test_eval_counts_every_word_of_a_split_once(run_train, cache_dir, tmp_path, 
   result = run_train(workdir, "--config.data.source=files", *data, "--config.tokenizer.kind=words",
                      "--config.tokenizer.vocab_size=2048", "--config.tokenizer.extra_ids=0", "--config.train.steps=2")
   assert result.returncode == 0, result.stderr
-  result = subprocess.run([sys.executable, "-m", "pretrain", "eval", f"--workdir={workdir}", "--task=files_clm",
-                           "--ngram=2"], cwd=REPO, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PRETRAIN_CACHE": cache_dir})
+  result = run_pretrain("eval", f"--workdir={workdir}", "--task=files_clm", "--ngram=2")
   assert result.returncode == 0, result.stderr
   summary = json.loads(next((workdir / "eval").glob("files_clm-validation-step2.json")).read_text())
   words = sum(len(line.split()) + 1 for line in lines["test"][:150])

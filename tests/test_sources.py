@@ -2,8 +2,6 @@ import gzip
 import itertools
 import json
 import re
-import subprocess
-import sys
 
 import ml_collections
 import pytest
@@ -11,7 +9,6 @@ import pytest
 from pretrain.data import corpus, sources
 from pretrain.system import data_cache
 from pretrain.system.errors import UserError
-from tests.conftest import REPO
 
 
 def _files_cfg(**kwargs):
@@ -143,12 +140,11 @@ def test_tfds_dataset_by_name_and_version(cache_dir, corpus_source):
     sources.make_source(cfg)
 
 
-def test_train_on_files_with_a_trained_tokenizer(doc_files, run_train, tmp_path):
+def test_train_on_files_with_a_trained_tokenizer(doc_files, run_train, run_pretrain, tmp_path):
   path, _ = doc_files
   model = tmp_path / "tok" / "spm.model"
-  made = subprocess.run([sys.executable, "-m", "pretrain", "train-tokenizer", f"--out={model}",
-                         "--config.data.source=files", f"--config.data.train_files={path}/*",
-                         "--config.tokenizer.vocab_size=1000"], cwd=REPO, capture_output=True, text=True)
+  made = run_pretrain("train-tokenizer", f"--out={model}", "--config.data.source=files",
+                      f"--config.data.train_files={path}/*", "--config.tokenizer.vocab_size=1000")
   assert made.returncode == 0, made.stderr
   assert "<extra_id_0> = 999" in made.stdout
   run = run_train(tmp_path / "run", "--config.data.source=files", f"--config.data.train_files={path}/*",

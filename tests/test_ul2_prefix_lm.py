@@ -5,8 +5,6 @@ import io
 import itertools
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -172,28 +170,23 @@ def test_electra_checkpoints_hold_both_and_export_the_discriminator(end_to_end_r
 
 
 @pytest.mark.slow
-def test_inspect_task(cache_dir, vocabulary):
+def test_inspect_task(cache_dir, vocabulary, tmp_path):
   del vocabulary  # Cached, so the tool reuses it.
-  env = {**os.environ, "PRETRAIN_CACHE": cache_dir}
-  listed = subprocess.run([sys.executable, "-m", "pretrain", "inspect-task", "--list"], cwd=REPO, env=env,
-                          capture_output=True, text=True)
-  assert listed.returncode == 0, listed.stderr
-  assert {"corpus_clm", "corpus_span_corruption", "corpus_ul2", "corpus_ul2_decoder"} <= set(listed.stdout.split())
-  shown = subprocess.run([sys.executable, "-m", "pretrain", "inspect-task", "--task=corpus_span_corruption", "--num=2",
-                          "--inputs_length=64", "--targets_length=32", "--json"], cwd=REPO, env=env,
-                         capture_output=True, text=True)
-  assert shown.returncode == 0, shown.stderr
-  lines = [json.loads(l) for l in shown.stdout.splitlines()]
+  listed, shown, text, pairs = one_process.run([
+      ["inspect-task", "--list"],
+      ["inspect-task", "--task=corpus_span_corruption", "--num=2", "--inputs_length=64", "--targets_length=32",
+       "--json"],
+      ["inspect-task", "--task=corpus_span_corruption", "--num=1"],
+      ["inspect-task", "--task=corpus_sop", "--num=1"]], tmp_path, {**os.environ, "PRETRAIN_CACHE": cache_dir}, REPO)
+  for code, _, stderr in (listed, shown, text, pairs):
+    assert code == 0, stderr
+  assert {"corpus_clm", "corpus_span_corruption", "corpus_ul2", "corpus_ul2_decoder"} <= set(listed[1].split())
+  lines = [json.loads(l) for l in shown[1].splitlines()]
   assert lines[0] == {"vocab_size": 4096, "eos_id": 1, "pad_id": 0}
   assert len(lines) == 3 and all(len(ex["inputs"]) <= 64 and ex["targets"][0] == 4095 for ex in lines[1:])
-  text = subprocess.run([sys.executable, "-m", "pretrain", "inspect-task", "--task=corpus_span_corruption", "--num=1"],
-                        cwd=REPO, env=env, capture_output=True, text=True)
-  assert "<extra_id_0>" in text.stdout
-  pairs = subprocess.run([sys.executable, "-m", "pretrain", "inspect-task", "--task=corpus_sop", "--num=1"], cwd=REPO,
-                         env=env, capture_output=True, text=True)
-  assert pairs.returncode == 0, pairs.stderr
-  assert "--- pair_label (1 tokens)\n[" in pairs.stdout and "--- weights (" in pairs.stdout
-  assert {"corpus_nsp", "corpus_sop", "corpus_electra", "corpus_contrastive"} <= set(listed.stdout.split())
+  assert "<extra_id_0>" in text[1]
+  assert "--- pair_label (1 tokens)\n[" in pairs[1] and "--- weights (" in pairs[1]
+  assert {"corpus_nsp", "corpus_sop", "corpus_electra", "corpus_contrastive"} <= set(listed[1].split())
 
 
 @pytest.mark.parametrize("length", [16, 128])
