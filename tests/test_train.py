@@ -535,3 +535,8 @@ def test_mfu_never_exceeds_one_when_the_first_peak_was_measured_on_a_busy_machin
   assert peak.mfu(200.0) == 1.0 and peak.value == 200.0  # Measured again (150): the steps' own rate bounds it.
   assert peak.mfu(300.0) == 0.75 and peak.value == 400.0
   assert peak.mfu(200.0) == 0.5  # The best measurement stays.
+  measured = iter([100.0, 90.0])
+  first = flops.Peak(lambda: next(measured), key="test")
+  assert first.mfu(50.0) == 0.5
+  later = flops.Peak(lambda: next(measured), key="test")  # A later run of the process: the best so far, unmeasured.
+  assert later.value == 100.0 and next(measured) == 90.0

@@ -96,20 +96,31 @@ def matmul_peak(size: int | None = None, repeats: int = 10, dtype=jnp.float32) -
   return 2 * size**3 / best
 
 
-class Peak:
-  """The FLOP/s that MFU divides by: the best of the matmul peaks measured so far, measured again whenever the
-  steps themselves ran faster than it (a machine busy while the first was measured), and never below the steps'
-  own rate, so MFU cannot exceed 1."""
+# The best peak a Peak of this process has reached, by its key: the runs after the first in one process (a
+# sweep's, an experiment's) start from it rather than measure again (seconds a run on a CPU).
+_BEST: dict = {}
 
-  def __init__(self, measure):
-    self._measure = measure
-    self.value = measure()
+
+class Peak:
+  """The FLOP/s that MFU divides by: the best of the matmul peaks measured so far (in this process, for `key`),
+  measured again whenever the steps themselves ran faster than it (a machine busy while the first was measured),
+  and never below the steps' own rate, so MFU cannot exceed 1."""
+
+  def __init__(self, measure, key=None):
+    self._measure, self._key = measure, key
+    self.value = _BEST[key] if key is not None and key in _BEST else measure()
     self.remeasured = 0
+    self._remember()
 
   def mfu(self, achieved: float) -> float:
     """Model FLOPs utilisation of `achieved` model FLOP/s."""
     if achieved > self.value:
       self.value = max(self.value, self._measure(), achieved)
       self.remeasured += 1
+      self._remember()
     return achieved / self.value
+
+  def _remember(self) -> None:
+    if self._key is not None:
+      _BEST[self._key] = max(_BEST.get(self._key, 0.0), self.value)
 

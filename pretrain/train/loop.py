@@ -50,7 +50,9 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, account, ex
     stage_costs = [(s.rows * sum(run.family.row_lengths(s.scaled(run.task_lengths)).values()),
                     s.rows * run.flops_per_example(state.params, s.scaled(run.task_lengths)))
                    for s in run.length_stages]
-    peak = flops.Peak(lambda: flops.matmul_peak(dtype=flops.peak_dtype(cfg.model)) * jax.device_count())
+    peak_dtype = flops.peak_dtype(cfg.model)
+    peak = flops.Peak(lambda: flops.matmul_peak(dtype=peak_dtype) * jax.device_count(),
+                      key=(str(peak_dtype), jax.device_count()))
     profile_start, profile_stop = tuple(c.profile_steps) or (None, None)
     tracing = False
     step, saved, latest_eval = start, start, {}
