@@ -343,6 +343,17 @@ def test_bad_exports_and_imports_are_refused(tmp_path, run_train, trained_run, v
   config = json.load(open(workdir / "config.json"))
   config["model"]["mlp_dim"] = 80
   json.dump(config, open(workdir / "config.json", "w"))
+  # The checkpoints record their config: the export is theirs, and says so.
+  result = _export_cli(workdir, tmp_path / "recorded")
+  assert result.returncode == 0 and "(model.mlp_dim=80 there, 64 recorded)" in result.stdout, result.stderr
+  assert json.load(open(tmp_path / "recorded" / "config.json"))["intermediate_size"] == 64
+  # Checkpoints that record none (written before they did): their shapes refuse the config, and nothing is written.
+  for step in os.listdir(workdir / "checkpoints"):
+    metadata = workdir / "checkpoints" / step / "_CHECKPOINT_METADATA"
+    if metadata.exists():
+      record = json.loads(metadata.read_text())
+      record.pop("custom_metadata", None)
+      metadata.write_text(json.dumps(record))
   result = _export_cli(workdir, tmp_path / "hf")
   assert result.returncode == 2 and "has shape (32, 64), but the model config implies (32, 80)" in result.stderr
   assert not os.path.exists(tmp_path / "hf")  # Nothing half-written.

@@ -133,3 +133,26 @@ def test_a_resume_sets_aside_every_file_it_cannot_take_and_trains_on(trained_run
   assert json.loads((run / "config.json").read_text())["train"]["steps"] == 4
   assert (run / "tensorboard").is_dir() and (run / metrics.CURVES_FILE).is_file() and not (run / LOCK_FILE).exists()
   assert (run / "spm.model").read_bytes() == vocabulary
+
+
+def test_commands_that_read_a_run_trust_its_checkpoints_over_its_config_and_vocabulary(trained_run, run_pretrain,
+                                                                                      tmp_path, capsys):
+  """config.json edited (or copied from another run): read as the checkpoints record it, with a line naming the
+  field; the vocabulary file replaced: refused, as no other vocabulary can stand in for the parameters' own."""
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+  run = tmp_path / "run"
+  shutil.copytree(trained_run, run)
+  saved = json.loads((run / "config.json").read_text())
+  saved["data"]["objective"] = "prefix_lm_decoder"
+  (run / "config.json").write_text(json.dumps(saved))
+  assert run_lib.saved_config(str(run)).data.objective == "clm"
+  assert ("config.json is not the config its checkpoints record (data.objective='prefix_lm_decoder' there, 'clm' "
+          "recorded); the run is read as they record it") in capsys.readouterr().out
+  exported = run_pretrain("export", f"--workdir={run}", f"--out={tmp_path / 'hf'}")
+  assert exported.returncode == 0 and "is not the config its checkpoints record" in exported.stdout, exported.stderr
+  assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+  vocabulary = (run / "spm.model").read_bytes()
+  (run / "spm.model").write_bytes(vocabulary[:-1] + bytes([vocabulary[-1] ^ 1]))  # One bit of another vocabulary.
+  generated = run_pretrain("generate", f"--workdir={run}", "--prompt=The")
+  assert generated.returncode == 2
+  assert "spm.model is not the vocabulary the run's checkpoints were trained with" in generated.stderr.splitlines()[-1]

@@ -40,7 +40,8 @@ def train(cfg, workdir: str) -> dict:
     # The run's time so far, if goodput.json is its account (the run id its checkpoints record says so).
     account = goodput.Goodput(workdir, write=jax.process_index() == 0,
                               run=ckpt.run_id(start) if start is not None else None, checkpointed=start is not None)
-    ckpt.records = {"run": account.run, "config": run.cfg.to_dict()}
+    ckpt.records = {"run": account.run, "config": run.cfg.to_dict(),
+                    "vocabulary": workdir_lib.file_sha256(run.vocabulary.file)}
     branching = start is None and bool(cfg.train.parent)  # A cooldown branch's first start.
     if branching:
       account.mark("startup")

@@ -46,8 +46,8 @@ class Checkpointer:
     place."""
     self.directory = os.path.abspath(directory) if files.local(directory) else directory
     self.move_aside = move_aside
-    # What each save records beside its items, as its metadata (training sets it): the run's id (goodput.Goodput.run)
-    # and config, which the workdir's other files are checked against (pretrain/workdir/).
+    # What each save records beside its items, as its metadata (training sets it): the run's id (goodput.Goodput.run),
+    # config and vocabulary file's SHA-256, which the workdir's files are checked against (pretrain/workdir/).
     self.records = {}
     self._saving = None  # The step whose asynchronous save is under way.
     self.manager = ocp.CheckpointManager(self.directory, options=ocp.CheckpointManagerOptions(
@@ -204,6 +204,12 @@ def recorded_config(directory: str) -> dict | None:
   """The config (as JSON's dict) that the newest readable checkpoint in `directory` recorded; None where there is
   none, or it was saved before checkpoints recorded it."""
   return _newest_record(directory, "config", dict)
+
+
+def recorded_vocabulary(directory: str) -> str | None:
+  """The SHA-256 of the vocabulary file that the newest readable checkpoint in `directory` recorded (None: none,
+  or saved before checkpoints recorded it)."""
+  return _newest_record(directory, "vocabulary", str)
 
 
 def recorded_run(directory: str) -> str | None:

@@ -7,6 +7,7 @@ training run resumes as its checkpoints say, and moves aside the workdir's files
 what it wrote (pretrain/system/aside.py).
 """
 
+import hashlib
 import json
 import os
 import uuid
@@ -16,6 +17,7 @@ import ml_collections
 
 from pretrain import config as config_lib, objectives
 from pretrain.system import aside, files
+from pretrain.system.console import log
 from pretrain.system.errors import UserError
 from pretrain.train import checkpoint
 
@@ -111,7 +113,9 @@ def write_run_files(run, workdir: str) -> None:
 
 
 def saved_config(workdir: str) -> ml_collections.ConfigDict:
-  """The run's config, as its config.json holds it; a damaged one is a UserError naming it."""
+  """The run's config, as its config.json holds it, or, where its checkpoints record another (the file edited, or
+  copied from another run), as they record it, with a line naming the fields that differ: the parameters are
+  theirs. A damaged config.json is a UserError naming it."""
   path = os.path.join(workdir, "config.json")
   if not files.exists(path):
     raise UserError(f"{workdir!r} holds no run (no config.json); give the --workdir of a training run")
@@ -119,7 +123,25 @@ def saved_config(workdir: str) -> ml_collections.ConfigDict:
   if problem:
     raise UserError(f"{path} {problem}", fix="restore the file (train writes it at each start), or start a new "
                     "workdir")
-  return cfg
+  recorded = checkpoint.recorded_config(os.path.join(workdir, "checkpoints"))
+  if recorded is None:
+    return cfg
+  recorded = _config(recorded)
+  differ = _differences(recorded, cfg)
+  if differ:
+    shown = "; ".join(f"{key}={theirs!r} there, {ours!r} recorded" for key, ours, theirs in differ[:3])
+    more = f" and {len(differ) - 3} more" if len(differ) > 3 else ""
+    log(f"Note: {path} is not the config its checkpoints record ({shown}{more}); the run is read as they record "
+        "it (train writes config.json again at its next start)")
+  return recorded
+
+
+def _differences(recorded, cfg) -> list[tuple[str, object, object]]:
+  """(section.field, recorded value, value in `cfg`) of every field where the two configs differ."""
+  ours, theirs = recorded.to_dict(), cfg.to_dict()
+  return [(f"{section}.{field}", ours[section].get(field), theirs.get(section, {}).get(field))
+          for section in ours for field in ours[section]
+          if ours[section].get(field) != theirs.get(section, {}).get(field)]
 
 
 def _read_config(path: str) -> tuple[ml_collections.ConfigDict | None, str]:
@@ -154,7 +176,19 @@ def resumed_config(workdir: str) -> ml_collections.ConfigDict | None:
   return _read_config(path)[0] if files.exists(path) else None
 
 
+def file_sha256(path: str) -> str:
+  """What a checkpoint records of a run's vocabulary file (Checkpointer.records)."""
+  return hashlib.sha256(files.read_bytes(path)).hexdigest()
+
+
 def vocabulary_file(workdir: str) -> str:
-  """The vocabulary a run wrote into its workdir."""
+  """The vocabulary a run wrote into its workdir; a UserError where its checkpoints record another (the file
+  replaced or edited): the parameters are of their vocabulary's ids, and no other can stand in for it."""
   paths = [os.path.join(workdir, name) for name in VOCAB_FILES]
-  return next((path for path in paths if files.exists(path)), paths[0])
+  path = next((path for path in paths if files.exists(path)), paths[0])
+  recorded = checkpoint.recorded_vocabulary(os.path.join(workdir, "checkpoints"))
+  if recorded is not None and files.exists(path) and file_sha256(path) != recorded:
+    raise UserError(f"{path} is not the vocabulary the run's checkpoints were trained with (its SHA-256 is not the "
+                    "one they record)", fix="restore the run's own file (train copies it there at each start, from "
+                    "tokenizer.path or the data cache)")
+  return path
