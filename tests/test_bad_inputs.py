@@ -196,6 +196,9 @@ CASES = [
      f"TFDS dataset '{CORPUS}' is damaged: the train split's files hold"),
     ("UL2 targets too short for its X-denoisers", [*TRAIN, "--config.data.objective=ul2",
                                                    "--config.data.targets_length=40"], "X-denoiser"),
+    ("sentence pairs from Penn Treebank's one-sentence lines", [*TRAIN, "--config=ptb_small",
+                                                                 "--config.data.objective=sop"],
+     "of the first 200 documents of the source hold two sentences (ending in . ! or ?), fewer than half"),
 ]
 
 

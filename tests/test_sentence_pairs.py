@@ -130,6 +130,14 @@ def test_check_documents(documents, vocabulary, ends):
   with pytest.raises(UserError, match="data.objective=nsp builds sentence pairs, but none of the first 3 documents"):
     sentence_pairs.check_documents(single, ends, "nsp")
   sentence_pairs.check_documents(documents[:200], ends, "sop")
+  # A few one-sentence lines whose abbreviations look like sentence ends, as Penn Treebank's (its first 200 lines:
+  # 54 of them), are no source of sentence pairs.
+  lines = [np.array(vocabulary.encode(text), np.int32) for text in (
+      "mr. vinken is chairman of elsevier n.v. the dutch publishing group", "the company said it will report",
+      "shares of acme inc. rose in new york trading", "analysts expect the same")]
+  with pytest.raises(UserError, match=r"but only 2 of the first 5 documents of the source hold two sentences "
+                                      r"\(ending in \. ! or \?\), fewer than half"):
+    sentence_pairs.check_documents([*lines, lines[1]], ends, "sop")
 
 
 def test_mask_tokens_candidates():

@@ -200,12 +200,18 @@ def sentence_pairs(dataset, sequence_length, output_features, *, seed: int, kind
 
 
 def check_documents(token_documents, ends: common.SentenceEnds, kind: str) -> None:
-  """Raises a UserError when no document holds two sentences: such a source gives no positive pair at all."""
+  """Raises a UserError unless at least half the documents hold two sentences: a source of one-sentence
+  documents gives no positive pair, and where a few seem to hold two, an abbreviation's dot ('mr.', 'inc.', as in
+  Penn Treebank's one-sentence lines) is the likelier cause."""
   token_documents = list(token_documents)
-  if not any(len(sentences(np.asarray(d), ends, max(len(d), 1))) >= 2 for d in token_documents):
-    raise UserError(f"data.objective={kind} builds sentence pairs, but none of the first {len(token_documents)} "
-                    "documents of the source holds two sentences (ending in . ! or ?); use a source of "
-                    "multi-sentence documents, or data.objective=mlm")
+  pairs = sum(len(sentences(np.asarray(d), ends, max(len(d), 1))) >= 2 for d in token_documents)
+  if 2 * pairs < len(token_documents) or not pairs:
+    found = (f"none of the first {len(token_documents)} documents of the source holds two sentences (ending in . "
+             "! or ?)" if not pairs else f"only {pairs} of the first {len(token_documents)} documents of the source "
+             "hold two sentences (ending in . ! or ?), fewer than half, and an abbreviation's dot ('mr.', 'inc.') "
+             "counts as an end")
+    raise UserError(f"data.objective={kind} builds sentence pairs, but {found}; use a source of multi-sentence "
+                    "documents, or data.objective=mlm")
 
 
 def check_source(source, vocabulary, kind: str, documents: int = 200) -> None:
