@@ -49,6 +49,23 @@ def test_every_experiment_runs_through_pretrain_experiment_and_its_tool():
   assert wrappers == set(experiment.EXPERIMENTS)
 
 
+def test_an_experiment_tool_starts_as_quietly_as_pretrain():
+  """tools/NAME.py starts as `pretrain experiment NAME`: the TensorFlow its runs import later prints none of its
+  native start-up lines (without that, the CUDA-driver notices and cuInit's error of a CPU machine)."""
+  script = ("import runpy, sys\n"
+            "sys.argv = ['tools/cooldown_check.py', '--fractions=0.1,0.104', '--steps=10']\n"
+            "try:\n  runpy.run_path('tools/cooldown_check.py', run_name='__main__')\n"
+            "except SystemExit as e:\n  print('exit', e.code)\n"
+            "from pretrain.system import tf_loader\n"
+            "tf_loader.tensorflow()\n"
+            "print('imported')\n")
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=env)
+  assert result.stdout.split() == ["exit", "2", "imported"], result.stderr
+  assert [line for line in result.stderr.splitlines() if NOISE.search(line)] == [], result.stderr
+
+
 def test_unknown_subcommand_suggests_the_closest():
   result = run("evaluate")
   assert result.returncode == 2
