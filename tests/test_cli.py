@@ -12,7 +12,6 @@ import pytest
 from pretrain import cli
 from tests.conftest import REPO, TINY
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "pretrain")  # Installed by `pip install -e .`.
 
 

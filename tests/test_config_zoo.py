@@ -5,7 +5,6 @@ fits the hardware it says it is sized for."""
 
 import importlib
 import math
-import os
 import subprocess
 import sys
 

@@ -28,7 +28,6 @@ from pretrain.experiments import scaling
 from pretrain.experiments import scaling_report
 from pretrain.experiments import web_defects
 from pretrain.system.errors import UserError
-from tests.conftest import REPO
 
 # Every test here trains, starts processes or compiles a model of each kind.
 pytestmark = pytest.mark.slow

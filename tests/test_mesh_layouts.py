@@ -7,7 +7,6 @@ started with --xla_force_host_platform_device_count=8.
 """
 
 import json
-import os
 import subprocess
 import sys
 

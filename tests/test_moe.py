@@ -3,7 +3,6 @@ other, and its dropped share and auxiliary losses against hand computations."""
 
 import functools
 import json
-import os
 import subprocess
 import sys
 

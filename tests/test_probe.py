@@ -8,9 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from pretrain import configs, run as run_lib
+from pretrain import run as run_lib
 from pretrain.commands import probe as probe_command
-from pretrain.data import corpus, sources
+from pretrain.data import corpus
 from pretrain.downstream import finetune, probe, stats, topics, zero_shot
 from tests.conftest import tiny_config, tiny_run
 

@@ -106,7 +106,7 @@ def test_a_sweep_reports_each_point_continues_after_a_kill_and_reports_over_seed
   assert all(0 < float(r["probe/same_document_probe"]) < 1 and r["probe/same_document_probe/init"] for r in rows)
   report = (where / "sweep.md").read_text()
   mean = (float(rows[0]["eval/loss"]) + float(rows[1]["eval/loss"])) / 2
-  assert f"| 2 | " in report and f"{mean:.3f} +- " in report  # One setting, two seeds: mean and interval.
+  assert "| 2 | " in report and f"{mean:.3f} +- " in report  # One setting, two seeds: mean and interval.
   assert "artial" not in report
   sweep_command.main([f"--workdir={where}", "--report", "--metric=eval/accuracy"])
   assert "eval/accuracy, a difference counts as real" in capsys.readouterr().out
