@@ -116,6 +116,12 @@ def check_types(cfg: ml_collections.ConfigDict, reference: ml_collections.Config
       raise UserError(f"{key} is {value!r}, not a {type(expected).__name__} (e.g. {expected!r})")
 
 
+def value(cfg: ml_collections.ConfigDict, key: str):
+  """The value of a dotted key of a config's section, e.g. value(cfg, 'train.steps')."""
+  section, field = key.split(".")
+  return cfg[section][field]
+
+
 def flat_keys(cfg: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
   """All dotted leaf keys of a config, e.g. ['train.steps', ...]."""
   keys = []

@@ -8,7 +8,7 @@ import os
 import re
 import shlex
 
-from pretrain import objectives
+from pretrain import config as config_lib, objectives
 from pretrain.system import files
 from pretrain.system.errors import UserError
 
@@ -97,17 +97,12 @@ def same_configs(configs: dict) -> None:
       fields[section].pop(field, None)
     key = json.dumps(fields, sort_keys=True, default=str)
     if key in seen:
-      differ = [k for k in unread if _get(cfg, k) != _get(configs[seen[key]], k)]
+      differ = [k for k in unread if config_lib.value(cfg, k) != config_lib.value(configs[seen[key]], k)]
       names = ", ".join(spec.name for spec in objectives.named(cfg))
       why = f": {', '.join(differ)} is read by none of their objectives ({names})" if differ else ""
       raise UserError(f"the grid's points {seen[key]} and {name} give the same config (one run twice){why}; give "
                       "values that differ" + (", or sweep a field the run reads" if differ else ""))
     seen[key] = name
-
-
-def _get(cfg, key: str):
-  section, field = key.split(".")
-  return cfg[section].get(field)
 
 
 def check_manifest(sweep_dir: str, base: list[str], grid: dict[str, list[str]], resolve=None) -> None:

@@ -108,7 +108,7 @@ class Peak:
 
   def __init__(self, measure, key=None):
     self._measure, self._key = measure, key
-    self.value = _BEST[key] if key is not None and key in _BEST else measure()
+    self.value = _BEST[key] if key in _BEST else measure()
     self.remeasured = 0
     self._remember()
 

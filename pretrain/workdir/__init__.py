@@ -137,11 +137,12 @@ def saved_config(workdir: str) -> ml_collections.ConfigDict:
 
 
 def _differences(recorded, cfg) -> list[tuple[str, object, object]]:
-  """(section.field, recorded value, value in `cfg`) of every field where the two configs differ."""
-  ours, theirs = recorded.to_dict(), cfg.to_dict()
-  return [(f"{section}.{field}", ours[section].get(field), theirs.get(section, {}).get(field))
-          for section in ours for field in ours[section]
-          if ours[section].get(field) != theirs.get(section, {}).get(field)]
+  """(section.field, recorded value, value in `cfg`) of every field where the two configs differ (a field `cfg`
+  lacks, as a user's objective's setting it does not name, is None there)."""
+  theirs = cfg.to_dict()
+  pairs = ((key, config_lib.value(recorded, key), theirs.get(key.split(".")[0], {}).get(key.split(".")[1]))
+           for key in config_lib.flat_keys(recorded))
+  return [(key, ours, given) for key, ours, given in pairs if ours != given]
 
 
 def _read_config(path: str) -> tuple[ml_collections.ConfigDict | None, str]:

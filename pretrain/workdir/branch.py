@@ -79,16 +79,11 @@ def existing(out: str, parent: str, step: int, steps: int) -> ml_collections.Con
                   "resumes what it holds)")
 
 
-def _value(cfg, key: str):
-  section, field = key.split(".")
-  return cfg[section][field]
-
-
 def check_fields(cfg, branch_cfg, how: str) -> None:
   """Refuses a config whose fields that a branch sets (SET_BY_BRANCH) differ from `branch_cfg`'s, the branch's
   own: however a branch is reached (`how`), its steps, decay and parent are the ones its checks made."""
   for key in SET_BY_BRANCH:
-    given, own = _value(cfg, key), _value(branch_cfg, key)
+    given, own = config_lib.value(cfg, key), config_lib.value(branch_cfg, key)
     if given != own and not (key == "train.parent" and location(str(given)) == own):
       raise UserError(f"{key}={given!r} {how}, but the branch's is {own!r}: a branch's steps, decay and parent are "
                       "set by pretrain cooldown --workdir=PARENT --from_step=S --steps=D --out=DIR, which checks them; "
