@@ -187,3 +187,24 @@ def test_the_readme_is_short_and_the_site_builds_strictly(tmp_path):
     for link in re.findall(r'(?:href|src)="([^"#?]*)', page.read_text()):
       if link and ":" not in link and not link.startswith("//"):
         assert (page.parent / link).is_file(), f"{page.relative_to(site)} links to {link}"
+
+
+def test_a_page_of_results_names_its_data_and_says_so_at_its_top_when_the_data_has_changed():
+  """Every page with a Machine: line (results measured on it) names the data its runs read; where that is an
+  older version of the bundled corpus than today's, the page opens with a "Not re-run since" notice. A new corpus
+  version fails this test until each page is re-run or marked."""
+  from pretrain.data import corpus  # pylint: disable=g-import-not-at-top
+  today = str(corpus.PretrainCorpus.VERSION)
+  checked = 0
+  for page in PAGES:
+    with open(os.path.join(REPO, page)) as f:
+      text = f.read()
+    if not re.search(r"^Machine:", text, re.M):
+      continue
+    checked += 1
+    data = re.search(r"Data: the (Penn Treebank|bundled corpus, version (\d+\.\d+\.\d+))", " ".join(text.split()))
+    assert data, f"{page}: no 'Data: ...' line (pretrain/experiments/runs.py data_line)"
+    if data.group(2) and data.group(2) != today:
+      top = " ".join(text.split("\n\n")[1].split())
+      assert top.startswith("**Not re-run since") and f"predate corpus {today}" in top, page
+  assert checked >= 12

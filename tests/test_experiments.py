@@ -134,6 +134,8 @@ def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabu
   text = " ".join(open(out + ".md").read().split())  # Prose is wrapped.
   assert "python tools/compare_objectives.py --objectives=clm,span_corruption" in text
   assert "losses of different objectives are not comparable" in text
+  assert "sampling error (at an accuracy near 0.8: +- 0.04 on the 400 items of pairs: swap," in text
+  assert "+- 0.07 on the 134 items of pairs: lines" in text  # Each task's own count, not one for all.
   assert "**same-document probe**: above their own initial parameters:" in text
   assert "**pairs: swap**: above their own initial parameters:" in text and "Above the trigram" in text
   assert "CLM yardstick bits per byte, below the unigram" in text
@@ -270,7 +272,8 @@ def test_a_cooldown_verdict_says_below_cosine_only_after_holm():
   lines = cooldown_check.verdicts(found)
   assert lines[0].endswith("below cosine's loss, real after Holm.")
   assert lines[1].endswith("below cosine's loss by its own interval, not after Holm: not shown to differ.")
-  assert lines[2].endswith("reaches cosine's loss within the seeds' interval.")
+  assert lines[2].endswith(found[2][1].not_apart("nats", against="cosine's loss") + ".")
+  assert "not shown to differ from cosine's loss (at this spread the seeds detect only differences of" in lines[2]
   one_seed = stats.compare({0: 4.2}, {0: 4.3}, pair=True)
   assert cooldown_check.verdicts([("single - cosine", one_seed)])[0].endswith("one seed: no interval.")
 
@@ -401,3 +404,18 @@ def test_compare_moe_gives_both_models_the_same_active_parameters_and_refuses_ba
   with pytest.raises(SystemExit):
     compare_moe.main(["--experts=2", "--top_k=3"])
   assert "--top_k=3 is more than --experts=2" in capsys.readouterr().err
+
+
+def test_mup_transfer_says_a_shift_held_back_by_holm_is_not_shown_rather_than_absent():
+  """An optimum that moves by its own interval but not after Holm's correction over the page's list is not
+  reported as 'does not move'; one whose spread hides it names the smallest shift the seeds could find."""
+  from pretrain.experiments import mup_transfer  # pylint: disable=g-import-not-at-top
+  lrs = [2.0 ** -10, 2.0 ** -8, 2.0 ** -6, 2.0 ** -4]
+  optima = {("decoder_only", "standard"): ([-8, -8, -8.1], [-8.2, -8.45, -8.3]),  # p 0.043: apart alone.
+            ("decoder_only", "mup"): ([-8, -6, -8], [-6, -8, -8])}  # Hidden in the spread.
+  rows = [{"family": family, "parameterization": parameterization, "width": width, "optima": values}
+          for (family, parameterization), ends in optima.items() for width, values in zip((64, 256), ends)]
+  standard, mup = mup_transfer.shifts(rows, [64, 256], lrs)
+  assert "apart by its own interval, not after Holm's correction: not shown to differ." in standard
+  assert "not shown to differ (at this spread the seeds detect only differences of" in mup
+  assert "does not move" not in standard + mup

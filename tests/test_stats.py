@@ -61,3 +61,21 @@ def test_against_initial_is_paired_per_run():
   found = stats.against_initial(trained, initial)
   assert found["clm"][1] and found["clm"][0].mean == pytest.approx(0.30)
   assert not found["mlm"][1]
+
+
+def test_a_difference_not_shown_says_the_smallest_one_the_seeds_would_find():
+  """'Not shown to differ' is not 'equal': the verdict names the difference the test finds 80% of the time at
+  the spread it saw; a simulated test with that true difference and that spread finds it that often."""
+  d = stats.paired([4.31, 4.33, 4.28], [4.30, 4.31, 4.29])
+  assert not d.p < 0.05 and d.mean - d.half < 0 < d.mean + d.half
+  size = d.detectable()
+  assert size > d.half
+  assert d.not_apart("nats") == f"not shown to differ (at this spread the seeds detect only differences of " \
+                                f"{size:.3f} nats or more, 80% power)"
+  rng = np.random.default_rng(0)
+  sd = d.se * math.sqrt(3)  # The spread of one pair's difference.
+  found = [stats.paired(size + rng.normal(0, sd, 3), np.zeros(3)).p < 0.05 for _ in range(4000)]
+  assert np.mean(found) == pytest.approx(0.8, abs=0.02)
+  assert stats.welch([1.0], [2.0, 3.0]).not_apart() == "not shown to differ (one run: no interval)"
+  outside = stats.paired([4.35, 4.36, 4.34], [4.30, 4.32, 4.29])  # Apart alone; a family's correction may not.
+  assert outside.not_apart().startswith("apart by its own interval, not after Holm's correction")

@@ -32,6 +32,21 @@ def test_runs_over_seeds_have_their_interval(tmp_path):
   assert "the mean +- the 95% interval (Student's t) over the runs" in text and "| 3 |" in text
 
 
+def test_settings_worse_than_their_initial_parameters_are_reported_as_the_better_ones_are(tmp_path):
+  """A probe's trained runs against their own initial parameters, both directions: a setting that pre-training
+  made worse on the probe is named, not left out."""
+  gains = {"0.15": (0.05, 0.052, 0.048), "0.4": (-0.041, -0.044, -0.038)}
+  points = [{"name": f"mlm_rate={r},seed={s}", "settings": {"data.mlm_rate": r, "train.seed": str(s)},
+             "values": {"eval/loss": 5.0, "probe/same_document_probe": 0.65 + gain + 0.001 * s,
+                        "probe/same_document_probe/init": 0.65 + 0.001 * s}}
+            for r, seed_gains in gains.items() for s, gain in enumerate(seed_gains)]
+  (tmp_path / "sweep.json").write_text(json.dumps({"base": [], "grid": {"data.mlm_rate": list(gains),
+                                                                          "train.seed": ["0", "1", "2"]}}))
+  sweep_report.report(str(tmp_path), points, "probe/same_document_probe", "pretrain sweep ...")
+  text = " ".join((tmp_path / "sweep.md").read_text().split())
+  assert "Against their own initial parameters (paired, Holm): better mlm_rate=0.15; worse mlm_rate=0.4." in text
+
+
 def test_a_point_is_finished_only_once_its_final_checkpoint_is_committed(tmp_path, trained_run):
   """A sweep point killed after logging its final evaluation, while its last checkpoint was being written, is not
   finished: the sweep trains it again (from its latest checkpoint) rather than read an earlier one as its end."""

@@ -20,9 +20,10 @@ import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from scipy import stats
+from scipy import integrate, optimize, stats
 
 ALPHA = 0.05
+POWER = 0.8  # Of the smallest difference a comparison could have found (Difference.detectable).
 # How a report says what "real" means.
 VERDICT = ("A difference counts as real where its two-sided t-test over the runs (paired over the seeds two settings "
            "share where a seed gives both the same start, else Welch's) survives Holm's correction at 5% over the "
@@ -52,24 +53,57 @@ def text(values, digits: int = 3) -> str:
 @dataclasses.dataclass(frozen=True)
 class Difference:
   """A - B: the mean difference, the half-width of its 95% interval, the p-value of 'no difference' (two-sided),
-  the runs behind it and the test ('paired': n pairs; 'Welch': n = runs of A + runs of B)."""
+  the runs behind it and the test ('paired': n pairs; 'Welch': n = runs of A + runs of B); `se` and `df`, the
+  standard error and degrees of freedom of the t-test (nan where there is no interval)."""
   mean: float
   half: float
   p: float
   n: int
   test: str
+  se: float = float("nan")
+  df: float = float("nan")
 
   def text(self, digits: int = 3) -> str:
     return (f"{self.mean:+.{digits}f}" if math.isnan(self.half)
             else f"{self.mean:+.{digits}f} +- {self.half:.{digits}f}")
+
+  def detectable(self, power: float = POWER) -> float:
+    """The smallest true difference this test finds (two-sided, at ALPHA) with probability `power` at the spread
+    it saw: se times the noncentrality at which the t-test's power is `power`. A verdict "not shown to differ"
+    says no more than that a difference below this size could hide in the spread; nan without an interval."""
+    if math.isnan(self.se) or not self.df > 0:
+      return float("nan")
+    critical = stats.t.ppf(1 - ALPHA / 2, self.df)
+    # P(|t| > critical) for t = (z + shift) / sqrt(v / df), over the chi-square v (scipy's noncentral t loses
+    # precision at one degree of freedom).
+    power_at = lambda shift: integrate.quad(lambda v: stats.chi2.pdf(v, self.df) * (
+        stats.norm.sf(critical * math.sqrt(v / self.df) - shift)
+        + stats.norm.cdf(-critical * math.sqrt(v / self.df) - shift)), 0, math.inf)[0]
+    guess = critical + stats.t.ppf(power, self.df)  # The normal approximation, a little short of it.
+    return float(optimize.brentq(lambda shift: power_at(shift) - power, 0.0, 2 * guess) * self.se)
+
+  def not_apart(self, unit: str = "", against: str = "") -> str:
+    """The verdict on a difference not found real: 'not shown to differ (at this spread the seeds detect only
+    differences of 0.061 nats or more, 80% power)', so that it is not read as 'equal'; or, outside zero by its
+    own interval, that only the correction over its family kept it from being real. `against`: what it is not
+    shown to differ from."""
+    if math.isnan(self.half):
+      return "not shown to differ (one run: no interval)"
+    if self.half == 0:
+      return "no difference: every run gives the same value"
+    if abs(self.mean) > self.half:
+      return "apart by its own interval, not after Holm's correction: not shown to differ"
+    return (f"not shown to differ{' from ' + against if against else ''} (at this spread the seeds detect only differences of {self.detectable():.3f}"
+            f"{' ' + unit if unit else ''} or more, {POWER:.0%} power)")
 
 
 def _t_test(mean: float, se: float, df: float, n: int, test: str) -> Difference:
   if not df > 0 or math.isnan(se):
     return Difference(mean, float("nan"), float("nan"), n, test)
   if se == 0:  # No spread at all: any difference is exact.
-    return Difference(mean, 0.0, 0.0 if mean else 1.0, n, test)
-  return Difference(mean, float(stats.t.ppf(0.975, df) * se), float(2 * stats.t.sf(abs(mean) / se, df)), n, test)
+    return Difference(mean, 0.0, 0.0 if mean else 1.0, n, test, 0.0, df)
+  return Difference(mean, float(stats.t.ppf(0.975, df) * se), float(2 * stats.t.sf(abs(mean) / se, df)), n, test,
+                    float(se), float(df))
 
 
 def paired(a, b) -> Difference:

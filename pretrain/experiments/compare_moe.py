@@ -117,7 +117,8 @@ def report(results, args, argv, load, reference) -> str:
   for family, by_model in results.items():
     finals = {model: [s["bpb"][-1][1] for s in seeds] for model, seeds in by_model.items()}
     apart = stats.apart(finals, higher_better=False)
-    verdicts.append(f"- {family}: " + (", ".join(apart) or "dense and MoE not apart") + ".")
+    both = "dense and MoE " + stats.compare(*finals.values()).not_apart("bits per byte") if len(finals) == 2 else ""
+    verdicts.append(f"- {family}: " + (", ".join(apart) or both or "not apart") + ".")
   return runs.report("tools/compare_moe.py", argv, load, [
       "# Dense or mixture of experts, at equal active parameters and equal tokens",
       f"Every run: {args.steps} steps x {args.batch_size} rows of {args.seq_len} tokens of the bundled corpus, "

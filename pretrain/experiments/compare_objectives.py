@@ -48,6 +48,7 @@ also printed). Each run's own console output goes to OUT_DIR/OBJECTIVE/seedS/tra
 """
 
 import json
+import math
 import os
 import statistics
 
@@ -126,6 +127,14 @@ ZERO_SHOT = (("pairs_swap", "pairs: swap"), ("pairs_replace", "pairs: replace"),
              ("cloze", "cloze (4-way)"),
              # A span filler's own form of the pairs (zero_shot.span_accuracies): the differing words as its span.
              *((name + zero_shot.SPAN, f"pairs: {name.split('_')[1]}, as a masked span") for name in zero_shot.PAIRS))
+def item_error(accuracy: float = 0.8) -> str:
+  """The binomial 95% half-width of an accuracy near `accuracy` on each zero-shot task's items, with their count."""
+  titles = dict(ZERO_SHOT)
+  return f"at an accuracy near {accuracy:g}: " + ", ".join(
+      f"+- {1.96 * math.sqrt(accuracy * (1 - accuracy) / n):.2f} on the {n} items of {titles[name]}"
+      for name, n in ((name, len(zero_shot.load(name))) for name in zero_shot.TASKS))
+
+
 PROBES = (("same_document_probe", "same-document probe"), ("package_probe", "package probe"),
           ("package_finetune", "package fine-tuned"))
 MEASURES = ZERO_SHOT + PROBES
@@ -364,9 +373,9 @@ def report(results: dict[str, list[dict]], args, argv: list[str], load: str, ref
       "pseudo-log-likelihood (each token masked in turn); ELECTRA's discriminator how "
       "sure it is that every token is original; contrastive has no token head and scores nothing. The count "
       "rows score the same texts by their n-gram probability. The intervals are over the runs only: every run "
-      "scores the same items, so the items' own sampling error (about +- 0.04 for an accuracy near 0.8 on 400 "
-      "items) is in none of them. It does not bias a comparison of two objectives on these items, but it is "
-      "there when a figure is set against another test set's.",
+      "scores the same items, so the items' own sampling error (" + item_error() + ") is in none of them. It "
+      "does not bias a comparison of two objectives on these items, but it is there when a figure is set against "
+      "another test set's.",
       stats.VERDICT,
       "\n".join(verdicts(results, ZERO_SHOT, best_count)),
       "## Probes",

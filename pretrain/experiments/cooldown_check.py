@@ -101,16 +101,16 @@ def verdicts(found: list[tuple[str, stats.Difference]]) -> list[str]:
       side = "below" if d.mean < 0 else "above"
       if math.isnan(d.half):
         reached = "one seed: no interval."
-      elif d.mean - d.half <= 0 <= d.mean + d.half:
-        reached = "reaches cosine's loss within the seeds' interval."
       elif is_real:
         reached = f"{side} cosine's loss, real after Holm."
-      else:  # Outside the interval of this one comparison, but not after the correction for the page's.
+      elif abs(d.mean) > d.half:  # Outside the interval of this one comparison, but not after the page's correction.
         reached = f"{side} cosine's loss by its own interval, not after Holm: not shown to differ."
+      else:
+        reached = d.not_apart("nats", against="cosine's loss") + "."
       lines.append(f"- {what}: {d.text()} nats (paired, n={d.n}, p={d.p:.3f}): {reached}")
     else:
       lines.append(f"- {what}: {d.text()} nats (paired, n={d.n}, p={d.p:.3f})"
-                   + (": real after Holm." if is_real else ": not shown to differ."))
+                   + (": real after Holm." if is_real else f": {d.not_apart('nats')}."))
   return lines
 
 

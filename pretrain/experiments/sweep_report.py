@@ -119,8 +119,10 @@ def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> lis
                                      for s, r in groups.items()},
                                     {label(s): [v[initial[metric]] for v in r.values() if initial[metric] in v]
                                      for s, r in groups.items()})
-    above = [name for name, (d, is_real) in against.items() if is_real and (d.mean > 0) == higher_better]
-    verdict += f" Better than their own initial parameters (paired, Holm): {', '.join(above) or 'none'}."
+    better = [name for name, (d, is_real) in against.items() if is_real and (d.mean > 0) == higher_better]
+    worse = [name for name, (d, is_real) in against.items() if is_real and (d.mean > 0) != higher_better]
+    verdict += (f" Against their own initial parameters (paired, Holm): better {', '.join(better) or 'none'}; "
+                f"worse {', '.join(worse) or 'none'}.")
   unfinished = [p["name"] for p in points if not p["values"]]
   partial = f"partial: {len(finished)} of {len(points)} points finished" if unfinished else ""
   over_runs = (f"the final metrics of a setting's runs (the unit: one run per value of {' and '.join(seeds)}), the "
