@@ -288,7 +288,7 @@ class Run:
       return ReplayBatches(self.task, self.task_lengths, self.family, batch_size=c.train.batch_size,
                            seed=c.train.seed, host_sharding=c.data.host_sharding, position=position)
     from pretrain.data.indexed import IndexedBatches  # pylint: disable=g-import-not-at-top
-    members = [(task, source, o.family.converter(), o.family.task_lengths(c.data))
+    members = [(task, source, o.family.converter(), o.family.task_lengths(c.data), o.in_order)
                for task, source, o in self.member_tasks()]
     return IndexedBatches(members, self.schedule, self.vocabulary, self.family, self.task_lengths, task=self.task,
                           batch_size=c.train.batch_size, streams=c.data.streams, seed=c.train.seed,

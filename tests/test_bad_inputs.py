@@ -69,6 +69,9 @@ CASES = [
      "the objective 'no_such_module:Denoiser': the module 'no_such_module' cannot be imported"),
     ("an objective's setting out of range", [*TRAIN, "--config.data.objective=mlm", "--config.data.mlm_rate=1.5"],
      "data.mlm_rate must be in (0, 1), got 1.5"),
+    ("an objective's setting on an objective that does not read it",
+     [*TRAIN, "--config.data.objective=span_corruption", "--config.data.context=stream"],
+     "data.context='stream' is read only by clm, which this config does not train or evaluate"),
     ("unknown built-in config", [*TRAIN, "--config=lm_125"], "--config='lm_125' is not a built-in config; did you "
      "mean 'lm_125m'?"),
     ("missing config file", [*TRAIN, "--config=/nonexistent/run.py"],

@@ -71,3 +71,42 @@ def test_same_seed_same_batches(corpus_source, vocabulary):
   np.testing.assert_array_equal(next(batches(4, skip=8))["decoder_target_tokens"], seen[2])
   # Resumed with another batch size after 8 examples: the same examples follow.
   np.testing.assert_array_equal(next(batches(8, skip=8))["decoder_target_tokens"], np.concatenate(seen[2:]))
+
+
+def _stream_objective():
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  return objectives.make("clm", ml_collections.ConfigDict({"context": "stream"}), seed=0)
+
+
+def test_a_stream_context_is_the_documents_in_order_cut_into_full_rows(corpus_source, vocabulary):
+  """data.context=stream: the split's documents, each with its EOS, in their order, cut into rows of exactly the
+  target length (the last one shorter): no token lost or repeated, and a row runs across documents."""
+  stream = _stream_objective()
+  assert stream.in_order and not CLM.in_order
+  task = seqio.get_mixture_or_task(tasks.register(corpus_source, vocabulary, stream))
+  rows = [ex["targets"].tolist() for ex in task.get_dataset({"targets": 64}, split="validation", shuffle=False)
+          .as_numpy_iterator()]
+  assert all(len(r) == 64 for r in rows[:-1]) and 1 <= len(rows[-1]) <= 64
+  documents = [ex["targets"].tolist() for ex in seqio.get_mixture_or_task(tasks.register(
+      corpus_source, vocabulary, CLM)).get_dataset({"targets": 100_000}, split="validation", shuffle=False)
+      .as_numpy_iterator()]
+  assert sum(rows, []) == sum(documents, [])  # The document pieces with their EOS, in order.
+  assert sum(vocab.EOS_ID in r[:-1] for r in rows) > len(rows) // 4  # Rows that go on past a document's end.
+
+
+def test_stream_rows_have_one_segment_and_packed_rows_several(corpus_source, vocabulary):
+  """The mask follows the segments: in a stream row every token has segment 1 and positions 0..L-1, so the token
+  after a document's EOS attends to that document; in packed rows it starts a segment of its own."""
+  length = 64
+  for objective, stream in ((_stream_objective(), True), (CLM, False)):
+    name = tasks.register(corpus_source, vocabulary, objective)
+    batch = next(replay.batches(name, "train", {"targets": length}, 256, family.CAUSAL_LM, shuffle=True,
+                                seed=0, repeat=True))
+    targets, segments, positions = (batch[k] for k in ("decoder_target_tokens", "decoder_segment_ids",
+                                                       "decoder_positions"))
+    rows, ends = np.nonzero((targets[:, :-1] == vocab.EOS_ID) & (segments[:, 1:] > 0))
+    assert len(rows) >= 3, "documents end inside rows"
+    assert (segments[rows, ends + 1] == segments[rows, ends]).all() == stream
+    assert (positions[rows, ends + 1] == ends + 1).all() == stream
+    if stream:
+      assert (segments == 1).all() and (positions == np.arange(length)).all()

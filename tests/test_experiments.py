@@ -52,6 +52,13 @@ def test_saved_figures_stay_filed_under_their_config_when_a_field_is_added():
     assert runs.config_key(saved) != runs.config_key(today)
 
 
+def test_a_rate_chosen_at_the_grids_edge_extends_the_grid_until_bracketed():
+  assert compare_objectives.beyond_edge({1e-3: [4.0], 3e-3: [3.9], 1e-2: [3.8]}) == 3.33e-2  # The grid's ratio.
+  assert compare_objectives.beyond_edge({1e-3: [3.7, 3.7], 3e-3: [3.9, 3.8], 1e-2: [3.8, 3.9]}) == 3.33e-4
+  assert compare_objectives.beyond_edge({1e-3: [4.0], 3e-3: [3.7], 1e-2: [3.8]}) is None  # Bracketed.
+  assert compare_objectives.beyond_edge({1e-3: [4.0]}) is None
+
+
 def test_split_row_fits_each_objective():
   data = configs.load("quickstart").data
   assert compare_objectives.split_row("span_corruption", data, 100, 128) == (104, 24)  # T5's 512:114, scaled.
@@ -103,16 +110,21 @@ def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabu
   argv = ["--objectives=clm,span_corruption", "--d_model=32", "--num_layers=1", "--head_dim=16", f"--out={out}",
           f"--out_dir={tmp_path / 'runs'}", "--probe_documents=100", "--seeds=0,1", "--probe_seeds=2",
           "--finetune_seeds=1", "--finetune_steps=2", "--steps=10", "--evals=2", "--lr_grid=1e-3,1e-2",
-          "--lr_seeds=7", *TINY]
+          "--lr_seeds=7", "--lr_extend=1", *TINY]
   compare_objectives.main(argv)
   assert os.path.getsize(out + ".png") > 0
   rates, pretraining, zero_shot, probes = _tables(out + ".md")
-  # Each objective's rate chosen on seed 7 (none of the reported runs'), its reported runs at that rate.
+  # Each objective's rate chosen on seed 7 (none of the reported runs'), its reported runs at that rate. Two rates
+  # put the lower loss at an edge, so each went one rate past it (--lr_extend=1) and chose among three.
   chosen = {}
+  header = [cell.strip() for cell in open(out + ".md").read().split("| objective | ")[1].split("\n")[0].split("|")]
+  grid = [float(cell.split()[1]) for cell in header[:-2]]
   for row in rates:
-    name, low, high, rate = (cell.strip() for cell in row.strip("|").split("|"))
+    name, *losses, rate = (cell.strip() for cell in row.strip("|").split("|"))
+    tried = {g: float(loss) for g, loss in zip(grid, losses) if loss}
+    assert len(tried) == 3 and {1e-3, 1e-2} < set(tried) and set(tried) <= {1e-4, 1e-3, 1e-2, 1e-1}
     chosen[name] = rate.split()[0]
-    assert rate.split()[0] == ("0.001" if float(low) <= float(high) else "0.01") and "grid's edge" in rate
+    assert float(chosen[name]) == min(tried, key=tried.get)
   for name, rate in chosen.items():
     saved = json.load(open(tmp_path / "runs" / name / "seed1" / "config.json"))
     assert saved["optimizer"]["learning_rate"] == float(rate) and saved["train"]["seed"] == 1

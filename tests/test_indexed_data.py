@@ -250,3 +250,32 @@ def test_prepare_data_command(cache_dir, vocabulary, run_train):
   bad = subprocess.run([sys.executable, "-m", "pretrain", "prepare-data", "--shard=2", "--num_shards=2"],
                        cwd=REPO, capture_output=True, text=True, env={**os.environ, "PRETRAIN_CACHE": cache_dir})
   assert bad.returncode == 2 and "give 0 <= shard < num_shards" in bad.stderr
+
+
+@pytest.mark.slow
+def test_a_stream_epoch_reads_runs_of_documents_in_order_and_every_token_once(cache_dir, vocabulary):
+  """data.context=stream: each window is a run of consecutive documents in the store's order (the text's
+  context), an epoch visits every run once in a seeded order, and its rows hold each token of the store once,
+  with one EOS per document, with no segments inside a row."""
+  del vocabulary
+  run = _run(cache_dir, "--config.data.context=stream")
+  task, store, converter, lengths, seed, member = _row_args(run, 0)
+  size = indexed.window_size(store, lengths)
+  per_epoch = -(-len(store) // size)
+  windows = [indexed.window_documents(len(store), size, seed, member, g, in_order=True).numpy()
+             for g in range(2 * per_epoch)]
+  assert all((np.diff(w) == 1).all() and w[0] % size == 0 for w in windows)
+  for epoch in (0, 1):
+    np.testing.assert_array_equal(np.sort(np.concatenate(windows[epoch * per_epoch:(epoch + 1) * per_epoch])),
+                                  np.arange(len(store)))
+  assert [w[0] for w in windows[:per_epoch]] != [w[0] for w in windows[per_epoch:]]
+  rows = indexed.member_rows(indexed.window_rows(task, store, converter, lengths, seed, member, in_order=True),
+                             0, 1, (0, 0))
+  targets, full = 0, 0
+  for row in rows.take_while(lambda r: r["window"] < per_epoch).as_numpy_iterator():
+    targets += int(np.sum(row["decoder_loss_weights"]))
+    full += int((row["decoder_segment_ids"] == 1).all())
+    assert row["decoder_segment_ids"].max() == 1
+  assert targets == store.meta["tokens"] + len(store) and full >= targets // lengths["targets"] - per_epoch
+  batch = next(run.train_batches())  # The run's own pipeline reads the same way.
+  assert batch["decoder_segment_ids"].max() == 1

@@ -62,27 +62,32 @@ def window_size(store: token_store.TokenStore, lengths: dict) -> int:
   return max(1, min(WINDOW_DOCUMENTS, tokens * len(store) // max(1, store.meta["tokens"])))
 
 
-def window_documents(documents: int, size: int, seed: int, member: int, g) -> tf.Tensor:
+def window_documents(documents: int, size: int, seed: int, member: int, g, in_order: bool = False) -> tf.Tensor:
   """The store indices of window g's documents: the g-th `size` documents of the endless sequence of epochs, each
-  epoch a seeded permutation of the store (member: which member of a mixture)."""
+  epoch a seeded permutation of the store (member: which member of a mixture). `in_order` (a stream context): each
+  epoch visits the store's consecutive runs of `size` documents in a seeded order instead, each run in the store's
+  order."""
   g = tf.cast(g, tf.int64)
   per_epoch = -(-documents // size)
   epoch, k = g // per_epoch, g % per_epoch
+  if in_order:
+    k = tf.random.experimental.index_shuffle(k, seed=_seed(seed, member, epoch), max_index=per_epoch - 1)
+    return tf.range(k * size, tf.minimum((k + 1) * size, documents), dtype=tf.int64)
   order = tf.range(k * size, tf.minimum((k + 1) * size, documents), dtype=tf.int64)
   return tf.random.experimental.index_shuffle(order, seed=_seed(seed, member, epoch), max_index=documents - 1)
 
 
 def window_rows(task, store: token_store.TokenStore, converter, lengths: dict, seed: int, member: int,
-                features: tuple[str, ...] = (), size: int = 0):
+                features: tuple[str, ...] = (), size: int = 0, in_order: bool = False):
   """fn(g) -> a dataset of one element: the packed rows of window g, stacked in a seeded order, each with its
   window, its index in that order and its member. `features`: the run's model features, of which those the
   member's converter does not make are zeros (a causal-LM row among prefix-LM rows). `size`: documents per window
-  (0: window_size of `lengths`)."""
+  (0: window_size of `lengths`). `in_order`: the window's documents in the store's order (window_documents)."""
 
   size = size or window_size(store, lengths)
 
   def rows(g):
-    ids = window_documents(len(store), size, seed, member, g)
+    ids = window_documents(len(store), size, seed, member, g, in_order)
     tokens, sizes = tf.numpy_function(store.read, [ids], [tf.int32, tf.int64], stateful=False)
     tokens = tf.reshape(tokens, [-1])
     texts = tf.RaggedTensor.from_row_lengths(tokens, tf.reshape(sizes, [-1]))
@@ -196,7 +201,8 @@ class IndexedBatches:
   def __init__(self, members: list, plan, vocabulary, family, lengths: dict[str, int], *, task: str,
                batch_size: int, streams: int, seed: int, cache: str, saved_position: dict | None = None,
                step: int = 0, report_members: bool = False, length_stages: tuple = ()):
-    """members: (seqio task, source, its family's converter, its task lengths) of each member of the schedule
+    """members: (seqio task, source, its family's converter, its task lengths, whether its objective reads the
+    documents in order: Objective.in_order) of each member of the schedule
     `plan` (pretrain/data/schedule.py); family and lengths: the run's; task: the run's task name; cache: the data
     cache holding the token stores; step: the run's step at saved_position. report_members: each batch also holds
     'member', the member of each row, shaped as the targets the loss reads (family.targets_and_weights).
@@ -211,7 +217,7 @@ class IndexedBatches:
     self._members, self._features, self._streams, self._step = members, tuple(family.model_lengths(lengths)), \
         streams, step
     self._stores = [token_store.open_or_build(member_task, source, "train", vocabulary, cache)
-                    for member_task, source, _, _ in members]
+                    for member_task, source, *_ in members]
     # Documents per window: of the config's lengths at every stage, so that a window is the same documents.
     self._windows = [window_size(store, member[3]) for store, member in zip(self._stores, members)]
     fresh = start_position(task, seed, streams, [s.id for s in self._stores],
@@ -234,8 +240,8 @@ class IndexedBatches:
     stage, streams = self._stages[k], self._streams
     self._stage, self._per_stream = k, stage.rows // streams
     row_fns = [window_rows(member_task, store, packing.numpy_packing(converter), stage.scaled(member_lengths),
-                           self._seed, member, self._features, size)
-               for member, ((member_task, _, converter, member_lengths), store, size)
+                           self._seed, member, self._features, size, in_order)
+               for member, ((member_task, _, converter, member_lengths, in_order), store, size)
                in enumerate(zip(self._members, self._stores, self._windows))]
     # Rows [lo, hi) of the global batch are this host's; stream s fills [s * per_stream, (s + 1) * per_stream).
     hosts, host = jax.process_count(), jax.process_index()

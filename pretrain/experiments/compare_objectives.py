@@ -316,9 +316,10 @@ def report(results: dict[str, list[dict]], args, argv: list[str], load: str, ref
       f"Each objective's peak learning rate was chosen before its reported runs: it trained at each rate of the "
       f"grid with the pre-training seed{'s' * (len(runs.seeds(args.lr_seeds)) > 1)} {args.lr_seeds}, which no "
       "reported run has, and the rate of its lowest own validation loss (the mean over those runs) is the rate "
-      "of all its reported runs. Its own loss judges how well it learned its own task, whatever the task; the "
-      "reported runs then measure it afresh, on other seeds, so the choice does not select their noise. A rate "
-      "at the grid's edge may not be the objective's optimum.",
+      "of all its reported runs; where that was at an edge of the rates tried, the grid went on past it, one "
+      f"rate at a time at the grid's own ratio, up to {args.lr_extend} rates (--lr_extend). Its own loss judges how "
+      "well it learned its own task, whatever the task; the reported runs then measure it afresh, on other seeds, "
+      "so the choice does not select their noise. A rate still at an edge may not be the objective's optimum.",
       rate_table(chosen)]
   return runs.report("tools/compare_objectives.py", argv, load, [
       "# Which objective? Small models on the same token budget",
@@ -432,13 +433,16 @@ def run_one(cfg, workdir: str, args, measure_downstream: bool = True) -> dict:
 def choose_rates(configs: dict, args) -> dict[str, dict]:
   """{objective: {'chosen': its peak learning rate, 'losses': {rate: its own final validation loss per
   --lr_seeds run}}}: each objective trained at every rate of --lr_grid with --lr_seeds (seeds none of the reported
-  runs has), the rate of its lowest mean loss chosen. Its own loss measures how well it learned its own task,
-  whatever the task; the reported runs then measure it afresh."""
+  runs has), the rate of its lowest mean loss chosen; where that is at an edge of the rates tried, the grid goes on
+  past it (beyond_edge), up to --lr_extend rates, until the lowest loss has a tried rate on each side. Its own
+  loss measures how well it learned its own task, whatever the task; the reported runs then measure it afresh."""
   grid, seeds = rates(args.lr_grid), runs.seeds(args.lr_seeds)
   chosen = {}
   for name, cfg in configs.items():
     losses = {}
-    for rate in grid:
+    todo = list(grid)
+    while todo:
+      rate = todo.pop(0)
       for seed in seeds:
         tried = cfg.copy_and_resolve_references()
         tried.optimizer.learning_rate, tried.train.seed = rate, seed
@@ -446,8 +450,24 @@ def choose_rates(configs: dict, args) -> dict[str, dict]:
                     measure_downstream=False)
         losses.setdefault(rate, []).append(r["loss"])
         print(f"[rate choice] {name:<18} lr {rate:g} seed {seed}  val loss {r['loss']:.3f}", flush=True)
-    chosen[name] = {"chosen": min(grid, key=lambda rate: float(np.mean(losses[rate]))), "losses": losses}
+      if not todo and len(losses) < len(grid) + args.lr_extend:
+        todo = [r for r in [beyond_edge(losses)] if r is not None]
+    chosen[name] = {"chosen": min(losses, key=lambda rate: float(np.mean(losses[rate]))), "losses": losses}
   return chosen
+
+
+def beyond_edge(losses: dict[float, list[float]]) -> float | None:
+  """The next rate to try where the lowest mean loss of `losses` ({rate: losses}) is at the smallest or largest
+  rate tried: one step of the grid's own ratio at that end past it; None where it is bracketed (or one rate)."""
+  tried = sorted(losses)
+  if len(tried) < 2:
+    return None
+  best = min(tried, key=lambda rate: float(np.mean(losses[rate])))
+  if best == tried[0]:
+    return float(f"{tried[0] * tried[0] / tried[1]:.3g}")
+  if best == tried[-1]:
+    return float(f"{tried[-1] * tried[-1] / tried[-2]:.3g}")
+  return None
 
 
 def rates(text: str) -> list[float]:
@@ -462,15 +482,16 @@ def rates(text: str) -> list[float]:
 
 
 def rate_table(chosen: dict[str, dict]) -> str:
-  """Per objective: its own validation loss at each rate of the grid (mean over the rate-choice runs), and the
-  rate chosen."""
-  grid = sorted(next(iter(chosen.values()))["losses"])
+  """Per objective: its own validation loss at each rate it tried (mean over the rate-choice runs; the grid and
+  any rates past its edge), and the rate chosen."""
+  grid = sorted({rate for c in chosen.values() for rate in c["losses"]})
   lines = ["| objective | " + " | ".join(f"lr {rate:g}" for rate in grid) + " | chosen |",
            "| --- |" + " ---: |" * (len(grid) + 1)]
   for name, c in chosen.items():
-    edge = " (grid's edge)" if c["chosen"] in (grid[0], grid[-1]) and len(grid) > 1 else ""
-    lines.append(f"| {name} | " + " | ".join(f"{np.mean(c['losses'][rate]):.3f}" for rate in grid)
-                 + f" | {c['chosen']:g}{edge} |")
+    tried = sorted(c["losses"])
+    edge = " (grid's edge)" if c["chosen"] in (tried[0], tried[-1]) and len(tried) > 1 else ""
+    lines.append(f"| {name} | " + " | ".join(f"{np.mean(c['losses'][rate]):.3f}" if rate in c["losses"] else ""
+                                             for rate in grid) + f" | {c['chosen']:g}{edge} |")
   return "\n".join(lines)
 
 
@@ -499,6 +520,8 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
                       help="peak learning rates each objective is first trained at, with --lr_seeds; its lowest own "
                            "validation loss chooses the rate of its reported runs ('': optimizer.learning_rate for all)")
   parser.add_argument("--lr_seeds", default="100", help="pre-training seeds of the rate choice (not the reported ones)")
+  parser.add_argument("--lr_extend", type=int, default=2,
+                      help="rates tried past the grid's edge, one at a time, while the lowest loss is at an edge")
   args, base = cli.parse_command_line(parser, argv)
   names = [n.strip() for n in args.objectives.split(",") if n.strip()]
   for name in names:
@@ -513,6 +536,8 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
     objectives.validate(cfg)
   if args.lr_grid.strip():
     rates(args.lr_grid)
+  if args.lr_extend < 0:
+    parser.error(f"--lr_extend={args.lr_extend}: give how many rates past the grid's edge to try, 0 or more")
     if set(runs.seeds(args.lr_seeds)) & {seed for values in seeds.values() for seed in values}:
       raise UserError(f"--lr_seeds={args.lr_seeds} shares seeds with the reported runs; choose the rates on others")
   load = runs.machine()

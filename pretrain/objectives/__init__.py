@@ -168,6 +168,19 @@ def unread_settings(cfg) -> list[str]:
   return [key for key in settings(known(cfg)) if key not in read]
 
 
+def _check_unread(cfg, specs) -> None:
+  """Refuses an objective's setting moved from its default where no objective the config names reads it: it
+  would change nothing."""
+  declared = settings(specs)
+  for key in unread_settings(cfg):
+    section, field = key.split(".")
+    if field in cfg[section] and cfg[section][field] != declared[key].default:
+      readers = [spec.name for spec in specs if key in spec.settings]
+      raise UserError(f"{key}={cfg[section][field]!r} is read only by {' and '.join(readers)}, which this config "
+                      f"does not train or evaluate (data.objective={cfg.data.objective})",
+                      fix="drop it, or choose an objective that reads it")
+
+
 def with_settings(cfg):
   """`cfg` with every setting of the objectives it may use (the built-in ones and those it names) that it lacks,
   at its default: a config file declares only what it changes, and a config.json written before a setting
@@ -190,6 +203,7 @@ def validate(cfg) -> None:
   if not cfg.data.task:
     for spec in named(cfg):
       spec.check(cfg)
+    _check_unread(cfg, specs)  # (A user's task reads none of them.)
   check_schedule(cfg)
   family = run_family(cfg)
   config_lib.check_with_family(cfg, family)

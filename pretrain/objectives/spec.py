@@ -34,6 +34,12 @@ class Objective:
   # split's summed loss over the split's words is the per-word perplexity of word-level language modelling.
   scores_every_word: bool = False
 
+  @property
+  def in_order(self) -> bool:
+    """Whether its rows read the source's documents in their order (a stream context): then the indexed pipeline
+    keeps each window's documents in the store's order and shuffles only the windows and the rows."""
+    return False
+
   def __init__(self, data_cfg=None, seed: int = 0):
     self.data, self.seed = data_cfg, seed
 
