@@ -201,9 +201,23 @@ def test_lm_eval_s_command_line_refuses_bad_model_args_and_tasks_in_one_line(tra
   for model_args, message in ((dict(stpe="4"), r"no model_args stpe \(did you mean step\?\)"),
                               (dict(flavour="mint"), "no model_args flavour; its keys are workdir, step"),
                               (dict(step="abc"), "model_args step=abc is not a step number"),
+                              (dict(stride="0"), "model_args stride=0: give the tokens each rolling window scores"),
                               (dict(workdir=str(tmp_path / "missing")), "missing")):
     with pytest.raises(UserError, match=message):
       harness.PretrainLM(**{"workdir": str(trained_run), **model_args})
+  # A rolling text longer than max_length: more windows with a shorter stride, each scoring only its new tokens.
+  from lm_eval.api.instance import Instance  # pylint: disable=g-import-not-at-top
+  text = " ".join(f"line {i} of the file" for i in range(40))  # No window repeats another (rows would be shared).
+  scores = {}
+  for stride in (None, 8):
+    model = harness.PretrainLM(workdir=str(trained_run), **({"stride": str(stride)} if stride else {}))
+    scores[stride] = model.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (text,), 0)],
+                                                 disable_tqdm=True)[0]
+    rows = model.scorer.rows_run
+    assert np.isfinite(scores[stride]) and len(model.tok_encode(text)) > 2 * model.max_length
+    assert rows == (-(-len(model.tok_encode(text)) // model.max_length) if stride is None else
+                    1 + -(-(len(model.tok_encode(text)) - model.max_length) // stride))
+  assert scores[None] != scores[8]
   (tmp_path / "tasks").mkdir()
   (tmp_path / "tasks" / "broken.yaml").write_text("task: broken\ndataset_path: [unclosed\n")
   run = ["run", "--model", "pretrain", "--model_args", f"workdir={trained_run}"]

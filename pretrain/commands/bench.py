@@ -175,7 +175,9 @@ def print_table(rows: dict[str, dict]) -> None:
     cells = []
     for name in names:
       value = rows[name].get(key)
-      text = "" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3f}"
+      # Three significant digits below 0.01 (a tiny matmul's seconds), where three decimals would print 0.000.
+      text = ("" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3f}" if abs(value) >= 0.01
+              or value == 0 else f"{value:.3g}")
       cells.append(text.rjust(column))
     print(key.ljust(width) + "".join(cells))
 

@@ -4,6 +4,8 @@
 
   pretrain eval --workdir=runs/quickstart --task=corpus_clm --ngram=3
 
+  pretrain eval --workdir=runs/ptb --task=ptb_clm --split=test --window=128 --stride=64
+
 Reports the objective's validation metrics (for a token loss: loss per target
 token, token accuracy, perplexity and bits per byte; for causal LM over the
 whole split, also the per-word perplexity of word-level language modelling:
@@ -12,6 +14,11 @@ per document, 82,430 on the Penn Treebank's test split), and writes
 them to WORKDIR/eval/TASK-SPLIT-stepN.json. A task is `{source}_{objective}`
 over the run's data source (e.g. corpus_prefix_lm_decoder), for any objective
 of the run's model family.
+
+--window=W [--stride=S] (a causal LM): sliding windows over the split's text
+(its documents in order, each with its EOS) instead of the task's rows: every
+token scored once, each with at least W - S tokens of the text before it
+(pretrain/downstream/sliding.py); S = W (the default) gives disjoint windows.
 
 --ngram=N adds the reference rows a trained model must beat: count-based
 n-gram models of orders 1 to N (unigram with add-one smoothing, then
@@ -29,13 +36,16 @@ from pretrain import cli
 from pretrain.system.errors import UserError, exit_on_user_error
 
 
-def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None, ngram: int = 0) -> dict:
+def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None, ngram: int = 0,
+             window: int = 0, stride: int = 0) -> dict:
   """`max_batches`: at most this many batches (None: the whole split); `ngram`: also the count-based models of
-  orders 1 to `ngram` (pretrain/downstream/ngram.py), under 'ngram'."""
+  orders 1 to `ngram` (pretrain/downstream/ngram.py), under 'ngram'; `window` and `stride` (0: the window):
+  sliding windows over the split's text (pretrain/downstream/sliding.py) for a causal LM."""
   import jax  # pylint: disable=g-import-not-at-top
   from pretrain.system import files  # pylint: disable=g-import-not-at-top
   from pretrain import objectives, run as run_lib
   from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top
+  from pretrain.system import tf_loader  # pylint: disable=g-import-not-at-top
   from pretrain.train import evaluation  # pylint: disable=g-import-not-at-top
 
   run, params, step = run_lib.load(workdir)
@@ -54,10 +64,20 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
   if missing:
     raise UserError(f"--split={split}: the source {missing[0]} has no such split; use one of "
                     f"{', '.join(members[0][0].splits)}")
+  if window and not (available[task].scores_every_word and len(members) == 1 and not run.cfg.data.task):
+    raise UserError(f"--window reads the split as one text, for a causal LM over one source: --task={task} is not "
+                    "one; use the run's SOURCE_clm task, or drop --window")
   with run.activated():
-    batches = evaluation.global_batches(run, task, available[task], split, max_batches)
+    if window:
+      from pretrain.downstream import sliding  # pylint: disable=g-import-not-at-top
+      task_ = tf_loader.seqio().get_mixture_or_task(task)
+      text = sliding.text_of(task_, run.task_lengths, split)
+      batches = sliding.global_batches(run, text, window, stride or window)[:max_batches]
+    else:
+      batches = evaluation.global_batches(run, task, available[task], split, max_batches)
     totals = evaluation.sums(run.eval_step, params, batches)
   summary = {"task": task, "split": split, "step": step, "batches": len(batches),
+             **({"window": window, "stride": stride or window} if window else {}),
              **run.family.eval_metrics(totals)}
   # Per-word perplexity where the loss covers every word of the split once (causal LM over one source, the whole
   # split): the count of word-level language modelling, comparable across vocabularies.
@@ -71,7 +91,8 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
     summary["ngram"] = {ngram_lib.ORDERS[order]: {**values, **({"word_perplexity": math.exp(
         values["loss"] * values["tokens"] / words)} if words else {})} for order, values in references.items()}
   if jax.process_index() == 0:
-    files.write_atomically(os.path.join(workdir, "eval", f"{task}-{split}-step{step}.json"),
+    windowed = f"-window{window}-stride{stride or window}" if window else ""
+    files.write_atomically(os.path.join(workdir, "eval", f"{task}-{split}{windowed}-step{step}.json"),
                            json.dumps(summary, indent=2).encode())
   return summary
 
@@ -87,11 +108,19 @@ def main(argv: list[str], prog: str = "pretrain eval") -> None:
                       help="at most this many batches (default: the whole split)")
   parser.add_argument("--ngram", type=int, choices=(0, 1, 2, 3, 4, 5), default=0,
                       help="also the count-based n-gram models of orders 1 to N (0: none)")
+  parser.add_argument("--window", type=cli.at_least(1), default=0,
+                      help="a causal LM: sliding windows of W tokens over the split's text (default: the task's rows)")
+  parser.add_argument("--stride", type=cli.at_least(1), default=0,
+                      help="with --window: tokens each window scores after the first (default: the window)")
   args = parser.parse_args(argv)
-  s = evaluate(args.workdir, args.task, args.split, args.batches, args.ngram)
+  if args.stride and not args.window:
+    parser.error("--stride needs --window")
+  s = evaluate(args.workdir, args.task, args.split, args.batches, args.ngram, args.window, args.stride)
   values = ", ".join(f"{k} {v:,}" if k == "words" else f"{k} {v:.2f}" if k.endswith("perplexity") else
-                     f"{k} {v:.4f}" for k, v in s.items() if k not in ("task", "split", "step", "batches", "ngram"))
-  print(f"{s['task']} ({s['split']}, step {s['step']}, {s['batches']} batches): {values}")
+                     f"{k} {v:.4f}" for k, v in s.items() if k not in ("task", "split", "step", "batches", "ngram", "window",
+                                                                       "stride"))
+  windows = f", windows of {s['window']} tokens scoring {s['stride']}" if "window" in s else ""
+  print(f"{s['task']} ({s['split']}, step {s['step']}, {s['batches']} batches{windows}): {values}")
   for name, reference in s.get("ngram", {}).items():
     word = f", word_perplexity {reference['word_perplexity']:.2f}" if "word_perplexity" in reference else ""
     print(f"  {name:<44} loss {reference['loss']:.4f}, bits_per_byte {reference['bits_per_byte']:.4f}{word}")

@@ -150,7 +150,7 @@ def check_run(workdir: str, mode: str | None = None) -> None:
 
 # What lm-eval passes to every model type besides its model_args (lm_eval.api.model.LM.create_from_arg_string).
 _LM_EVAL_OWN = ("device", "max_batch_size")
-_MODEL_ARGS = ("workdir", "step", "mode", "batch_size", "max_length", "max_gen_toks", "dropless")
+_MODEL_ARGS = ("workdir", "step", "mode", "batch_size", "max_length", "max_gen_toks", "dropless", "stride")
 
 
 def _check_model_args(unused: dict, step) -> None:
@@ -169,11 +169,13 @@ def _check_model_args(unused: dict, step) -> None:
 @register_model("pretrain")
 class PretrainLM(TemplateLM):
   """lm-eval's model type for a run: model_args workdir=DIR[,step=N][,mode=[S2S]][,batch_size=32][,max_length=N]
-  [,dropless=true] (or, in the training loop, the run and its current parameters)."""
+  [,dropless=true][,stride=S] (or, in the training loop, the run and its current parameters). stride: a rolling
+  log-likelihood's windows of max_length tokens each score S tokens after the first, with at least
+  max_length - S before them (pretrain eval --window --stride's windows); default max_length, disjoint windows."""
 
   def __init__(self, workdir: str | None = None, step: int | None = None, mode: str | None = None,
                batch_size: int = likelihood.BATCH, max_length: int | None = None, max_gen_toks: int = MAX_GEN_TOKS,
-               run=None, params=None, dropless: bool | str = False, **unused):
+               run=None, params=None, dropless: bool | str = False, stride: int | None = None, **unused):
     super().__init__()
     _check_model_args(unused, step)
     if run is None:
@@ -190,6 +192,10 @@ class PretrainLM(TemplateLM):
     self._max_length = int(max_length) if max_length else (
         sum(run.task_lengths.values()) if self.backend == "causal" else run.task_lengths["inputs"])
     self.max_gen_toks = int(max_gen_toks)
+    if stride is not None and not (str(stride).isdigit() and 1 <= int(stride) <= self._max_length):
+      raise UserError(f"model_args stride={stride}: give the tokens each rolling window scores, from 1 to "
+                      f"max_length ({self._max_length})")
+    self.stride = int(stride) if stride is not None else self._max_length
     self.scorer = likelihood.Scorer(run, rows=self._rows, batch=self.batch)
     self.hf_tokenizer = hf_export.build(run.vocabulary, bos=self.backend == "causal")
 
@@ -255,7 +261,8 @@ class PretrainLM(TemplateLM):
     return results
 
   def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-    """A text's log-likelihood over lm-eval's disjoint windows, its first token read after the prefix token (a
+    """A text's log-likelihood over lm-eval's rolling windows (disjoint, unless model_args stride is below
+    max_length), its first token read after the prefix token (a
     decoder-only model's BOS). The text's own encoding has no BOS: lm-eval's hf backend with add_bos_token=True
     puts one there too and scores it as the text's first token (lm-eval issue #3333), a cost of about ten nats a
     document that no model of the text pays; its add_bos_token=False is what this equals."""
@@ -263,7 +270,8 @@ class PretrainLM(TemplateLM):
     for i, (string,) in enumerate(request.args for request in requests):
       text_ids = self.tok_encode(string, add_special_tokens=False if self.backend == "causal" else None)
       for context, continuation in map(lm_utils.make_disjoint_window, lm_utils.get_rolling_token_windows(
-          token_list=text_ids, prefix_token=self.prefix_token_id, max_seq_len=self.max_length, context_len=1)):
+          token_list=text_ids, prefix_token=self.prefix_token_id, max_seq_len=self.max_length,
+          context_len=self.max_length - self.stride + 1)):
         windows.append((None, context, continuation))
         owners.append(i)
     totals = np.zeros(len(requests))

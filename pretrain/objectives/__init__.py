@@ -15,6 +15,7 @@ loads it on first use), so the model side of a run works without it.
 import difflib
 import functools
 import importlib
+import json
 import os
 import re
 import traceback
@@ -174,7 +175,8 @@ def _check_unread(cfg, specs) -> None:
   declared = settings(specs)
   for key in unread_settings(cfg):
     section, field = key.split(".")
-    if field in cfg[section] and cfg[section][field] != declared[key].default:
+    plain = lambda value: json.loads(json.dumps(value))  # A saved config's lists are the default's tuples.
+    if field in cfg[section] and plain(cfg[section][field]) != plain(declared[key].default):
       readers = [spec.name for spec in specs if key in spec.settings]
       raise UserError(f"{key}={cfg[section][field]!r} is read only by {' and '.join(readers)}, which this config "
                       f"does not train or evaluate (data.objective={cfg.data.objective})",
