@@ -22,18 +22,19 @@ $(VENV)/.installed-test: setup.py | $(BIN)/python
 train: $(VENV)/.installed
 	$(BIN)/python -m pretrain train --config=$(CONFIG) --workdir=$(WORKDIR) $(ARGS)
 
-# Two test files at a time (each file's tests in one worker, so a module's shared fixture runs once): most tests
-# wait on a subprocess, an import or a compile, which leaves the other core idle. CI runs `make test`: every test
+# Three test files at a time on CI's two cores (each file's tests in one worker, so a module's shared fixture runs
+# once): tests wait on subprocesses, imports, files and compiles, so two workers kept the cores 80% busy (159% CPU
+# over a clean `make test`); the longest files start first (tests/conftest.py). CI runs `make test`: every test
 # but the `extended` ones (tests/conftest.py), which `make test-all` adds.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not extended" tests
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile -m "not extended" tests
 
 test-all: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile tests
 
 # The tests that neither train a model nor start a process (the `slow` marker: tests/conftest.py), in minutes.
 test-fast: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile -m "not slow" tests
 
 # How many tests each target runs (the README's figures), from pytest's own collection.
 test-counts: $(VENV)/.installed-test
