@@ -3,7 +3,8 @@ perplexity, Mikolov et al. 2011) on 2 CPU cores in under 30 minutes.
 
 The `ptb` extra (pip install -e '.[ptb]') brings the text; the words vocabulary holds its 10,000 types (the
 end of sentence among them). A sentence is a document: each row packs whole sentences, none sees another, as
-the count models read them. 4 layers of width 256, tied embeddings, dropout 0.3 (the Penn Treebank's 930k
+the count models read them (--config.data.context=stream reads the text as one stream instead, as the recurrent
+rows of docs/ptb.md do; evaluate it with `pretrain eval ... --window=128 --stride=64`). 4 layers of width 256, tied embeddings, dropout 0.3 (the Penn Treebank's 930k
 training words overfit a model this size within a few epochs). `pretrain eval --workdir=DIR --task=ptb_clm
 --split=test` prints the per-word test perplexity; docs/ptb.md has the published rows and ours
 (tools/ptb.py).
