@@ -127,17 +127,17 @@ ZERO_SHOT = (("pairs_swap", "pairs: swap"), ("pairs_replace", "pairs: replace"),
              ("cloze", "cloze (4-way)"),
              # A span filler's own form of the pairs (zero_shot.span_accuracies): the differing words as its span.
              *((name + zero_shot.SPAN, f"pairs: {name.split('_')[1]}, as a masked span") for name in zero_shot.PAIRS))
+PROBES = (("same_document_probe", "same-document probe"), ("package_probe", "package probe"),
+          ("package_finetune", "package fine-tuned"))
+MEASURES = ZERO_SHOT + PROBES
+
+
 def item_error(accuracy: float = 0.8) -> str:
   """The binomial 95% half-width of an accuracy near `accuracy` on each zero-shot task's items, with their count."""
   titles = dict(ZERO_SHOT)
   return f"at an accuracy near {accuracy:g}: " + ", ".join(
       f"+- {1.96 * math.sqrt(accuracy * (1 - accuracy) / n):.2f} on the {n} items of {titles[name]}"
       for name, n in ((name, len(zero_shot.load(name))) for name in zero_shot.TASKS))
-
-
-PROBES = (("same_document_probe", "same-document probe"), ("package_probe", "package probe"),
-          ("package_finetune", "package fine-tuned"))
-MEASURES = ZERO_SHOT + PROBES
 INIT = "random init"
 
 
@@ -440,9 +440,8 @@ def choose_rates(configs: dict, args) -> dict[str, dict]:
   chosen = {}
   for name, cfg in configs.items():
     losses = {}
-    todo = list(grid)
-    while todo:
-      rate = todo.pop(0)
+
+    def train_at(rate):
       for seed in seeds:
         tried = cfg.copy_and_resolve_references()
         tried.optimizer.learning_rate, tried.train.seed = rate, seed
@@ -450,8 +449,11 @@ def choose_rates(configs: dict, args) -> dict[str, dict]:
                     measure_downstream=False)
         losses.setdefault(rate, []).append(r["loss"])
         print(f"[rate choice] {name:<18} lr {rate:g} seed {seed}  val loss {r['loss']:.3f}", flush=True)
-      if not todo and len(losses) < len(grid) + args.lr_extend:
-        todo = [r for r in [beyond_edge(losses)] if r is not None]
+
+    for rate in grid:
+      train_at(rate)
+    while len(losses) < len(grid) + args.lr_extend and (rate := beyond_edge(losses)) is not None:
+      train_at(rate)
     chosen[name] = {"chosen": min(losses, key=lambda rate: float(np.mean(losses[rate]))), "losses": losses}
   return chosen
 
