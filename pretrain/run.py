@@ -46,6 +46,22 @@ def _checked_family(cfg) -> Family:
   return objectives.run_family(cfg)
 
 
+def check_context_split(cfg, family: Family, split: int) -> None:
+  """Refuses rows whose positions the context axis (`split` devices) does not divide."""
+  if split == 1:
+    return
+  lengths = family.task_lengths(cfg.data)
+  rows = family.row_lengths(lengths)
+  for stage in schedule_lib.length_stages(cfg.data, lengths, cfg.train.batch_size)[:-1]:
+    rows.update({f"{name} from step {stage.step} (data.length_schedule)": n
+                 for name, n in family.row_lengths(stage.scaled(lengths)).items()})
+  uneven = [f"{name} ({n} tokens)" for name, n in rows.items() if n % split]
+  if uneven:
+    raise UserError(f"the rows' {', '.join(uneven)} do not split over the {split} devices of the context axis "
+                    f"(mesh.context={cfg.mesh.context}); use row lengths that are multiples of {split}, or a smaller "
+                    "mesh.context")
+
+
 @dataclasses.dataclass
 class Run:
   cfg: ml_collections.ConfigDict
@@ -82,6 +98,7 @@ class Run:
       raise UserError(f"train.batch_size={t.batch_size} does not split into train.microbatches={t.microbatches} "
                       f"microbatches across {data_shards} data shards; use a multiple of "
                       f"{t.microbatches * data_shards}")
+    check_context_split(cfg, family, mesh_lib.axes_size(mesh, dict(rules).get("activation_length")))
     with jax.set_mesh(mesh):  # The model's dtype follows the mesh's platform (model.dtype=auto).
       model = family.build(cfg.model, vocab_size)
     return cls(cfg, family, vocab_size, model, mesh, rules, **data)

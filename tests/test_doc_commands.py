@@ -153,7 +153,7 @@ COMMANDS = _commands()
 def _needs_devices(words: list[str]) -> int:
   """The fake CPU devices a command needs in a process of its own (its mesh, or --devices), else 0."""
   devices = [int(w.split("=")[1]) for w in words if w.startswith("--devices=")]
-  mesh = [int(w.split("=")[1]) for w in words if re.match(r"^--config\.mesh\.(data|fsdp|tensor|expert)=\d+$", w)]
+  mesh = [int(w.split("=")[1]) for w in words if re.match(r"^--config\.mesh\.(data|fsdp|tensor|expert|context)=\d+$", w)]
   product = 1
   for size in mesh:
     product *= size

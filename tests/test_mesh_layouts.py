@@ -6,7 +6,9 @@ The 8-device runs happen in a subprocess (`python -m tests.test_mesh_layouts`)
 started with --xla_force_host_platform_device_count=8.
 """
 
+import functools
 import json
+import re
 import subprocess
 import sys
 
@@ -16,13 +18,20 @@ import pytest
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import memory
 from tests import numerics
-from tests.conftest import REPO, fake_devices, tiny_run
+from tests.conftest import REPO, fake_devices, tiny_config, tiny_run
 
-# Name -> ((data, fsdp, expert, tensor), mesh.rules preset).
-ONE_DEVICE = ((1, 1, 1, 1), "fsdp_tensor")
-LAYOUTS = {"data8": ((8, 1, 1, 1), "fsdp_tensor"), "fsdp8": ((1, 8, 1, 1), "fsdp_tensor"),
-           "data2_fsdp2_tensor2": ((2, 2, 1, 2), "fsdp_tensor"), "fsdp2_tensor4": ((1, 2, 1, 4), "fsdp_tensor"),
-           "t5x_data2_tensor4": ((2, 1, 1, 4), "t5x"), "data_parallel_4x2": ((4, 2, 1, 1), "data_parallel")}
+# Name -> ((data, fsdp, expert, context, tensor), mesh.rules preset).
+ONE_DEVICE = ((1, 1, 1, 1, 1), "fsdp_tensor")
+LAYOUTS = {"data8": ((8, 1, 1, 1, 1), "fsdp_tensor"), "fsdp8": ((1, 8, 1, 1, 1), "fsdp_tensor"),
+           "data2_fsdp2_tensor2": ((2, 2, 1, 1, 2), "fsdp_tensor"), "fsdp2_tensor4": ((1, 2, 1, 1, 4), "fsdp_tensor"),
+           "t5x_data2_tensor4": ((2, 1, 1, 1, 4), "t5x"), "data_parallel_4x2": ((4, 2, 1, 1, 1), "data_parallel"),
+           # Context parallelism: each row's positions split 4 and 2 ways.
+           "data2_context4": ((2, 1, 1, 4, 1), "fsdp_tensor"),
+           "context2_fsdp2_tensor2": ((1, 2, 1, 2, 2), "fsdp_tensor")}
+CONTEXT = ("data2_context4", "context2_fsdp2_tensor2")
+# A prefix-LM row of the decoder-only model (its prefix seen both ways) split over the context axis.
+PREFIX_LM = ("--config.data.objective=prefix_lm_decoder", "--config.data.inputs_length=8",
+             "--config.data.targets_length=8")
 MODEL = ["--config.model.d_model=32", "--config.model.num_layers=2", "--config.model.num_heads=4",
          "--config.model.num_kv_heads=4", "--config.model.head_dim=8", "--config.model.mlp_dim=64",
          "--config.model.vocab_size=256", "--config.train.batch_size=8", "--config.optimizer.warmup_steps=1",
@@ -31,6 +40,8 @@ FAMILIES = {"decoder_only": ("--config.data.objective=clm", "--config.data.seq_l
             "encoder_decoder": ("--config.data.objective=span_corruption", "--config.data.inputs_length=16",
                                 "--config.data.targets_length=8")}
 KERNEL_LENGTH = ("--config.data.seq_len=128",)  # The attention kernels tile lengths by 128.
+# Splash with each device's queries (128 of a row's 256) and the row's keys: its mask tables split as the queries.
+CONTEXT_KERNEL_LENGTH, SPLASH_CONTEXT = ("--config.data.seq_len=256",), ((2, 1, 1, 2, 2), "fsdp_tensor")
 # The encoder objectives of other families, each under one layout of 8 devices: contrastive's negatives come
 # from the whole global batch (gathered across data shards), ELECTRA and NSP shard their extra modules too.
 OTHER_FAMILIES = {"contrastive": (("--config.data.objective=contrastive", "--config.data.seq_len=16",
@@ -41,36 +52,49 @@ OTHER_FAMILIES = {"contrastive": (("--config.data.objective=contrastive", "--con
 # Mixtures of experts, each under one layout with an expert axis: (family, its flags, layout). The decoder-only
 # model dropless (grouped matmuls), the encoder-decoder with capacity dispatch on every other layer (Switch).
 MOE = "--config.model.moe_experts=4", "--config.model.moe_top_k=2"
-MOE_RUNS = {"moe_decoder_only": ("decoder_only", MOE, ((2, 1, 2, 2), "fsdp_tensor")),
+MOE_RUNS = {"moe_decoder_only": ("decoder_only", MOE, ((2, 1, 2, 1, 2), "fsdp_tensor")),
             "moe_encoder_decoder": ("encoder_decoder", (*MOE, "--config.model.moe_every=2",
                                                         "--config.model.moe_capacity_factor=2"),
-                                    ((2, 1, 4, 1), "fsdp_tensor"))}
+                                    ((2, 1, 4, 1, 1), "fsdp_tensor"))}
 
 
 def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "adamw", extra=()) -> dict:
   """Losses of `num_steps` steps on a fixed batch, the reductions they pass through (numerics.py), and device 0's
   share of the train state's bytes."""
-  (data, fsdp, expert, tensor), rules = layout
+  sizes, rules = layout
   flags = FAMILIES[family] if family in FAMILIES else OTHER_FAMILIES[family][0]
-  run = tiny_run(*MODEL, *flags, *extra, f"--config.mesh.data={data}", f"--config.mesh.fsdp={fsdp}",
-                 f"--config.mesh.expert={expert}", f"--config.mesh.tensor={tensor}", f"--config.mesh.rules={rules}",
-                 f"--config.optimizer.name={optimizer_name}", vocab_size=256)
+  run = tiny_run(*MODEL, *flags, *extra, *(f"--config.mesh.{axis}={size}" for axis, size in zip(mesh_lib.AXES, sizes)),
+                 f"--config.mesh.rules={rules}", f"--config.optimizer.name={optimizer_name}", vocab_size=256)
   state = run.create_state()
   device = jax.devices()[0]
   leaves = [x for x in jax.tree.leaves((state.params, state.opt_state)) if x.ndim]
   total = sum(x.nbytes for x in leaves)
   on_device = sum(s.data.nbytes for x in leaves for s in x.addressable_shards if s.device == device)
   estimated = memory.estimate(run, compile_step=False)
-  losses = []
+  losses, split = [], {}
   with run.activated():
     batch = run.random_batch()
+    if sizes[3] > 1:  # Under a context axis: how many of a row's positions device 0 holds (of its logits).
+      logits = jax.jit(functools.partial(run.family.token_logits, run.model))(state.params, batch)
+      split = {"positions": logits.shape[1], "positions_on_device0": logits.addressable_shards[0].data.shape[1]}
     for _ in range(num_steps):
       state, metrics = run.train_step(state, batch)
       losses.append(float(metrics["loss"]))
   steps_terms = num_steps * numerics.gradient_terms(run.model.config, run.cfg.train.batch_size,
                                                     max(run.task_lengths.values()))
   return {"losses": losses, "terms": steps_terms, "bytes_total": total, "bytes_device0": on_device,
-          "bytes_estimated": estimated["params"] + estimated["optimizer_state"]}
+          "bytes_estimated": estimated["params"] + estimated["optimizer_state"],
+          "attention": sorted(memory.attention_scores(run)), **split}
+
+
+def kernel_inputs(layout, extra) -> list[str]:
+  """The shardings of the train step's first shard_map (the attention kernel's) inputs, as Shardy prints them."""
+  sizes, rules = layout
+  run = tiny_run(*MODEL, *FAMILIES["decoder_only"], *extra, f"--config.mesh.rules={rules}",
+                 *(f"--config.mesh.{axis}={size}" for axis, size in zip(mesh_lib.AXES, sizes)), vocab_size=256)
+  with run.activated():
+    text = run.train_step.lower(run.abstract_state(), run.abstract_batch()).as_text()
+  return re.search(r"manual_computation\(.*?in_shardings=\[(.*?)\] out_shardings", text).group(1).split(">, <")
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +119,20 @@ def test_every_layout_gives_the_losses_of_one_device(eight_device_runs, family):
     _assert_same_losses(eight_device_runs[family][layout], one_device, f"{family} under {layout}")
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_context_axis_splits_each_rows_positions(eight_device_runs, family):
+  """The layouts above with a context axis hold a 1/context share of each row's positions on a device (the losses
+  of one device, the test above shows)."""
+  for layout in CONTEXT:
+    run, context = eight_device_runs[family][layout], LAYOUTS[layout][0][3]
+    assert run["positions_on_device0"] * context == run["positions"], f"{family} under {layout}"
+
+
+def test_a_prefix_lm_row_split_over_the_context_axis_gives_the_losses_of_one_device(eight_device_runs):
+  one_device = run_layout("decoder_only", ONE_DEVICE, extra=PREFIX_LM)
+  _assert_same_losses(eight_device_runs["prefix_lm_context4"], one_device)
+
+
 @pytest.mark.parametrize("family", OTHER_FAMILIES)
 def test_the_encoder_objectives_give_the_losses_of_one_device(eight_device_runs, family):
   _assert_same_losses(eight_device_runs[family], run_layout(family, ONE_DEVICE), family)
@@ -116,9 +154,20 @@ def test_an_attention_kernel_shards_over_batch_and_heads(eight_device_runs):
   _assert_same_losses(eight_device_runs["splash"], run_layout("decoder_only", ONE_DEVICE, extra=KERNEL_LENGTH))
 
 
+def test_splash_takes_each_devices_queries_under_a_context_axis(eight_device_runs):
+  run = eight_device_runs["splash_context2"]
+  assert run["attention"] == ["splash"] and run["positions_on_device0"] * 2 == run["positions"]
+  # Its queries and their segment ids split over the context axis, the keys and values whole (after its mask tables).
+  rows = '{"data", "fsdp", "expert"}'
+  assert [spec.split("[", 1)[1] for spec in run["kernel_inputs"][-5:]] == [
+      f'{rows}, {{"context"}}, {{"tensor"}}, {{}}]', *[f'{rows}, {{}}, {{"tensor"}}, {{}}]'] * 2,
+      f'{rows}, {{"context"}}]', f'{rows}, {{}}]>']
+  _assert_same_losses(run, run_layout("decoder_only", ONE_DEVICE, extra=CONTEXT_KERNEL_LENGTH))
+
+
 # muP's multipliers and Muon (orthogonalised per layer and per expert) under FSDP x tensor (x expert) meshes.
 MUP_MUON = ("--config.model.parameterization=mup", "--config.model.mup_base_width=16")
-MUP_MUON_RUNS = {"mup_muon_decoder_only": ("decoder_only", (*MUP_MUON, *MOE), ((1, 2, 2, 2), "fsdp_tensor")),
+MUP_MUON_RUNS = {"mup_muon_decoder_only": ("decoder_only", (*MUP_MUON, *MOE), ((1, 2, 2, 1, 2), "fsdp_tensor")),
                  "mup_muon_encoder_decoder": ("encoder_decoder", MUP_MUON, LAYOUTS["fsdp2_tensor4"])}
 
 
@@ -149,7 +198,7 @@ def test_estimate_memory_tool():
   result = subprocess.run([sys.executable, "-m", "pretrain", "estimate-memory", "--devices=8", "--config.mesh.data=1",
                            "--config.mesh.fsdp=8", *MODEL], cwd=REPO, capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr
-  assert "mesh {'data': 1, 'fsdp': 8, 'expert': 1, 'tensor': 1}" in result.stdout
+  assert "mesh {'data': 1, 'fsdp': 8, 'expert': 1, 'context': 1, 'tensor': 1}" in result.stdout
   lines = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith("  ")}
   assert {"params", "optimizer_state", "activations_and_temporaries", "total"} <= set(lines)
   bad = subprocess.run([sys.executable, "-m", "pretrain", "estimate-memory", "--devices=8", "--config.mesh.data=3"],
@@ -163,7 +212,12 @@ if __name__ == "__main__":
   runs["adafactor_fsdp2_tensor4"] = run_layout("decoder_only", LAYOUTS["fsdp2_tensor4"], optimizer_name="adafactor")
   runs["splash"] = run_layout("decoder_only", LAYOUTS["data2_fsdp2_tensor2"],
                               extra=(*KERNEL_LENGTH, "--config.model.attention=splash"))
+  runs["splash_context2"] = run_layout("decoder_only", SPLASH_CONTEXT,
+                                       extra=(*CONTEXT_KERNEL_LENGTH, "--config.model.attention=splash"))
+  runs["splash_context2"]["kernel_inputs"] = kernel_inputs(SPLASH_CONTEXT, (*CONTEXT_KERNEL_LENGTH,
+                                                                            "--config.model.attention=splash"))
   runs.update({family: run_layout(family, LAYOUTS[layout]) for family, (_, layout) in OTHER_FAMILIES.items()})
+  runs["prefix_lm_context4"] = run_layout("decoder_only", LAYOUTS["data2_context4"], extra=PREFIX_LM)
   runs.update({name: run_layout(family, layout, extra=flags) for name, (family, flags, layout) in MOE_RUNS.items()})
   runs.update({name: run_layout(family, layout, optimizer_name="muon", extra=flags)
                for name, (family, flags, layout) in MUP_MUON_RUNS.items()})
@@ -173,7 +227,8 @@ if __name__ == "__main__":
 def test_bad_meshes_and_rules_are_named():
   import ml_collections  # pylint: disable=g-import-not-at-top
   from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
-  mesh_cfg = ml_collections.ConfigDict({"data": 3, "fsdp": -1, "expert": 1, "tensor": 1, "rules": "megatron"})
+  mesh_cfg = ml_collections.ConfigDict({"data": 3, "fsdp": -1, "expert": 1, "context": 1, "tensor": 1,
+                                         "rules": "megatron"})
   with pytest.raises(UserError, match="does not divide the 8 devices"):
     mesh_lib.mesh_shape(mesh_cfg, 8)
   with pytest.raises(UserError, match="'megatron' is not a preset; use one of fsdp_tensor, t5x, data_parallel"):
@@ -186,13 +241,28 @@ def test_bad_meshes_and_rules_are_named():
 def test_multi_slice_split():
   import ml_collections  # pylint: disable=g-import-not-at-top
   from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
-  assert mesh_lib.split_over_slices((16, 32, 2, 4), (2, 1, 2, 1)) == (8, 32, 1, 4)
+  assert mesh_lib.split_over_slices((16, 32, 2, 2, 4), (2, 1, 2, 2, 1)) == (8, 32, 1, 1, 4)
   with pytest.raises(UserError, match="mesh.dcn_fsdp=3 must be a positive divisor of the fsdp axis size 8"):
-    mesh_lib.split_over_slices((2, 8, 1, 1), (1, 3, 1, 1))
-  mesh_cfg = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "expert": 1, "tensor": 1, "dcn_data": 1,
-                                        "dcn_fsdp": 1, "dcn_expert": 1, "dcn_tensor": 1})
+    mesh_lib.split_over_slices((2, 8, 1, 1, 1), (1, 3, 1, 1, 1))
+  mesh_cfg = ml_collections.ConfigDict({**{axis: 1 for axis in mesh_lib.AXES}, "data": -1,
+                                        **{f"dcn_{axis}": 1 for axis in mesh_lib.AXES}})
   assert mesh_lib.make_mesh(mesh_cfg).shape["data"] == jax.device_count()
   if not hasattr(jax.devices()[0], "slice_index"):  # CPUs and GPUs belong to no slices.
     mesh_cfg.dcn_data = 2
     with pytest.raises(UserError, match="belong to no TPU slices"):
       mesh_lib.make_mesh(mesh_cfg)
+
+
+def test_rows_the_context_axis_does_not_divide_are_refused():
+  """Before anything compiles: a row (or a stage of sequence-length warmup) that the context axis's devices do
+  not split evenly."""
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
+  cfg = tiny_config("--config.data.seq_len=48", "--config.mesh.context=3")
+  run_lib.check_context_split(cfg, run_lib.objective(cfg).family, 3)  # 48 = 3 x 16.
+  with pytest.raises(UserError, match=r"the rows' targets \(48 tokens\) do not split over the 32 devices of the "
+                                      r"context axis \(mesh.context=3\); use row lengths that are multiples of 32"):
+    run_lib.check_context_split(cfg, run_lib.objective(cfg).family, 32)
+  cfg = tiny_config("--config.data.seq_len=48", "--config.data.length_schedule=((0, 12), (5, 48))")
+  with pytest.raises(UserError, match=r"the rows' targets from step 0 \(data.length_schedule\) \(12 tokens\) do not"):
+    run_lib.check_context_split(cfg, run_lib.objective(cfg).family, 8)

@@ -5,6 +5,10 @@
   gpu_flash  Pallas flash attention for GPUs (Triton): one segment-id row for queries and keys, causal or not
   auto       splash on TPUs, gpu_flash on GPUs, xla elsewhere
 
+Under a context axis (parallel/mesh.py) each device holds L / context of a
+row's queries and gathers the row's keys and values: its queries attend over
+the whole row, masks and positions as without the split.
+
 The kernels never materialise the mask or the [L, S] scores. Where one cannot
 express an attention (T5's relative-position bias, a per-example prefix-LM
 prefix, decoding over a cache, lengths its blocks do not tile), that attention
@@ -14,7 +18,6 @@ Shape letters as in layers.py.
 """
 
 import functools
-import math
 
 import flax.linen as nn
 import flax.struct
@@ -22,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from pretrain.parallel import platform
+from pretrain.parallel import mesh as mesh_lib, platform
 from pretrain.system import console
 
 KERNEL_PLATFORM = {"splash": "tpu", "gpu_flash": "gpu"}
@@ -43,11 +46,15 @@ def choose(requested: str, query_length: int, key_length: int, *, bias: bool = F
   name = requested if requested != "auto" else {"tpu": "splash", "gpu": "gpu_flash"}.get(here, "xla")
   if name == "xla":
     return name
+  split = mesh_lib.split_length()
   reason = ("takes no additive bias (T5's relative positions)" if bias else
             "cannot see a per-example prefix (prefix LM)" if prefix else
             "takes one segment-id row for queries and keys, not cross-attention" if cross and name == "gpu_flash" else
             f"needs lengths that are multiples of {KERNEL_TILE}, not {query_length} x {key_length}"
-            if query_length % KERNEL_TILE or key_length % KERNEL_TILE else "")
+            if query_length % KERNEL_TILE or key_length % KERNEL_TILE else
+            "cannot split a row's queries over the context axis" if name == "gpu_flash" and split > 1 else
+            f"needs each device's share of a row under the context axis ({query_length} / {split}) a multiple of "
+            f"{KERNEL_TILE}" if query_length // split % KERNEL_TILE else "")
   if reason:
     log_once(f"attention: {name} {reason}; that attention takes the XLA path")
     return "xla"
@@ -104,12 +111,17 @@ class Mask:
 def attend(q_BLNH, k_BSKH, v_BSKH, mask: Mask, bias_1NLS=None, scale=None):
   """softmax(q k * scale + bias, where `mask` allows) v, by `mask.implementation`; scale defaults to H^-0.5."""
   scale = q_BLNH.shape[-1] ** -0.5 if scale is None else scale
+  if mesh_lib.split_length() > 1:  # Context parallelism: this device's queries see the whole row's keys.
+    k_BSKH, v_BSKH = (mesh_lib.constrain(x, ("activation_batch", None, "activation_heads", None))
+                      for x in (k_BSKH, v_BSKH))
   if mask.implementation == "xla":
     return xla_attention(q_BLNH, k_BSKH, v_BSKH, mask.dense_B1LS, bias_1NLS, scale, mask.causal)
   assert bias_1NLS is None, "Mask.build sends biased attention to the XLA path"
-  kernel = {"splash": _splash, "gpu_flash": _gpu_flash}[mask.implementation]
-  return _sharded(functools.partial(kernel, scale=scale, causal=mask.causal), q_BLNH, k_BSKH, v_BSKH,
-                  mask.query_segments_BL, mask.key_segments_BS)
+  args = (q_BLNH, k_BSKH, v_BSKH, mask.query_segments_BL, mask.key_segments_BS)
+  if mask.implementation == "gpu_flash":
+    return _sharded(functools.partial(_gpu_flash, scale=scale, causal=mask.causal), *args)
+  tables = lambda heads, shards: _splash_kernel(heads, q_BLNH.shape[1], k_BSKH.shape[1], mask.causal, shards)
+  return _sharded(functools.partial(_splash, scale=scale), *args, tables=tables)
 
 
 def xla_attention(q_BLNH, k_BSKH, v_BSKH, mask_B1LS, bias_1NLS=None, scale=None, causal=False):
@@ -120,9 +132,10 @@ def xla_attention(q_BLNH, k_BSKH, v_BSKH, mask_B1LS, bias_1NLS=None, scale=None,
   `causal` says the mask hides every key after its query (keys and queries the same positions): the
   queries are then taken in CAUSAL_BLOCKS blocks, each reading the keys up to its own end, which skips
   most of the masked half of the logits (3/8 of them with 4 blocks). Values equal the whole computation's.
+  Not under a context axis: there each device's queries are one block already.
   """
   length = q_BLNH.shape[1]
-  if causal and length >= 256 and length % CAUSAL_BLOCKS == 0:
+  if causal and length >= 256 and length % CAUSAL_BLOCKS == 0 and mesh_lib.split_length() == 1:
     block = length // CAUSAL_BLOCKS
     pieces = []
     for end in range(block, length + 1, block):
@@ -168,22 +181,31 @@ def _add_batch_shared_bwd(_, dx):
 add_batch_shared.defvjp(_add_batch_shared_fwd, _add_batch_shared_bwd)
 
 
-def _sharded(kernel, q_BLNH, k_BSKH, v_BSKH, query_segments_BL, key_segments_BS):
+def _sharded(kernel, q_BLNH, k_BSKH, v_BSKH, query_segments_BL, key_segments_BS, tables=None):
   """`kernel` on each device's rows and heads (shard_map over the mesh axes of activation_batch and
-  activation_heads, where they divide the batch and the heads): a Pallas call has no partitioning rule
-  of its own. Without a mesh, called as is."""
+  activation_heads, where they divide the batch and the heads): a Pallas call has no partitioning rule of its
+  own. Without a mesh, called as is. Keys and values stay whole along the row; the queries too, unless the
+  kernel takes `tables(heads, query_shards)`: mask tables made for a split of the queries (splash's), its first
+  argument, with which each device takes its own queries of the context axis."""
   mesh = jax.sharding.get_abstract_mesh()
   if mesh.empty:
-    return kernel(q_BLNH, k_BSKH, v_BSKH, query_segments_BL, key_segments_BS)
-  size = lambda axes: math.prod(mesh.shape[a] for a in (axes if isinstance(axes, tuple) else (axes,)) if a)
-  batch, heads = nn.logical_to_mesh_axes(("activation_batch", "activation_heads"))
+    return kernel(*((tables(q_BLNH.shape[2], 1),) if tables else ()), q_BLNH, k_BSKH, v_BSKH, query_segments_BL,
+                  key_segments_BS)
+  size = lambda axes: mesh_lib.axes_size(mesh, axes)
+  batch, length, heads = nn.logical_to_mesh_axes(("activation_batch", "activation_length", "activation_heads"))
   batch = batch if q_BLNH.shape[0] % size(batch) == 0 else None  # `init`'s example row, say.
   heads = heads if q_BLNH.shape[2] % size(heads) == 0 else None
+  length = length if tables and q_BLNH.shape[1] % size(length) == 0 else None
   if k_BSKH.shape[2] % size(heads):  # Fewer key/value heads than head shards: each shard takes its own copies.
     k_BSKH, v_BSKH = (jnp.repeat(x, q_BLNH.shape[2] // k_BSKH.shape[2], axis=2) for x in (k_BSKH, v_BSKH))
-  rows, segments = P(batch, None, heads, None), P(batch, None)
-  return jax.shard_map(kernel, in_specs=(rows, rows, rows, segments, segments), out_specs=rows,
-                       check_vma=False)(q_BLNH, k_BSKH, v_BSKH, query_segments_BL, key_segments_BS)
+  rows, whole = P(batch, length, heads, None), P(batch, None, heads, None)
+  specs = (rows, whole, whole, P(batch, length), P(batch, None))
+  args = (q_BLNH, k_BSKH, v_BSKH, query_segments_BL, key_segments_BS)
+  if tables:
+    table = tables(q_BLNH.shape[2] // size(heads), size(length))
+    table_spec = table.manual_sharding_spec(jax.sharding.NamedSharding(mesh, P(None, length)))
+    specs, args = (table_spec, *specs), (table, *args)
+  return jax.shard_map(kernel, in_specs=specs, out_specs=rows, check_vma=False)(*args)
 
 
 def _block(length: int, largest: int = 512) -> int:
@@ -194,40 +216,42 @@ def _block(length: int, largest: int = 512) -> int:
   return block
 
 
-def _splash_kernel(num_heads: int, query_length: int, key_length: int, causal: bool):
-  """The splash kernel for these shapes. Its mask tables are constants: made once, eagerly, and kept across traces;
-  or, in a program compiled for another machine's devices (a TPU slice's, from a CPU), made in the trace, as
-  eager arrays would land on devices that cannot run here."""
+def _splash_kernel(num_heads: int, query_length: int, key_length: int, causal: bool, query_shards: int = 1):
+  """The splash kernel for these shapes, its queries split `query_shards` ways. Its mask tables are constants:
+  made once, eagerly, and kept across traces; or, in a program compiled for another machine's devices (a TPU
+  slice's, from a CPU), made in the trace, as eager arrays would land on devices that cannot run here."""
   if platform.current() != jax.default_backend():
-    return _make_splash_kernel(num_heads, query_length, key_length, causal, interpret=False)
-  return _eager_splash_kernel(num_heads, query_length, key_length, causal)
+    return _make_splash_kernel(num_heads, query_length, key_length, causal, query_shards, interpret=False)
+  return _eager_splash_kernel(num_heads, query_length, key_length, causal, query_shards)
 
 
 @functools.cache
-def _eager_splash_kernel(num_heads: int, query_length: int, key_length: int, causal: bool):
+def _eager_splash_kernel(num_heads: int, query_length: int, key_length: int, causal: bool, query_shards: int):
   with jax.ensure_compile_time_eval():
-    return _make_splash_kernel(num_heads, query_length, key_length, causal,
+    return _make_splash_kernel(num_heads, query_length, key_length, causal, query_shards,
                                interpret=jax.default_backend() != "tpu")
 
 
-def _make_splash_kernel(num_heads: int, query_length: int, key_length: int, causal: bool, interpret: bool):
+def _make_splash_kernel(num_heads: int, query_length: int, key_length: int, causal: bool, query_shards: int,
+                        interpret: bool):
   from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash  # pylint: disable=g-import-not-at-top
   from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks  # pylint: disable=g-import-not-at-top
   shape = (query_length, key_length)
   head_mask = masks.CausalMask(shape) if causal else masks.FullMask(shape)
-  bq, bkv = _block(query_length), _block(key_length)
+  bq, bkv = _block(query_length // query_shards), _block(key_length)
   sizes = splash.BlockSizes(block_q=bq, block_kv=bkv, block_kv_compute=bkv, block_q_dkv=bq, block_kv_dkv=bkv,
                             block_kv_dkv_compute=bkv, block_q_dq=bq, block_kv_dq=bkv)
   kernel = splash.make_splash_mha(masks.MultiHeadMask([head_mask] * num_heads), block_sizes=sizes,
-                                  head_shards=1, q_seq_shards=1, interpret=interpret)
-  return kernel, splash.SegmentIds
+                                  head_shards=1, q_seq_shards=query_shards, interpret=interpret)
+  return kernel
 
 
-def _splash(q_BLNH, k_BSKH, v_BSKH, query_segments_BL, key_segments_BS, scale, causal):
-  """Splash attention (head-major, one example at a time; grouped key/value heads as they are)."""
-  kernel, segment_ids = _splash_kernel(q_BLNH.shape[2], q_BLNH.shape[1], k_BSKH.shape[1], causal)
+def _splash(kernel, q_BLNH, k_BSKH, v_BSKH, query_segments_BL, key_segments_BS, scale):
+  """Splash attention (head-major, one example at a time; grouped key/value heads as they are) by `kernel`
+  (_splash_kernel's, its mask tables this device's share)."""
+  from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash  # pylint: disable=g-import-not-at-top
   one_example = lambda q_NLH, k_KSH, v_KSH, query_L, key_S: kernel(
-      q_NLH * jnp.asarray(scale, q_NLH.dtype), k_KSH, v_KSH, segment_ids=segment_ids(q=query_L, kv=key_S))
+      q_NLH * jnp.asarray(scale, q_NLH.dtype), k_KSH, v_KSH, segment_ids=splash.SegmentIds(q=query_L, kv=key_S))
   head_major = lambda x: jnp.swapaxes(x, 1, 2)
   out_BNLH = jax.vmap(one_example)(head_major(q_BLNH), head_major(k_BSKH), head_major(v_BSKH),
                                    query_segments_BL, key_segments_BS)

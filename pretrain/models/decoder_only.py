@@ -7,6 +7,7 @@ import jax.numpy as jnp
 
 from pretrain.models import attention, layers, mup
 from pretrain.models.moe import MoEConfig
+from pretrain.parallel import mesh as mesh_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +104,7 @@ class DecoderOnly(nn.Module):
       logits_BLV = layers.Dense(c.vocab_size, dtype=dtype,
                                 kernel_init=layers.partitioned(nn.initializers.normal(0.02), ("embed", "vocab")),
                                 name="lm_head")(x_BLD)
-    logits_BLV = nn.with_logical_constraint(logits_BLV, ("activation_batch", "activation_length", "activation_vocab"))
+    logits_BLV = mesh_lib.constrain(logits_BLV, ("activation_batch", "activation_length", "activation_vocab"))
     logits_BLV = logits_BLV.astype(jnp.float32)
     return (logits_BLV, x_BLD) if self.outputs == "both" else logits_BLV
 

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from pretrain.models import attention, layers, mup
 from pretrain.models.moe import MoEConfig
+from pretrain.parallel import mesh as mesh_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +99,7 @@ class FeedForward(nn.Module):
       h_BLF = h_BLF * dense(self.mlp_dim, ("embed", "mlp"), "wi_1")(x_BLD)
     else:
       h_BLF = nn.relu(dense(self.mlp_dim, ("embed", "mlp"), "wi")(x_BLD))
-    h_BLF = nn.with_logical_constraint(h_BLF, ("activation_batch", "activation_length", "activation_mlp"))
+    h_BLF = mesh_lib.constrain(h_BLF, ("activation_batch", "activation_length", "activation_mlp"))
     h_BLF = layers.dropout(self.dropout, self.deterministic)(h_BLF)
     return dense(x_BLD.shape[-1], ("mlp", "embed"), "wo")(h_BLF)
 
@@ -291,7 +292,7 @@ class EncoderDecoder(nn.Module):
 
   def _logits(self, hidden_BTD):
     logits_BTV = self.lm_head(hidden_BTD)
-    return nn.with_logical_constraint(logits_BTV, ("activation_batch", "activation_length",
+    return mesh_lib.constrain(logits_BTV, ("activation_batch", "activation_length",
                                                    "activation_vocab")).astype(jnp.float32)
 
   def __call__(self, encoder_tokens_BS, decoder_tokens_BT, encoder_segment_ids_BS=None, decoder_segment_ids_BT=None,

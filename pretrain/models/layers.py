@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from pretrain.models import attention
+from pretrain.parallel import mesh as mesh_lib
 
 Dtype = jnp.dtype
 partitioned = nn.with_logical_partitioning
@@ -154,7 +155,7 @@ def pre_norm_residual(x_BLD, name: str, branch, dtype, drop, eps: float = 1e-6):
 
 def block_output(x_BLD, scan_layers: bool):
   """A block's output, constrained to its logical layout; under nn.scan, as (carry, no per-layer output)."""
-  x_BLD = nn.with_logical_constraint(x_BLD, ("activation_batch", "activation_length", "activation_embed"))
+  x_BLD = mesh_lib.constrain(x_BLD, ("activation_batch", "activation_length", "activation_embed"))
   return (x_BLD, None) if scan_layers else x_BLD
 
 
@@ -211,7 +212,7 @@ class Attention(nn.Module):
       q_BLNH = q_BLNH * jnp.asarray(self.query_scale, q_BLNH.dtype)
     k_BLKH = apply_rotary(project(x_BLD, wk_DKH), positions_BL, self.rope_theta)
     v_BLKH = project(x_BLD, wv_DKH)
-    q_BLNH = nn.with_logical_constraint(q_BLNH, ("activation_batch", "activation_length", "activation_heads", None))
+    q_BLNH = mesh_lib.constrain(q_BLNH, ("activation_batch", "activation_length", "activation_heads", None))
     if decode:
       k_BLKH, v_BLKH = append_to_cache(self, k_BLKH, v_BLKH)
     out_BLNH = attention.attend(q_BLNH, k_BLKH, v_BLKH, mask)
@@ -247,7 +248,7 @@ class SwiGLU(nn.Module):
     dense = functools.partial(Dense, dtype=self.dtype)
     gate_BLF = dense(self.mlp_dim, kernel_init=kernel_init("embed", "mlp"), name="wi_0")(x_BLD)
     up_BLF = dense(self.mlp_dim, kernel_init=kernel_init("embed", "mlp"), name="wi_1")(x_BLD)
-    h_BLF = nn.with_logical_constraint(nn.silu(gate_BLF) * up_BLF, ("activation_batch", "activation_length", "activation_mlp"))
+    h_BLF = mesh_lib.constrain(nn.silu(gate_BLF) * up_BLF, ("activation_batch", "activation_length", "activation_mlp"))
     return dense(x_BLD.shape[-1], kernel_init=kernel_init("mlp", "embed"), name="wo")(h_BLF)
 
 

@@ -2,7 +2,12 @@
 
 Models name their axes logically ('embed', 'mlp', 'activation_batch', ...);
 the run config's `mesh.rules` maps each name to mesh axes, so the same model
-runs data-parallel, FSDP or tensor-parallel by changing the config only.
+runs data-parallel, FSDP, tensor-, expert- or context-parallel by changing the config only.
+
+Context parallelism splits each row's tokens over the `context` axis: every
+activation [B, L, ...] holds L / context positions per device, and attention
+gathers the keys and values of the whole row (models/attention.py), so each
+device computes its own queries' attention over the whole row.
 """
 
 import math
@@ -14,11 +19,13 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from pretrain.system.errors import UserError
 
-AXES = ("data", "fsdp", "expert", "tensor")
+AXES = ("data", "fsdp", "expert", "context", "tensor")
 
 # The batch is split over the expert axis too: its devices hold different experts and different rows (GShard).
-_ACTIVATIONS = (("activation_batch", ("data", "fsdp", "expert")), ("activation_length", None), ("activation_embed", None),
-                ("activation_mlp", "tensor"), ("activation_heads", "tensor"), ("activation_vocab", "tensor"))
+# A row's positions over the context axis (context parallelism).
+_ACTIVATIONS = (("activation_batch", ("data", "fsdp", "expert")), ("activation_length", "context"),
+                ("activation_embed", None), ("activation_mlp", "tensor"), ("activation_heads", "tensor"),
+                ("activation_vocab", "tensor"))
 # Named sets of rules for mesh.rules. Parameters' logical axes: embed, mlp, heads, kv_heads, kv, vocab, layers,
 # exp (a mixture-of-experts layer's experts; also its dispatched activations [experts, capacity, D]).
 PRESETS = {
@@ -39,8 +46,13 @@ PRESETS = {
 }
 
 
+def _listed(names) -> str:
+  *rest, last = names
+  return f"{', '.join(rest)} and {last}"
+
+
 def mesh_shape(mesh_cfg, num_devices: int) -> tuple[int, ...]:
-  """Sizes of (data, fsdp, expert, tensor); one size may be -1 to take the remaining devices."""
+  """Sizes of (data, fsdp, expert, context, tensor); one size may be -1 to take the remaining devices."""
   sizes = [mesh_cfg[a] for a in AXES]
   if sizes.count(-1) > 1 or any(s == 0 or s < -1 for s in sizes):
     raise UserError(f"mesh sizes {dict(zip(AXES, sizes))} are invalid: use positive sizes and at most one -1")
@@ -52,8 +64,7 @@ def mesh_shape(mesh_cfg, num_devices: int) -> tuple[int, ...]:
     sizes[sizes.index(-1)] = num_devices // known
   if math.prod(sizes) != num_devices:
     raise UserError(f"mesh {dict(zip(AXES, sizes))} has {math.prod(sizes)} devices but {num_devices} are "
-                    "available; make the product of mesh.data, mesh.fsdp, mesh.expert and mesh.tensor equal that, or set one to "
-                    "-1")
+                    f"available; make the product of {_listed('mesh.' + a for a in AXES)} equal that, or set one to -1")
   return tuple(sizes)
 
 
@@ -67,8 +78,8 @@ def split_over_slices(sizes: tuple[int, ...], dcn: tuple[int, ...]) -> tuple[int
 
 def make_mesh(mesh_cfg, devices=None) -> jax.sharding.Mesh:
   """The mesh of all devices (or of `devices`: a TPU slice's, to compile for it). On multi-slice TPUs,
-  mesh.dcn_data / dcn_fsdp / dcn_expert / dcn_tensor say how much of each axis spans slices (over the data-center
-  network): the rest stays within a slice (ICI)."""
+  mesh.dcn_data / dcn_fsdp / dcn_expert / dcn_context / dcn_tensor say how much of each axis spans slices (over
+  the data-center network): the rest stays within a slice (ICI)."""
   devices = jax.devices() if devices is None else devices
   sizes = mesh_shape(mesh_cfg, len(devices))
   dcn = tuple(mesh_cfg[f"dcn_{axis}"] for axis in AXES)
@@ -87,10 +98,10 @@ def make_mesh(mesh_cfg, devices=None) -> jax.sharding.Mesh:
       return jax.sharding.Mesh(grid, AXES, axis_types=axis_types)
   if not hasattr(devices[0], "slice_index"):
     raise UserError(f"mesh.dcn_* = {dcn} asks for a multi-slice mesh, but these {devices[0].platform} "
-                    "devices belong to no TPU slices; leave mesh.dcn_data, dcn_fsdp, dcn_expert and dcn_tensor at 1")
+                    f"devices belong to no TPU slices; leave {_listed('mesh.dcn_' + a for a in AXES)} at 1")
   if math.prod(dcn) != slices:
     raise UserError(f"mesh.dcn_* = {dict(zip(AXES, dcn))} spans {math.prod(dcn)} slices, but the devices form "
-                    f"{slices}; make the product of mesh.dcn_data, dcn_fsdp, dcn_expert and dcn_tensor {slices}")
+                    f"{slices}; make the product of {_listed('mesh.dcn_' + a for a in AXES)} {slices}")
   ici = split_over_slices(sizes, dcn)
   from jax.experimental import mesh_utils  # pylint: disable=g-import-not-at-top
   devices = mesh_utils.create_hybrid_device_mesh(ici, dcn, devices)
@@ -120,14 +131,35 @@ def logical_shardings(logical_specs, mesh, axis_rules):
 
 
 def batch_sharding(mesh, axis_rules) -> NamedSharding:
-  """How a [batch, length] array of inputs is laid out: batch over the data-like axes."""
-  return logical_shardings(P("activation_batch", "activation_length"), mesh, axis_rules)
+  """How a [batch, length] array of inputs is laid out: batch over the data-like axes, each row whole (a context
+  axis splits the rows inside the step: every process reads whole rows)."""
+  return logical_shardings(P("activation_batch", None), mesh, axis_rules)
+
+
+def axes_size(mesh, axes) -> int:
+  """How many devices the mesh axes `axes` (a name, a tuple of names or None) span."""
+  return math.prod(mesh.shape[a] for a in (axes if isinstance(axes, tuple) else (axes,)) if a is not None)
+
+
+def constrain(x, names: tuple):
+  """nn.with_logical_constraint of `x` to logical `names`, except a dimension its mesh axes do not divide, which
+  is left whole (decoding's one query position under a context axis, `init`'s example row)."""
+  mesh = jax.sharding.get_abstract_mesh()
+  if not mesh.empty:
+    axes = nn.logical_to_mesh_axes(names)
+    names = tuple(None if dim % axes_size(mesh, a) else name for name, a, dim in zip(names, axes, x.shape))
+  return nn.with_logical_constraint(x, names)
+
+
+def split_length(names=("activation_length",)) -> int:
+  """How many devices split a row's positions (the context axis's size under the active mesh and rules; 1
+  outside a mesh)."""
+  mesh = jax.sharding.get_abstract_mesh()
+  return 1 if mesh.empty else axes_size(mesh, nn.logical_to_mesh_axes(names)[0])
 
 
 def data_parallel_size(mesh, axis_rules) -> int:
-  spec = batch_sharding(mesh, axis_rules).spec[0]
-  axes = spec if isinstance(spec, tuple) else (spec,)
-  return math.prod(mesh.shape[a] for a in axes if a is not None)
+  return axes_size(mesh, batch_sharding(mesh, axis_rules).spec[0])
 
 
 def global_batch(local_batch: dict[str, np.ndarray], sharding: NamedSharding) -> dict[str, jax.Array]:
