@@ -109,6 +109,7 @@ def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabu
   out = str(tmp_path / "docs" / "objectives")
   argv = ["--objectives=clm,span_corruption", "--d_model=32", "--num_layers=1", "--head_dim=16", f"--out={out}",
           f"--out_dir={tmp_path / 'runs'}", "--probe_documents=100", "--seeds=0,1", "--probe_seeds=2",
+          "--zero_shot_items=150",
           "--finetune_seeds=1", "--finetune_steps=2", "--steps=10", "--evals=2", "--lr_grid=1e-3,1e-2",
           "--lr_seeds=7", "--lr_extend=1", *TINY]
   compare_objectives.main(argv)
@@ -146,8 +147,8 @@ def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabu
   text = " ".join(open(out + ".md").read().split())  # Prose is wrapped.
   assert "python tools/compare_objectives.py --objectives=clm,span_corruption" in text
   assert "losses of different objectives are not comparable" in text
-  assert "sampling error (at an accuracy near 0.8: +- 0.04 on the 400 items of pairs: swap," in text
-  assert "+- 0.07 on the 134 items of pairs: lines" in text  # Each task's own count, not one for all.
+  assert "sampling error (at an accuracy near 0.8: +- 0.06 on the 150 items of pairs: swap," in text
+  assert "+- 0.07 on the 134 items of pairs: lines" in text  # Each task's own count (up to --zero_shot_items).
   assert "**same-document probe**: above their own initial parameters:" in text
   assert "**pairs: swap**: above their own initial parameters:" in text and "Above the trigram" in text
   assert "CLM yardstick bits per byte, below the unigram" in text

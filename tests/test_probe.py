@@ -114,10 +114,10 @@ def test_the_probe_command_reports_the_model_beside_its_initial_parameters(run_t
   workdir = tmp_path / "run"
   result = run_train(workdir, *SMALL)
   assert result.returncode == 0, result.stderr
-  probe_command.main([f"--workdir={workdir}"])
+  probe_command.main([f"--workdir={workdir}", "--limit=100"])  # Each task's first 100 items (of 134 to 400).
   saved = json.loads((workdir / "eval" / "probe-zero_shot-step300.json").read_text())
   trained, initial = saved["rows"]["model (step 300)"], saved["rows"]["random init"]
-  assert saved["version"] == zero_shot.VERSION
+  assert saved["version"] == zero_shot.VERSION and set(saved["items"].values()) == {100}
   assert set(trained) == set(saved["chance"]) == {"pairs_swap", "pairs_replace", "pairs_lines", "cloze"}
   assert trained["pairs_swap"][0] > initial["pairs_swap"][0] + 0.2 and trained["cloze"][0] > 0.3, saved
   assert re.search(r"chance +0\.500 +0\.500 +0\.500 +0\.250\n", capsys.readouterr().out)

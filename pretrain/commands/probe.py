@@ -56,9 +56,14 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
   parser.add_argument("--split", default=None, help="same_document: whose documents (default: held out)")
   parser.add_argument("--documents", type=cli.at_least(6), default=2000,
                       help="same_document: at most this many documents")
+  parser.add_argument("--limit", type=cli.at_least(0), default=0,
+                      help="zero_shot: score the first LIMIT items of each task (0: all; a quick look, as lm-eval's "
+                           "--limit)")
   args = parser.parse_args(argv)
   if args.task != "packages" and args.finetune:
     raise UserError("--finetune fine-tunes on the labelled task; add --task=packages")
+  if args.task != "zero_shot" and args.limit:
+    raise UserError("--limit counts the zero-shot tasks' items; add --task=zero_shot, or leave it out")
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from pretrain.system import files  # pylint: disable=g-import-not-at-top
@@ -71,7 +76,7 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
   for name, row_params in ((f"model (step {step})", params), ("random init", run.create_state().params)):
     print(f"Probing {name} ({args.task})...", flush=True)  # Each takes a minute or two.
     rows[name] = evaluation.measure(run, row_params, args.task, args.seeds, args.finetune and args.finetune_steps,
-                                    args.split, args.documents, scorer)
+                                    args.split, args.documents, scorer, args.limit or None)
   about = next(iter(rows.values())).pop("about")
   for row in rows.values():
     row.pop("about", None)

@@ -7,15 +7,17 @@ TASKS = ("zero_shot", "same_document", "packages")
 
 
 def measure(run, params, task: str, seeds: int, finetune: int = 0, split: str | None = None,
-            max_documents: int = 2000, scorer=None) -> dict:
+            max_documents: int = 2000, scorer=None, limit: int | None = None) -> dict:
   """{measure: [its value per seed], ..., 'about': what was read}: for 'same_document', the probe's test accuracy
   per probe seed (which documents fit it, which pairs); for 'packages', the linear probe's test accuracy (one:
   it draws nothing) and, with `finetune` steps, the fine-tuned model's per fine-tuning seed; for 'zero_shot',
-  each zero-shot task's accuracy (one: it draws nothing; `scorer`: a likelihood.Scorer of the run to reuse)."""
+  each zero-shot task's accuracy on its first `limit` items (None: all; one value: it draws nothing; `scorer`: a
+  likelihood.Scorer of the run to reuse)."""
   if task == "zero_shot":
-    scores = zero_shot.evaluate(run, params, scorer=scorer)  # The span forms only for an objective that has them.
+    scores = zero_shot.evaluate(run, params, scorer=scorer, limit=limit)  # Span forms where the objective has them.
     return {**{name: [value] for name, value in scores.items()},
-            "about": {"version": zero_shot.VERSION, "chance": {name: zero_shot.CHANCE[name] for name in scores}}}
+            "about": {"version": zero_shot.VERSION, "chance": {name: zero_shot.CHANCE[name] for name in scores},
+                      "items": {name: len(zero_shot.load(name)[:limit]) for name in zero_shot.TASKS}}}
   with run.activated():
     if task == "same_document":
       split, documents = probe.run_documents(run, split, max_documents)

@@ -259,11 +259,12 @@ def accuracy(name: str, items: list[dict], scores: list[float]) -> float:
   return float(np.mean(winners[np.arange(len(items)), answers] / winners.sum(axis=1)))
 
 
-def accuracies(score, vocabulary, names=TASKS) -> dict[str, float]:
-  """{task: accuracy} of a scorer: score(requests) -> the log-probability of each (context, continuation)."""
+def accuracies(score, vocabulary, names=TASKS, limit: int | None = None) -> dict[str, float]:
+  """{task: accuracy} of a scorer: score(requests) -> the log-probability of each (context, continuation); on the
+  first `limit` items of each task (None: all)."""
   results = {}
   for name in names:
-    items = load(name)
+    items = load(name)[:limit]
     results[name] = accuracy(name, items, score(requests(name, items, vocabulary)))
   return results
 
@@ -289,28 +290,30 @@ def spans(item: dict) -> list[tuple[str, str, str]]:
   return parts
 
 
-def span_accuracies(score, vocabulary, names=PAIRS) -> dict[str, float]:
+def span_accuracies(score, vocabulary, names=PAIRS, limit: int | None = None) -> dict[str, float]:
   """{task + SPAN: accuracy} of the pair tasks scored as a masked span (each text's differing part given the
   rest, the native form of a model trained to fill spans): score(requests) -> the log-probability of each
-  (prefix, span, suffix) of token ids."""
+  (prefix, span, suffix) of token ids; on the first `limit` items of each task (None: all)."""
   results = {}
   for name in names:
-    items = load(name)
+    items = load(name)[:limit]
     requests = [tuple(vocabulary.encode(part) if part else [] for part in parts)
                 for item in items for parts in spans(item)]
     results[name + SPAN] = accuracy(name, items, score(requests))
   return results
 
 
-def evaluate(run, params, names=TASKS, scorer=None) -> dict[str, float]:
-  """{task: accuracy} of a run's model with `params` on the zero-shot tasks (`scorer`: a likelihood.Scorer of the
-  run, to reuse its compiled steps for other parameters of the model)."""
+def evaluate(run, params, names=TASKS, scorer=None, limit: int | None = None) -> dict[str, float]:
+  """{task: accuracy} of a run's model with `params` on the zero-shot tasks, the first `limit` items of each
+  (None: all; lm-eval's --limit) (`scorer`: a likelihood.Scorer of the run, to reuse its compiled steps for other
+  parameters of the model)."""
   from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top
   scorer = scorer or likelihood.Scorer(run)
-  found = accuracies(lambda requests: [logprob for logprob, _ in scorer(params, requests)], run.vocabulary, names)
+  found = accuracies(lambda requests: [logprob for logprob, _ in scorer(params, requests)], run.vocabulary, names,
+                     limit)
   objective, lengths = run.objective, run.task_lengths
   if objective.span_rows([], [1], [], run.vocabulary, lengths) is not None:  # It fills masked spans: score so too.
     spanned = likelihood.Scorer(run, rows=lambda *parts: objective.span_rows(*parts, run.vocabulary, lengths))
     found.update(span_accuracies(lambda requests: [logprob for logprob, _ in spanned(params, requests)],
-                                 run.vocabulary, [name for name in PAIRS if name in names]))
+                                 run.vocabulary, [name for name in PAIRS if name in names], limit))
   return found

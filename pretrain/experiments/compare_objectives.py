@@ -5,8 +5,8 @@ likelihood and probes, each run beside its own initial parameters.
   python tools/compare_objectives.py [--objectives=clm,prefix_lm_decoder,span_corruption,ul2,mass,mlm,nsp,sop,electra,
       contrastive] [--seeds=0,1,2,3,4] [--other_seeds=0,1,2] [--probe_seeds=5] [--finetune_seeds=0]
       [--steps=750] [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2] [--enc_dec_layers=N]
-      [--lr_grid=1e-3,3e-3,1e-2] [--lr_seeds=100] [--probe_documents=N] [--out=docs/compare_objectives]
-      [--out_dir=runs/compare_objectives] [--config.KEY=VALUE ...]
+      [--lr_grid=1e-3,3e-3,1e-2] [--lr_seeds=100] [--probe_documents=N] [--zero_shot_items=N]
+      [--out=docs/compare_objectives] [--out_dir=runs/compare_objectives] [--config.KEY=VALUE ...]
 
 Every objective trains from scratch on the bundled corpus (configs/quickstart.py, or --config, plus
 --config.KEY=VALUE overrides), the same optimizer and schedule (contrastive adds SimCSE's dropout of 0.1, which
@@ -132,12 +132,13 @@ PROBES = (("same_document_probe", "same-document probe"), ("package_probe", "pac
 MEASURES = ZERO_SHOT + PROBES
 
 
-def item_error(accuracy: float = 0.8) -> str:
-  """The binomial 95% half-width of an accuracy near `accuracy` on each zero-shot task's items, with their count."""
+def item_error(limit: int | None = None, accuracy: float = 0.8) -> str:
+  """The binomial 95% half-width of an accuracy near `accuracy` on each zero-shot task's items (its first `limit`,
+  None: all), with their count."""
   titles = dict(ZERO_SHOT)
   return f"at an accuracy near {accuracy:g}: " + ", ".join(
       f"+- {1.96 * math.sqrt(accuracy * (1 - accuracy) / n):.2f} on the {n} items of {titles[name]}"
-      for name, n in ((name, len(zero_shot.load(name))) for name in zero_shot.TASKS))
+      for name, n in ((name, len(zero_shot.load(name)[:limit])) for name in zero_shot.TASKS))
 INIT = "random init"
 
 
@@ -153,7 +154,8 @@ def downstream(workdir: str, args) -> dict:
   for name, row_params in (("model", params), (INIT, run.create_state().params)):
     found = {}
     try:
-      found.update(evaluation.measure(run, row_params, "zero_shot", 1, scorer=scorer))
+      found.update(evaluation.measure(run, row_params, "zero_shot", 1, scorer=scorer,
+                                      limit=args.zero_shot_items or None))
     except NotScored:  # A model with no token head (contrastive) scores no text.
       pass
     found.update(evaluation.measure(run, row_params, "same_document", args.probe_seeds,
@@ -374,7 +376,8 @@ def report(results: dict[str, list[dict]], args, argv: list[str], load: str, ref
       "pseudo-log-likelihood (each token masked in turn); ELECTRA's discriminator how "
       "sure it is that every token is original; contrastive has no token head and scores nothing. The count "
       "rows score the same texts by their n-gram probability. The intervals are over the runs only: every run "
-      "scores the same items, so the items' own sampling error (" + item_error() + ") is in none of them. It "
+      "scores the same items, so the items' own sampling error (" + item_error(args.zero_shot_items or None)
+      + ") is in none of them. It "
       "does not bias a comparison of two objectives on these items, but it is there when a figure is set against "
       "another test set's.",
       stats.VERDICT,
@@ -411,7 +414,8 @@ def run_one(cfg, workdir: str, args, measure_downstream: bool = True) -> dict:
   trained (from scratch) and measured, then saved there. Without `measure_downstream`, the pre-training figures
   alone (a run of the rate choice)."""
   measure_downstream = measure_downstream and bool(args.probe_documents)
-  downstream_flags = [args.probe_documents, args.probe_seeds, args.finetune_seeds, args.finetune_steps]
+  downstream_flags = [args.probe_documents, args.probe_seeds, args.finetune_seeds, args.finetune_steps,
+                      *([args.zero_shot_items] if args.zero_shot_items else [])]  # Keys of older runs: all items.
   key = {"config": runs.config_key(json.loads(cfg.to_json_best_effort())),
          "downstream": downstream_flags if measure_downstream else None}
   path = os.path.join(workdir, RESULT)
@@ -516,6 +520,8 @@ def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
   parser.add_argument("--probe_documents", type=cli.at_least(0), default=2000,
                       help="held-out documents of the same-document probe (0: no downstream evaluation)")
   parser.add_argument("--probe_seeds", type=cli.at_least(1), default=5, help="same-document probe seeds per run")
+  parser.add_argument("--zero_shot_items", type=cli.at_least(0), default=0,
+                      help="score the first N items of each zero-shot task (0: all; a quick look)")
   parser.add_argument("--finetune_seeds", type=cli.at_least(0), default=0, help="fine-tuning seeds per run (0: no fine-tuning)")
   parser.add_argument("--finetune_steps", type=cli.at_least(1), default=300, help="fine-tuning steps of 32 passages")
   parser.add_argument("--lr_grid", default="1e-3,3e-3,1e-2",
