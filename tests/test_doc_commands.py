@@ -59,6 +59,8 @@ TFDS_C4 = "a prepared TFDS C4 (hundreds of GB in /data/tfds); tests/test_sources
 EXPERIMENT = "an experiment of hours; its flags parse here (--help) and tests/test_experiments.py runs it tiny"
 PTB_EXPERIMENT = "an experiment of an hour; its flags parse here (--help) and tests/test_ptb.py runs it on a few " \
                  "hundred lines"
+LONG_ROW = ("compiles a 1B model's step over rows of 131,072 tokens for 8 chips (minutes; the first is refused as "
+            "too large, as the page says); tests/test_compile.py compiles small ones for TPU slices")
 NOT_RUN = {
     "pretrain train --workdir=runs/c4 --config.data.source=tfds --config.data.tfds_name=c4/en:3.1.0 "
     "--config.data.tfds_data_dir=/data/tfds": TFDS_C4,
@@ -70,6 +72,10 @@ NOT_RUN = {
     "tools/bench_gpu.sh OUT_DIR": "a GPU machine (the device tool's)",
     "pretrain compile --topology=v5p-128 --config=lm_7b": "compiles a 7B model's step for 64 chips (minutes); "
                                                           "tests/test_compile.py compiles small ones for TPU slices",
+    "pretrain compile --topology=v5p-16 --config=lm_1b --config.data.seq_len=131072 --config.train.batch_size=16 "
+    "--config.mesh.fsdp=8 --config.train.microbatches=2": LONG_ROW,
+    "pretrain compile --topology=v5p-16 --config=lm_1b --config.data.seq_len=131072 --config.train.batch_size=16 "
+    "--config.mesh.fsdp=2 --config.mesh.context=4 --config.train.microbatches=8": LONG_ROW,
     "pretrain compile --topology=h100-64 --config=lm_7b": "JAX's CUDA plugin (the gpu-compile extra), which the "
                                                           "suite does not install; tests/test_compile.py runs it "
                                                           "where it is",
