@@ -309,13 +309,15 @@ def mesh_rules(preset):
 
 
 # Dropless dispatch partitioned over 8 (fake CPU) devices, in a subprocess (`python -m tests.test_moe`): name ->
-# ((data, fsdp, expert, tensor), rules). Rows and experts gathered over the expert axis, summed over tensor; the
-# t5x rules; experts replicated (data_parallel); rows not split over the expert axis (experts' shares summed).
-PARTITIONED = {"data2_expert4": ((2, 1, 4, 1), "fsdp_tensor"), "data2_fsdp2_expert2": ((2, 2, 2, 1), "fsdp_tensor"),
-               "data2_expert2_tensor2": ((2, 1, 2, 2), "fsdp_tensor"),
-               "t5x_fsdp2_expert2_tensor2": ((1, 2, 2, 2), "t5x"),
-               "data_parallel_4x2": ((4, 2, 1, 1), "data_parallel"),
-               "rows_over_data_only": ((2, 1, 4, 1), (("activation_batch", "data"),) + tuple(
+# ((data, fsdp, expert, context, tensor), rules). Rows and experts gathered over the expert axis, summed over
+# tensor; the t5x rules; experts replicated (data_parallel); rows not split over the expert axis (experts' shares
+# summed).
+PARTITIONED = {"data2_expert4": ((2, 1, 4, 1, 1), "fsdp_tensor"),
+               "data2_fsdp2_expert2": ((2, 2, 2, 1, 1), "fsdp_tensor"),
+               "data2_expert2_tensor2": ((2, 1, 2, 1, 2), "fsdp_tensor"),
+               "t5x_fsdp2_expert2_tensor2": ((1, 2, 2, 1, 2), "t5x"),
+               "data_parallel_4x2": ((4, 2, 1, 1, 1), "data_parallel"),
+               "rows_over_data_only": ((2, 1, 4, 1, 1), (("activation_batch", "data"),) + tuple(
                    (name, axes) for name, axes in mesh_rules("fsdp_tensor") if name != "activation_batch"))}
 ROWS = 8  # The batch's rows, split over up to 8 devices.
 
@@ -334,7 +336,7 @@ def _partitioned_outputs_and_gradients(layout=None):
     return step(params, x), ""
   sizes, rules = layout
   rules = mesh_rules(rules) if isinstance(rules, str) else rules
-  mesh = jax.make_mesh(sizes, mesh_lib.AXES, axis_types=(jax.sharding.AxisType.Auto,) * 4)
+  mesh = jax.make_mesh(sizes, mesh_lib.AXES, axis_types=(jax.sharding.AxisType.Auto,) * len(mesh_lib.AXES))
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
     params = jax.device_put(params, nn.logical_to_mesh_sharding(nn.get_partition_spec(boxed), mesh, rules))
     x = jax.device_put(x, nn.logical_to_mesh_sharding(jax.sharding.PartitionSpec("activation_batch"), mesh, rules))
