@@ -84,7 +84,8 @@ def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "a
                                                     max(run.task_lengths.values()))
   return {"losses": losses, "terms": steps_terms, "bytes_total": total, "bytes_device0": on_device,
           "bytes_estimated": estimated["params"] + estimated["optimizer_state"],
-          "attention": sorted(memory.attention_scores(run)), **split}
+          "attention": sorted(memory.attention_scores(run)),
+          "attention_bytes": sum(memory.attention_scores(run).values()), **split}
 
 
 def kernel_inputs(layout, extra) -> list[str]:
@@ -126,6 +127,9 @@ def test_a_context_axis_splits_each_rows_positions(eight_device_runs, family):
   for layout in CONTEXT:
     run, context = eight_device_runs[family][layout], LAYOUTS[layout][0][3]
     assert run["positions_on_device0"] * context == run["positions"], f"{family} under {layout}"
+  # pretrain estimate-memory's attention scores: 4 rows a device, a quarter of each, as 1 whole row over data 8.
+  runs = eight_device_runs[family]
+  assert runs["data2_context4"]["attention_bytes"] == runs["data8"]["attention_bytes"] > 0
 
 
 def test_a_prefix_lm_row_split_over_the_context_axis_gives_the_losses_of_one_device(eight_device_runs):
