@@ -98,7 +98,7 @@ class Run:
       raise UserError(f"train.batch_size={t.batch_size} does not split into train.microbatches={t.microbatches} "
                       f"microbatches across {data_shards} data shards; use a multiple of "
                       f"{t.microbatches * data_shards}")
-    check_context_split(cfg, family, mesh_lib.axes_size(mesh, dict(rules).get("activation_length")))
+    check_context_split(cfg, family, mesh_lib.length_split(mesh, rules))
     with jax.set_mesh(mesh):  # The model's dtype follows the mesh's platform (model.dtype=auto).
       model = family.build(cfg.model, vocab_size)
     return cls(cfg, family, vocab_size, model, mesh, rules, **data)

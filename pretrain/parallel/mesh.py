@@ -151,11 +151,15 @@ def constrain(x, names: tuple):
   return nn.with_logical_constraint(x, names)
 
 
-def split_length(names=("activation_length",)) -> int:
-  """How many devices split a row's positions (the context axis's size under the active mesh and rules; 1
-  outside a mesh)."""
+def length_split(mesh, axis_rules) -> int:
+  """How many devices split a row's positions under `axis_rules` (the context axis's size, in the presets)."""
+  return axes_size(mesh, dict(axis_rules).get("activation_length"))
+
+
+def split_length() -> int:
+  """length_split under the active mesh and rules (1 outside a mesh)."""
   mesh = jax.sharding.get_abstract_mesh()
-  return 1 if mesh.empty else axes_size(mesh, nn.logical_to_mesh_axes(names)[0])
+  return 1 if mesh.empty else axes_size(mesh, nn.logical_to_mesh_axes(("activation_length",))[0])
 
 
 def data_parallel_size(mesh, axis_rules) -> int:

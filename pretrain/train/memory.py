@@ -45,11 +45,6 @@ def _microbatch_rows(run) -> int:
   return max(c.train.batch_size // (c.train.microbatches * run.data_shards), 1)
 
 
-def _split(run) -> int:
-  """Devices over which a row's positions are split (the context axis)."""
-  return mesh_lib.axes_size(run.mesh, dict(run.rules).get("activation_length"))
-
-
 def attention_scores(run) -> dict[str, int]:
   """Bytes per device of what the attention keeps per query for its backward pass, by implementation
   (models/attention.py): the XLA path its float32 [L, S] probabilities, a kernel its float32 log-sum-exp.
@@ -57,12 +52,13 @@ def attention_scores(run) -> dict[str, int]:
   splits the queries."""
   m = run.cfg.model
   heads = max(m.num_heads // run.mesh.shape["tensor"], 1)
+  split = mesh_lib.length_split(run.mesh, run.rules)
   result = {}
   for query, key, layers, what in run.family.attentions(m, run.task_lengths):
     with run.activated():  # The choice reads the mesh (its platform, its context axis).
       name = attention.choose(m.attention, query, key, **what)
     held = 1 if m.remat != "none" else layers
-    result[name] = result.get(name, 0) + (_microbatch_rows(run) * heads * query // _split(run)
+    result[name] = result.get(name, 0) + (_microbatch_rows(run) * heads * query // split
                                           * (key if name == "xla" else 1) * 4 * held)
   return result
 
@@ -71,7 +67,8 @@ def lower_bound(run) -> int:
   """Bytes per device that the train step needs at the least: its state's shards, the float32 logits of one
   microbatch and the attention's scores (XLA's real figure, from `estimate`, is higher)."""
   row = run.family.row_lengths(run.task_lengths)
-  logits = _microbatch_rows(run) * row["targets"] // _split(run) * run.model.config.vocab_size * 4
+  logits = (_microbatch_rows(run) * row["targets"] // mesh_lib.length_split(run.mesh, run.rules)
+            * run.model.config.vocab_size * 4)
   abstract = run.abstract_state()
   return (shard_bytes(abstract.params) + shard_bytes(abstract.opt_state) + logits
           + sum(attention_scores(run).values()))
