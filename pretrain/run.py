@@ -26,7 +26,7 @@ import numpy as np
 from pretrain import models, objectives, vocab as text_vocab
 from pretrain.data import schedule as schedule_lib
 from pretrain.families import Family
-from pretrain.models import mup
+from pretrain.models import mup, pipeline
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.system import data_cache, tf_loader
 from pretrain.system.console import log
@@ -60,6 +60,32 @@ def check_context_split(cfg, family: Family, split: int) -> None:
     raise UserError(f"the rows' {', '.join(uneven)} do not split over the {split} devices of the context axis "
                     f"(mesh.context={cfg.mesh.context}); use row lengths that are multiples of {split}, or a smaller "
                     "mesh.context")
+
+
+def check_pipeline(cfg, family: Family, model: nn.Module, stages: int) -> None:
+  """Refuses a stage axis (`stages` devices splitting the scanned layers) that the model cannot be pipelined
+  over, or whose microbatches would leave most of the step idle."""
+  if stages == 1:
+    return
+  axis = f"mesh.stage={stages}"
+  if not isinstance(model, models.DecoderOnly):
+    raise UserError(f"{axis}: the {family.name} family's model does not pipeline (only the decoder-only model's "
+                    "layers do, causal or prefix LM, and the BERT-style encoder's); leave mesh.stage at 1 and "
+                    "split it over mesh.fsdp and mesh.tensor")
+  c = model.config
+  if not c.scan_layers:
+    raise UserError(f"{axis}: the stages split the scanned layers; set model.scan_layers=True")
+  if c.moe.experts:
+    raise UserError(f"{axis}: mixtures of experts do not pipeline yet; leave mesh.stage at 1 and split the experts "
+                    "over mesh.expert")
+  if c.num_layers % stages:
+    raise UserError(f"{axis}: the {c.num_layers} layers (model.num_layers) do not split into {stages} stages; "
+                    f"use a number of stages that divides {c.num_layers}")
+  if cfg.train.microbatches < stages:
+    raise UserError(f"{axis}: train.microbatches={cfg.train.microbatches} are fewer than the {stages} stages, so "
+                    f"each stage would idle {pipeline.bubble(stages, cfg.train.microbatches):.0%} of a step; use "
+                    f"train.microbatches={stages} or more (the pipeline's microbatches; "
+                    f"{stages * 4}: {pipeline.bubble(stages, stages * 4):.0%} idle)")
 
 
 @dataclasses.dataclass
@@ -101,6 +127,10 @@ class Run:
     check_context_split(cfg, family, mesh_lib.length_split(mesh, rules))
     with jax.set_mesh(mesh):  # The model's dtype follows the mesh's platform (model.dtype=auto).
       model = family.build(cfg.model, vocab_size)
+    stages = mesh_lib.layer_split(mesh, rules)
+    check_pipeline(cfg, family, model, stages)
+    if stages > 1:  # The step's microbatches flow through the pipeline instead of accumulating one by one.
+      model = model.clone(config=dataclasses.replace(model.config, pipeline_microbatches=t.microbatches))
     return cls(cfg, family, vocab_size, model, mesh, rules, **data)
 
   @functools.cached_property
@@ -238,6 +268,11 @@ class Run:
   def replicated(self):
     return jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
 
+  @property
+  def pipeline_stages(self) -> int:
+    """How many pipeline stages split the model's layers (mesh.stage, under rules that split 'layers')."""
+    return mesh_lib.layer_split(self.mesh, self.rules)
+
   @functools.cached_property
   def train_step(self):
     """(state, global batch) -> (state, metrics), compiled on first call; the state is donated."""
@@ -252,7 +287,8 @@ class Run:
   def _compiled_step(self, guarded: bool):
     c = self.cfg
     step = steps.make_train_step(self.family, self.model, self.tx, optimizer.schedule(c.optimizer, c.train.steps),
-                                 c.loss, c.train.microbatches, self.members_reported,
+                                 c.loss, 1 if self.pipeline_stages > 1 else c.train.microbatches,
+                                 self.members_reported,
                                  spike_guard=c.train if guarded else None)
     guard = (self.replicated,) if guarded else ()
     return jax.jit(step, in_shardings=(self.state_shardings, self.batch_sharding, *guard),

@@ -52,7 +52,7 @@ def decoder():
 @pytest.mark.slow
 @needs_libtpu
 def test_a_decoder_compiles_for_the_slice_with_splash_and_fits(decoder):
-  assert decoder["devices"] == 8 and decoder["mesh"] == {"data": 2, "fsdp": 2, "expert": 1, "context": 1, "tensor": 2}
+  assert decoder["devices"] == 8 and decoder["mesh"] == {"data": 2, "stage": 1, "fsdp": 2, "expert": 1, "context": 1, "tensor": 2}
   assert decoder["attention"] == ["splash"] and decoder["dtype"] == "bfloat16"  # What a TPU run chooses.
   assert decoder["kernel_calls"] > 0  # The Mosaic kernel's custom call is in the compiled program.
   assert decoder["fits"] and 0 < decoder["total"] < decoder["hbm"] == 16 * 2**30
@@ -228,7 +228,7 @@ def test_a_mesh_whose_axes_split_the_slice_s_torus_is_made():
   from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   cfg = _config("--config=mixtral_8x7b")
   mesh = mesh_lib.make_mesh(cfg.mesh, tpu.target("v5p-512").devices())
-  assert dict(mesh.shape) == {"data": 1, "fsdp": 16, "expert": 4, "context": 1, "tensor": 4}
+  assert dict(mesh.shape) == {"data": 1, "stage": 1, "fsdp": 16, "expert": 4, "context": 1, "tensor": 4}
   assert len({d.id for d in mesh.devices.flat}) == 256
 
 
@@ -238,6 +238,6 @@ def test_two_slices_make_a_mesh_whose_dcn_axis_spans_them():
   from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   cfg = _config("--config.mesh.data=2", "--config.mesh.fsdp=4", "--config.mesh.dcn_data=2")
   mesh = mesh_lib.make_mesh(cfg.mesh, tpu.target("v5e-4", slices=2).devices())
-  assert dict(mesh.shape) == {"data": 2, "fsdp": 4, "expert": 1, "context": 1, "tensor": 1}
+  assert dict(mesh.shape) == {"data": 2, "stage": 1, "fsdp": 4, "expert": 1, "context": 1, "tensor": 1}
   for row, devices in enumerate(mesh.devices):  # Each data index is one slice's chips.
     assert {d.slice_index for d in devices.flat} == {row}

@@ -20,7 +20,8 @@ from pretrain.train import memory
 from tests import numerics
 from tests.conftest import REPO, fake_devices, tiny_config, tiny_run
 
-# Name -> ((data, fsdp, expert, context, tensor), mesh.rules preset).
+# Name -> ((data, fsdp, expert, context, tensor[, stage]), mesh.rules preset); a layout's sizes name these axes.
+LAYOUT_AXES = ("data", "fsdp", "expert", "context", "tensor", "stage")
 ONE_DEVICE = ((1, 1, 1, 1, 1), "fsdp_tensor")
 LAYOUTS = {"data8": ((8, 1, 1, 1, 1), "fsdp_tensor"), "fsdp8": ((1, 8, 1, 1, 1), "fsdp_tensor"),
            "data2_fsdp2_tensor2": ((2, 2, 1, 1, 2), "fsdp_tensor"), "fsdp2_tensor4": ((1, 2, 1, 1, 4), "fsdp_tensor"),
@@ -29,6 +30,10 @@ LAYOUTS = {"data8": ((8, 1, 1, 1, 1), "fsdp_tensor"), "fsdp8": ((1, 8, 1, 1, 1),
            "data2_context4": ((2, 1, 1, 4, 1), "fsdp_tensor"),
            "context2_fsdp2_tensor2": ((1, 2, 1, 2, 2), "fsdp_tensor")}
 CONTEXT = ("data2_context4", "context2_fsdp2_tensor2")
+# Pipelines: four scanned layers in 4 or 2 stages, the batch in 4 microbatches (one device accumulates them).
+PIPELINE = ("--config.model.scan_layers=True", "--config.model.num_layers=4", "--config.train.microbatches=4")
+PIPELINED = {"data2_stage4": ((2, 1, 1, 1, 1, 4), "fsdp_tensor"), "stage2_fsdp2_tensor2": ((1, 2, 1, 1, 2, 2), "t5x"),
+             "stage2_data2_context2": ((2, 1, 1, 2, 1, 2), "fsdp_tensor")}
 # A prefix-LM row of the decoder-only model (its prefix seen both ways) split over the context axis.
 PREFIX_LM = ("--config.data.objective=prefix_lm_decoder", "--config.data.inputs_length=8",
              "--config.data.targets_length=8")
@@ -63,7 +68,7 @@ def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "a
   share of the train state's bytes."""
   sizes, rules = layout
   flags = FAMILIES[family] if family in FAMILIES else OTHER_FAMILIES[family][0]
-  run = tiny_run(*MODEL, *flags, *extra, *(f"--config.mesh.{axis}={size}" for axis, size in zip(mesh_lib.AXES, sizes)),
+  run = tiny_run(*MODEL, *flags, *extra, *(f"--config.mesh.{axis}={size}" for axis, size in zip(LAYOUT_AXES, sizes)),
                  f"--config.mesh.rules={rules}", f"--config.optimizer.name={optimizer_name}", vocab_size=256)
   state = run.create_state()
   device = jax.devices()[0]
@@ -71,18 +76,26 @@ def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "a
   total = sum(x.nbytes for x in leaves)
   on_device = sum(s.data.nbytes for x in leaves for s in x.addressable_shards if s.device == device)
   estimated = memory.estimate(run, compile_step=False)
-  losses, split = [], {}
+  losses, grad_norms, split = [], [], {}
   with run.activated():
     batch = run.random_batch()
     if sizes[3] > 1:  # Under a context axis: how many of a row's positions device 0 holds (of its logits).
       logits = jax.jit(functools.partial(run.family.token_logits, run.model))(state.params, batch)
       split = {"positions": logits.shape[1], "positions_on_device0": logits.addressable_shards[0].data.shape[1]}
+    if run.pipeline_stages > 1:  # Stages pass their microbatches on: collective permutes along the stage axis.
+      hlo = run.train_step.lower(state, batch).compile().as_text()
+      split["collective_permutes"] = hlo.count(" collective-permute(")
+      layers = jax.tree.leaves(state.params["layers"])
+      split["layer_bytes"] = sum(x.nbytes for x in layers)
+      split["layer_bytes_device0"] = sum(s.data.nbytes for x in layers for s in x.addressable_shards
+                                         if s.device == device)
     for _ in range(num_steps):
       state, metrics = run.train_step(state, batch)
       losses.append(float(metrics["loss"]))
+      grad_norms.append(float(metrics["grad_norm"]))
   steps_terms = num_steps * numerics.gradient_terms(run.model.config, run.cfg.train.batch_size,
                                                     max(run.task_lengths.values()))
-  return {"losses": losses, "terms": steps_terms, "bytes_total": total, "bytes_device0": on_device,
+  return {"losses": losses, "grad_norms": grad_norms, "terms": steps_terms, "bytes_total": total, "bytes_device0": on_device,
           "bytes_estimated": estimated["params"] + estimated["optimizer_state"],
           "attention": sorted(memory.attention_scores(run)),
           "attention_bytes": sum(memory.attention_scores(run).values()), **split}
@@ -92,7 +105,7 @@ def kernel_inputs(layout, extra) -> list[str]:
   """The shardings of the train step's first shard_map (the attention kernel's) inputs, as Shardy prints them."""
   sizes, rules = layout
   run = tiny_run(*MODEL, *FAMILIES["decoder_only"], *extra, f"--config.mesh.rules={rules}",
-                 *(f"--config.mesh.{axis}={size}" for axis, size in zip(mesh_lib.AXES, sizes)), vocab_size=256)
+                 *(f"--config.mesh.{axis}={size}" for axis, size in zip(LAYOUT_AXES, sizes)), vocab_size=256)
   with run.activated():
     text = run.train_step.lower(run.abstract_state(), run.abstract_batch()).as_text()
   return re.search(r"manual_computation\(.*?in_shardings=\[(.*?)\] out_shardings", text).group(1).split(">, <")
@@ -130,6 +143,28 @@ def test_a_context_axis_splits_each_rows_positions(eight_device_runs, family):
   # pretrain estimate-memory's attention scores: 4 rows a device, a quarter of each, as 1 whole row over data 8.
   runs = eight_device_runs[family]
   assert runs["data2_context4"]["attention_bytes"] == runs["data8"]["attention_bytes"] > 0
+
+
+@pytest.fixture(scope="module")
+def one_device_pipeline():
+  return run_layout("decoder_only", ONE_DEVICE, extra=PIPELINE)
+
+
+@pytest.mark.parametrize("layout", PIPELINED)
+def test_a_pipeline_gives_the_losses_and_gradients_of_one_device(eight_device_runs, one_device_pipeline, layout):
+  """Layers in stages, the batch in microbatches flowing through them (with data, FSDP, tensor and context axes):
+  one device's losses and gradient norms (accumulated over the same microbatches), step by step."""
+  run = eight_device_runs["pipeline"][layout]
+  _assert_same_losses(run, one_device_pipeline, layout)
+  numerics.assert_close(run["grad_norms"], one_device_pipeline["grad_norms"], terms=one_device_pipeline["terms"],
+                        err_msg=layout)
+  assert run["collective_permutes"] > 0, layout
+  assert run["layer_bytes_device0"] * PIPELINED[layout][0][5] <= run["layer_bytes"], layout  # Its stage's layers.
+
+
+def test_a_pipelined_prefix_lm_gives_the_losses_of_one_device(eight_device_runs):
+  _assert_same_losses(eight_device_runs["prefix_lm_stage4"], run_layout("decoder_only", ONE_DEVICE,
+                                                                        extra=(*PIPELINE, *PREFIX_LM)))
 
 
 def test_a_prefix_lm_row_split_over_the_context_axis_gives_the_losses_of_one_device(eight_device_runs):
@@ -202,7 +237,7 @@ def test_estimate_memory_tool():
   result = subprocess.run([sys.executable, "-m", "pretrain", "estimate-memory", "--devices=8", "--config.mesh.data=1",
                            "--config.mesh.fsdp=8", *MODEL], cwd=REPO, capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr
-  assert "mesh {'data': 1, 'fsdp': 8, 'expert': 1, 'context': 1, 'tensor': 1}" in result.stdout
+  assert "mesh {'data': 1, 'stage': 1, 'fsdp': 8, 'expert': 1, 'context': 1, 'tensor': 1}" in result.stdout
   lines = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith("  ")}
   assert {"params", "optimizer_state", "activations_and_temporaries", "total"} <= set(lines)
   bad = subprocess.run([sys.executable, "-m", "pretrain", "estimate-memory", "--devices=8", "--config.mesh.data=3"],
@@ -222,6 +257,8 @@ if __name__ == "__main__":
                                                                             "--config.model.attention=splash"))
   runs.update({family: run_layout(family, LAYOUTS[layout]) for family, (_, layout) in OTHER_FAMILIES.items()})
   runs["prefix_lm_context4"] = run_layout("decoder_only", LAYOUTS["data2_context4"], extra=PREFIX_LM)
+  runs["pipeline"] = {name: run_layout("decoder_only", layout, extra=PIPELINE) for name, layout in PIPELINED.items()}
+  runs["prefix_lm_stage4"] = run_layout("decoder_only", PIPELINED["data2_stage4"], extra=(*PIPELINE, *PREFIX_LM))
   runs.update({name: run_layout(family, layout, extra=flags) for name, (family, flags, layout) in MOE_RUNS.items()})
   runs.update({name: run_layout(family, layout, optimizer_name="muon", extra=flags)
                for name, (family, flags, layout) in MUP_MUON_RUNS.items()})
@@ -231,8 +268,8 @@ if __name__ == "__main__":
 def test_bad_meshes_and_rules_are_named():
   import ml_collections  # pylint: disable=g-import-not-at-top
   from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
-  mesh_cfg = ml_collections.ConfigDict({"data": 3, "fsdp": -1, "expert": 1, "context": 1, "tensor": 1,
-                                         "rules": "megatron"})
+  mesh_cfg = ml_collections.ConfigDict({"data": 3, "stage": 1, "fsdp": -1, "expert": 1, "context": 1,
+                                        "tensor": 1, "rules": "megatron"})
   with pytest.raises(UserError, match="does not divide the 8 devices"):
     mesh_lib.mesh_shape(mesh_cfg, 8)
   with pytest.raises(UserError, match="'megatron' is not a preset; use one of fsdp_tensor, t5x, data_parallel"):
@@ -245,9 +282,9 @@ def test_bad_meshes_and_rules_are_named():
 def test_multi_slice_split():
   import ml_collections  # pylint: disable=g-import-not-at-top
   from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
-  assert mesh_lib.split_over_slices((16, 32, 2, 2, 4), (2, 1, 2, 2, 1)) == (8, 32, 1, 1, 4)
+  assert mesh_lib.split_over_slices((16, 2, 32, 2, 2, 4), (2, 2, 1, 2, 2, 1)) == (8, 1, 32, 1, 1, 4)
   with pytest.raises(UserError, match="mesh.dcn_fsdp=3 must be a positive divisor of the fsdp axis size 8"):
-    mesh_lib.split_over_slices((2, 8, 1, 1, 1), (1, 3, 1, 1, 1))
+    mesh_lib.split_over_slices((2, 1, 8, 1, 1, 1), (1, 1, 3, 1, 1, 1))
   mesh_cfg = ml_collections.ConfigDict({**{axis: 1 for axis in mesh_lib.AXES}, "data": -1,
                                         **{f"dcn_{axis}": 1 for axis in mesh_lib.AXES}})
   assert mesh_lib.make_mesh(mesh_cfg).shape["data"] == jax.device_count()
@@ -255,6 +292,24 @@ def test_multi_slice_split():
     mesh_cfg.dcn_data = 2
     with pytest.raises(UserError, match="belong to no TPU slices"):
       mesh_lib.make_mesh(mesh_cfg)
+
+
+def test_a_stage_axis_the_model_cannot_use_is_refused():
+  """Before anything compiles: a family, layer layout or microbatch count that a pipeline cannot take."""
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
+  run = tiny_run(*MODEL, *FAMILIES["decoder_only"], *PIPELINE, vocab_size=256)
+  run_lib.check_pipeline(run.cfg, run.family, run.model, 4)
+  cases = {"does not pipeline": (*FAMILIES["encoder_decoder"], "--config.model.scan_layers=True"),
+           "split the scanned layers; set model.scan_layers=True": ("--config.model.scan_layers=False",),
+           "mixtures of experts do not pipeline yet": MOE,
+           r"the 3 layers \(model.num_layers\) do not split into 4 stages": ("--config.model.num_layers=3",),
+           r"train.microbatches=2 are fewer than the 4 stages, so each stage would idle 60% of a step; use "
+           r"train.microbatches=4 or more": ("--config.train.microbatches=2",)}
+  for message, flags in cases.items():
+    run = tiny_run(*MODEL, *FAMILIES["decoder_only"], *PIPELINE, *flags, vocab_size=256)
+    with pytest.raises(UserError, match=rf"mesh.stage=4: .*{message}"):
+      run_lib.check_pipeline(run.cfg, run.family, run.model, 4)
 
 
 def test_rows_the_context_axis_does_not_divide_are_refused():

@@ -336,7 +336,9 @@ def _partitioned_outputs_and_gradients(layout=None):
     return step(params, x), ""
   sizes, rules = layout
   rules = mesh_rules(rules) if isinstance(rules, str) else rules
-  mesh = jax.make_mesh(sizes, mesh_lib.AXES, axis_types=(jax.sharding.AxisType.Auto,) * len(mesh_lib.AXES))
+  sizes = dict(zip(("data", "fsdp", "expert", "context", "tensor"), sizes))
+  mesh = jax.make_mesh(tuple(sizes.get(axis, 1) for axis in mesh_lib.AXES), mesh_lib.AXES,
+                       axis_types=(jax.sharding.AxisType.Auto,) * len(mesh_lib.AXES))
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
     params = jax.device_put(params, nn.logical_to_mesh_sharding(nn.get_partition_spec(boxed), mesh, rules))
     x = jax.device_put(x, nn.logical_to_mesh_sharding(jax.sharding.PartitionSpec("activation_batch"), mesh, rules))

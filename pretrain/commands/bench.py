@@ -38,6 +38,7 @@ import jax.numpy as jnp
 
 from pretrain import cli, config as config_lib, run as run_lib
 from pretrain.bench import matmul_floor, step_profile
+from pretrain.models import pipeline
 from pretrain.system.console import log
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.train import checkpoint, flops
@@ -74,6 +75,8 @@ def prepare(run) -> tuple:
   step()
   info = {"params": sum(x.size for x in jax.tree.leaves(state.params)), "microbatches": cfg.train.microbatches,
           "compile s": time.perf_counter() - start}
+  if run.pipeline_stages > 1:
+    info["pipeline bubble"] = pipeline.bubble(run.pipeline_stages, cfg.train.microbatches)
   # Logged before the timing, so that a run stopped by a time limit still tells where its time went.
   log(f"{run.cfg.data.objective}: compiled and ran the first step in {info['compile s']:.1f} s")
   return step, info, lambda: state

@@ -288,12 +288,16 @@ SCHEMA = {
         "expert": Field(1, POSITIVE, "MoE experts split over this axis (the batch too)", older=1),
         "context": Field(1, POSITIVE, "Context parallelism: each row's positions split over this axis (long "
                                       "sequences); attention gathers the row's keys and values", older=1),
+        "stage": Field(1, POSITIVE, "Pipeline parallelism: the decoder-only model's scanned layers split into this "
+                                    "many stages, the batch into train.microbatches microbatches flowing through "
+                                    "them (GPipe)", older=1),
         "dcn_data": Field(1, POSITIVE, "Multi-slice TPU runs: how much of each axis spans slices (DCN); the rest is "
                                        "within a slice (ICI)."),
         "dcn_fsdp": Field(1, POSITIVE, ""),
         "dcn_tensor": Field(1, POSITIVE, ""),
         "dcn_expert": Field(1, POSITIVE, "", older=1),
         "dcn_context": Field(1, POSITIVE, "", older=1),
+        "dcn_stage": Field(1, POSITIVE, "", older=1),
         "rules": Field("fsdp_tensor", None, "Logical axis names -> mesh axes: a preset of parallel/mesh.py "
                                             "(fsdp_tensor | t5x | data_parallel) or explicit pairs, e.g. "
                                             '(("activation_batch", ("data", "fsdp")), ("embed", "fsdp"), ("mlp", '

@@ -30,6 +30,9 @@ class DecoderOnlyConfig:
   attention: str = "auto"    # auto | xla | splash | gpu_flash (models/attention.py)
   moe: MoEConfig = MoEConfig()  # which feed-forward layers are mixtures of experts (none by default)
   query_scale: float = 1.0   # muP's multiplier of the queries (models/mup.py)
+  # Under a stage axis, the layers run as a pipeline of this many microbatches (the run sets it:
+  # train.microbatches; models/pipeline.py).
+  pipeline_microbatches: int = 0
 
   @classmethod
   def from_config(cls, model_cfg, vocab_size: int) -> "DecoderOnlyConfig":
@@ -95,7 +98,9 @@ class DecoderOnly(nn.Module):
       mask = attention.Mask.build(c.attention, segment_ids_BL, self.causal, prefix_BL)
     else:
       mask = attention.Mask.explicit(mask_B1LS)
-    x_BLD = stack(c, embed(tokens_BL), mask, positions_BL, decode, deterministic)
+    # Initialised unpipelined: the same parameters (and random values) for any stage count.
+    pipelined = not (decode or self.is_initializing())
+    x_BLD = stack(c, embed(tokens_BL), mask, positions_BL, decode, deterministic, pipelined)
     if self.outputs == "hidden":
       return x_BLD
     if c.tie_embeddings:
@@ -109,12 +114,15 @@ class DecoderOnly(nn.Module):
     return (logits_BLV, x_BLD) if self.outputs == "both" else logits_BLV
 
 
-def stack(c: DecoderOnlyConfig, x_BLD, mask, positions_BL, decode: bool, deterministic: bool):
-  """Embeddings [B, L, D] -> the final-norm states: dropout, the layers, the final norm. Called from a compact
-  method, whose module holds the parameters (layer_{i} or layers, final_norm)."""
+def stack(c: DecoderOnlyConfig, x_BLD, mask, positions_BL, decode: bool, deterministic: bool,
+          pipelined: bool = False):
+  """Embeddings [B, L, D] -> the final-norm states: dropout, the layers (`pipelined`: as a pipeline, under a
+  stage axis), the final norm. Called from a compact method, whose module holds the parameters (layer_{i} or
+  layers, final_norm)."""
   x_BLD = layers.dropout(c.dropout, deterministic)(x_BLD)
   x_BLD = layers.repeat(DecoderOnlyLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic),
-                        x_BLD, mask, positions_BL, moe_every=c.moe.layer_every)
+                        x_BLD, mask, positions_BL, moe_every=c.moe.layer_every,
+                        pipeline_microbatches=c.pipeline_microbatches if pipelined else 0)
   return layers.RMSNorm(c.norm_eps, dtype=jnp.dtype(c.dtype), name="final_norm")(x_BLD)
 
 

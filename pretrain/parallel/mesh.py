@@ -2,12 +2,15 @@
 
 Models name their axes logically ('embed', 'mlp', 'activation_batch', ...);
 the run config's `mesh.rules` maps each name to mesh axes, so the same model
-runs data-parallel, FSDP, tensor-, expert- or context-parallel by changing the config only.
+runs data-parallel, FSDP, tensor-, expert-, context- or pipeline-parallel by changing the config only.
 
 Context parallelism splits each row's tokens over the `context` axis: every
 activation [B, L, ...] holds L / context positions per device, and attention
 gathers the keys and values of the whole row (models/attention.py), so each
 device computes its own queries' attention over the whole row.
+
+Pipeline parallelism splits the scanned layers (their 'layers' axis) over the `stage` axis, each device holding
+a contiguous block of layers (models/pipeline.py).
 """
 
 import math
@@ -19,7 +22,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from pretrain.system.errors import UserError
 
-AXES = ("data", "fsdp", "expert", "context", "tensor")
+AXES = ("data", "stage", "fsdp", "expert", "context", "tensor")
 
 # The batch is split over the expert axis too: its devices hold different experts and different rows (GShard).
 # A row's positions over the context axis (context parallelism).
@@ -32,12 +35,12 @@ PRESETS = {
     # Parameters sharded over fsdp (their embed axis), tensor (heads, mlp, vocab) and expert (the experts): ZeRO-3
     # plus Megatron plus expert parallelism.
     "fsdp_tensor": _ACTIVATIONS + (("embed", "fsdp"), ("mlp", "tensor"), ("heads", "tensor"),
-                                   ("kv_heads", "tensor"), ("kv", None), ("vocab", "tensor"), ("layers", None),
-                                   ("exp", "expert")),
+                                   ("kv_heads", "tensor"), ("kv", None), ("vocab", "tensor"),
+                                   ("layers", "stage"), ("exp", "expert")),
     # T5X's standard rules: parameters split along the model (tensor) axis only, replicated over the batch axes;
     # experts over the expert axis.
     "t5x": _ACTIVATIONS + (("embed", None), ("mlp", "tensor"), ("heads", "tensor"), ("kv_heads", "tensor"),
-                           ("kv", None), ("vocab", "tensor"), ("layers", None), ("exp", "expert")),
+                           ("kv", None), ("vocab", "tensor"), ("layers", "stage"), ("exp", "expert")),
     # Pure data parallelism: every parameter replicated.
     "data_parallel": (("activation_batch", AXES),) + tuple(
         (name, None) for name in ("activation_length", "activation_embed", "activation_mlp", "activation_heads",
@@ -52,7 +55,7 @@ def _listed(names) -> str:
 
 
 def mesh_shape(mesh_cfg, num_devices: int) -> tuple[int, ...]:
-  """Sizes of (data, fsdp, expert, context, tensor); one size may be -1 to take the remaining devices."""
+  """Sizes of (data, stage, fsdp, expert, context, tensor); one size may be -1 to take the remaining devices."""
   sizes = [mesh_cfg[a] for a in AXES]
   if sizes.count(-1) > 1 or any(s == 0 or s < -1 for s in sizes):
     raise UserError(f"mesh sizes {dict(zip(AXES, sizes))} are invalid: use positive sizes and at most one -1")
@@ -78,7 +81,7 @@ def split_over_slices(sizes: tuple[int, ...], dcn: tuple[int, ...]) -> tuple[int
 
 def make_mesh(mesh_cfg, devices=None) -> jax.sharding.Mesh:
   """The mesh of all devices (or of `devices`: a TPU slice's, to compile for it). On multi-slice TPUs,
-  mesh.dcn_data / dcn_fsdp / dcn_expert / dcn_context / dcn_tensor say how much of each axis spans slices (over
+  mesh.dcn_data / dcn_stage / dcn_fsdp / dcn_expert / dcn_context / dcn_tensor say how much of each axis spans slices (over
   the data-center network): the rest stays within a slice (ICI)."""
   devices = jax.devices() if devices is None else devices
   sizes = mesh_shape(mesh_cfg, len(devices))
@@ -154,6 +157,11 @@ def constrain(x, names: tuple):
 def length_split(mesh, axis_rules) -> int:
   """How many devices split a row's positions under `axis_rules` (the context axis's size, in the presets)."""
   return axes_size(mesh, dict(axis_rules).get("activation_length"))
+
+
+def layer_split(mesh, axis_rules) -> int:
+  """How many pipeline stages split the scanned layers under `axis_rules` (the stage axis's size, in the presets)."""
+  return axes_size(mesh, dict(axis_rules).get("layers"))
 
 
 def split_length() -> int:
