@@ -26,7 +26,8 @@ import numpy as np
 from pretrain import models, objectives, vocab as text_vocab
 from pretrain.data import schedule as schedule_lib
 from pretrain.families import Family
-from pretrain.models import mup, pipeline
+from pretrain.models import mup
+from pretrain.models.pipeline import Schedule
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.system import data_cache, tf_loader
 from pretrain.system.console import log
@@ -62,12 +63,10 @@ def check_context_split(cfg, family: Family, split: int) -> None:
                     "mesh.context")
 
 
-def check_pipeline(cfg, family: Family, model: nn.Module, stages: int) -> None:
-  """Refuses a stage axis (`stages` devices splitting the scanned layers) that the model cannot be pipelined
-  over, or whose microbatches would leave most of the step idle."""
-  if stages == 1:
-    return
-  axis = f"mesh.stage={stages}"
+def check_pipeline(cfg, family: Family, model: nn.Module, schedule: Schedule) -> None:
+  """Refuses a pipeline `schedule` (mesh.stage devices splitting the scanned layers) that the model cannot run,
+  or whose microbatches would leave most of the step idle."""
+  axis = f"mesh.stage={schedule.stages}"
   if not isinstance(model, models.DecoderOnly):
     raise UserError(f"{axis}: the {family.name} family's model does not pipeline (only the decoder-only model's "
                     "layers do, causal or prefix LM, and the BERT-style encoder's); leave mesh.stage at 1 and "
@@ -78,14 +77,17 @@ def check_pipeline(cfg, family: Family, model: nn.Module, stages: int) -> None:
   if c.moe.experts:
     raise UserError(f"{axis}: mixtures of experts do not pipeline yet; leave mesh.stage at 1 and split the experts "
                     "over mesh.expert")
-  if c.num_layers % stages:
-    raise UserError(f"{axis}: the {c.num_layers} layers (model.num_layers) do not split into {stages} stages; "
-                    f"use a number of stages that divides {c.num_layers}")
-  if cfg.train.microbatches < stages:
-    raise UserError(f"{axis}: train.microbatches={cfg.train.microbatches} are fewer than the {stages} stages, so "
-                    f"each stage would idle {pipeline.bubble(stages, cfg.train.microbatches):.0%} of a step; use "
-                    f"train.microbatches={stages} or more (the pipeline's microbatches; "
-                    f"{stages * 4}: {pipeline.bubble(stages, stages * 4):.0%} idle)")
+  chunks = schedule.stages * schedule.repeats
+  if c.num_layers % chunks:
+    raise UserError(f"{axis}: the {c.num_layers} layers (model.num_layers) do not split into {schedule.stages} "
+                    f"stages x {schedule.repeats} repeats (mesh.stage_repeats); use stages and repeats whose product "
+                    f"divides {c.num_layers}")
+  if schedule.microbatches < schedule.stages:
+    more = dataclasses.replace(schedule, microbatches=schedule.stages * 4)
+    raise UserError(f"{axis}: train.microbatches={schedule.microbatches} are fewer than the {schedule.stages} stages, "
+                    f"so each stage would idle {schedule.bubble:.0%} of a step; use train.microbatches="
+                    f"{schedule.stages} or more (the pipeline's microbatches; {more.microbatches}: {more.bubble:.0%} "
+                    "idle)")
 
 
 @dataclasses.dataclass
@@ -128,9 +130,13 @@ class Run:
     with jax.set_mesh(mesh):  # The model's dtype follows the mesh's platform (model.dtype=auto).
       model = family.build(cfg.model, vocab_size)
     stages = mesh_lib.layer_split(mesh, rules)
-    check_pipeline(cfg, family, model, stages)
+    if stages == 1 and cfg.mesh.stage_repeats > 1:
+      raise UserError(f"mesh.stage_repeats={cfg.mesh.stage_repeats} shapes a pipeline, but no stage axis splits the "
+                      "layers; set mesh.stage (with the fsdp_tensor or t5x rules), or leave mesh.stage_repeats at 1")
     if stages > 1:  # The step's microbatches flow through the pipeline instead of accumulating one by one.
-      model = model.clone(config=dataclasses.replace(model.config, pipeline_microbatches=t.microbatches))
+      schedule = Schedule(stages, t.microbatches, cfg.mesh.stage_repeats)
+      check_pipeline(cfg, family, model, schedule)
+      model = model.clone(config=dataclasses.replace(model.config, pipeline=schedule))
     return cls(cfg, family, vocab_size, model, mesh, rules, **data)
 
   @functools.cached_property
@@ -269,9 +275,9 @@ class Run:
     return jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
 
   @property
-  def pipeline_stages(self) -> int:
-    """How many pipeline stages split the model's layers (mesh.stage, under rules that split 'layers')."""
-    return mesh_lib.layer_split(self.mesh, self.rules)
+  def pipeline(self) -> Schedule | None:
+    """The schedule of the model's pipeline (mesh.stage > 1, under rules that split 'layers'), or None."""
+    return getattr(getattr(self.model, "config", None), "pipeline", None)
 
   @functools.cached_property
   def train_step(self):
@@ -287,7 +293,7 @@ class Run:
   def _compiled_step(self, guarded: bool):
     c = self.cfg
     step = steps.make_train_step(self.family, self.model, self.tx, optimizer.schedule(c.optimizer, c.train.steps),
-                                 c.loss, 1 if self.pipeline_stages > 1 else c.train.microbatches,
+                                 c.loss, 1 if self.pipeline else c.train.microbatches,
                                  self.members_reported,
                                  spike_guard=c.train if guarded else None)
     guard = (self.replicated,) if guarded else ()

@@ -83,6 +83,18 @@ def test_bench_times_a_config_against_its_counterpart_in_turn(counterpart, flags
       bench.main.__wrapped__([*TINY, "--compare=adamw"])
 
 
+def test_the_unsplit_counterpart_puts_the_stage_and_context_devices_on_the_data_axis():
+  """--compare=unsplit's counterpart (its timing on 8 devices: tools/bench_train.md)."""
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
+  split = tiny_config("--config.mesh.data=2", "--config.mesh.stage=2", "--config.mesh.stage_repeats=2",
+                      "--config.mesh.context=2", "--config.mesh.dcn_stage=2")
+  unsplit = bench.unsplit_counterpart(split).mesh
+  assert (unsplit.data, unsplit.stage, unsplit.context, unsplit.stage_repeats, unsplit.dcn_stage) == (8, 1, 1, 1, 1)
+  assert bench.unsplit_counterpart(tiny_config("--config.mesh.stage=2")).mesh.data == -1
+  with pytest.raises(UserError, match="set mesh.stage or mesh.context"):
+    bench.unsplit_counterpart(tiny_config())
+
+
 def test_bench_refuses_an_encoder_only_model():
   from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   with pytest.raises(UserError, match="not 'mlm'"):

@@ -15,6 +15,7 @@ import sys
 import jax
 import pytest
 
+from pretrain.models.pipeline import Schedule
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.train import memory
 from tests import numerics
@@ -32,8 +33,11 @@ LAYOUTS = {"data8": ((8, 1, 1, 1, 1), "fsdp_tensor"), "fsdp8": ((1, 8, 1, 1, 1),
 CONTEXT = ("data2_context4", "context2_fsdp2_tensor2")
 # Pipelines: four scanned layers in 4 or 2 stages, the batch in 4 microbatches (one device accumulates them).
 PIPELINE = ("--config.model.scan_layers=True", "--config.model.num_layers=4", "--config.train.microbatches=4")
-PIPELINED = {"data2_stage4": ((2, 1, 1, 1, 1, 4), "fsdp_tensor"), "stage2_fsdp2_tensor2": ((1, 2, 1, 1, 2, 2), "t5x"),
-             "stage2_data2_context2": ((2, 1, 1, 2, 1, 2), "fsdp_tensor")}
+# Name -> (layout, flags); GPipe's schedule, and a circular one (2 stages, each holding layers 1 and 3 or 2 and 4).
+PIPELINED = {"data2_stage4": (((2, 1, 1, 1, 1, 4), "fsdp_tensor"), ()),
+             "stage2_fsdp2_tensor2": (((1, 2, 1, 1, 2, 2), "t5x"), ()),
+             "stage2_data2_context2": (((2, 1, 1, 2, 1, 2), "fsdp_tensor"), ()),
+             "circular_data2_stage2_tensor2": (((2, 1, 1, 1, 2, 2), "fsdp_tensor"), ("--config.mesh.stage_repeats=2",))}
 # A prefix-LM row of the decoder-only model (its prefix seen both ways) split over the context axis.
 PREFIX_LM = ("--config.data.objective=prefix_lm_decoder", "--config.data.inputs_length=8",
              "--config.data.targets_length=8")
@@ -82,7 +86,7 @@ def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "a
     if sizes[3] > 1:  # Under a context axis: how many of a row's positions device 0 holds (of its logits).
       logits = jax.jit(functools.partial(run.family.token_logits, run.model))(state.params, batch)
       split = {"positions": logits.shape[1], "positions_on_device0": logits.addressable_shards[0].data.shape[1]}
-    if run.pipeline_stages > 1:  # Stages pass their microbatches on: collective permutes along the stage axis.
+    if run.pipeline:  # Stages pass their microbatches on: collective permutes along the stage axis.
       hlo = run.train_step.lower(state, batch).compile().as_text()
       split["collective_permutes"] = hlo.count(" collective-permute(")
       layers = jax.tree.leaves(state.params["layers"])
@@ -95,7 +99,8 @@ def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "a
       grad_norms.append(float(metrics["grad_norm"]))
   steps_terms = num_steps * numerics.gradient_terms(run.model.config, run.cfg.train.batch_size,
                                                     max(run.task_lengths.values()))
-  return {"losses": losses, "grad_norms": grad_norms, "terms": steps_terms, "bytes_total": total, "bytes_device0": on_device,
+  return {"losses": losses, "grad_norms": grad_norms, "terms": steps_terms, "bytes_total": total,
+          "bytes_device0": on_device,
           "bytes_estimated": estimated["params"] + estimated["optimizer_state"],
           "attention": sorted(memory.attention_scores(run)),
           "attention_bytes": sum(memory.attention_scores(run).values()), **split}
@@ -159,7 +164,7 @@ def test_a_pipeline_gives_the_losses_and_gradients_of_one_device(eight_device_ru
   numerics.assert_close(run["grad_norms"], one_device_pipeline["grad_norms"], terms=one_device_pipeline["terms"],
                         err_msg=layout)
   assert run["collective_permutes"] > 0, layout
-  assert run["layer_bytes_device0"] * PIPELINED[layout][0][5] <= run["layer_bytes"], layout  # Its stage's layers.
+  assert run["layer_bytes_device0"] * PIPELINED[layout][0][0][5] <= run["layer_bytes"], layout  # Its stage's layers.
 
 
 def test_a_pipelined_prefix_lm_gives_the_losses_of_one_device(eight_device_runs):
@@ -257,8 +262,9 @@ if __name__ == "__main__":
                                                                             "--config.model.attention=splash"))
   runs.update({family: run_layout(family, LAYOUTS[layout]) for family, (_, layout) in OTHER_FAMILIES.items()})
   runs["prefix_lm_context4"] = run_layout("decoder_only", LAYOUTS["data2_context4"], extra=PREFIX_LM)
-  runs["pipeline"] = {name: run_layout("decoder_only", layout, extra=PIPELINE) for name, layout in PIPELINED.items()}
-  runs["prefix_lm_stage4"] = run_layout("decoder_only", PIPELINED["data2_stage4"], extra=(*PIPELINE, *PREFIX_LM))
+  runs["pipeline"] = {name: run_layout("decoder_only", layout, extra=(*PIPELINE, *flags))
+                      for name, (layout, flags) in PIPELINED.items()}
+  runs["prefix_lm_stage4"] = run_layout("decoder_only", PIPELINED["data2_stage4"][0], extra=(*PIPELINE, *PREFIX_LM))
   runs.update({name: run_layout(family, layout, extra=flags) for name, (family, flags, layout) in MOE_RUNS.items()})
   runs.update({name: run_layout(family, layout, optimizer_name="muon", extra=flags)
                for name, (family, flags, layout) in MUP_MUON_RUNS.items()})
@@ -299,17 +305,23 @@ def test_a_stage_axis_the_model_cannot_use_is_refused():
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   run = tiny_run(*MODEL, *FAMILIES["decoder_only"], *PIPELINE, vocab_size=256)
-  run_lib.check_pipeline(run.cfg, run.family, run.model, 4)
+  run_lib.check_pipeline(run.cfg, run.family, run.model, Schedule(4, 4))
+  run_lib.check_pipeline(run.cfg, run.family, run.model, Schedule(2, 4, repeats=2))
   cases = {"does not pipeline": (*FAMILIES["encoder_decoder"], "--config.model.scan_layers=True"),
            "split the scanned layers; set model.scan_layers=True": ("--config.model.scan_layers=False",),
            "mixtures of experts do not pipeline yet": MOE,
-           r"the 3 layers \(model.num_layers\) do not split into 4 stages": ("--config.model.num_layers=3",),
+           r"the 6 layers \(model.num_layers\) do not split into 4 stages x 1 repeats \(mesh.stage_repeats\)":
+               ("--config.model.num_layers=6",),
            r"train.microbatches=2 are fewer than the 4 stages, so each stage would idle 60% of a step; use "
            r"train.microbatches=4 or more": ("--config.train.microbatches=2",)}
   for message, flags in cases.items():
     run = tiny_run(*MODEL, *FAMILIES["decoder_only"], *PIPELINE, *flags, vocab_size=256)
     with pytest.raises(UserError, match=rf"mesh.stage=4: .*{message}"):
-      run_lib.check_pipeline(run.cfg, run.family, run.model, 4)
+      run_lib.check_pipeline(run.cfg, run.family, run.model, Schedule(4, run.cfg.train.microbatches))
+  with pytest.raises(UserError, match=r"mesh.stage=2: the 4 layers .* do not split into 2 stages x 4 repeats"):
+    run_lib.check_pipeline(run.cfg, run.family, run.model, Schedule(2, 4, repeats=4))
+  with pytest.raises(UserError, match="mesh.stage_repeats=2 shapes a pipeline, but no stage axis splits the layers"):
+    tiny_run(*MODEL, *FAMILIES["decoder_only"], *PIPELINE, "--config.mesh.stage_repeats=2", vocab_size=256)
 
 
 def test_rows_the_context_axis_does_not_divide_are_refused():

@@ -1,10 +1,16 @@
-"""A pipelined run (pretrain train with a stage axis, on 8 fake CPU devices in processes of their own) SIGKILLed
-after a checkpoint resumes bit for bit; its checkpoints do not depend on the stage count, so they resume under 2
-stages, or on one device, to the same losses up to the order of the sums. (That a pipeline gives one device's
-losses and gradients, and what it refuses: tests/test_mesh_layouts.py.)"""
+"""Pipeline parallelism (pretrain/models/pipeline.py): its schedules, GPipe's and circular ones, apply every
+layer to every row in order; a pipelined run (pretrain train with a stage axis, on 8 fake CPU devices in processes
+of their own) SIGKILLed after a checkpoint resumes bit for bit, and its checkpoints, which do not depend on the
+stage count, resume under 2 stages or on one device to the same losses up to the order of the sums. (That a
+pipeline gives one device's losses and gradients, and what it refuses: tests/test_mesh_layouts.py.)"""
 
 import shutil
 
+import jax
+import jax.numpy as jnp
+import pytest
+
+from pretrain.models import pipeline
 from tests import numerics
 from tests.conftest import fake_devices, kill_after_checkpoint, tiny_config, train_losses
 
@@ -14,6 +20,38 @@ PIPELINED = ("--config.model.num_layers=4", "--config.model.scan_layers=True", "
              "--config.train.eval_every=6")
 STAGES = {4: ("--config.mesh.stage=4", "--config.mesh.data=2"), 2: ("--config.mesh.stage=2", "--config.mesh.data=4"),
           1: ("--config.mesh.stage=1", "--config.mesh.data=-1")}
+
+
+def _layer(w_DD, x_BLD, rows_B):
+  """A toy layer whose result depends on its order among the others and on the row's own value."""
+  return jnp.tanh(x_BLD @ w_DD + rows_B[:, None, None])
+
+
+@pytest.mark.parametrize("stages,repeats,microbatches,rows", [(4, 1, 4, 8), (4, 1, 8, 8), (2, 3, 4, 8),
+                                                              (4, 2, 4, 12), (4, 2, 8, 6), (3, 2, 1, 5)])
+def test_a_schedule_applies_every_layer_to_every_row_in_order(stages, repeats, microbatches, rows):
+  """Including fewer microbatches than stages (an evaluation batch that the microbatches do not divide: 6 rows
+  in 2, 5 rows in 1), where the circular schedule's microbatches wait for the stages to drain."""
+  layers, width = stages * repeats * 2, 4
+  w_LDD = jax.random.normal(jax.random.key(0), (layers, width, width)) / 2
+  x_BLD = jax.random.normal(jax.random.key(1), (rows, 3, width))
+  rows_B = jnp.arange(rows, dtype=jnp.float32) / rows  # A per-row input, as the mask and positions are.
+  expected = x_BLD
+  for w_DD in w_LDD:
+    expected = _layer(w_DD, expected, rows_B)
+
+  def apply(chunk, x_BLD, rows_B, key):
+    del key
+    return jax.lax.scan(lambda x, w: (_layer(w, x, rows_B), None), x_BLD, chunk)[0]
+  schedule = pipeline.Schedule(stages, microbatches, repeats)
+  got = jax.jit(lambda w, x, r: pipeline.run(schedule, apply, w, x, r))(w_LDD, x_BLD, rows_B)
+  numerics.assert_close(got, expected, terms=layers * width)
+
+
+def test_the_bubble_of_each_schedule():
+  assert pipeline.Schedule(4, 4).bubble == pytest.approx(3 / 7)  # GPipe: (S - 1) / (M + S - 1)
+  assert pipeline.Schedule(4, 8, repeats=2).bubble == pytest.approx(3 / 19)  # (S - 1) / (R M + S - 1)
+  assert pipeline.Schedule(4, 2, repeats=2).bubble == pytest.approx(1 - 4 / 9)  # Waits: R M busy of (R-1) S + M + S - 1
 
 
 def _train(run_train, workdir, *args) -> str:

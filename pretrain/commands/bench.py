@@ -5,6 +5,7 @@ optionally the same step in transformers (PyTorch) side by side.
   pretrain bench --compare=hf [--only=t5|llama|config] [--steps=5]
   pretrain bench --config=quickstart_moe --compare=dense
   pretrain bench --config.optimizer.name=muon --compare=adamw
+  pretrain bench --config.mesh.stage=4 --config.train.microbatches=8 --compare=unsplit
 
 Times `--steps` steps after `--warmup` on a fixed batch of random tokens (the
 data pipeline is not timed) and prints their median, min and max, tokens/s
@@ -23,7 +24,11 @@ and prints the MoE step's time over the dense one's. FLOPs and MFU count the
 active parameters of an MoE layer (top_k of its experts), so MFU compares the
 two on the same work per token. `--compare=adamw` times the config's optimizer
 (Muon, Adafactor) against the same model under AdamW, in turn: the cost of
-its update per step. Figures and machines are recorded in
+its update per step. `--compare=unsplit` times a config with a stage (pipeline) or
+context axis against the same config with those devices on the data axis
+(the pipeline's microbatches then accumulate gradients): the pipeline's
+bubble and hand-offs, or the context axis's gathers, against what they save
+in memory. Figures and machines are recorded in
 tools/bench_train.md.
 """
 
@@ -38,7 +43,6 @@ import jax.numpy as jnp
 
 from pretrain import cli, config as config_lib, run as run_lib
 from pretrain.bench import matmul_floor, step_profile
-from pretrain.models import pipeline
 from pretrain.system.console import log
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.train import checkpoint, flops
@@ -75,8 +79,8 @@ def prepare(run) -> tuple:
   step()
   info = {"params": sum(x.size for x in jax.tree.leaves(state.params)), "microbatches": cfg.train.microbatches,
           "compile s": time.perf_counter() - start}
-  if run.pipeline_stages > 1:
-    info["pipeline bubble"] = pipeline.bubble(run.pipeline_stages, cfg.train.microbatches)
+  if run.pipeline:
+    info["pipeline bubble"] = run.pipeline.bubble
   # Logged before the timing, so that a run stopped by a time limit still tells where its time went.
   log(f"{run.cfg.data.objective}: compiled and ran the first step in {info['compile s']:.1f} s")
   return step, info, lambda: state
@@ -193,9 +197,10 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
                       help="untimed steps first, after the one that compiles")
   parser.add_argument("--vocab_size", type=cli.at_least(0), default=0,
                       help="vocabulary size (default: model.vocab_size, else tokenizer.vocab_size)")
-  parser.add_argument("--compare", choices=["hf", "dense", "adamw"],
+  parser.add_argument("--compare", choices=["hf", *COUNTERPARTS],
                       help="also time transformers (hf), the MoE config's dense counterpart (dense), or the same "
-                           "model under AdamW (adamw: what Muon or Adafactor costs), in turn")
+                           "model under AdamW (adamw: what Muon or Adafactor costs), or the config without its stage "
+                           "and context axes (unsplit), in turn")
   parser.add_argument("--only", choices=[*PEERS, "config"],
                       help="with --compare: one of the fixed shapes, or the --config itself")
   parser.add_argument("--no_save", action="store_true",
@@ -266,9 +271,24 @@ def adamw_counterpart(cfg):
   return other
 
 
+def unsplit_counterpart(cfg):
+  """The config without its stage and context axes, their devices on the data axis (train.microbatches then
+  accumulate gradients one by one): what pipeline and context parallelism cost or save."""
+  m = cfg.mesh
+  if m.stage == 1 and m.context == 1:
+    raise UserError("--compare=unsplit times a config with a stage or context axis against the same config without "
+                    "them; set mesh.stage or mesh.context")
+  unsplit = cfg.copy_and_resolve_references()
+  unsplit.mesh.data = -1 if m.data == -1 else m.data * m.stage * m.context
+  for field in ("stage", "context", "stage_repeats", "dcn_stage", "dcn_context"):
+    unsplit.mesh[field] = 1
+  return unsplit
+
+
 # --compare with a counterpart config: its name, the counterpart, and what the table says the counterpart is.
 COUNTERPARTS = {"dense": (dense_counterpart, lambda c: f"model.mlp_dim={c.model.mlp_dim}, no experts"),
-                "adamw": (adamw_counterpart, lambda c: "optimizer.name=adamw")}
+                "adamw": (adamw_counterpart, lambda c: "optimizer.name=adamw"),
+                "unsplit": (unsplit_counterpart, lambda c: f"mesh.data={c.mesh.data}, no stage or context axis")}
 
 
 def compare_counterpart(args, cfg) -> None:
@@ -276,7 +296,7 @@ def compare_counterpart(args, cfg) -> None:
   the same model under AdamW), in turn, and prints both and the ratio of their step times."""
   make, describe = COUNTERPARTS[args.compare]
   other = args.compare
-  names = {"dense": "moe", "adamw": cfg.optimizer.name}
+  names = {"dense": "moe", "adamw": cfg.optimizer.name, "unsplit": "split"}
   runs = {names[other]: run_lib.Run.build(cfg, args.vocab_size), other: run_lib.Run.build(make(cfg), args.vocab_size)}
   dtype = flops.peak_dtype(cfg.model)
   peaks = [flops.matmul_peak(dtype=dtype)]

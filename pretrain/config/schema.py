@@ -290,7 +290,10 @@ SCHEMA = {
                                       "sequences); attention gathers the row's keys and values", older=1),
         "stage": Field(1, POSITIVE, "Pipeline parallelism: the decoder-only model's scanned layers split into this "
                                     "many stages, the batch into train.microbatches microbatches flowing through "
-                                    "them (GPipe)", older=1),
+                                    "them", older=1),
+        "stage_repeats": Field(1, POSITIVE, "Chunks of layers per pipeline stage: 1 is GPipe's schedule, more a "
+                                            "circular one (each microbatch passes the stages this many times; a "
+                                            "smaller bubble, more hand-offs)", older=1),
         "dcn_data": Field(1, POSITIVE, "Multi-slice TPU runs: how much of each axis spans slices (DCN); the rest is "
                                        "within a slice (ICI)."),
         "dcn_fsdp": Field(1, POSITIVE, ""),

@@ -5,8 +5,9 @@ import dataclasses
 import flax.linen as nn
 import jax.numpy as jnp
 
-from pretrain.models import attention, layers, mup
+from pretrain.models import attention, layers, mup, pipeline
 from pretrain.models.moe import MoEConfig
+from pretrain.models.pipeline import Schedule
 from pretrain.parallel import mesh as mesh_lib
 
 
@@ -30,9 +31,9 @@ class DecoderOnlyConfig:
   attention: str = "auto"    # auto | xla | splash | gpu_flash (models/attention.py)
   moe: MoEConfig = MoEConfig()  # which feed-forward layers are mixtures of experts (none by default)
   query_scale: float = 1.0   # muP's multiplier of the queries (models/mup.py)
-  # Under a stage axis, the layers run as a pipeline of this many microbatches (the run sets it:
+  # Under a stage axis, the scanned layers run as this pipeline (the run sets it from the mesh and
   # train.microbatches; models/pipeline.py).
-  pipeline_microbatches: int = 0
+  pipeline: Schedule | None = None
 
   @classmethod
   def from_config(cls, model_cfg, vocab_size: int) -> "DecoderOnlyConfig":
@@ -98,9 +99,12 @@ class DecoderOnly(nn.Module):
       mask = attention.Mask.build(c.attention, segment_ids_BL, self.causal, prefix_BL)
     else:
       mask = attention.Mask.explicit(mask_B1LS)
-    # Initialised unpipelined: the same parameters (and random values) for any stage count.
-    pipelined = not (decode or self.is_initializing())
-    x_BLD = stack(c, embed(tokens_BL), mask, positions_BL, decode, deterministic, pipelined)
+    # Initialised unpipelined: the same parameters (and random draws) for any stage count.
+    layer_params = rng = None
+    if c.pipeline and not (decode or self.is_initializing()):
+      layer_params = self.variables["params"]["layers"]
+      rng = None if deterministic or not c.dropout else self.make_rng("dropout")
+    x_BLD = stack(c, embed(tokens_BL), mask, positions_BL, decode, deterministic, layer_params, rng)
     if self.outputs == "hidden":
       return x_BLD
     if c.tie_embeddings:
@@ -115,14 +119,22 @@ class DecoderOnly(nn.Module):
 
 
 def stack(c: DecoderOnlyConfig, x_BLD, mask, positions_BL, decode: bool, deterministic: bool,
-          pipelined: bool = False):
-  """Embeddings [B, L, D] -> the final-norm states: dropout, the layers (`pipelined`: as a pipeline, under a
-  stage axis), the final norm. Called from a compact method, whose module holds the parameters (layer_{i} or
-  layers, final_norm)."""
+          layer_params=None, rng=None):
+  """Embeddings [B, L, D] -> the final-norm states: dropout, the layers, the final norm. Called from a compact
+  method, whose module holds the parameters (layer_{i} or layers, final_norm). With `layer_params` (the scanned
+  layers' parameters, under a stage axis), the layers run as the pipeline c.pipeline (dropout from `rng`)."""
   x_BLD = layers.dropout(c.dropout, deterministic)(x_BLD)
-  x_BLD = layers.repeat(DecoderOnlyLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic),
-                        x_BLD, mask, positions_BL, moe_every=c.moe.layer_every,
-                        pipeline_microbatches=c.pipeline_microbatches if pipelined else 0)
+  if layer_params is None:
+    x_BLD = layers.repeat(DecoderOnlyLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic),
+                          x_BLD, mask, positions_BL, moe_every=c.moe.layer_every)
+  else:
+    block = layers.rematerialised(DecoderOnlyLayer, c.remat, scanned=True)
+    chunk = layers.scanned(block, c.num_layers // (c.pipeline.stages * c.pipeline.repeats), 2)(
+        c, decode, deterministic, parent=None)
+
+    def apply(params, x_BLD, mask, positions_BL, key):
+      return chunk.apply({"params": params}, x_BLD, mask, positions_BL, rngs={} if key is None else {"dropout": key})[0]
+    x_BLD = pipeline.run(c.pipeline, apply, layer_params, x_BLD, mask, positions_BL, rng=rng)
   return layers.RMSNorm(c.norm_eps, dtype=jnp.dtype(c.dtype), name="final_norm")(x_BLD)
 
 

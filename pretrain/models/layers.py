@@ -35,7 +35,6 @@ import jax
 import jax.numpy as jnp
 
 from pretrain.models import attention
-from pretrain.models import pipeline
 from pretrain.parallel import mesh as mesh_lib
 
 Dtype = jnp.dtype
@@ -102,8 +101,7 @@ def rematerialised(module_class, policy: str, scanned: bool):
   return nn.remat(module_class, policy=REMAT_POLICIES[policy], prevent_cse=not scanned)
 
 
-def repeat(block_class, count: int, scan: bool, remat: str, module_args: tuple, x, *shared, moe_every: int = 0,
-           pipeline_microbatches: int = 0):
+def repeat(block_class, count: int, scan: bool, remat: str, module_args: tuple, x, *shared, moe_every: int = 0):
   """`count` blocks applied in turn to `x` (each also given `shared`), unrolled
   as submodules `layer_{i}` or under one nn.scan named `layers` whose parameters
   (and decoding caches) gain a leading 'layers' axis. Called from a compact method.
@@ -111,9 +109,6 @@ def repeat(block_class, count: int, scan: bool, remat: str, module_args: tuple, 
   With `moe_every` n > 0, blocks n, 2n, ... (counting from 1, as Switch and Qwen-MoE place them) are built with
   sparse=True: their feed-forward is a mixture of experts. Scanned, the scan's unit is then n blocks
   (`layers/block_{j}`), of which the last is sparse.
-
-  With `pipeline_microbatches` and a mesh whose stage axis splits the scanned layers, they run as a pipeline of
-  that many microbatches (models/pipeline.py); the parameters are the same.
 
   A block returns (x, None) when scanned: nn.scan wants (carry, output).
   """
@@ -128,14 +123,14 @@ def repeat(block_class, count: int, scan: bool, remat: str, module_args: tuple, 
     block, module_args = BlockUnit, (block, module_args, unit)
   else:
     module_args = (*module_args, *sparse(0).values())
-  stages = pipeline.stages() if pipeline_microbatches else 1
-  scanned = nn.scan(block, variable_axes={"params": 0, "cache": 0, "moe": 0},
-                    split_rngs={"params": True, "dropout": True},
-                    in_axes=(nn.broadcast,) * len(shared), length=count // unit // stages,
-                    metadata_params={nn.PARTITION_NAME: "layers"})
-  if stages > 1:
-    return pipeline.run(scanned, module_args, stages, pipeline_microbatches, x, *shared)
-  return scanned(*module_args, name="layers")(x, *shared)[0]
+  return scanned(block, count // unit, len(shared))(*module_args, name="layers")(x, *shared)[0]
+
+
+def scanned(block, length: int, shared: int):
+  """nn.scan of `block` over `length` layers, their parameters (and caches) stacked on a leading 'layers' axis;
+  the block takes the carry and `shared` arguments the same for every layer."""
+  return nn.scan(block, variable_axes={"params": 0, "cache": 0, "moe": 0}, split_rngs={"params": True, "dropout": True},
+                 in_axes=(nn.broadcast,) * shared, length=length, metadata_params={nn.PARTITION_NAME: "layers"})
 
 
 class BlockUnit(nn.Module):

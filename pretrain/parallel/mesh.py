@@ -81,8 +81,8 @@ def split_over_slices(sizes: tuple[int, ...], dcn: tuple[int, ...]) -> tuple[int
 
 def make_mesh(mesh_cfg, devices=None) -> jax.sharding.Mesh:
   """The mesh of all devices (or of `devices`: a TPU slice's, to compile for it). On multi-slice TPUs,
-  mesh.dcn_data / dcn_stage / dcn_fsdp / dcn_expert / dcn_context / dcn_tensor say how much of each axis spans slices (over
-  the data-center network): the rest stays within a slice (ICI)."""
+  mesh.dcn_data / dcn_stage / dcn_fsdp / dcn_expert / dcn_context / dcn_tensor say how much of each axis spans
+  slices (over the data-center network): the rest stays within a slice (ICI)."""
   devices = jax.devices() if devices is None else devices
   sizes = mesh_shape(mesh_cfg, len(devices))
   dcn = tuple(mesh_cfg[f"dcn_{axis}"] for axis in AXES)

@@ -13,7 +13,6 @@ import numpy as np
 import tqdm
 
 from pretrain.data import schedule
-from pretrain.models import pipeline
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
@@ -34,8 +33,8 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, account, ex
   short = optimizer.warmup_note(cfg.optimizer, c.steps)
   if short:
     log(short)
-  if run.pipeline_stages > 1:
-    log(pipeline.describe(run.pipeline_stages, c.microbatches))
+  if run.pipeline:
+    log(run.pipeline.describe())
   if len(run.schedule.members) > 1:
     log("The data schedule (data.schedule), each member's share of the rows:\n" + run.schedule.describe())
   if len(run.length_stages) > 1:
