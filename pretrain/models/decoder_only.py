@@ -134,7 +134,8 @@ def stack(c: DecoderOnlyConfig, x_BLD, mask, positions_BL, decode: bool, determi
 
     def apply(params, x_BLD, mask, positions_BL, key):
       return chunk.apply({"params": params}, x_BLD, mask, positions_BL, rngs={} if key is None else {"dropout": key})[0]
-    x_BLD = pipeline.run(c.pipeline, apply, layer_params, x_BLD, mask, positions_BL, rng=rng)
+    x_BLD = pipeline.run(c.pipeline, apply, layer_params, x_BLD, mask, positions_BL, rng=rng,
+                         remat=c.remat != "none")
   return layers.RMSNorm(c.norm_eps, dtype=jnp.dtype(c.dtype), name="final_norm")(x_BLD)
 
 

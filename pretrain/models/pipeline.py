@@ -53,11 +53,14 @@ class Schedule:
             "mesh.stage_repeats, shrink it)")
 
 
-def run(schedule: Schedule, apply, params, x_BLD, *shared, rng=None):
+def run(schedule: Schedule, apply, params, x_BLD, *shared, rng=None, remat: bool = False):
   """The layers whose stacked parameters `params` [layers, ...] are, applied to `x_BLD` [B, L, D] as the
   pipeline `schedule` (in fewer microbatches when they do not divide B: an evaluation batch). `apply(chunk,
   x_BLD, *shared, rng)` applies the layers of a chunk's parameters [layers / (stages x repeats), ...] in turn;
-  `shared` (the mask, the positions) are per row, [B, ...]; `rng`, dropout's key or None."""
+  `shared` (the mask, the positions) are per row, [B, ...]; `rng`, dropout's key or None. With `remat`, each
+  iteration keeps only its stages' inputs for the backward pass, which recomputes the rest (a stage holds every
+  microbatch's activations until the backward pass reaches them: its layers' inside would be microbatches x
+  layers / stages of them)."""
   stages, repeats = schedule.stages, schedule.repeats
   rows = x_BLD.shape[0]
   count = int(np.gcd(rows, schedule.microbatches))
@@ -72,6 +75,7 @@ def run(schedule: Schedule, apply, params, x_BLD, *shared, rng=None):
   params = jax.tree.map(by_stage, params)
   inputs, shared = split(x_BLD), jax.tree.map(split, shared)
   staged = jax.vmap(apply, spmd_axis_name=nn.logical_to_mesh_axes(("layers",))[0])
+  staged = jax.checkpoint(staged) if remat else staged
   state = jnp.zeros((stages, *inputs.shape[1:]), x_BLD.dtype)
   first = (np.arange(stages) == 0).reshape(-1, *(1,) * (state.ndim - 1))
   returned, outputs = {}, []  # A microbatch's output of its last pass, until its next pass begins.
