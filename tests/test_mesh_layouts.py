@@ -87,8 +87,10 @@ def run_layout(family: str, layout, num_steps: int = 3, optimizer_name: str = "a
       logits = jax.jit(functools.partial(run.family.token_logits, run.model))(state.params, batch)
       split = {"positions": logits.shape[1], "positions_on_device0": logits.addressable_shards[0].data.shape[1]}
     if run.pipeline:  # Stages pass their microbatches on: collective permutes along the stage axis.
-      hlo = run.train_step.lower(state, batch).compile().as_text()
-      split["collective_permutes"] = hlo.count(" collective-permute(")
+      compiled = run.train_step.lower(state, batch).compile()
+      split["collective_permutes"] = compiled.as_text().count(" collective-permute(")
+      split["temporaries"] = int(compiled.memory_analysis().temp_size_in_bytes)
+      split["pipeline_inputs"] = memory.pipeline_inputs(run)
       layers = jax.tree.leaves(state.params["layers"])
       split["layer_bytes"] = sum(x.nbytes for x in layers)
       split["layer_bytes_device0"] = sum(s.data.nbytes for x in layers for s in x.addressable_shards
@@ -164,7 +166,14 @@ def test_a_pipeline_gives_the_losses_and_gradients_of_one_device(eight_device_ru
   numerics.assert_close(run["grad_norms"], one_device_pipeline["grad_norms"], terms=one_device_pipeline["terms"],
                         err_msg=layout)
   assert run["collective_permutes"] > 0, layout
-  assert run["layer_bytes_device0"] * PIPELINED[layout][0][0][5] <= run["layer_bytes"], layout  # Its stage's layers.
+  (data, fsdp, expert, context, _, stages), flags = PIPELINED[layout][0][0], PIPELINED[layout][1]
+  assert run["layer_bytes_device0"] * stages <= run["layer_bytes"], layout  # Its stage's layers.
+  # estimate-memory's lower bound: every iteration's stage input, a microbatch's float32 [rows, L / context, 32],
+  # which the compiled step's temporaries hold (and more).
+  repeats = 2 if "--config.mesh.stage_repeats=2" in flags else 1
+  iterations = Schedule(stages, 4, repeats).iterations(4)
+  assert run["pipeline_inputs"] == iterations * (8 // (4 * data * fsdp * expert)) * (16 // context) * 32 * 4, layout
+  assert run["pipeline_inputs"] <= run["temporaries"], layout
 
 
 def test_a_pipelined_prefix_lm_gives_the_losses_of_one_device(eight_device_runs):

@@ -6,7 +6,8 @@ Prints the bytes each device holds for parameters and optimizer state (their
 shards under the config's mesh and rules) and, unless --no_compile, the
 temporaries (activations, gradients, workspace) XLA assigns to the compiled
 train step; then the attention's share of the activations, by implementation
-(model.attention): the XLA path keeps [L, S] scores, a kernel one value per query. --devices fakes that many CPU devices, to size a mesh you do not
+(model.attention): the XLA path keeps [L, S] scores, a kernel one value per query; and, under a stage
+axis, the pipeline's stage inputs of every iteration. --devices fakes that many CPU devices, to size a mesh you do not
 have; XLA's temporaries are then the CPU compiler's, an estimate for others.
 """
 
@@ -49,6 +50,10 @@ def main(argv: list[str], prog: str = "pretrain estimate-memory") -> None:
   print(f"  {'total':30s} {_gib(sum(result.values())):>14s}")
   print("attention, kept for the backward pass (part of the activations), by implementation:")
   for name, value in memory.attention_scores(run).items():
+    print(f"  {name:30s} {_gib(value):>14s}  ({value:,} bytes)")
+  if run.pipeline:
+    value, name = memory.pipeline_inputs(run), f"{run.pipeline.iterations(run.pipeline.microbatches)} iterations"
+    print("pipeline, each iteration's stage input kept for the backward pass (part of the activations):")
     print(f"  {name:30s} {_gib(value):>14s}  ({value:,} bytes)")
 
 

@@ -9,6 +9,7 @@ import math
 import os
 
 import jax
+import jax.numpy as jnp
 
 from pretrain.models import attention
 from pretrain.parallel import mesh as mesh_lib
@@ -63,15 +64,29 @@ def attention_scores(run) -> dict[str, int]:
   return result
 
 
+def pipeline_inputs(run) -> int:
+  """Bytes per device of what a pipeline (models/pipeline.py) keeps of every iteration for its backward pass,
+  at the least: its stage's input, one microbatch's activations [rows, L, D] (under model.remat, all it keeps of
+  an iteration). 0 without a stage axis."""
+  schedule = run.pipeline
+  if schedule is None:
+    return 0
+  c = run.model.config
+  length = run.family.row_lengths(run.task_lengths)["targets"] // mesh_lib.length_split(run.mesh, run.rules)
+  return (schedule.iterations(schedule.microbatches) * _microbatch_rows(run) * length * c.d_model
+          * jnp.dtype(c.dtype).itemsize)
+
+
 def lower_bound(run) -> int:
   """Bytes per device that the train step needs at the least: its state's shards, the float32 logits of one
-  microbatch and the attention's scores (XLA's real figure, from `estimate`, is higher)."""
+  microbatch, the attention's scores and a pipeline's stage inputs (XLA's real figure, from `estimate`, is
+  higher)."""
   row = run.family.row_lengths(run.task_lengths)
   logits = (_microbatch_rows(run) * row["targets"] // mesh_lib.length_split(run.mesh, run.rules)
             * run.model.config.vocab_size * 4)
   abstract = run.abstract_state()
   return (shard_bytes(abstract.params) + shard_bytes(abstract.opt_state) + logits
-          + sum(attention_scores(run).values()))
+          + sum(attention_scores(run).values()) + pipeline_inputs(run))
 
 
 def check_fits(run) -> None:
@@ -79,6 +94,6 @@ def check_fits(run) -> None:
   needed, available = lower_bound(run), device_bytes()
   if needed > available:
     raise UserError(f"this run needs at least {needed / 2**30:,.1f} GiB per device (parameters, optimizer state, "
-                    f"logits and attention scores of one microbatch) but a device has {available / 2**30:,.1f} GiB; "
+                    f"logits and attention scores of one microbatch, a pipeline's stage inputs) but a device has {available / 2**30:,.1f} GiB; "
                     "lower data.seq_len (or inputs_length, targets_length) or train.batch_size, raise "
                     "train.microbatches or shard over more devices (pretrain estimate-memory sizes a config)")
