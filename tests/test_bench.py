@@ -91,6 +91,10 @@ def test_the_unsplit_counterpart_puts_the_stage_and_context_devices_on_the_data_
   unsplit = bench.unsplit_counterpart(split).mesh
   assert (unsplit.data, unsplit.stage, unsplit.context, unsplit.stage_repeats, unsplit.dcn_stage) == (8, 1, 1, 1, 1)
   assert bench.unsplit_counterpart(tiny_config("--config.mesh.stage=2")).mesh.data == -1
+  # The pipeline's 4 microbatches of 4 rows (2 a data shard) accumulated as 2 of 2 rows over 8 data shards.
+  pipelined = tiny_config("--config.mesh.data=2", "--config.mesh.stage=4", "--config.train.batch_size=16",
+                          "--config.train.microbatches=4")
+  assert bench.unsplit_counterpart(pipelined).train.microbatches == 2
   with pytest.raises(UserError, match="set mesh.stage or mesh.context"):
     bench.unsplit_counterpart(tiny_config())
 

@@ -32,6 +32,7 @@ in memory. Figures and machines are recorded in
 tools/bench_train.md.
 """
 
+import math
 import os
 import statistics
 import sys
@@ -273,7 +274,8 @@ def adamw_counterpart(cfg):
 
 def unsplit_counterpart(cfg):
   """The config without its stage and context axes, their devices on the data axis (train.microbatches then
-  accumulate gradients one by one): what pipeline and context parallelism cost or save."""
+  accumulate gradients one by one, as many of them as the larger data axis leaves whole rows): what pipeline and
+  context parallelism cost or save."""
   m = cfg.mesh
   if m.stage == 1 and m.context == 1:
     raise UserError("--compare=unsplit times a config with a stage or context axis against the same config without "
@@ -282,13 +284,20 @@ def unsplit_counterpart(cfg):
   unsplit.mesh.data = -1 if m.data == -1 else m.data * m.stage * m.context
   for field in ("stage", "context", "stage_repeats", "dcn_stage", "dcn_context"):
     unsplit.mesh[field] = 1
+  sizes = {axis: unsplit.mesh[axis] for axis in ("data", "fsdp", "expert", "tensor")}
+  known = math.prod(size for size in sizes.values() if size != -1)
+  sizes = {axis: max(jax.device_count() // known, 1) if size == -1 else size for axis, size in sizes.items()}
+  rows = unsplit.train.batch_size // (sizes["data"] * sizes["fsdp"] * sizes["expert"])
+  unsplit.train.microbatches = max(d for d in range(1, cfg.train.microbatches + 1)
+                                   if cfg.train.microbatches % d == 0 and rows % d == 0)
   return unsplit
 
 
 # --compare with a counterpart config: its name, the counterpart, and what the table says the counterpart is.
 COUNTERPARTS = {"dense": (dense_counterpart, lambda c: f"model.mlp_dim={c.model.mlp_dim}, no experts"),
                 "adamw": (adamw_counterpart, lambda c: "optimizer.name=adamw"),
-                "unsplit": (unsplit_counterpart, lambda c: f"mesh.data={c.mesh.data}, no stage or context axis")}
+                "unsplit": (unsplit_counterpart, lambda c: f"mesh.data={c.mesh.data}, no stage or context axis, "
+                                                            f"train.microbatches={c.train.microbatches}")}
 
 
 def compare_counterpart(args, cfg) -> None:
