@@ -74,14 +74,12 @@ def check_pipeline(cfg, family: Family, model: nn.Module, schedule: Schedule) ->
   c = model.config
   if not c.scan_layers:
     raise UserError(f"{axis}: the stages split the scanned layers; set model.scan_layers=True")
-  if c.moe.experts:
-    raise UserError(f"{axis}: mixtures of experts do not pipeline yet; leave mesh.stage at 1 and split the experts "
-                    "over mesh.expert")
-  chunks = schedule.stages * schedule.repeats
-  if c.num_layers % chunks:
-    raise UserError(f"{axis}: the {c.num_layers} layers (model.num_layers) do not split into {schedule.stages} "
-                    f"stages x {schedule.repeats} repeats (mesh.stage_repeats); use stages and repeats whose product "
-                    f"divides {c.num_layers}")
+  chunks, unit = schedule.stages * schedule.repeats, max(c.moe.layer_every, 1)
+  if c.num_layers % (chunks * unit):
+    units = f" in units of {unit} (model.moe_every)" if unit > 1 else ""
+    raise UserError(f"{axis}: the {c.num_layers} layers (model.num_layers){units} do not split into "
+                    f"{schedule.stages} stages x {schedule.repeats} repeats (mesh.stage_repeats); use stages and "
+                    f"repeats whose product divides {c.num_layers // unit}")
   if schedule.microbatches < schedule.stages:
     more = dataclasses.replace(schedule, microbatches=schedule.stages * 4)
     raise UserError(f"{axis}: train.microbatches={schedule.microbatches} are fewer than the {schedule.stages} stages, "

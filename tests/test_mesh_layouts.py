@@ -38,6 +38,11 @@ PIPELINED = {"data2_stage4": (((2, 1, 1, 1, 1, 4), "fsdp_tensor"), ()),
              "stage2_fsdp2_tensor2": (((1, 2, 1, 1, 2, 2), "t5x"), ()),
              "stage2_data2_context2": (((2, 1, 1, 2, 1, 2), "fsdp_tensor"), ()),
              "circular_data2_stage2_tensor2": (((2, 1, 1, 1, 2, 2), "fsdp_tensor"), ("--config.mesh.stage_repeats=2",))}
+# Mixtures of experts in a pipeline (MOE below): experts in every layer split over the expert axis inside each
+# stage, or in every other layer (units of two layers) beside data and tensor axes.
+PIPELINED_MOE = {"moe_expert2_stage2_tensor2": (((1, 1, 2, 1, 2, 2), "fsdp_tensor"), ()),
+                 "moe_every2_data2_stage2_tensor2": (((2, 1, 1, 1, 2, 2), "fsdp_tensor"),
+                                                     ("--config.model.moe_every=2",))}
 # A prefix-LM row of the decoder-only model (its prefix seen both ways) split over the context axis.
 PREFIX_LM = ("--config.data.objective=prefix_lm_decoder", "--config.data.inputs_length=8",
              "--config.data.targets_length=8")
@@ -176,6 +181,15 @@ def test_a_pipeline_gives_the_losses_and_gradients_of_one_device(eight_device_ru
   assert run["pipeline_inputs"] <= run["temporaries"], layout
 
 
+@pytest.mark.parametrize("name", PIPELINED_MOE)
+def test_a_pipeline_of_experts_gives_the_losses_and_gradients_of_one_device(eight_device_runs, name):
+  """The mixtures' auxiliary losses (part of the loss) sown in the stages, the idle iterations' left out."""
+  one_device = run_layout("decoder_only", ONE_DEVICE, extra=(*PIPELINE, *MOE, *PIPELINED_MOE[name][1]))
+  run = eight_device_runs["pipeline_moe"][name]
+  _assert_same_losses(run, one_device, name)
+  numerics.assert_close(run["grad_norms"], one_device["grad_norms"], terms=one_device["terms"], err_msg=name)
+
+
 def test_a_pipelined_prefix_lm_gives_the_losses_of_one_device(eight_device_runs):
   _assert_same_losses(eight_device_runs["prefix_lm_stage4"], run_layout("decoder_only", ONE_DEVICE,
                                                                         extra=(*PIPELINE, *PREFIX_LM)))
@@ -273,6 +287,8 @@ if __name__ == "__main__":
   runs["prefix_lm_context4"] = run_layout("decoder_only", LAYOUTS["data2_context4"], extra=PREFIX_LM)
   runs["pipeline"] = {name: run_layout("decoder_only", layout, extra=(*PIPELINE, *flags))
                       for name, (layout, flags) in PIPELINED.items()}
+  runs["pipeline_moe"] = {name: run_layout("decoder_only", layout, extra=(*PIPELINE, *MOE, *flags))
+                          for name, (layout, flags) in PIPELINED_MOE.items()}
   runs["prefix_lm_stage4"] = run_layout("decoder_only", PIPELINED["data2_stage4"][0], extra=(*PIPELINE, *PREFIX_LM))
   runs.update({name: run_layout(family, layout, extra=flags) for name, (family, flags, layout) in MOE_RUNS.items()})
   runs.update({name: run_layout(family, layout, optimizer_name="muon", extra=flags)
@@ -316,9 +332,12 @@ def test_a_stage_axis_the_model_cannot_use_is_refused():
   run = tiny_run(*MODEL, *FAMILIES["decoder_only"], *PIPELINE, vocab_size=256)
   run_lib.check_pipeline(run.cfg, run.family, run.model, Schedule(4, 4))
   run_lib.check_pipeline(run.cfg, run.family, run.model, Schedule(2, 4, repeats=2))
+  moe = tiny_run(*MODEL, *FAMILIES["decoder_only"], *PIPELINE, *MOE, "--config.model.moe_every=2", vocab_size=256)
+  run_lib.check_pipeline(moe.cfg, moe.family, moe.model, Schedule(2, 4))  # Two units of two layers.
   cases = {"does not pipeline": (*FAMILIES["encoder_decoder"], "--config.model.scan_layers=True"),
            "split the scanned layers; set model.scan_layers=True": ("--config.model.scan_layers=False",),
-           "mixtures of experts do not pipeline yet": MOE,
+           r"the 4 layers \(model.num_layers\) in units of 2 \(model.moe_every\) do not split into 4 stages":
+               (*MOE, "--config.model.moe_every=2"),
            r"the 6 layers \(model.num_layers\) do not split into 4 stages x 1 repeats \(mesh.stage_repeats\)":
                ("--config.model.num_layers=6",),
            r"train.microbatches=2 are fewer than the 4 stages, so each stage would idle 60% of a step; use "

@@ -36,16 +36,24 @@ def test_a_schedule_applies_every_layer_to_every_row_in_order(stages, repeats, m
   w_LDD = jax.random.normal(jax.random.key(0), (layers, width, width)) / 2
   x_BLD = jax.random.normal(jax.random.key(1), (rows, 3, width))
   rows_B = jnp.arange(rows, dtype=jnp.float32) / rows  # A per-row input, as the mask and positions are.
-  expected = x_BLD
+  expected, sums = x_BLD, []
   for w_DD in w_LDD:
     expected = _layer(w_DD, expected, rows_B)
+    sums.append(jnp.sum(expected))
 
-  def apply(chunk, x_BLD, rows_B, key):
+  def apply(chunk, x_BLD, rows_B, key):  # Each layer also sows its output's sum (as a mixture its terms).
     del key
-    return jax.lax.scan(lambda x, w: (_layer(w, x, rows_B), None), x_BLD, chunk)[0]
+    def layer(x, w):
+      x = _layer(w, x, rows_B)
+      return x, jnp.sum(x)
+    x_BLD, sums_L = jax.lax.scan(layer, x_BLD, chunk)
+    return x_BLD, {"sum": sums_L}
   schedule = pipeline.Schedule(stages, microbatches, repeats)
-  got = jax.jit(lambda w, x, r: pipeline.run(schedule, apply, w, x, r))(w_LDD, x_BLD, rows_B)
+  got, sown = jax.jit(lambda w, x, r: pipeline.run(schedule, apply, w, x, r))(w_LDD, x_BLD, rows_B)
   numerics.assert_close(got, expected, terms=layers * width)
+  # What each layer sowed, its mean over the microbatches: the idling stages' iterations on padding left out.
+  count = jnp.gcd(rows, microbatches)
+  numerics.assert_close(sown["sum"] * count, jnp.stack(sums), terms=layers * width * rows)
 
 
 def test_the_bubble_of_each_schedule():

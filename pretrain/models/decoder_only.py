@@ -58,7 +58,7 @@ class DecoderOnlyLayer(nn.Module):
     x_BLD = layers.pre_norm_residual(x_BLD, "attention", lambda h_BLD: attention(h_BLD, mask, positions_BL,
                                                                                 self.decode), dtype, drop, c.norm_eps)
     if self.sparse:
-      experts = c.moe.block(c.mlp_dim, "silu", dtype)
+      experts = c.moe.block(c.mlp_dim, "silu", dtype, per_device=c.pipeline is None or self.decode)
       x_BLD = layers.pre_norm_residual(x_BLD, "moe", lambda h: experts(h, self.deterministic), dtype, drop,
                                        c.norm_eps)
     else:
@@ -104,7 +104,9 @@ class DecoderOnly(nn.Module):
     if c.pipeline and not (decode or self.is_initializing()):
       layer_params = self.variables["params"]["layers"]
       rng = None if deterministic or not c.dropout else self.make_rng("dropout")
-    x_BLD = stack(c, embed(tokens_BL), mask, positions_BL, decode, deterministic, layer_params, rng)
+    x_BLD, sown = stack(c, embed(tokens_BL), mask, positions_BL, decode, deterministic, layer_params, rng)
+    if sown and self.is_mutable_collection("moe"):  # A pipeline's mixtures of experts: their terms, as a scan sows.
+      self.put_variable("moe", "layers", sown)
     if self.outputs == "hidden":
       return x_BLD
     if c.tie_embeddings:
@@ -122,21 +124,26 @@ def stack(c: DecoderOnlyConfig, x_BLD, mask, positions_BL, decode: bool, determi
           layer_params=None, rng=None):
   """Embeddings [B, L, D] -> the final-norm states: dropout, the layers, the final norm. Called from a compact
   method, whose module holds the parameters (layer_{i} or layers, final_norm). With `layer_params` (the scanned
-  layers' parameters, under a stage axis), the layers run as the pipeline c.pipeline (dropout from `rng`)."""
-  x_BLD = layers.dropout(c.dropout, deterministic)(x_BLD)
+  layers' parameters, under a stage axis), the layers run as the pipeline c.pipeline (dropout from `rng`), and
+  what their mixtures of experts sowed is returned beside the states (else {}: the layers sowed it themselves)."""
+  x_BLD, sown = layers.dropout(c.dropout, deterministic)(x_BLD), {}
   if layer_params is None:
     x_BLD = layers.repeat(DecoderOnlyLayer, c.num_layers, c.scan_layers, c.remat, (c, decode, deterministic),
                           x_BLD, mask, positions_BL, moe_every=c.moe.layer_every)
   else:
-    block = layers.rematerialised(DecoderOnlyLayer, c.remat, scanned=True)
-    chunk = layers.scanned(block, c.num_layers // (c.pipeline.stages * c.pipeline.repeats), 2)(
-        c, decode, deterministic, parent=None)
+    block, module_args, unit = layers.scan_unit(DecoderOnlyLayer, c.remat, (c, decode, deterministic),
+                                                c.moe.layer_every)
+    chunk = layers.scanned(block, c.num_layers // (unit * c.pipeline.stages * c.pipeline.repeats), 2)(
+        *module_args, parent=None)
 
     def apply(params, x_BLD, mask, positions_BL, key):
-      return chunk.apply({"params": params}, x_BLD, mask, positions_BL, rngs={} if key is None else {"dropout": key})[0]
-    x_BLD = pipeline.run(c.pipeline, apply, layer_params, x_BLD, mask, positions_BL, rng=rng,
-                         remat=c.remat != "none")
-  return layers.RMSNorm(c.norm_eps, dtype=jnp.dtype(c.dtype), name="final_norm")(x_BLD)
+      (x_BLD, _), sown = chunk.apply({"params": params}, x_BLD, mask, positions_BL, mutable=["moe"],
+                                     rngs={} if key is None else {"dropout": key})
+      return x_BLD, dict(sown)
+    x_BLD, sown = pipeline.run(c.pipeline, apply, layer_params, x_BLD, mask, positions_BL, rng=rng,
+                               remat=c.remat != "none")
+    sown = sown.get("moe", {})
+  return layers.RMSNorm(c.norm_eps, dtype=jnp.dtype(c.dtype), name="final_norm")(x_BLD), sown
 
 
 class EncoderOnly(DecoderOnly):

@@ -44,7 +44,7 @@ class Encoder(nn.Module):
   @nn.compact
   def __call__(self, x_BLD, segment_ids_BL, positions_BL, deterministic=True):
     mask = attention.Mask.build(self.config.attention, segment_ids_BL, False, None)
-    return stack(self.config, x_BLD, mask, positions_BL, False, deterministic)
+    return stack(self.config, x_BLD, mask, positions_BL, False, deterministic)[0]
 
 
 def _dense(features: int, dtype):

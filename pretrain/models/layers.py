@@ -112,18 +112,23 @@ def repeat(block_class, count: int, scan: bool, remat: str, module_args: tuple, 
 
   A block returns (x, None) when scanned: nn.scan wants (carry, output).
   """
-  block = rematerialised(block_class, remat, scanned=scan)
-  sparse = (lambda i: {"sparse": (i + 1) % moe_every == 0}) if moe_every else (lambda i: {})
   if not scan:
+    block = rematerialised(block_class, remat, scanned=False)
     for i in range(count):
-      x = block(*module_args, **sparse(i), name=f"layer_{i}")(x, *shared)
+      sparse = {"sparse": (i + 1) % moe_every == 0} if moe_every else {}
+      x = block(*module_args, **sparse, name=f"layer_{i}")(x, *shared)
     return x
-  unit = moe_every if moe_every > 1 else 1
-  if unit > 1:
-    block, module_args = BlockUnit, (block, module_args, unit)
-  else:
-    module_args = (*module_args, *sparse(0).values())
+  block, module_args, unit = scan_unit(block_class, remat, module_args, moe_every)
   return scanned(block, count // unit, len(shared))(*module_args, name="layers")(x, *shared)[0]
+
+
+def scan_unit(block_class, remat: str, module_args: tuple, moe_every: int = 0):
+  """What nn.scan repeats over a stack of layers (repeat's scan; a pipeline's chunks): (its module, its module
+  arguments, the layers it holds): one block, or under moe_every n > 1 a BlockUnit of n blocks, the last sparse."""
+  block = rematerialised(block_class, remat, scanned=True)
+  if moe_every > 1:
+    return BlockUnit, (block, module_args, moe_every), moe_every
+  return block, (*module_args, *((True,) if moe_every == 1 else ())), 1
 
 
 def scanned(block, length: int, shared: int):

@@ -216,9 +216,10 @@ class MoEConfig:
     """layers.repeat's moe_every: 0 for a dense model."""
     return self.every if self.experts else 0
 
-  def block(self, dense_mlp_dim: int, activation: str, dtype, name: str = "moe") -> "MoE":
+  def block(self, dense_mlp_dim: int, activation: str, dtype, name: str = "moe", per_device: bool = True) -> "MoE":
     return MoE(self.experts, self.top_k, self.mlp_dim or dense_mlp_dim, self.capacity_factor, self.normalize_top_k,
-               self.router_jitter, self.shared_mlp_dim, activation, dtype, self.grouped_matmul, name=name)
+               self.router_jitter, self.shared_mlp_dim, activation, dtype, self.grouped_matmul, per_device,
+               name=name)
 
 
 class MoE(nn.Module):
@@ -233,6 +234,10 @@ class MoE(nn.Module):
   activation: str = "silu"  # silu (SwiGLU experts) | gelu (gated GELU, T5 v1.1) | relu (plain ReLU: T5 v1.0, Switch)
   dtype: Dtype = jnp.float32
   grouped_matmul: str = "auto"  # dropless(): ragged_dot | blocks | auto (blocks on CPUs)
+  # Dropless dispatch per device (partitioned()), or as XLA partitions it: in a pipeline's stages, where jax 0.10
+  # cannot differentiate a shard_map vmapped over the stage axis ("vmap spmd_axis_name cannot appear in
+  # shard_map out_specs", from the residuals of its linearisation).
+  per_device: bool = True
 
   @nn.compact
   def __call__(self, x_BLD, deterministic: bool = True):
@@ -261,7 +266,9 @@ class MoE(nn.Module):
                                      experts_TK.reshape(b, l, -1), e, self.capacity_factor, kernels, self.activation)
       y_TD = y_BLD.reshape(b * l, d)
     else:
-      y_TD = partitioned(x_TD, weights_TK, experts_TK, e, kernels, self.activation, self.grouped_matmul)
+      y_TD = (partitioned(x_TD, weights_TK, experts_TK, e, kernels, self.activation, self.grouped_matmul)
+              if self.per_device else dropless(x_TD, weights_TK, experts_TK, e, kernels, self.activation,
+                                               self.grouped_matmul))
       dropped = jnp.zeros((), jnp.float32)
     for name, value in {**auxiliary(logits_TE, probs_TE, experts_TK, e), "dropped": dropped}.items():
       self.sow("moe", name, value)

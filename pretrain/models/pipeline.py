@@ -56,11 +56,15 @@ class Schedule:
 def run(schedule: Schedule, apply, params, x_BLD, *shared, rng=None, remat: bool = False):
   """The layers whose stacked parameters `params` [layers, ...] are, applied to `x_BLD` [B, L, D] as the
   pipeline `schedule` (in fewer microbatches when they do not divide B: an evaluation batch). `apply(chunk,
-  x_BLD, *shared, rng)` applies the layers of a chunk's parameters [layers / (stages x repeats), ...] in turn;
-  `shared` (the mask, the positions) are per row, [B, ...]; `rng`, dropout's key or None. With `remat`, each
-  iteration keeps only its stages' inputs for the backward pass, which recomputes the rest (a stage holds every
-  microbatch's activations until the backward pass reaches them: its layers' inside would be microbatches x
-  layers / stages of them)."""
+  x_BLD, *shared, rng)` applies the layers of a chunk's parameters [layers / (stages x repeats), ...] in turn and
+  returns (x_BLD, what its layers sowed: a tree of [layers of the chunk, ...] leaves, {} if none); `shared` (the
+  mask, the positions) are per row, [B, ...]; `rng`, dropout's key or None. With `remat`, each iteration keeps
+  only its stages' inputs for the backward pass, which recomputes the rest (a stage holds every microbatch's
+  activations until the backward pass reaches them: its layers' inside would be microbatches x layers / stages
+  of them).
+
+  Returns (the output [B, L, D], what the layers sowed: each leaf [layers, ...] in the layers' order, the mean
+  over the microbatches; the iterations a stage idles, on padding, are left out)."""
   stages, repeats = schedule.stages, schedule.repeats
   rows = x_BLD.shape[0]
   count = int(np.gcd(rows, schedule.microbatches))
@@ -79,6 +83,7 @@ def run(schedule: Schedule, apply, params, x_BLD, *shared, rng=None, remat: bool
   state = jnp.zeros((stages, *inputs.shape[1:]), x_BLD.dtype)
   first = (np.arange(stages) == 0).reshape(-1, *(1,) * (state.ndim - 1))
   returned, outputs = {}, []  # A microbatch's output of its last pass, until its next pass begins.
+  sown = {}  # Chunk r S + s -> the sum of what its layers sowed over the microbatches.
   for t in range(schedule.iterations(count)):
     repeat, m = divmod(t, period)  # Stage 0's next microbatch, and its pass.
     incoming = inputs[min(m, count - 1)] if repeat == 0 else returned.get(m, inputs[0])
@@ -87,7 +92,10 @@ def run(schedule: Schedule, apply, params, x_BLD, *shared, rng=None, remat: bool
     passes, which = np.divmod(t - np.arange(stages), period)  # Each stage's microbatch and its pass.
     chunks = _chunks(params, np.clip(passes, 0, repeats - 1))
     keys = None if rng is None else jax.random.split(jax.random.fold_in(rng, t), stages)
-    state = staged(chunks, state, *jax.tree.map(lambda a: a[np.clip(which, 0, count - 1)], shared), keys)
+    state, values = staged(chunks, state, *jax.tree.map(lambda a: a[np.clip(which, 0, count - 1)], shared), keys)
+    for s in np.flatnonzero((passes >= 0) & (passes < repeats) & (which < count)):  # The stages not idling.
+      value, chunk = jax.tree.map(lambda a: a[s], values), int(passes[s]) * stages + int(s)
+      sown[chunk] = value if chunk not in sown else jax.tree.map(jnp.add, sown[chunk], value)
     done_repeat, done = divmod(t - stages + 1, period)  # What the last stage finished.
     if 0 <= done_repeat and done < count:
       if done_repeat == repeats - 1:
@@ -95,7 +103,9 @@ def run(schedule: Schedule, apply, params, x_BLD, *shared, rng=None, remat: bool
       else:
         returned[done] = state[-1]
   out = jnp.stack(outputs)  # [microbatches, rows / microbatches, L, D]
-  return jnp.swapaxes(out, 0, 1).reshape(x_BLD.shape)
+  in_order = [sown[chunk] for chunk in range(stages * repeats)]
+  means = jax.tree.map(lambda *chunks: jnp.concatenate(chunks) / count, *in_order)
+  return jnp.swapaxes(out, 0, 1).reshape(x_BLD.shape), means
 
 
 def _chunks(params, passes: np.ndarray):
