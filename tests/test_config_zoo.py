@@ -19,7 +19,8 @@ from tests.conftest import fake_devices
 # Config -> published parameter count.
 ZOO = {
     "t5_1_1_small": 77e6, "t5_1_1_base": 248e6, "t5_1_1_large": 783e6, "t5_1_1_xl": 2.85e9, "t5_1_1_xxl": 11.3e9,
-    "ul2_small": 77e6, "ul2_20b": 20e9, "lm_125m": 125e6, "lm_350m": 350e6, "lm_1b": 1.1e9, "lm_7b": 6.74e9,
+    "ul2_small": 77e6, "ul2_20b": 20e9, "lm_125m": 125e6, "lm_350m": 350e6, "lm_1b": 1.1e9, "lm_1b_128k": 1.1e9,
+    "lm_7b": 6.74e9,
     "ul2_decoder_1b": 1.1e9, "mlm_base": 110e6, "switch_base_8": 619e6, "mixtral_8x7b": 46.7e9,
 }
 
@@ -54,20 +55,22 @@ def test_every_config_of_the_zoo_says_what_it_is_sized_for():
 
 
 _LOWER_BOUNDS = """
-import sys
-from pretrain import configs, run as run_lib
+import argparse, importlib, sys
+from pretrain import cli, run as run_lib
 from pretrain.train import memory
 for name in sys.argv[1:]:
-  cfg = configs.load(name)
+  flags = importlib.import_module(f"pretrain.configs.{name}").SIZED_FOR.flags
+  cfg = cli.parse_command_line(argparse.ArgumentParser(), [f"--config={name}", *flags])[1]
   cfg.model.dtype = "bfloat16"
-  print(name, memory.lower_bound(run_lib.Run.build(cfg)) / 2**30)
+  print("GiB", name, memory.lower_bound(run_lib.Run.build(cfg)) / 2**30)
 """
 
 
 @pytest.fixture(scope="module")
 def lower_bounds():
   """GiB per device that each zoo run needs at the least (parameters, optimizer state, one microbatch's logits and
-  attention scores), on the devices it is sized for: a process per device count, all at once."""
+  attention scores), on the devices it is sized for, with the flags its figure was measured with: a process per
+  device count, all at once."""
   by_count = {}
   for name in ZOO:
     by_count.setdefault(_module(name).SIZED_FOR.devices, []).append(name)
@@ -79,7 +82,8 @@ def lower_bounds():
   for process in processes:
     out, err = process.communicate(timeout=300)
     assert process.returncode == 0, err[-3000:]
-    result.update((name, float(gib)) for name, gib in (line.split() for line in out.splitlines()))
+    result.update((name, float(gib)) for _, name, gib in (line.split() for line in out.splitlines()
+                                                          if line.startswith("GiB ")))
   return result
 
 
