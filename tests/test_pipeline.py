@@ -1,8 +1,9 @@
 """Pipeline parallelism (pretrain/models/pipeline.py): its schedules, GPipe's and circular ones, apply every
 layer to every row in order; a pipelined run (pretrain train with a stage axis, on 8 fake CPU devices in processes
-of their own) SIGKILLed after a checkpoint resumes bit for bit, and its checkpoints, which do not depend on the
-stage count, resume under 2 stages or on one device to the same losses up to the order of the sums. (That a
-pipeline gives one device's losses and gradients, and what it refuses: tests/test_mesh_layouts.py.)"""
+of their own, its rows split over a context axis too) SIGKILLed after a checkpoint resumes bit for bit, and its
+checkpoints, which depend on neither the stage count nor the context split, resume under 2 stages or on one
+device to the same losses up to the order of the sums. (That a pipeline gives one device's losses and gradients,
+and what it refuses: tests/test_mesh_layouts.py.)"""
 
 import shutil
 
@@ -18,7 +19,8 @@ from tests.conftest import fake_devices, kill_after_checkpoint, tiny_config, tra
 PIPELINED = ("--config.model.num_layers=4", "--config.model.scan_layers=True", "--config.train.batch_size=16",
              "--config.train.microbatches=4", "--config.train.steps=6", "--config.train.checkpoint_every=2",
              "--config.train.eval_every=6")
-STAGES = {4: ("--config.mesh.stage=4", "--config.mesh.data=2"), 2: ("--config.mesh.stage=2", "--config.mesh.data=4"),
+# Saved under 4 stages, each row split in two over the context axis; resumed under 2 stages and on one device.
+STAGES = {4: ("--config.mesh.stage=4", "--config.mesh.context=2", "--config.mesh.data=1"), 2: ("--config.mesh.stage=2", "--config.mesh.data=4"),
           1: ("--config.mesh.stage=1", "--config.mesh.data=-1")}
 
 
