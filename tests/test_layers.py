@@ -21,6 +21,7 @@ LAYERS = (
     ("hf", "workdir"),
     ("run",),                                    # the one run setup
     ("downstream",),                             # evaluation of a run: probes, zero-shot tasks, lm-eval
+    ("training",),                               # a config trained in a workdir (with lm-eval's tasks in the loop)
     ("cli",),                                    # the command line's parsing (and its entry point)
     ("bench",),
     ("commands",),

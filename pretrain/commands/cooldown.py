@@ -18,7 +18,6 @@ its own.
 import sys
 
 from pretrain import cli, config as config_lib
-from pretrain.commands import train
 from pretrain.parallel import distributed
 from pretrain.system.errors import UserError, exit_on_user_error
 
@@ -37,7 +36,8 @@ def main(argv: list[str], prog: str = "pretrain cooldown") -> int:
                    "--config.optimizer.decay_shape=linear.")
   overrides, flags = config_lib.parse_overrides(argv)
   args = parser.parse_args(flags)
-  from pretrain.workdir import branch  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+  from pretrain import training  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+  from pretrain.workdir import branch  # pylint: disable=g-import-not-at-top
   fixed = [key for key, _ in overrides if key in branch.SET_BY_BRANCH]
   if fixed:
     raise UserError(f"--config.{fixed[0]} is set by the branch (the parent's, with --from_step and --steps); "
@@ -46,7 +46,7 @@ def main(argv: list[str], prog: str = "pretrain cooldown") -> int:
          or branch.config(args.workdir, args.from_step, args.steps))
   cfg = cli.with_overrides(cfg, overrides)
   distributed.initialize(args)
-  summary = train.train(cfg, args.out)
+  summary = training.train(cfg, args.out)
   return 128 + summary["stopped_by"] if summary.get("stopped_by") else 0
 
 

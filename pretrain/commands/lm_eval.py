@@ -22,23 +22,12 @@ import uuid
 
 from pretrain import cli
 from pretrain.config import Valid
+from pretrain.downstream.lm_eval_loader import load
 from pretrain.system.errors import UserError, exit_on_user_error
 
 # lm-eval's --limit: documents of each task, or a share of them below 1.
 DOCUMENTS = Valid(lambda v: 0 < v < 1 or (v >= 1 and v == int(v)),
                   "a number of documents (1, 2, ...) or a fraction of them in (0, 1)")
-
-
-def load():
-  """pretrain.downstream.harness, which needs lm-evaluation-harness (the eval extra)."""
-  try:
-    from pretrain.downstream import harness  # pylint: disable=g-import-not-at-top  (lm-eval and JAX)
-  except ImportError as e:
-    if "lm_eval" not in str(e):
-      raise
-    raise UserError("lm-evaluation-harness is not installed; install the eval extra: pip install -e '.[eval]'") \
-        from None
-  return harness
 
 
 def _check_writable(path: str, flag: str) -> None:

@@ -22,7 +22,7 @@ import jax
 
 from pretrain import cli, config as config_lib, configs, run as run_lib
 from pretrain.commands import eval as eval_command
-from pretrain.commands.train import train
+from pretrain.training import train
 from pretrain.downstream import stats
 from pretrain.experiments import runs
 from pretrain.system.errors import UserError, exit_on_user_error

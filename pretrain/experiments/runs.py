@@ -16,7 +16,7 @@ import time
 import jax
 
 from pretrain import cli, config as config_lib, run as run_lib
-from pretrain.commands.train import train
+from pretrain.training import train
 from pretrain.system.errors import UserError
 from pretrain.train import metrics
 

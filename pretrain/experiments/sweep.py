@@ -65,7 +65,7 @@ class Interrupted(UserError):
 def _train_point(cfg, workdir: str, trained: bool, probe: str | None, probe_seeds: int) -> None:
   """Trains (or resumes) the point's run unless `trained`, then probes it if asked."""
   from pretrain.commands import probe as probe_command  # pylint: disable=g-import-not-at-top
-  from pretrain.commands.train import train  # pylint: disable=g-import-not-at-top
+  from pretrain.training import train  # pylint: disable=g-import-not-at-top
   from pretrain.experiments import runs, sweep_report as report_lib  # pylint: disable=g-import-not-at-top
   from pretrain.system import aside  # pylint: disable=g-import-not-at-top
   os.makedirs(workdir, exist_ok=True)

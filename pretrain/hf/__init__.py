@@ -171,11 +171,9 @@ def load_weights(hf_dir: str) -> dict[str, np.ndarray]:
 
 
 def init_config(cfg, family):
-  """With train.init_from_hf, `cfg` takes the model and tokenizer of that Hugging Face directory, whose
+  """`cfg` (with train.init_from_hf set) takes the model and tokenizer of that Hugging Face directory, whose
   architecture must be the one `family` (of data.objective) exports to."""
   path = cfg.train.init_from_hf
-  if not path:
-    return cfg
   module, _ = read_config(path)
   if module.FAMILY != family.hf:
     raise UserError(f"train.init_from_hf={path!r} holds a {module.FAMILY} model, but data.objective="
@@ -184,18 +182,6 @@ def init_config(cfg, family):
   changed = [f"model.{k}={v!r}" for k, v in imported.model.items() if cfg.model.get(k) != v]
   log(f"Initialising from {path}: " + ", ".join(changed + [f"tokenizer.path={imported.tokenizer.path!r}"]))
   return imported
-
-
-def initial_state(run):
-  """A new train state of a run (pretrain.run.Run), its parameters from train.init_from_hf if set (the
-  optimizer's moments start at zero either way)."""
-  state = run.create_state()
-  path = run.cfg.train.init_from_hf
-  if not path:
-    return state
-  params = import_params(path, run.family, run.cfg.model, state.params)
-  params = jax.tree.map(lambda new, old: np.asarray(new, old.dtype), params, state.params)
-  return state.replace(params=jax.device_put(params, run.state_shardings.params))
 
 
 def import_params(hf_dir: str, family, model_cfg, expected) -> dict:

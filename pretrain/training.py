@@ -1,0 +1,82 @@
+"""A training run: a config trained in a workdir, from the workdir's latest checkpoint, a cooldown branch's
+parent checkpoint, a Hugging Face model (train.init_from_hf) or new parameters. `pretrain train`, `pretrain
+cooldown`, sweeps and the experiments all train through `train`."""
+
+import os
+
+import jax
+import numpy as np
+
+from pretrain import hf, run as run_lib, workdir as workdir_lib
+from pretrain.downstream import lm_eval_loader
+from pretrain.system import data_cache
+from pretrain.system.console import log
+from pretrain.system.errors import UserError
+from pretrain.train import checkpoint, goodput, loop, memory
+from pretrain.workdir import branch
+from pretrain.workdir.lock import WorkdirLock
+
+
+def train(cfg, workdir: str) -> dict:
+  """Builds the run of `cfg` in `workdir` and trains it. Nothing in the workdir changes until every check
+  (the config, the model against the workdir's, the checkpoint's shapes) and the restore have passed."""
+  if cfg.train.init_from_hf:
+    cfg = hf.init_config(cfg, run_lib.objective(cfg).family)
+  workdir_lib.check_writable(workdir)
+  workdir_lib.check_layout(workdir)
+  with WorkdirLock(workdir):
+    workdir_lib.check_same_model(cfg, workdir)
+    run = run_lib.Run.build_with_data(cfg)
+    memory.check_fits(run)
+    ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints,
+                                   keep_steps=cfg.train.keep_steps)
+    start = ckpt.latest_step()
+    # The run's time so far, if goodput.json is its account (the run id its checkpoints record says so).
+    account = goodput.Goodput(workdir, write=jax.process_index() == 0,
+                              run=ckpt.run_id(start) if start is not None else None, checkpointed=start is not None)
+    ckpt.records = {"run": account.run, "config": run.cfg.to_dict(),
+                    "vocabulary": workdir_lib.file_sha256(run.vocabulary.file)}
+    branching = start is None and bool(cfg.train.parent)  # A cooldown branch's first start.
+    if branching:
+      account.mark("startup")
+      state, position, guard = branch.restore_parent(run, cfg)
+      start = cfg.train.parent_step
+      account.mark("checkpoint")
+    elif start is None:
+      state, start, position = initial_state(run), 0, None
+      account.mark("startup")
+    else:
+      account.mark("startup")
+      state = run.restore(ckpt, start, f"the checkpoint of step {start} in {workdir!r}")
+      account.mark("checkpoint")
+      position = ckpt.restore_data(start)
+      if position is None:
+        raise UserError(f"the latest checkpoint in {workdir!r} has no data position (written by an older "
+                        "version); start a new workdir")
+    extra_eval = None
+    if cfg.train.harness_tasks:  # lm-eval's tasks during training, checked before any step.
+      extra_eval = lm_eval_loader.load().InLoop(run, data_cache.cache_dir(cfg.data))
+    train_batches = run.train_batches(position, start)
+    workdir_lib.write_run_files(run, workdir)
+    account.resumed(start)
+    if branching:  # Its own first checkpoint: from here on it resumes without its parent.
+      log(f"Branching from the checkpoint of step {start} in {cfg.train.parent}: {cfg.train.steps - start} steps "
+          f"of {cfg.optimizer.decay_shape} decay to {cfg.optimizer.end_lr_ratio:g} x optimizer.learning_rate")
+      ckpt.save(start, state, train_batches.position(), guard)
+      ckpt.wait()
+      account.mark("checkpoint")
+      account.saved(start)
+    return loop.train(run, workdir, ckpt, state, start, train_batches, account, extra_eval,
+                      initial_state=lambda: initial_state(run))
+
+
+def initial_state(run):
+  """A new train state of a run (pretrain.run.Run), its parameters from train.init_from_hf if set (the
+  optimizer's moments start at zero either way)."""
+  state = run.create_state()
+  path = run.cfg.train.init_from_hf
+  if not path:
+    return state
+  params = hf.import_params(path, run.family, run.cfg.model, state.params)
+  params = jax.tree.map(lambda new, old: np.asarray(new, old.dtype), params, state.params)
+  return state.replace(params=jax.device_put(params, run.state_shardings.params))
