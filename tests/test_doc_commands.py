@@ -59,8 +59,8 @@ TFDS_C4 = "a prepared TFDS C4 (hundreds of GB in /data/tfds); tests/test_sources
 EXPERIMENT = "an experiment of hours; its flags parse here (--help) and tests/test_experiments.py runs it tiny"
 PTB_EXPERIMENT = "an experiment of an hour; its flags parse here (--help) and tests/test_ptb.py runs it on a few " \
                  "hundred lines"
-STAGES = ("compiles a 7B model's pipelined step for 64 chips (4-5 minutes); tests/test_compile.py compiles small "
-          "ones for TPU slices")
+STAGES = ("compiles a 7B model's step for 64 chips, pipelined or over two slices (1-5 minutes); "
+          "tests/test_compile.py compiles small ones for TPU slices")
 LONG_ROW = ("compiles a 1B model's step over rows of 131,072 tokens for 8 chips (minutes; the first is refused as "
             "too large, as the page says); tests/test_compile.py compiles small ones for TPU slices")
 NOT_RUN = {
@@ -87,6 +87,12 @@ NOT_RUN = {
     "pretrain train --workdir=runs/pipeline --config.mesh.data=2 --config.mesh.stage=4 --config.model.scan_layers=True "
     "--config.train.microbatches=4": "four stages, which the page's shrunk model (one layer) cannot have; "
                                      "tests/test_pipeline.py trains this layout and kills it",
+    "pretrain compile --topology=v5p-64 --slices=2 --config=lm_7b --config.mesh.stage=2 --config.mesh.dcn_stage=2 "
+    "--config.mesh.fsdp=8": STAGES,
+    "pretrain compile --topology=v5p-64 --slices=2 --config=lm_7b --config.mesh.data=2 --config.mesh.dcn_data=2 "
+    "--config.mesh.fsdp=8": STAGES,
+    "pretrain compile --topology=v5p-64 --slices=2 --config=lm_7b --config.mesh.fsdp=16 --config.mesh.dcn_fsdp=2":
+        STAGES,
     "pretrain compile --topology=h100-64 --config=lm_7b": "JAX's CUDA plugin (the gpu-compile extra), which the "
                                                           "suite does not install; tests/test_compile.py runs it "
                                                           "where it is",
