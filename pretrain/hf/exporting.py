@@ -1,0 +1,66 @@
+"""A run exported to a directory `transformers` loads: config.json, model.safetensors and the tokenizer files."""
+
+import json
+import os
+import shutil
+import tempfile
+
+import flax.linen as nn
+import jax
+import numpy as np
+import safetensors.numpy
+
+from pretrain import models
+from pretrain.hf.architectures import WEIGHTS, architecture, scaled_queries
+from pretrain.models import mup
+from pretrain.system.errors import UserError
+from pretrain.vocab import hf_export as tokenizer
+
+
+def export(out_dir: str, run, params, vocabulary=None) -> str:
+  """Writes config.json, model.safetensors and the tokenizer files of a run (pretrain.run.Run; its vocabulary
+  unless `vocabulary` is given) to `out_dir`.
+
+  Written into a temporary directory and renamed, so a failed export leaves
+  nothing behind. Returns the architecture written.
+  """
+  run.family.check_exportable()
+  model_cfg, max_length = run.cfg.model, sum(run.task_lengths.values())
+  module = architecture(run.family.hf, model_cfg)
+  if os.path.exists(out_dir) and not (os.path.isdir(out_dir) and not os.listdir(out_dir)):
+    raise UserError(f"--out={out_dir!r} exists and is not an empty directory; give a new directory")
+  params = jax.tree.map(np.asarray, jax.device_get(nn.meta.unbox(params)))
+  models.check_shapes(params, run.abstract_state().params, "the checkpoint")
+  config = module.hf_config(model_cfg, run.model.config.vocab_size, max_length)  # Refuses what it cannot write.
+  params = scaled_queries(params, mup.query_scale(model_cfg))
+  state = {k: np.ascontiguousarray(v, np.float32) for k, v in module.to_hf(params, model_cfg).items()}
+  parent = os.path.dirname(os.path.abspath(out_dir))
+  os.makedirs(parent, exist_ok=True)
+  staging = tempfile.mkdtemp(dir=parent, prefix=".export-")
+  try:
+    safetensors.numpy.save_file(state, os.path.join(staging, WEIGHTS), metadata={"format": "pt"})
+    with open(os.path.join(staging, "config.json"), "w") as f:
+      json.dump(config, f, indent=2)
+    if run.family.generates:
+      generation = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+                    if k in config}
+      with open(os.path.join(staging, "generation_config.json"), "w") as f:
+        json.dump(generation, f, indent=2)
+    tokenizer.write(vocabulary or run.vocabulary, staging, module.PREPENDS_BOS)
+    _as_umask_allows(staging)
+    if os.path.exists(out_dir):
+      os.rmdir(out_dir)
+    os.rename(staging, out_dir)
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+  return config["architectures"][0]
+
+
+def _as_umask_allows(directory: str) -> None:
+  """The permissions a directory and its files made in the usual way would have (mkdtemp's are owner-only): an
+  export is meant to be shared."""
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(directory, 0o777 & ~umask)
+  for name in os.listdir(directory):
+    os.chmod(os.path.join(directory, name), 0o666 & ~umask)

@@ -1,0 +1,61 @@
+"""The checks of a workdir before a run uses it: that it can be written, that its checkpoints directory is one,
+and that checkpoints already there are of the same model and vocabulary."""
+
+import os
+import uuid
+
+from pretrain import objectives
+from pretrain.system import files
+from pretrain.system.errors import UserError
+from pretrain.workdir.run_files import resumed_config
+
+# Config sections that fix the shapes of a checkpoint, and fields of theirs that only say how a step computes;
+# other fields that fix the checkpoint's tree (the optimizer's state: AdamW's moments, Adafactor's factors).
+_SHAPE_SECTIONS = ("model", "tokenizer")
+_NOT_SHAPES = ("model.attention",)
+_STATE_FIELDS = ("optimizer.name",)
+
+
+def check_writable(workdir: str) -> None:
+  # A name of its own: every process of a multi-process run checks the shared workdir at once, and a shared
+  # probe was removed under another process's check, which then failed.
+  probe = os.path.join(workdir, f".writable-{uuid.uuid4().hex}")
+  try:
+    files.makedirs(workdir)
+    with files.open_file(probe, "wb") as f:
+      f.write(b"")
+    files.remove(probe)
+  except files.errors() as e:
+    raise UserError(f"workdir {workdir!r} cannot be written ({files.reason(e)}); choose another --workdir") from None
+
+
+def check_layout(workdir: str) -> None:
+  """Refuses a workdir where a file takes the place of the run's checkpoints directory."""
+  path = os.path.join(workdir, "checkpoints")
+  if files.exists(path) and not files.isdir(path):
+    raise UserError(f"{path} is not a directory, but the run writes its checkpoints there; move it away or choose "
+                    "another --workdir")
+
+
+def check_same_model(cfg, workdir: str) -> None:
+  """A workdir with checkpoints only resumes a run of the same model and vocabulary (as its newest checkpoint
+  records them, or its config.json: resumed_config)."""
+  if not files.exists(os.path.join(workdir, "checkpoints")):
+    return
+  saved = resumed_config(workdir)
+  if saved is None:
+    return
+  saved = saved.to_dict()
+  current = cfg.to_dict()
+  before, now = objectives.get(saved["data"]["objective"]).family, objectives.get(cfg.data.objective).family
+  if not now.trains_same_model(before):
+    raise UserError(f"workdir {workdir!r} holds checkpoints of a {before.name} model (objective "
+                    f"{saved['data']['objective']!r}), which data.objective={cfg.data.objective!r} cannot continue; "
+                    "use a new --workdir")
+  fields = [f"{section}.{key}" for section in _SHAPE_SECTIONS for key in current[section]]
+  for field in [f for f in fields if f not in _NOT_SHAPES] + list(_STATE_FIELDS):
+    section, key = field.split(".")
+    value = current[section][key]
+    if saved.get(section, {}).get(key) != value:
+      raise UserError(f"workdir {workdir!r} holds checkpoints of a run with {field}="
+                      f"{saved.get(section, {}).get(key)!r}, not {value!r}; use a new --workdir or the old value")
