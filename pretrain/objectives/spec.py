@@ -6,7 +6,7 @@ settings it reads with their defaults and valid values, the vocabulary pieces
 it needs as single ids, the checks of a config and of a source it must pass
 before any data work, and the seqio preprocessor that turns tokenized
 documents into its examples: a pure tf.data function of the documents and the
-seed. The registry (pretrain/objectives/__init__.py) collects the built-in
+seed. The registry (pretrain/objectives/registry.py) collects the built-in
 ones; `data.objective=MODULE:CLASS` (or `FILE.py:CLASS`) names one of a user's.
 """
 
