@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pretrain import objectives, vocab
+from pretrain.commands import eval as eval_command
 from pretrain.data import ptb
 from pretrain.downstream import ngram
 
@@ -80,12 +81,14 @@ def test_eval_counts_every_word_of_a_split_once(run_train, run_pretrain, cache_d
 
 @pytest.mark.slow
 def test_the_tool_writes_published_and_our_rows(tmp_path, cache_dir, monkeypatch, capsys):
-  """tools/ptb.py at a tiny size: the count rows (the 5-gram at its published figure), our config's two runs with
-  their interval, the published rows and a verdict per comparison."""
+  """tools/ptb.py at a tiny size: the count rows (the 5-gram at its published figure), our config's two runs in
+  each context with their interval, the published rows and a verdict per comparison; the stream arm's figures are
+  its sliding windows'."""
   from pretrain.experiments import ptb as ptb_experiment  # pylint: disable=g-import-not-at-top
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   out = str(tmp_path / "docs" / "ptb")
-  argv = ["--seeds=0,1", "--medium_seeds=", f"--out={out}", f"--out_dir={tmp_path / 'runs'}",
+  argv = ["--seeds=0,1", "--medium_seeds=", "--stream_seeds=0,1", "--stream_medium_seeds=", "--window=32",
+          "--stride=16", f"--out={out}", f"--out_dir={tmp_path / 'runs'}",
           "--config.model.d_model=32", "--config.model.num_layers=1", "--config.model.num_heads=2",
           "--config.model.num_kv_heads=2", "--config.model.head_dim=16", "--config.model.mlp_dim=64",
           "--config.train.steps=2", "--config.train.eval_every=2", "--config.train.checkpoint_every=2",
@@ -96,14 +99,23 @@ def test_the_tool_writes_published_and_our_rows(tmp_path, cache_dir, monkeypatch
   assert re.search(r"\| 141\.\d \| 141\.2 \|$", rows["Kneser-Ney 5-gram (counts, ours)"])
   assert re.search(r"\| 2 \| [\d,]+ \| sentence \| [\d.]+ \+- [\d.]+ \| [\d.]+ \+- [\d.]+ \| \|$",
                    rows["ptb_small (ours)"])
+  assert re.search(r"\| 2 \| [\d,]+ \| stream \| [\d.]+ \+- [\d.]+ \| [\d.]+ \+- [\d.]+ \| \|$",
+                   rows["ptb_small stream (ours)"])
+  stream = json.load(open(tmp_path / "runs" / "ptb_small_stream" / "seed0" / "result.json"))["result"]
+  windowed = eval_command.evaluate(str(tmp_path / "runs" / "ptb_small_stream" / "seed0"), "ptb_clm", "test",
+                                   window=32, stride=16)
+  assert stream["test"] == pytest.approx(windowed["word_perplexity"], rel=1e-6)
+  assert "sliding windows of 32 words moving by 16" in " ".join(text.split())
   assert "| LSTM medium, dropout 0.5: 2 x 650, 39 epochs (Zaremba et al. 2014) | | | stream | | | 82.7 |" in text
   flat = " ".join(text.split())
   assert len(re.findall(r"- ptb_small: \+[\d.]+ \+- [\d.]+ against .*? \([\d.]+\): (above it|not shown to differ "
                         r"from it \(at this spread .*?\)|apart by its own interval, not after Holm's correction: "
                         r"not shown to differ) \(p = ", flat)) == len(ptb_experiment.PUBLISHED)
+  assert len(re.findall(r"- ptb_small stream: [+-][\d.]+ \+- [\d.]+ against ", flat)) == len(ptb_experiment.PUBLISHED)
   assert "a one-sample two" in flat and "against the published figure, taken as a fixed value" in flat
   assert os.path.getsize(out + ".png") > 0
-  assert re.findall(r"ptb_small seed (\d): validation \d", capsys.readouterr().out) == ["0", "1"]
+  assert re.findall(r"(ptb_small(?: stream)?) seed (\d): validation \d", capsys.readouterr().out) == [
+      ("ptb_small", "0"), ("ptb_small", "1"), ("ptb_small stream", "0"), ("ptb_small stream", "1")]
 
 
 def test_a_config_of_one_run_is_placed_among_the_published_rows_without_a_verdict():

@@ -1,13 +1,21 @@
 """Penn Treebank: the published numbers reproduced, and where the project's transformers stand among them.
 
-  python tools/ptb.py [--seeds=0,1,2] [--medium_seeds=0] [--out=docs/ptb] [--out_dir=runs/ptb]
-      [--config.KEY=VALUE ...]
+  python tools/ptb.py [--seeds=0,1,2] [--medium_seeds=0] [--stream_seeds=0,1,2] [--stream_medium_seeds=0,1,2]
+      [--window=128] [--stride=64] [--out=docs/ptb] [--out_dir=runs/ptb] [--config.KEY=VALUE ...]
 
 Count models of orders 1 to 5 (pretrain/downstream/ngram.py: interpolated modified Kneser-Ney, SRILM's estimator)
 on the words vocabulary, fitted on the train split and scored on validation and test; then configs/ptb_small.py
-with each of --seeds and configs/ptb_medium.py with each of --medium_seeds (train.seed; 0 seeds: not run), each
-in OUT_DIR/CONFIG/seedS, its per-word perplexity on the whole validation and test splits by `pretrain eval`
-(exp(nats / words), one end of sentence per line: 73,760 and 82,430 words). Beside them, the published rows.
+and configs/ptb_medium.py in two contexts, each with its seeds flag (train.seed; '' : not run):
+
+- sentence (--seeds, --medium_seeds): rows pack whole sentences, none attending to another, as the count models
+  read them; evaluated on the task's rows.
+- stream (--stream_seeds, --stream_medium_seeds): data.context=stream, the text read in order across sentences,
+  as the recurrent rows read it; evaluated with sliding windows of --window tokens scoring --stride each, so every
+  word is scored once with at least WINDOW - STRIDE words before it.
+
+Each run in OUT_DIR/ARM/seedS (ARM: the config, with '_stream' for the stream context), its per-word perplexity
+on the whole validation and test splits by `pretrain eval` (exp(nats / words), one end of sentence per line:
+73,760 and 82,430 words). Beside them, the published rows.
 
 A finished run keeps its figures in its workdir (result.json) and is not run again while its config is
 unchanged; an interrupted one resumes from its last checkpoint (rerun the same command). Writes OUT.md (the
@@ -43,6 +51,11 @@ PUBLISHED = (
     ("Transformer-XL (Dai et al. 2019)", 54.5, "stream"),
 )
 CONFIGS = ("ptb_small", "ptb_medium")
+# The arms: (name on the page, config, context), each with its seeds flag.
+ARMS = (("ptb_small", "ptb_small", "sentence", "seeds"), ("ptb_medium", "ptb_medium", "sentence", "medium_seeds"),
+        ("ptb_small stream", "ptb_small", "stream", "stream_seeds"),
+        ("ptb_medium stream", "ptb_medium", "stream", "stream_medium_seeds"))
+CONTEXT = {name: context for name, _, context, _ in ARMS}
 
 
 def counted(workdir: str) -> dict[int, dict[str, float]]:
@@ -60,10 +73,11 @@ def counted(workdir: str) -> dict[int, dict[str, float]]:
   return found
 
 
-def run_one(cfg, workdir: str) -> dict:
-  """A run's figures: from its result.json where the same config made it, else trained (resumed where a run of
-  the same config stopped) and evaluated on the whole validation and test splits."""
-  key = runs.config_key(json.loads(cfg.to_json_best_effort()))
+def run_one(cfg, workdir: str, window: int = 0, stride: int = 0) -> dict:
+  """A run's figures: from its result.json where the same config and evaluation made it, else trained (resumed
+  where a run of the same config stopped) and evaluated on the whole validation and test splits (`window`,
+  `stride`: in sliding windows)."""
+  key = runs.config_key({**json.loads(cfg.to_json_best_effort()), **({"window": [window, stride]} if window else {})})
   path = os.path.join(workdir, RESULT)
   if os.path.exists(path):
     with open(path) as f:
@@ -71,7 +85,8 @@ def run_one(cfg, workdir: str) -> dict:
     if runs.config_key(saved["key"]) == key:
       return saved["result"]
   config_file = os.path.join(workdir, "config.json")
-  same_run = os.path.exists(config_file) and runs.config_key(json.loads(open(config_file).read())) == key
+  same_run = os.path.exists(config_file) and runs.config_key(json.loads(open(config_file).read())) == runs.config_key(
+      json.loads(cfg.to_json_best_effort()))
   if not same_run:
     runs.fresh_workdir(workdir)
   with runs.output_to(os.path.join(workdir, "train.log")):
@@ -84,7 +99,8 @@ def run_one(cfg, workdir: str) -> dict:
             # The validation split's per-word perplexity as training went (train.eval_batches covers all of it).
             "curve": [(r["step"] * tokens, r["eval/perplexity"]) for r in metrics.read(workdir)
                       if "eval/perplexity" in r],
-            **{split: eval_command.evaluate(workdir, TASK, split)["word_perplexity"] for split in SPLITS}}
+            **{split: eval_command.evaluate(workdir, TASK, split, window=window, stride=stride)["word_perplexity"]
+               for split in SPLITS}}
   with open(path + ".tmp", "w") as f:
     json.dump({"key": key, "result": result}, f)
   os.replace(path + ".tmp", path)
@@ -105,7 +121,7 @@ def table(results: dict[str, list[dict]], counts: dict[int, dict[str, float]]) -
                 f"{values['test']:.1f} | {published} |")
   for name, seeds in results.items():
     if seeds:
-      rows.append(f"| {name} (ours) | {len(seeds)} | {seeds[0]['params']:,} | sentence | "
+      rows.append(f"| {name} (ours) | {len(seeds)} | {seeds[0]['params']:,} | {CONTEXT.get(name, 'sentence')} | "
                   f"{stats.text([r['validation'] for r in seeds], 1)} | {stats.text([r['test'] for r in seeds], 1)} |"
                   " |")
   rows += [f"| {name} | | | {context} | | | {value} |" for name, value, context in PUBLISHED]
@@ -146,7 +162,7 @@ def plot(results: dict[str, list[dict]], counts: dict[int, dict[str, float]], pa
     for i, r in enumerate(seeds):
       steps, values = zip(*r["curve"][1:])
       ax.plot(steps, values, "o-" if i == 0 else "-", markersize=3, alpha=1 if i == 0 else 0.4,
-              color="C0" if name == CONFIGS[0] else "C1", label=name if i == 0 else None)
+              color=f"C{[arm[0] for arm in ARMS].index(name)}", label=name if i == 0 else None)
   ax.axhline(counts[max(counts)]["validation"], color="gray", linestyle="--", label="Kneser-Ney 5-gram (counts)")
   ax.set_yscale("log")
   ax.set_xlabel("token positions processed")
@@ -163,9 +179,11 @@ def report(results, counts, args, argv, load, cfgs) -> str:
   described = "; ".join(f"{name}: {c.model.d_model} wide, {c.model.num_layers} layers, dropout {c.model.dropout}, "
                         f"{c.train.steps} steps of {c.train.batch_size} x {c.data.seq_len} token positions, "
                         f"{c.optimizer.name} at {c.optimizer.learning_rate:g} ({c.optimizer.schedule})"
-                        for name, c in cfgs.items() if results.get(name))
+                        for name, c in cfgs.items() if any(results[arm] for arm, config, _, _ in ARMS if config == name))
+  seeds = "; ".join(f"{arm} {', '.join(str(r['seed']) for r in results[arm])}" for arm, *_ in ARMS if results[arm])
   walls = "; ".join(f"{name} " + ", ".join(f"{r['step_seconds']:.0f}" for r in seeds) + " s"
                     for name, seeds in results.items() if seeds)
+  streamed = any(results[arm] for arm, _, context, _ in ARMS if context == "stream")
   return runs.report("tools/ptb.py", argv, load, source="ptb", blocks=[
       "# Penn Treebank: the published numbers, reproduced",
       "The Penn Treebank as word-level language modelling has measured it since Mikolov et al. 2011: the "
@@ -173,20 +191,26 @@ def report(results, counts, args, argv, load, cfgs) -> str:
       "(tokenizer.kind=words: the end of sentence and <unk> among them), and per-word perplexity = exp(total nats / "
       "words), counting one end of sentence per line: 73,760 words on validation, 82,430 on test. Every row below "
       "is that figure (`pretrain eval --task=ptb_clm --split=test`, whole splits).",
-      f"Our transformers: {described}. Pre-training seeds {args.seeds} (ptb_small) and {args.medium_seeds or 'none'} "
-      "(ptb_medium); a figure 'a +- b' is the mean over the runs and the half-width of its 95% interval "
-      "(Student's t). The untrained row is step 0 of the same runs on the validation split. The count rows "
-      "are the project's own Kneser-Ney models (interpolated, modified: SRILM's estimator) in the same "
-      "vocabulary; the published rows are the papers' test figures." + ("" if results.get(CONFIGS[1]) else (
-          f" {CONFIGS[1]}, the config aimed at Zaremba et al.'s medium LSTM, was not run for this page (about 2 "
-          f"hours a run on 2 CPU cores; --medium_seeds runs it).")),
+      f"Our transformers: {described}. Pre-training seeds: {seeds}; a figure 'a +- b' is the mean over the runs and "
+      "the half-width of its 95% interval (Student's t). The untrained row is step 0 of the first arm's runs on the "
+      "validation split. The count rows are the project's own Kneser-Ney models (interpolated, modified: SRILM's "
+      "estimator) in the same vocabulary; the published rows are the papers' test figures." + ("" if results.get(
+          CONFIGS[1]) else (f" {CONFIGS[1]}, the config aimed at Zaremba et al.'s medium LSTM, was not run in the "
+                            f"sentence context for this page (about an hour a run on 2 CPU cores; --medium_seeds runs "
+                            "it).")),
       table(results, counts),
-      "Context: ours and the count models read one sentence at a time (a row packs whole sentences, none "
-      "attending to another), as Mikolov's Kneser-Ney models did; the recurrent networks carry their state "
-      "across sentences through the whole text (stream), which is worth several points of perplexity, and "
-      "the cache model adds the document's history. So the count rows are the like-for-like check of the "
-      "pipeline, and the rows with a stream context are the field's targets, not equal settings.",
-      "Each of our configs with two or more runs against each published row (test split): " + ONE_SAMPLE,
+      "Context: the sentence rows (ours and the count models) read one sentence at a time: a row packs whole "
+      "sentences, none attending to another, as Mikolov's Kneser-Ney models did. The recurrent networks carry their "
+      "state across sentences through the whole text (stream), and the cache model adds the document's history. "
+      + (f"Our stream rows train on the text cut in order into rows, attention crossing sentence ends "
+         f"(data.context=stream), and are scored in sliding windows of {args.window} words moving by {args.stride} "
+         f"(`pretrain eval --window={args.window} --stride={args.stride}`): every word is scored once, with at least "
+         f"{args.window - args.stride} words of the text before it (the first window's words with fewer). So the "
+         "count rows are the like-for-like check of the pipeline, and the stream rows meet the recurrent ones on "
+         "equal terms of context." if streamed else
+         "So the count rows are the like-for-like check of the pipeline, and the rows with a stream context are the "
+         "field's targets, not equal settings."),
+      "Each of our arms with two or more runs against each published row (test split): " + ONE_SAMPLE,
       "\n".join(verdicts(results)),
       f"Time in training steps per run, by seed (goodput.json's productive time; the load of a shared machine "
       f"varies it severalfold): {walls}.",
@@ -196,32 +220,43 @@ def report(results, counts, args, argv, load, cfgs) -> str:
 @exit_on_user_error
 def main(argv: list[str], prog: str = "tools/ptb.py") -> int:
   parser = cli.parser_for(prog, __doc__)
-  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of ptb_small, comma-separated")
-  parser.add_argument("--medium_seeds", default="0", help="pre-training seeds of ptb_medium ('' for none)")
+  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of ptb_small, sentence context")
+  parser.add_argument("--medium_seeds", default="0", help="pre-training seeds of ptb_medium, sentence context")
+  parser.add_argument("--stream_seeds", default="0,1,2", help="pre-training seeds of ptb_small, stream context")
+  parser.add_argument("--stream_medium_seeds", default="0,1,2", help="pre-training seeds of ptb_medium, stream "
+                      "context")
+  parser.add_argument("--window", type=cli.at_least(2), default=128, help="stream arms: sliding windows' words")
+  parser.add_argument("--stride", type=cli.at_least(1), default=64, help="stream arms: words each window scores "
+                      "after the first")
   parser.add_argument("--out", default="docs/ptb", help="writes OUT.md and OUT.png")
-  parser.add_argument("--out_dir", default="runs/ptb", help="the runs' workdirs, OUT_DIR/CONFIG/seedS")
+  parser.add_argument("--out_dir", default="runs/ptb", help="the runs' workdirs, OUT_DIR/ARM/seedS")
   overrides, flags = config_lib.parse_overrides(argv)
   args = parser.parse_args(flags)
-  seeds = {CONFIGS[0]: runs.seeds(args.seeds),
-           CONFIGS[1]: runs.seeds(args.medium_seeds) if args.medium_seeds.strip() else []}
-  cfgs = {name: cli.with_overrides(configs.load(name), overrides) for name in CONFIGS}
-  for cfg in cfgs.values():
-    run_lib.Run.build(cfg)  # Every check before the first run.
+  if args.stride > args.window:
+    parser.error(f"--stride={args.stride} leaves words of the text unscored: at most --window={args.window}")
+  seeds = {arm: runs.seeds(getattr(args, flag)) if getattr(args, flag).strip() else [] for arm, _, _, flag in ARMS}
+  loaded = {name: cli.with_overrides(configs.load(name), overrides) for name in CONFIGS}
+  cfgs = {}
+  for arm, name, context, _ in ARMS:
+    cfgs[arm] = loaded[name].copy_and_resolve_references()
+    cfgs[arm].data.context = context if context == "stream" else cfgs[arm].data.context
+    run_lib.Run.build(cfgs[arm])  # Every check before the first run.
   load = runs.machine()
-  results, counts = {name: [] for name in CONFIGS}, {}
-  for name, cfg in cfgs.items():
-    for seed in seeds[name]:
-      seeded = cfg.copy_and_resolve_references()
+  results, counts = {arm: [] for arm, *_ in ARMS}, {}
+  for arm, name, context, _ in ARMS:
+    for seed in seeds[arm]:
+      seeded = cfgs[arm].copy_and_resolve_references()
       seeded.train.seed = seed
-      workdir = os.path.join(args.out_dir, name, f"seed{seed}")
-      r = run_one(seeded, workdir)
+      workdir = os.path.join(args.out_dir, name + ("_stream" if context == "stream" else ""), f"seed{seed}")
+      window = (args.window, args.stride) if context == "stream" else (0, 0)
+      r = run_one(seeded, workdir, *window)
       # The steps' own time across restarts (goodput.json's clock): wall time would count a resume's reading back.
       r["step_seconds"] = (goodput.read(workdir) or {}).get("clock", float("nan"))
-      results[name].append(r)
-      print(f"{name} seed {seed}: validation {r['validation']:.1f}, test {r['test']:.1f} per-word perplexity",
+      results[arm].append(r)
+      print(f"{arm} seed {seed}: validation {r['validation']:.1f}, test {r['test']:.1f} per-word perplexity",
             flush=True)
       if not counts:
         counts = counted(workdir)
   runs.write_report(args.out, lambda path: plot(results, counts, path),
-                    report(results, counts, args, argv, load, cfgs), table(results, counts))
+                    report(results, counts, args, argv, load, loaded), table(results, counts))
   return 0
