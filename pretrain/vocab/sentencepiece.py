@@ -204,7 +204,7 @@ def _bpe_merges(proto) -> list[tuple[str, str]]:
 
 
 class SentencePiece:
-  """The kind, as the registry (pretrain/vocab/__init__.py) reads every kind."""
+  """The kind, as the registry (pretrain/vocab/kinds.py) reads every kind."""
   name, workdir_name, suffix, learns = "sentencepiece", "spm.model", ".model", True
   cache_prefix, what = "spm", "SentencePiece model"  # Its cached files' names; what its model file is.
 

@@ -1,0 +1,96 @@
+"""The registry of vocabulary kinds (KINDS) and what reads, checks, loads and trains any of them: a model file
+says its own kind (kind_of), and the config takes it (take_kind)."""
+
+
+import os
+import sys
+
+from pretrain.system import files
+from pretrain.system.errors import UserError
+from pretrain.vocab import byte_bpe, byte_unigram, sentencepiece, utf8_bytes, wordpiece, words
+from pretrain.vocab.ids import EOS_ID, EXTRA_IDS, PAD_ID, UNK_ID
+
+# One line per kind.
+KINDS = {kind.name: kind for kind in (sentencepiece.KIND, wordpiece.KIND, byte_bpe.KIND, utf8_bytes.KIND,
+                                      byte_unigram.KIND, words.KIND)}
+# Room every learned vocabulary needs beyond the sentinels: 3 control ids, the special tokens, 256 byte pieces and
+# a few dozen more.
+_MIN_LEARNED = 3 + 256 + 30
+
+
+def read(path: str) -> bytes:
+  with files.open_file(path, "rb") as f:  # Also from gs://.
+    return f.read()
+
+
+def kind_of(data: bytes):
+  """The kind whose model file `data` is (with our control ids), or None."""
+  return next((kind for kind in KINDS.values() if kind.parse(data)), None)
+
+
+def checked(path: str):
+  """(the bytes of the vocabulary file `path`, its kind), or a UserError naming the problem."""
+  if not files.exists(path) or files.isdir(path):
+    raise UserError(f"vocabulary file {path!r} does not exist; give an existing .model or tokenizer .json file "
+                    "in tokenizer.path, or leave it empty to train one")
+  try:
+    data = read(path)
+  except files.errors() as e:
+    raise UserError(f"cannot read the vocabulary {path!r} ({files.reason(e)})") from None
+  kind = kind_of(data)
+  if kind is None:
+    raise UserError(f"{path!r} is neither a SentencePiece model nor a tokenizer.json of the kinds "
+                    f"{', '.join(k for k in KINDS if k != 'sentencepiece')}, with pad/eos/unk ids "
+                    f"{(PAD_ID, EOS_ID, UNK_ID)}; train one with `pretrain train-tokenizer`")
+  return data, kind
+
+
+_NOTED = set()
+
+
+def take_kind(tokenizer_cfg, kind: str) -> None:
+  """Sets tokenizer.kind to the `kind` of the file tokenizer.path names (a file says its own kind): the config, and
+  so the workdir's config.json, records the vocabulary the run trains with; one line where it said another."""
+  if tokenizer_cfg.kind != kind:
+    noted = (tokenizer_cfg.path, tokenizer_cfg.kind)
+    if noted not in _NOTED:  # Once a process: a sweep reads the same flags for each of its points.
+      _NOTED.add(noted)
+      print(f"note: tokenizer.path={tokenizer_cfg.path!r} holds a {kind} vocabulary: the run takes it as one, "
+            f"tokenizer.kind={kind} (not {tokenizer_cfg.kind!r})", file=sys.stderr, flush=True)
+    tokenizer_cfg.kind = kind
+
+
+def take_kind_from_file(tokenizer_cfg) -> None:
+  """take_kind() of the file tokenizer.path names, where it is a local vocabulary (a missing, remote or damaged
+  one is read, and refused or taken, where the run loads it)."""
+  path = tokenizer_cfg.path
+  if path and files.local(path) and os.path.isfile(path):
+    kind = kind_of(read(path))
+    if kind is not None:
+      take_kind(tokenizer_cfg, kind.name)
+
+
+def load(path: str, extra_ids: int = EXTRA_IDS):
+  """The vocabulary in a model file of any kind, with `extra_ids` sentinels."""
+  data, kind = checked(path)
+  return kind.text(path, data, extra_ids)
+
+
+def from_bytes(path: str, data: bytes, extra_ids: int = EXTRA_IDS):
+  """The vocabulary of a model file's bytes (read before from `path`)."""
+  return kind_of(data).text(path, data, extra_ids)
+
+
+def check_size(kind: str, vocab_size: int, extra_ids: int, special: tuple[str, ...]) -> None:
+  """Refuses a `kind` vocabulary of `vocab_size` ids too small to learn any pieces (checked with the config)."""
+  if KINDS[kind].learns and vocab_size - extra_ids < len(special) + _MIN_LEARNED:
+    raise UserError(f"tokenizer.vocab_size={vocab_size} is too small: it must exceed {extra_ids} sentinels, "
+                    "3 control ids, the special tokens and 256 byte pieces by a few dozen pieces")
+
+
+def train(texts, kind: str, vocab_size: int, model_type: str, extra_ids: int, special: tuple[str, ...]) -> bytes:
+  """The model file of a `kind` vocabulary of `vocab_size` ids (the `extra_ids` sentinels counted) trained on
+  documents, `special` tokens single pieces."""
+  check_size(kind, vocab_size, extra_ids, special)
+  spec = KINDS[kind]
+  return spec.train(texts, spec.size(vocab_size, extra_ids, special), special, model_type)
