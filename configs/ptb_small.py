@@ -7,7 +7,7 @@ the count models read them (--config.data.context=stream reads the text as one s
 rows of docs/ptb.md do; evaluate it with `pretrain eval ... --window=128 --stride=64`). 4 layers of width 256, tied embeddings, dropout 0.3 (the Penn Treebank's 930k
 training words overfit a model this size within a few epochs). `pretrain eval --workdir=DIR --task=ptb_clm
 --split=test` prints the per-word test perplexity; docs/ptb.md has the published rows and ours
-(tools/ptb.py).
+(pretrain experiment ptb).
 """
 
 from pretrain.configs import _zoo

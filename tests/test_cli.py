@@ -30,30 +30,24 @@ def test_overview_lists_every_subcommand():
   assert set(cli.SUBCOMMANDS) == names
 
 
-def test_every_experiment_runs_through_pretrain_experiment_and_its_tool():
-  """`pretrain experiment NAME` (and tools/NAME.py, the same command) for each of pretrain/experiments/'s."""
+def test_every_experiment_runs_through_pretrain_experiment():
+  """`pretrain experiment NAME` for each of pretrain/experiments/'s, listed by --help, and no tools/ wrapper left."""
   from pretrain.commands import experiment  # pylint: disable=g-import-not-at-top
   shown = run("experiment", "--help")
   assert shown.returncode == 0 and all(f"\n  {name} " in shown.stdout for name in experiment.EXPERIMENTS)
   unknown = run("experiment", "cooldown")
   assert unknown.returncode == 2
   assert "unknown experiment 'cooldown'; did you mean 'cooldown_check'?" in unknown.stderr.strip().splitlines()[-1]
-  tool = subprocess.run([sys.executable, "tools/cooldown_check.py", "--fractions=0.1,0.104", "--steps=10"],
-                        cwd=REPO, capture_output=True, text=True, timeout=300)
-  assert tool.returncode == 2 and tool.stderr.strip().splitlines() == [
-      "error: --fractions 0.1 and 0.104 both decay over 1 of the 10 steps (one run twice); give fractions at least "
-      "1/10 apart, or more --steps"], tool.stderr
-  wrappers = {name.removesuffix(".py") for name in os.listdir(os.path.join(REPO, "tools"))
-              if f'"experiment", "{name.removesuffix(".py")}"' in open(os.path.join(REPO, "tools", name)).read()}
-  assert wrappers == set(experiment.EXPERIMENTS)
+  assert not [name for name in os.listdir(os.path.join(REPO, "tools"))
+              if name.removesuffix(".py") in experiment.EXPERIMENTS]
 
 
-def test_an_experiment_tool_starts_as_quietly_as_pretrain():
-  """tools/NAME.py starts as `pretrain experiment NAME`: the TensorFlow its runs import later prints none of its
-  native start-up lines (without that, the CUDA-driver notices and cuInit's error of a CPU machine)."""
-  script = ("import runpy, sys\n"
-            "sys.argv = ['tools/cooldown_check.py', '--fractions=0.1,0.104', '--steps=10']\n"
-            "try:\n  runpy.run_path('tools/cooldown_check.py', run_name='__main__')\n"
+def test_an_experiment_starts_as_quietly_as_pretrain():
+  """`pretrain experiment NAME` refuses its bad flags in one line, and the TensorFlow its runs import later prints
+  none of its native start-up lines (without that, the CUDA-driver notices and cuInit's error of a CPU machine)."""
+  script = ("import sys\n"
+            "from pretrain import cli\n"
+            "try:\n  sys.exit(cli.main(['experiment', 'cooldown_check', '--fractions=0.1,0.104', '--steps=10']))\n"
             "except SystemExit as e:\n  print('exit', e.code)\n"
             "from pretrain.system import tf_loader\n"
             "tf_loader.tensorflow()\n"
@@ -62,6 +56,9 @@ def test_an_experiment_tool_starts_as_quietly_as_pretrain():
   result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
                           env=env)
   assert result.stdout.split() == ["exit", "2", "imported"], result.stderr
+  assert result.stderr.strip().splitlines()[-1:] == [
+      "error: --fractions 0.1 and 0.104 both decay over 1 of the 10 steps (one run twice); give fractions at least "
+      "1/10 apart, or more --steps"], result.stderr
   assert [line for line in result.stderr.splitlines() if NOISE.search(line)] == [], result.stderr
 
 

@@ -99,19 +99,20 @@ NOT_RUN = {
     "python tools/bench_startup.py": "starts each command five times in processes of its own (minutes)",
     "python tools/zero_shot_tasks.py --leak --split_by=document --out=/tmp/v1/pretrain/downstream/zero_shot_v1":
         "reads version 1's files, which the line before it extracts from the repository's history into /tmp/v1",
-    "python tools/ptb.py": PTB_EXPERIMENT,
-    "python tools/ptb.py --medium_seeds=0": PTB_EXPERIMENT,
-    "python tools/compare_objectives.py": EXPERIMENT,
-    "python tools/curriculum.py": EXPERIMENT,
-    "python tools/scaling.py": EXPERIMENT,
-    "python tools/cooldown_check.py": EXPERIMENT,
-    "python tools/data_quality.py": EXPERIMENT,
-    "python tools/compare_tokenizers.py": EXPERIMENT,
-    "python tools/compare_moe.py": "an experiment of hours; its flags parse here (--help), and tests/test_experiments.py "
+    "pretrain experiment ptb": PTB_EXPERIMENT,
+    "pretrain experiment ptb --medium_seeds=0 --stream_seeds= --stream_medium_seeds=": PTB_EXPERIMENT,
+    "pretrain experiment compare_objectives": EXPERIMENT,
+    "pretrain experiment curriculum": EXPERIMENT,
+    "pretrain experiment scaling": EXPERIMENT,
+    "pretrain experiment cooldown_check": EXPERIMENT,
+    "pretrain experiment data_quality": EXPERIMENT,
+    "pretrain experiment compare_tokenizers": EXPERIMENT,
+    "pretrain experiment compare_moe": "an experiment of hours; its flags parse here (--help), and "
+                                       "tests/test_experiments.py "
                                    "checks its models and refusals (no tiny run)",
-    "python tools/exercises.py": "an experiment of hours; its flags parse here (--help), and its sweeps, on "
+    "pretrain experiment exercises": "an experiment of hours; its flags parse here (--help), and its sweeps, on "
                                  "docs/exercises.md, run here shrunk",
-    "python tools/mup_transfer.py": "an experiment of hours; its flags parse here (--help), and its sweeps, on "
+    "pretrain experiment mup_transfer": "an experiment of hours; its flags parse here (--help), and its sweeps, on "
                                     "docs/mup_transfer.md, run here shrunk",
 }
 # Commands that take minutes even shrunk, on two cores: their flags parse (tests/test_docs.py), and the test named

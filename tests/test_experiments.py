@@ -1,5 +1,5 @@
-"""pretrain.experiments (tools/compare_objectives.py, tools/scaling.py, tools/cooldown_check.py, ...): a tiny run
-of each experiment, and the scaling page's fits written from made-up runs (the fits themselves:
+"""pretrain.experiments (`pretrain experiment compare_objectives`, `... scaling`, `... cooldown_check`, ...): a
+tiny run of each experiment, and the scaling page's fits written from made-up runs (the fits themselves:
 tests/test_scaling_laws.py)."""
 
 import argparse
@@ -145,7 +145,7 @@ def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabu
   assert len(zero_shot) == 6 and all(len(re.findall(r"\| 0\.\d{3}", row)) == 4 for row in zero_shot[3:])
   assert all(len(re.findall(gain, row)) == 3 for row in probes)  # Two probes and fine-tuning.
   text = " ".join(open(out + ".md").read().split())  # Prose is wrapped.
-  assert "python tools/compare_objectives.py --objectives=clm,span_corruption" in text
+  assert "pretrain experiment compare_objectives --objectives=clm,span_corruption" in text
   assert "losses of different objectives are not comparable" in text
   assert "sampling error (at an accuracy near 0.8: +- 0.06 on the 150 items of pairs: swap," in text
   assert "+- 0.07 on the 134 items of pairs: lines" in text  # Each task's own count (up to --zero_shot_items).
@@ -185,7 +185,7 @@ def test_scaling_writes_its_page_and_reads_finished_runs_back(tmp_path, cache_di
   text = " ".join(open(out + ".md").read().split())
   assert "No frontier: no seed has a minimum at two budgets or more" in text  # Two sizes: no parabola.
   assert "No parametric fit: fit needs 5 runs or more" in text
-  assert "## What a fit at this scale can and cannot tell" in text and "python tools/scaling.py --ladder=16x1" in text
+  assert "## What a fit at this scale can and cannot tell" in text and "pretrain experiment scaling --ladder=16x1" in text
   assert "16x1, 32x1 lie below the base width, where muP's rule runs the other way, unmeasured here" in text
   assert parent["optimizer"]["schedule"] == "wsd" and parent["model"]["parameterization"] == "mup"
   assert branch["train"]["parent_step"] in parent["train"]["keep_steps"]

@@ -81,8 +81,8 @@ def test_eval_counts_every_word_of_a_split_once(run_train, run_pretrain, cache_d
 
 @pytest.mark.slow
 def test_the_tool_writes_published_and_our_rows(tmp_path, cache_dir, monkeypatch, capsys):
-  """tools/ptb.py at a tiny size: the count rows (the 5-gram at its published figure), our config's two runs in
-  each context with their interval, the published rows and a verdict per comparison; the stream arm's figures are
+  """`pretrain experiment ptb` at a tiny size: the count rows (the 5-gram at its published figure), our config's
+  two runs in each context with their interval, the published rows and a verdict per comparison; the stream arm's figures are
   its sliding windows'."""
   from pretrain.experiments import ptb as ptb_experiment  # pylint: disable=g-import-not-at-top
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)

@@ -1,4 +1,5 @@
-"""The scaling tool's arithmetic and fits (tools/scaling.py): budgets as steps, FLOPs' N, and Approaches 2 and 3
+"""The scaling tool's arithmetic and fits (`pretrain experiment scaling`): budgets as steps, FLOPs' N, and
+Approaches 2 and 3
 recovering a known L(N, D) from losses drawn around it."""
 
 import numpy as np

@@ -3,8 +3,8 @@ writes its table, verdicts and plot:
 
   pretrain experiment NAME [its flags]     (pretrain experiment NAME --help: its flags)
 
-tools/NAME.py is the same command. Through `pretrain`, an experiment starts as every subcommand does: quietly
-(TensorFlow's and XLA's native lines only with --verbose), libtpu and the CUDA plugin kept off the CPU run.
+An experiment starts as every subcommand does: quietly (TensorFlow's and XLA's native lines only with --verbose),
+libtpu and the CUDA plugin kept off the CPU run.
 """
 
 import difflib

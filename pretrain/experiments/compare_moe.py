@@ -1,7 +1,7 @@
 """Dense or mixture of experts? Each family's dense model against its MoE twin of equal active parameters, on the
 same tokens.
 
-  python tools/compare_moe.py [--families=decoder_only,encoder_decoder] [--seeds=0,1,2] [--experts=8] [--top_k=2]
+  pretrain experiment compare_moe [--families=decoder_only,encoder_decoder] [--seeds=0,1,2] [--experts=8] [--top_k=2]
       [--steps=300] [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2]
       [--out=docs/moe] [--out_dir=runs/moe] [--config.KEY=VALUE ...]
 
@@ -119,7 +119,7 @@ def report(results, args, argv, load, reference) -> str:
     apart = stats.apart(finals, higher_better=False)
     both = "dense and MoE " + stats.compare(*finals.values()).not_apart("bits per byte") if len(finals) == 2 else ""
     verdicts.append(f"- {family}: " + (", ".join(apart) or both or "not apart") + ".")
-  return runs.report("tools/compare_moe.py", argv, load, [
+  return runs.report("compare_moe", argv, load, [
       "# Dense or mixture of experts, at equal active parameters and equal tokens",
       f"Every run: {args.steps} steps x {args.batch_size} rows of {args.seq_len} tokens of the bundled corpus, "
       f"{args.d_model} wide with {args.num_layers} layers (the encoder-decoder: {args.num_layers} in each stack), "
@@ -140,7 +140,7 @@ def report(results, args, argv, load, reference) -> str:
 
 
 @exit_on_user_error
-def main(argv: list[str], prog: str = "tools/compare_moe.py") -> int:
+def main(argv: list[str], prog: str = "pretrain experiment compare_moe") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--families", default=",".join(FAMILIES), help=f"comma-separated, of {', '.join(FAMILIES)}")
   parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every model, comma-separated")

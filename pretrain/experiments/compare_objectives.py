@@ -2,8 +2,8 @@
 seeds, and compares them: their own validation losses, count-based reference models, zero-shot tasks scored by
 likelihood and probes, each run beside its own initial parameters.
 
-  python tools/compare_objectives.py [--objectives=clm,prefix_lm_decoder,span_corruption,ul2,mass,mlm,nsp,sop,electra,
-      contrastive] [--seeds=0,1,2,3,4] [--other_seeds=0,1,2] [--probe_seeds=5] [--finetune_seeds=0]
+  pretrain experiment compare_objectives
+      [--objectives=clm,prefix_lm_decoder,span_corruption,ul2,mass,mlm,nsp,sop,electra,contrastive] [--seeds=0,1,2,3,4] [--other_seeds=0,1,2] [--probe_seeds=5] [--finetune_seeds=0]
       [--steps=750] [--batch_size=16] [--seq_len=128] [--d_model=128] [--num_layers=2] [--enc_dec_layers=N]
       [--lr_grid=1e-3,3e-3,1e-2] [--lr_seeds=100] [--probe_documents=N] [--zero_shot_items=N]
       [--out=docs/compare_objectives] [--out_dir=runs/compare_objectives] [--config.KEY=VALUE ...]
@@ -323,7 +323,7 @@ def report(results: dict[str, list[dict]], args, argv: list[str], load: str, ref
       "well it learned its own task, whatever the task; the reported runs then measure it afresh, on other seeds, "
       "so the choice does not select their noise. A rate still at an edge may not be the objective's optimum.",
       rate_table(chosen)]
-  return runs.report("tools/compare_objectives.py", argv, load, [
+  return runs.report("compare_objectives", argv, load, [
       "# Which objective? Small models on the same token budget",
       f"Token budget, the same for every objective: {args.steps} steps x {args.batch_size} rows x {args.seq_len} "
       f"token positions = {args.steps * budget:,} tokens processed ({budget:,} per step), "
@@ -502,7 +502,7 @@ def rate_table(chosen: dict[str, dict]) -> str:
 
 
 @exit_on_user_error
-def main(argv: list[str], prog: str = "tools/compare_objectives.py") -> int:
+def main(argv: list[str], prog: str = "pretrain experiment compare_objectives") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--objectives", default=DEFAULT_OBJECTIVES,
                       help=f"comma-separated, of {', '.join(objectives.NAMES)}")

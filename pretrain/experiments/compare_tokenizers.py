@@ -1,6 +1,6 @@
 """Which tokenizer? The same decoder-only model trained with each tokenizer kind on the same bytes of text.
 
-  python tools/compare_tokenizers.py [--kinds=spm_unigram,spm_bpe,wordpiece,byte_bpe,bytes] [--seeds=0,1,2]
+  pretrain experiment compare_tokenizers [--kinds=spm_unigram,spm_bpe,wordpiece,byte_bpe,bytes] [--seeds=0,1,2]
       [--vocab_size=4096] [--row_bytes=512] [--steps=300] [--batch_size=16] [--d_model=128] [--num_layers=2]
       [--out=docs/tokenizers] [--out_dir=runs/tokenizers] [--config.KEY=VALUE ...]
 
@@ -114,7 +114,7 @@ def report(measured, results, args, argv, load) -> str:
   # WordPiece predicts a text without its white space: not compared (see the report's words).
   finals = {name: [s["curve"][-1][1] for s in seeds] for name, seeds in results.items() if name != "wordpiece"}
   apart = stats.apart(finals, higher_better=False)
-  return runs.report("tools/compare_tokenizers.py", argv, load, [
+  return runs.report("compare_tokenizers", argv, load, [
       "# Which tokenizer? Five kinds on one decoder-only model and the same bytes of text",
       f"Every run: {args.steps} steps x {args.batch_size} rows of about {args.row_bytes} bytes of text (the row "
       f"tokens column: --row_bytes over the kind's bytes per token), a causal LM {args.d_model} wide with "
@@ -138,7 +138,7 @@ def report(measured, results, args, argv, load) -> str:
 
 
 @exit_on_user_error
-def main(argv: list[str], prog: str = "tools/compare_tokenizers.py") -> int:
+def main(argv: list[str], prog: str = "pretrain experiment compare_tokenizers") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--kinds", default=",".join(k for k in KINDS if k != "byte_unigram"),  # docs/tokenizers.md's
                       help=f"comma-separated, of {', '.join(KINDS)}")

@@ -1,7 +1,7 @@
 """Does a cooldown from a stable run reach a fresh cosine run of the same length? Hägele et al. 2024's finding,
 checked on the quickstart's model.
 
-  python tools/cooldown_check.py [--steps=600] [--seeds=0,1,2] [--fractions=0.1,0.2] [--shapes=1-sqrt,linear]
+  pretrain experiment cooldown_check [--steps=600] [--seeds=0,1,2] [--fractions=0.1,0.2] [--shapes=1-sqrt,linear]
       [--batch_size=16] [--seq_len=128] [--evals=20] [--out=docs/cooldown] [--out_dir=runs/cooldown]
       [--config.KEY=VALUE ...]
 
@@ -193,7 +193,7 @@ def with_parent_curves(results: dict, wsd: list[dict]) -> None:
 
 
 @exit_on_user_error
-def main(argv: list[str], prog: str = "tools/cooldown_check.py") -> int:
+def main(argv: list[str], prog: str = "pretrain experiment cooldown_check") -> int:
   parser = cli.parser_for(prog, __doc__)
   runs.add_flags(parser, "cooldown", "token positions per row", "ARM/seed=S", steps=600)
   parser.set_defaults(evals=20)
@@ -246,7 +246,7 @@ def report(results: dict, wsd: list[dict], args, argv: list[str], load: str, ref
            commands: list[str]) -> str:
   first = results[COSINE][0]
   tokens = args.steps * first["tokens_per_step"]
-  return runs.report("tools/cooldown_check.py", argv, load, [
+  return runs.report("cooldown_check", argv, load, [
       "# Cooldown branches against a fresh cosine run",
       "Hägele et al. 2024 (and MiniCPM, Hu et al. 2024) found that a constant learning rate followed by a short "
       "decay (warmup-stable-decay) matches a cosine schedule of the same length, so that one stable run and a "

@@ -1,7 +1,7 @@
 """Which curriculum? The same decoder-only model on the same token budget, trained with CLM, with UL2's
 denoisers, with one after the other (data.schedule), and with sequence-length warmup (data.length_schedule).
 
-  python tools/curriculum.py [--arms=clm,ul2,ul2_then_clm,clm_then_ul2,clm_length_warmup] [--seeds=0,1,2]
+  pretrain experiment curriculum [--arms=clm,ul2,ul2_then_clm,clm_then_ul2,clm_length_warmup] [--seeds=0,1,2]
       [--switch=0.7] [--ul2r=0.2] [--probe_seeds=5] [--steps=300] [--batch_size=16] [--seq_len=128]
       [--d_model=128] [--num_layers=2] [--out=docs/curriculum] [--out_dir=runs/curriculum] [--config.KEY=VALUE ...]
 
@@ -142,7 +142,7 @@ def plot(results: dict[str, list[dict]], path: str, schedules: dict[str, str]) -
 
 
 def report(results, init, args, argv, load, reference) -> str:
-  return runs.report("tools/curriculum.py", argv, load, [
+  return runs.report("curriculum", argv, load, [
       "# Which curriculum? CLM, UL2 and their orders on one decoder-only model",
       f"Every arm: {args.steps} steps x {args.batch_size} rows x {args.seq_len} token positions (a UL2 row is "
       f"{args.seq_len // 2} + {args.seq_len // 2}), the same model ({args.d_model} wide, {args.num_layers} layers), "
@@ -166,7 +166,7 @@ def report(results, init, args, argv, load, reference) -> str:
 
 
 @exit_on_user_error
-def main(argv: list[str], prog: str = "tools/curriculum.py") -> int:
+def main(argv: list[str], prog: str = "pretrain experiment curriculum") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
   runs.add_flags(parser, "curriculum", "token positions per row", "ARM/seedS")

@@ -1,7 +1,7 @@
 """How does data quality affect pre-training? Trains one model on each rung of a quality ladder, at the same token
 budget, and scores the curation stage's filters against known defects.
 
-  python tools/data_quality.py [--seeds=0,1,2] [--steps=300] [--batch_size=16] [--seq_len=128] [--d_model=128]
+  pretrain experiment data_quality [--seeds=0,1,2] [--steps=300] [--batch_size=16] [--seq_len=128] [--d_model=128]
       [--num_layers=2] [--filters=SPEC] [--dedup=near] [--seed=0] [--documents=N] [--out=docs/data_quality]
       [--out_dir=runs/data_quality] [--config.KEY=VALUE ...]
 
@@ -182,7 +182,7 @@ def plot(results: dict[str, list[dict]], shares: dict, path: str) -> None:
 
 
 @exit_on_user_error
-def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
+def main(argv: list[str], prog: str = "pretrain experiment data_quality") -> int:
   parser = cli.parser_for(prog, __doc__)
   runs.add_flags(parser, "data_quality", "tokens per row", "RUNG/seed=S")
   parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every rung")
@@ -255,7 +255,7 @@ def main(argv: list[str], prog: str = "tools/data_quality.py") -> int:
   removed_by_defect = collections.Counter(label for s in stage.values() for label in s["defects"].elements())
   shares = {d: removed_by_defect[d] / max(counts[d], 1) for d in ("clean", *web_defects.DEFECTS)}
   runs_table, stage_table, alone_table, defects_table = tables(results, stage, alone, labels, reference)
-  text = runs.report("tools/data_quality.py", argv, load, [
+  text = runs.report("data_quality", argv, load, [
       "# Data quality: the same model and token budget on clean, defective and curated text",
       f"Ladder: the {len(documents):,} training documents of the bundled corpus (clean); the same with web "
       f"defects put in (defective: {len(mix):,} documents, {sum(label != 'clean' for label in labels):,} of them "

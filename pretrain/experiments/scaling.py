@@ -2,7 +2,7 @@
 by a cooldown branch of one warmup-stable-decay run per model, and the scaling laws fitted the way Hoffmann et al.
 2022 (Approaches 2 and 3) and Besiroglu et al. 2024 fit them.
 
-  python tools/scaling.py [--ladder=32x2,64x2,96x2,128x2,192x2,256x2] [--budgets=2e12,4e12,8e12,1.6e13]
+  pretrain experiment scaling [--ladder=32x2,64x2,96x2,128x2,192x2,256x2] [--budgets=2e12,4e12,8e12,1.6e13]
       [--seeds=0,1,2] [--cooldown=0.2] [--warmup_steps=20] [--tokens_per_parameter=0.25,30]
       [--learning_rate=1e-2] [--base_width=64] [--head_dim=32] [--batch_size=16] [--seq_len=128] [--evals=10]
       [--resamples=200] [--plan] [--out=docs/scaling] [--out_dir=runs/scaling] [--config.KEY=VALUE ...]
@@ -176,7 +176,7 @@ def train_rung(rung: dict, seeds: list[int], args) -> tuple[list[dict], list[str
 
 
 @exit_on_user_error
-def main(argv: list[str], prog: str = "tools/scaling.py") -> int:
+def main(argv: list[str], prog: str = "pretrain experiment scaling") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--ladder", default=DEFAULT_LADDER, help="comma-separated D_MODELxLAYERS sizes")
   parser.add_argument("--budgets", default=DEFAULT_BUDGETS, help="comma-separated compute budgets, model FLOPs")

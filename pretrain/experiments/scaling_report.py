@@ -1,4 +1,5 @@
-"""The page of tools/scaling.py: the plan, the runs' losses, Approaches 2 and 3, what they can tell, the figures."""
+"""The page of `pretrain experiment scaling`: the plan, the runs' losses, Approaches 2 and 3, what they can tell,
+the figures."""
 
 import os
 
@@ -279,7 +280,7 @@ def write(args, argv: list[str], load: str, ladder: list[dict], budgets: list[fl
             *approach2_notes(fit, seeds), *([approach3_table(law)] if not isinstance(law, str) else []),
             *approach3_notes(law, records)]
   first = ladder[0]["model"]
-  text = runs.report("tools/scaling.py", argv, load, [
+  text = runs.report("scaling", argv, load, [
       "# How big a model for a compute budget? IsoFLOP profiles and L(N, D)",
       f"{len(ladder)} decoder-only sizes (d_model x layers: {args.ladder}; heads of {args.head_dim} channels, "
       f"SwiGLU of 3 x d_model) under muP (model.parameterization=mup, base width {args.base_width}), each at the "
