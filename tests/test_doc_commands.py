@@ -87,6 +87,11 @@ NOT_RUN = {
     "pretrain train --workdir=runs/pipeline --config.mesh.data=2 --config.mesh.stage=4 --config.model.scan_layers=True "
     "--config.train.microbatches=4": "four stages, which the page's shrunk model (one layer) cannot have; "
                                      "tests/test_pipeline.py trains this layout and kills it",
+    **{"pretrain compile --topology=v5p-128 --config=lm_7b --config.model.num_layers=64 --config.model.mlp_dim=16384 "
+       "--config.model.num_heads=16 --config.model.num_kv_heads=16 --config.model.head_dim=256" + mesh:
+       "compiles a 17B model's step for 64 chips, pipelined or not (1-7 minutes); tests/test_compile.py compiles "
+       "small ones for TPU slices"
+       for mesh in ("", " --config.mesh.stage=2 --config.mesh.fsdp=8", " --config.mesh.stage=4 --config.mesh.fsdp=4")},
     "pretrain compile --topology=v5p-64 --slices=2 --config=lm_7b --config.mesh.stage=2 --config.mesh.dcn_stage=2 "
     "--config.mesh.fsdp=8": STAGES,
     "pretrain compile --topology=v5p-64 --slices=2 --config=lm_7b --config.mesh.data=2 --config.mesh.dcn_data=2 "
