@@ -10,7 +10,7 @@ C4 = "c4/en:3.1.0"
 class SizedFor(typing.NamedTuple):
   """The hardware a zoo config is sized for (its module's SIZED_FOR), and what `pretrain estimate-memory` gives for
   it: `estimate_gib` per device, on `devices` CPU devices standing for them, with bfloat16 activations and the
-  `flags` beside them. tests/test_config_zoo.py checks it against the device's memory and the run's lower bound;
+  `flags` beside them. tests/config/test_config_zoo.py checks it against the device's memory and the run's lower bound;
   tools/zoo_memory.py measures it again."""
   hardware: str        # e.g. "8 x A100 40GB"
   devices: int

@@ -255,7 +255,7 @@ def _write_data(data: pathlib.Path) -> None:
   (data / "empty.py").write_text("x = 1\n")
   (data / "loop_a.gin").write_text("include 'loop_b.gin'\n")
   (data / "loop_b.gin").write_text("include 'loop_a.gin'\n")
-  from tests.test_user_objective import guide_objective  # pylint: disable=g-import-not-at-top
+  from tests.objectives.test_user_objective import guide_objective  # pylint: disable=g-import-not-at-top
   (data / "raising_objective.py").write_text(guide_objective().replace(
       '      tokens = example["targets"]\n', '      tokens = example["targets"]\n      raise ValueError("no span here")\n', 1))
 

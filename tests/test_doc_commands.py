@@ -55,14 +55,14 @@ SHRINK_INSTEAD = {
 }
 
 # Commands that need what a test machine lacks, and the tests that run their kind.
-TFDS_C4 = "a prepared TFDS C4 (hundreds of GB in /data/tfds); tests/test_sources.py reads a TFDS dataset"
-EXPERIMENT = "an experiment of hours; its flags parse here (--help) and tests/test_experiments.py runs it tiny"
-PTB_EXPERIMENT = "an experiment of an hour; its flags parse here (--help) and tests/test_ptb.py runs it on a few " \
+TFDS_C4 = "a prepared TFDS C4 (hundreds of GB in /data/tfds); tests/data/test_sources.py reads a TFDS dataset"
+EXPERIMENT = "an experiment of hours; its flags parse here (--help) and tests/experiments/test_experiments.py runs it tiny"
+PTB_EXPERIMENT = "an experiment of an hour; its flags parse here (--help) and tests/data/test_ptb.py runs it on a few " \
                  "hundred lines"
 STAGES = ("compiles a 7B model's step for 64 chips, pipelined or over two slices (1-5 minutes); "
-          "tests/test_compile.py compiles small ones for TPU slices")
+          "tests/parallel/test_compile.py compiles small ones for TPU slices")
 LONG_ROW = ("compiles a 1B model's step over rows of 131,072 tokens for 8 chips (minutes; the first is refused as "
-            "too large, as the page says); tests/test_compile.py compiles small ones for TPU slices")
+            "too large, as the page says); tests/parallel/test_compile.py compiles small ones for TPU slices")
 NOT_RUN = {
     "pretrain train --workdir=runs/c4 --config.data.source=tfds --config.data.tfds_name=c4/en:3.1.0 "
     "--config.data.tfds_data_dir=/data/tfds": TFDS_C4,
@@ -70,10 +70,10 @@ NOT_RUN = {
         TFDS_C4,
     "pretrain train --workdir=runs/two --coordinator_address=127.0.0.1:12345 --num_processes=2 --process_id=0 "
     "--config.train.batch_size=8": "one of two processes joined on a fixed port, which concurrent test sessions "
-                                   "would share; tests/test_multiprocess.py trains such a pair",
+                                   "would share; tests/parallel/test_multiprocess.py trains such a pair",
     "tools/bench_gpu.sh OUT_DIR": "a GPU machine (the device tool's)",
     "pretrain compile --topology=v5p-128 --config=lm_7b": "compiles a 7B model's step for 64 chips (minutes); "
-                                                          "tests/test_compile.py compiles small ones for TPU slices",
+                                                          "tests/parallel/test_compile.py compiles small ones for TPU slices",
     "pretrain compile --topology=v5p-16 --config=lm_1b --config.data.seq_len=131072 --config.train.batch_size=16 "
     "--config.mesh.fsdp=8 --config.train.microbatches=2": LONG_ROW,
     "pretrain compile --topology=v5p-16 --config=lm_1b --config.data.seq_len=131072 --config.train.batch_size=16 "
@@ -86,10 +86,10 @@ NOT_RUN = {
     "--config.mesh.stage_repeats=2": STAGES,
     "pretrain train --workdir=runs/pipeline --config.mesh.data=2 --config.mesh.stage=4 --config.model.scan_layers=True "
     "--config.train.microbatches=4": "four stages, which the page's shrunk model (one layer) cannot have; "
-                                     "tests/test_pipeline.py trains this layout and kills it",
+                                     "tests/models/test_pipeline.py trains this layout and kills it",
     **{"pretrain compile --topology=v5p-128 --config=lm_7b --config.model.num_layers=64 --config.model.mlp_dim=16384 "
        "--config.model.num_heads=16 --config.model.num_kv_heads=16 --config.model.head_dim=256" + mesh:
-       "compiles a 17B model's step for 64 chips, pipelined or not (1-7 minutes); tests/test_compile.py compiles "
+       "compiles a 17B model's step for 64 chips, pipelined or not (1-7 minutes); tests/parallel/test_compile.py compiles "
        "small ones for TPU slices"
        for mesh in ("", " --config.mesh.stage=2 --config.mesh.fsdp=8", " --config.mesh.stage=4 --config.mesh.fsdp=4")},
     "pretrain compile --topology=v5p-64 --slices=2 --config=lm_7b --config.mesh.stage=2 --config.mesh.dcn_stage=2 "
@@ -99,7 +99,7 @@ NOT_RUN = {
     "pretrain compile --topology=v5p-64 --slices=2 --config=lm_7b --config.mesh.fsdp=16 --config.mesh.dcn_fsdp=2":
         STAGES,
     "pretrain compile --topology=h100-64 --config=lm_7b": "JAX's CUDA plugin (the gpu-compile extra), which the "
-                                                          "suite does not install; tests/test_compile.py runs it "
+                                                          "suite does not install; tests/parallel/test_compile.py runs it "
                                                           "where it is",
     "python tools/bench_startup.py": "starts each command five times in processes of its own (minutes)",
     "python tools/zero_shot_tasks.py --leak --split_by=document --out=/tmp/v1/pretrain/downstream/zero_shot_v1":
@@ -113,7 +113,7 @@ NOT_RUN = {
     "pretrain experiment data_quality": EXPERIMENT,
     "pretrain experiment compare_tokenizers": EXPERIMENT,
     "pretrain experiment compare_moe": "an experiment of hours; its flags parse here (--help), and "
-                                       "tests/test_experiments.py "
+                                       "tests/experiments/test_experiments.py "
                                    "checks its models and refusals (no tiny run)",
     "pretrain experiment exercises": "an experiment of hours; its flags parse here (--help), and its sweeps, on "
                                  "docs/exercises.md, run here shrunk",
@@ -123,15 +123,15 @@ NOT_RUN = {
 # Commands that take minutes even shrunk, on two cores: their flags parse (tests/test_docs.py), and the test named
 # runs their kind.
 MINUTES = {
-    r"--probe=zero_shot": "every zero-shot item scored per point: tests/test_sweep.py probes a sweep, tests/test_probe.py "
+    r"--probe=zero_shot": "every zero-shot item scored per point: tests/experiments/test_sweep.py probes a sweep, tests/downstream/test_probe.py "
                            "scores the zero-shot tasks",
-    r"^pretrain bench --compare=hf": "imports torch and times two models in it; tests/test_bench.py compares them",
-    r"^python tools/coord_check.py": "compiles and trains each width of its ladder; tests/test_mup.py runs it tiny",
+    r"^pretrain bench --compare=hf": "imports torch and times two models in it; tests/bench/test_bench.py compares them",
+    r"^python tools/coord_check.py": "compiles and trains each width of its ladder; tests/models/test_mup.py runs it tiny",
     r"--config.mesh.data=2 --config.mesh.fsdp=2 --config.mesh.tensor=2": "a process of 8 fake devices; "
-                                                                          "tests/test_multiprocess.py trains this mesh",
+                                                                          "tests/parallel/test_multiprocess.py trains this mesh",
 }
 # Reports' commands that read what their tool wrote first (data files, a cached vocabulary, a parent run's
-# checkpoints) or the runs a tool made, as its page lists them: what the tool ran (tests/test_experiments.py runs
+# checkpoints) or the runs a tool made, as its page lists them: what the tool ran (tests/experiments/test_experiments.py runs
 # the tools tiny).
 TOOL_WRITTEN = re.compile(r"runs/data_quality/data/|--workdir=runs/(cooldown|scaling)/")
 
@@ -156,7 +156,7 @@ def _shrunk(words: list[str]) -> list[str]:
   if words[:2] == ["pretrain", "train"] and _workdir(words) in SHRINK_INSTEAD:
     return [*words, *SHRINK_INSTEAD[_workdir(words)]]
   if words[:2] == ["pretrain", "sweep"]:
-    # One point: each axis keeps its first value (tests/test_sweep.py trains grids of several).
+    # One point: each axis keeps its first value (tests/experiments/test_sweep.py trains grids of several).
     words = [w if not w.startswith("--grid.") else w.split(",")[0] for w in words]
   extra = SHRINK.get(_key(words), ())
   if words[:2] in (["pretrain", "train"], ["pretrain", "sweep"]) and _is_zoo(words):
@@ -192,7 +192,7 @@ def _needs_devices(words: list[str]) -> int:
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory, trained_run, vocabulary, corpus_source):
   """workspace(page): the directory a page's commands run in, made once per page."""
-  from tests.test_user_task import _MODULE  # pylint: disable=g-import-not-at-top
+  from tests.data.test_user_task import _MODULE  # pylint: disable=g-import-not-at-top
   made = {}
   documents = [json.dumps({"text": t}) for t, _ in zip(corpus_source.texts("train"), range(400))]
 

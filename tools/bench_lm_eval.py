@@ -8,7 +8,7 @@ compared, and the two backends' answers side by side (notes: tools/bench_lm_eval
 Both backends score in float32 with batches of --batch_size requests, each model built once (its loading outside
 the times), the hf backend with add_bos_token=True, which it needs to read the run's rows as they were trained
 (False for a rolling log-likelihood, whose first token is read after the prefix BOS alone, as the pretrain type
-reads it: tests/test_harness.py); a request is one lm-eval request (a choice of a multiple-choice document, a
+reads it: tests/downstream/test_harness.py); a request is one lm-eval request (a choice of a multiple-choice document, a
 rolling document, a generation). The pretrain backend's compilation (once per shape) falls in the first repeat;
 the median of the others is the steady state. The last column is the largest difference of the two backends'
 log-likelihoods of a request (or how many generations differ): both score the same model.
@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
                        batch_size=args.batch_size, **({"add_bos_token": bos} if ours.backend == "causal" else {}))
     if ours.backend == "seq2seq":
       # transformers 5 reads every T5 config as tied and the hf backend ties an export's own lm_head to the
-      # embedding (tests/test_harness.py): loaded alone, the model keeps its two matrices.
+      # embedding (tests/downstream/test_harness.py): loaded alone, the model keeps its two matrices.
       theirs[bos]._model = transformers.AutoModelForSeq2SeqLM.from_pretrained(export).eval()
   rows = []
   for task in tasks:

@@ -17,7 +17,7 @@ Tokenization is the run's own vocabulary (every kind), as its Hugging Face expor
 decoder-only model's inputs start with id 0 (the BOS of training; lm-eval's hf backend with add_bos_token=True),
 an encoder-decoder's end with EOS. Generations decode as lm-eval's hf backend decodes them with the export's
 tokenizer: up to EOS, without special tokens (an encoder-decoder's sentinels among them). Contexts longer than the
-model's length lose their left end, as lm-eval's backends cut them. tests/test_harness.py checks equality with
+model's length lose their left end, as lm-eval's backends cut them. tests/downstream/test_harness.py checks equality with
 lm-eval's hf backend on the exports.
 """
 

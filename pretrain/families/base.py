@@ -68,7 +68,7 @@ class Family:
 
   def model_lengths(self, task_lengths: dict[str, int]) -> dict[str, int]:
     """Length of every model feature, as the converter makes them (packing features included); known without
-    the data stack, so the model side runs where TensorFlow is not installed (tests/test_bench.py)."""
+    the data stack, so the model side runs where TensorFlow is not installed (tests/bench/test_bench.py)."""
     raise NotImplementedError
 
   def abstract_batch(self, rows: int, task_lengths: dict[str, int], sharding=None) -> dict:

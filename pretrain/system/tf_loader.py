@@ -74,7 +74,7 @@ class Lazy:
 
   The objectives (pretrain/objectives/) declare their TensorFlow code at module level beside what the model side
   reads of them (their family, settings and checks), and the model side imports them where TensorFlow is not
-  installed (an accelerator image, tests/test_bench.py)."""
+  installed (an accelerator image, tests/bench/test_bench.py)."""
 
   def __init__(self, name: str):
     self._name = name

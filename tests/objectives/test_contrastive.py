@@ -1,5 +1,5 @@
 """The contrastive objective (unsupervised SimCSE) computes InfoNCE over in-batch negatives, and refuses what
-cannot work; the 8-device run's losses are checked in tests/test_mesh_layouts.py."""
+cannot work; the 8-device run's losses are checked in tests/parallel/test_mesh_layouts.py."""
 
 import jax
 import numpy as np

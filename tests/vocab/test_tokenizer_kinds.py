@@ -81,7 +81,7 @@ def test_the_tensorflow_path_gives_the_python_ids(kind_vocabulary):
 @pytest.mark.parametrize("objective", ["span_corruption", "ul2", "fim"])
 def test_objectives_make_their_examples(kind_vocabulary, corpus_source, objective):
   _, vocabulary = kind_vocabulary
-  from tests.test_ul2_prefix_lm import _data_cfg  # pylint: disable=g-import-not-at-top
+  from tests.objectives.test_ul2_prefix_lm import _data_cfg  # pylint: disable=g-import-not-at-top
   import seqio  # pylint: disable=g-import-not-at-top
   made = objectives.make(objective, _data_cfg(), seed=0)
   lengths = {"targets": 100_000} if objective == "fim" else {"inputs": 64, "targets": 64}

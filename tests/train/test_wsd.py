@@ -1,5 +1,5 @@
 """optimizer.schedule=wsd: warm-up, a constant stable phase, then a decay of each shape over the last steps; its
-lengths checked with the config. (Resuming across its phases, and cooldown branches: tests/test_cooldown.py.)"""
+lengths checked with the config. (Resuming across its phases, and cooldown branches: tests/train/test_cooldown.py.)"""
 
 import math
 

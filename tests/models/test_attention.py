@@ -122,7 +122,7 @@ def test_what_a_kernel_cannot_express_takes_the_xla_path_and_says_why(capsys):
 @pytest.mark.slow
 def test_a_model_with_a_kernel_trains_as_with_the_xla_path():
   """A train step's loss and gradients: the encoder-decoder with splash (its cross-attention; T5's biased
-  self-attention stays on the XLA path) equals the XLA path's. tests/test_mesh_layouts.py: the decoder-only
+  self-attention stays on the XLA path) equals the XLA path's. tests/parallel/test_mesh_layouts.py: the decoder-only
   model with splash on 8 devices gives one device's XLA-path losses."""
   results = []
   for name in ("splash", "xla"):

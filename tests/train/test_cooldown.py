@@ -3,7 +3,7 @@
 The parent trains 18 steps, stable from step 2 to 10, then decays over its last 8, and keeps its checkpoints of
 steps 6 and 10. Its branch from step 10 that decays over 8 steps is the same run: the branch must reproduce the
 parent's own decay bit for bit (its parameters, optimizer state and data stream at step 10 carried over), also when
-it is killed and resumed. The branch's rates are of its own schedule (tests/test_wsd.py has their values).
+it is killed and resumed. The branch's rates are of its own schedule (tests/train/test_wsd.py has their values).
 """
 
 import json

@@ -3,7 +3,7 @@ layer to every row in order; a pipelined run (pretrain train with a stage axis, 
 of their own, its rows split over a context axis too) SIGKILLed after a checkpoint resumes bit for bit, and its
 checkpoints, which depend on neither the stage count nor the context split, resume under 2 stages or on one
 device to the same losses up to the order of the sums. (That a pipeline gives one device's losses and gradients,
-and what it refuses: tests/test_mesh_layouts.py.)"""
+and what it refuses: tests/parallel/test_mesh_layouts.py.)"""
 
 import shutil
 

@@ -194,7 +194,7 @@ def test_inspect_task_with_an_objective_that_imports_tensorflow_prints_its_own_l
   itself: neither lets TensorFlow's native start-up lines through (every import of the data stack goes through
   tf_loader), nor AutoGraph's warnings."""
   del vocabulary
-  from tests.test_user_objective import guide_objective  # pylint: disable=g-import-not-at-top
+  from tests.objectives.test_user_objective import guide_objective  # pylint: disable=g-import-not-at-top
   code = guide_objective().replace(".map(reverse)", ".map(lambda example: reverse(example))")
   assert "lambda" in code
   (tmp_path / "reverse_span.py").write_text("import tensorflow as tf\n" + code)

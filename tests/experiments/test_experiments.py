@@ -1,6 +1,6 @@
 """pretrain.experiments (`pretrain experiment compare_objectives`, `... scaling`, `... cooldown_check`, ...): a
 tiny run of each experiment, and the scaling page's fits written from made-up runs (the fits themselves:
-tests/test_scaling_laws.py)."""
+tests/experiments/test_scaling_laws.py)."""
 
 import argparse
 import collections
@@ -360,7 +360,7 @@ def test_curriculum_writes_table_verdicts_and_plot(tmp_path, cache_dir, vocabula
   del vocabulary
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   out = str(tmp_path / "docs" / "curriculum")
-  # One arm: the table's code is the same for each (the length warmup itself: tests/test_schedule.py).
+  # One arm: the table's code is the same for each (the length warmup itself: tests/data/test_schedule.py).
   curriculum.main(["--arms=clm_then_ul2", "--d_model=32", "--num_layers=1", "--head_dim=16",
                    f"--out={out}", f"--out_dir={tmp_path / 'runs'}", "--seeds=0", "--probe_seeds=2",
                    "--steps=10", "--batch_size=4", "--seq_len=64", "--evals=2", "--config.train.eval_batches=2"])
@@ -389,7 +389,7 @@ def test_compare_tokenizers_writes_table_and_plot(tmp_path, cache_dir, monkeypat
                            "--config.train.eval_batches=2"])
   assert os.path.getsize(out + ".png") > 0
   rows = {row.split("|")[1].strip(): [c.strip() for c in row.split("|")[2:-1]] for row in _table_rows(out + ".md")}
-  assert list(rows) == ["bytes"]  # The kinds that learn a vocabulary: tests/test_tokenizer_kinds.py.
+  assert list(rows) == ["bytes"]  # The kinds that learn a vocabulary: tests/vocab/test_tokenizer_kinds.py.
   # ids, row tokens, bytes/token: a byte per token, so rows of --row_bytes tokens.
   assert rows["bytes"][:3] == ["366", "64", "1.00"]
   assert all(re.fullmatch(r"\d\.\d{3}", row[-4]) and re.fullmatch(r"\d\.\d{3}", row[-3]) for row in rows.values())

@@ -308,7 +308,7 @@ def mesh_rules(preset):
   return mesh_lib.PRESETS[preset]
 
 
-# Dropless dispatch partitioned over 8 (fake CPU) devices, in a subprocess (`python -m tests.test_moe`): name ->
+# Dropless dispatch partitioned over 8 (fake CPU) devices, in a subprocess (`python -m tests.models.test_moe`): name ->
 # ((data, fsdp, expert, context, tensor), rules). Rows and experts gathered over the expert axis, summed over
 # tensor; the t5x rules; experts replicated (data_parallel); rows not split over the expert axis (experts' shares
 # summed).
@@ -350,7 +350,7 @@ def test_dropless_dispatch_partitioned_over_devices_gives_one_device_s_outputs_a
   """Each layout's loss and gradients equal one device's; with an expert axis, no collective makes a whole expert
   kernel [E, D, F] or its gradient (XLA's partitioning of the global sort did, for both)."""
   env = fake_devices(8)
-  result = subprocess.run([sys.executable, "-m", "tests.test_moe"], cwd=REPO, env=env, capture_output=True,
+  result = subprocess.run([sys.executable, "-m", "tests.models.test_moe"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   runs = json.loads(result.stdout.strip().splitlines()[-1])

@@ -9,8 +9,7 @@ import pytest
 
 from pretrain import config, configs, objectives, vocab
 from pretrain.system.errors import UserError
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.conftest import REPO
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The loss-spike guard's verdicts (pretrain/train/spike_guard.py), step by step; a run that rolls back, and its
-resumes, are in tests/test_train.py."""
+resumes, are in tests/train/test_train.py."""
 
 import types
 

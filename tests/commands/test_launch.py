@@ -22,7 +22,7 @@ from tests.conftest import REPO, fake_devices
 
 OVERRIDES = ["--config.train.steps=7", "--gin.train.batch_size=8", "--config.data.mixture=(('corpus', '', 1.0),)"]
 TPU = ["tpu-vm", "--name=my-tpu", "--zone=us-central2-b", "--project=proj", "--config=configs/quickstart.py",
-       "--no_compile_check"]  # tests/test_compile.py runs the check.
+       "--no_compile_check"]  # tests/parallel/test_compile.py runs the check.
 # Small enough that two processes on a 2-core machine take well under a minute.
 TINY_RUN = ["--config.train.steps=2", "--config.model.num_layers=1", "--config.model.d_model=64",
             "--config.model.num_heads=2", "--config.model.num_kv_heads=2", "--config.model.head_dim=32",

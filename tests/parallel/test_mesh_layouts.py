@@ -2,7 +2,7 @@
 of 8 (fake CPU) devices give the losses of one device, for both model families (dense, and mixtures of experts
 split over the expert axis), and FSDP holds 1/8 of the parameters and optimizer state on each device.
 
-The 8-device runs happen in a subprocess (`python -m tests.test_mesh_layouts`)
+The 8-device runs happen in a subprocess (`python -m tests.parallel.test_mesh_layouts`)
 started with --xla_force_host_platform_device_count=8.
 """
 
@@ -126,7 +126,7 @@ def kernel_inputs(layout, extra) -> list[str]:
 @pytest.fixture(scope="module")
 def eight_device_runs():
   env = fake_devices(8)
-  result = subprocess.run([sys.executable, "-m", "tests.test_mesh_layouts"], cwd=REPO, env=env,
+  result = subprocess.run([sys.executable, "-m", "tests.parallel.test_mesh_layouts"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]
   return json.loads(result.stdout.strip().splitlines()[-1])
