@@ -35,8 +35,8 @@ XLA_TEST_FLAGS = os.environ.get("PRETRAIN_TEST_XLA_FLAGS", "--xla_backend_optimi
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_TEST_FLAGS}".strip()
 
 
-# A test that asks for these (shared, or a module's own) trains or starts `pretrain` processes: slow without
-# saying so.
+# A slow test says so one way: `@pytest.mark.slow` on the test. A test that asks for these fixtures (shared, or a
+# module's own: they train or start `pretrain` processes) or is `extended` and does not say so fails collection.
 SLOW_FIXTURES = {"run_train", "trained_run", "end_to_end_runs", "eight_device_runs", "outcomes"}
 
 
@@ -56,9 +56,11 @@ LONGEST_FIRST = ("test_experiments.py", "test_train.py", "test_multiprocess.py",
 
 
 def pytest_collection_modifyitems(items):
-  for item in items:
-    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("extended"):
-      item.add_marker(pytest.mark.slow)
+  unmarked = sorted({item.nodeid.split("[")[0] for item in items if not item.get_closest_marker("slow") and (
+      SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("extended"))})
+  if unmarked:
+    raise pytest.UsageError("these tests train, start processes or are extended, so mark each @pytest.mark.slow: "
+                            + ", ".join(unmarked))
   rank = lambda item: (LONGEST_FIRST.index(item.path.name) if item.path.name in LONGEST_FIRST
                        else len(LONGEST_FIRST))
   items.sort(key=rank)  # Stable: each file's tests keep their order.

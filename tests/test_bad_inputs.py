@@ -299,6 +299,7 @@ def test_the_table_holds_forty_cases():
   assert len(CASES) >= 40 and len({name for name, _, _ in CASES}) == len(CASES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, argv, expected", CASES, ids=[c[0] for c in CASES])
 def test_one_clear_line_and_nothing_changed(outcomes, name, argv, expected):
   (code, _, stderr), before, after, tmp = outcomes[name]

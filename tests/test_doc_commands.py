@@ -241,6 +241,7 @@ def _run_apart(words: list[str], devices: int) -> subprocess.CompletedProcess:
 
 # Each command's flags and config parse in `make test` (tests/test_docs.py), and what it does is tested where its
 # feature is; running every page's commands in order takes half an hour of a 2-core machine.
+@pytest.mark.slow
 @pytest.mark.extended
 @pytest.mark.parametrize("page, words", COMMANDS, ids=[shlex.join(w) for _, w in COMMANDS])
 def test_the_documented_command_runs(page, words, workspace, cache_dir, monkeypatch, capfd):

@@ -9,10 +9,8 @@ import pytest
 
 from tests.conftest import REPO, TINY
 
-# Every test here trains, starts processes or compiles a model of each kind.
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 def test_the_installed_command_runs_outside_the_checkout(tmp_path, cache_dir, vocabulary):
   del vocabulary  # Built first, so the run finds it cached.
   site, elsewhere = tmp_path / "site", tmp_path / "elsewhere"

@@ -15,6 +15,7 @@ from pretrain.vocab import pipeline as vocab
 from tests.conftest import tiny_config
 
 
+@pytest.mark.slow
 def test_evaluate_matches_the_training_evaluation_and_names_bad_tasks(trained_run, run_pretrain):
   workdir = trained_run
   evaluate = lambda *args: run_pretrain("eval", f"--workdir={workdir}", *args)
@@ -78,6 +79,7 @@ def test_sliding_windows_score_every_token_once_and_the_stride_changes_only_the_
     sliding.windows(10, 4, 5)
 
 
+@pytest.mark.slow
 def test_sliding_windows_of_the_row_length_are_the_stream_context_rows(trained_run, run_pretrain):
   """pretrain eval --window=W --stride=W over the split's text reads the rows data.context=stream makes of it,
   so both give one loss; a shorter stride scores the same tokens with more context."""

@@ -240,6 +240,7 @@ def test_beam_builds_the_store_that_the_shards_build(tmp_path, vocabulary, zebra
   assert "--beam builds every shard; leave out --shard" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_prepare_data_command(cache_dir, vocabulary, run_train):
   del run_train  # The vocabulary is cached first.
   result = subprocess.run([sys.executable, "-m", "pretrain", "prepare-data", "--config=configs/quickstart.py"],

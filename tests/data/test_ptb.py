@@ -52,6 +52,7 @@ def test_kneser_ney_5_gram_reproduces_the_published_test_perplexity(lines, words
   assert perplexity[5] == pytest.approx(141.2, rel=0.01) and perplexity[3] == pytest.approx(148, rel=0.01)
 
 
+@pytest.mark.slow
 def test_eval_counts_every_word_of_a_split_once(run_train, run_pretrain, cache_dir, tmp_path, lines):
   """A words run over a few hundred Penn Treebank lines (as text files, the first 150 test lines its validation
   split): `pretrain eval` over the whole split scores as many tokens as the split has words and ends of sentence,

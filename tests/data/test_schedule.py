@@ -141,6 +141,7 @@ _CURRICULUM = (*DECODER, f"--config.data.schedule={CLM_THEN_PREFIX}", "--config.
                "--config.train.checkpoint_every=4", "--config.train.eval_every=12")
 
 
+@pytest.mark.slow
 def test_a_curriculum_killed_inside_its_ramp_resumes_bit_identically(tmp_path, run_train):
   straight, killed = straight_and_resumed(run_train, tmp_path, _CURRICULUM, step=4)
 

@@ -140,6 +140,7 @@ def test_tfds_dataset_by_name_and_version(cache_dir, corpus_source):
     sources.make_source(cfg)
 
 
+@pytest.mark.slow
 def test_train_on_files_with_a_trained_tokenizer(doc_files, run_train, run_pretrain, tmp_path):
   path, _ = doc_files
   model = tmp_path / "tok" / "spm.model"

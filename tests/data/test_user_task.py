@@ -83,6 +83,7 @@ def test_a_user_task_that_does_not_fit_is_refused(user_module, cache_dir):
           "--config.tokenizer.extra_ids=10")
 
 
+@pytest.mark.slow
 def test_train_evaluate_and_inspect_a_user_task(tmp_path, user_module, run_train, cache_dir, capsys):
   flags = ("--config.data.task=lowercase_lm", f"--config.data.task_module={user_module}")
   workdir = tmp_path / "run"

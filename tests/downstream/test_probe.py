@@ -107,6 +107,7 @@ def test_finetuning_trains_the_model_and_its_head():
   assert result["accuracy"] > 0.9 and result["validation_accuracy"] > 0.9
 
 
+@pytest.mark.slow
 def test_the_probe_command_reports_the_model_beside_its_initial_parameters(run_train, tmp_path, capsys):
   """On held-out documents, with intervals over seeds; on the zero-shot tasks and the package task a trained
   model beats its initial parameters (on the same-document probe it need not at this size:

@@ -29,13 +29,11 @@ from pretrain.experiments import scaling_report
 from pretrain.experiments import web_defects
 from pretrain.system.errors import UserError
 
-# Every test here trains, starts processes or compiles a model of each kind.
-pytestmark = pytest.mark.slow
-
 # A model and budget small enough for a CPU test: a few seconds of training per run.
 TINY = ["--steps=3", "--batch_size=4", "--seq_len=64", "--evals=3", "--config.train.eval_batches=2"]
 
 
+@pytest.mark.slow
 def test_saved_figures_stay_filed_under_their_config_when_a_field_is_added():
   """A result saved before optimizer.muon_dtype existed (the field absent) is the same run's for AdamW, whose
   step does not read it, and another run's for Muon, whose saved run iterated in float32 (the field's older value)
@@ -52,6 +50,7 @@ def test_saved_figures_stay_filed_under_their_config_when_a_field_is_added():
     assert runs.config_key(saved) != runs.config_key(today)
 
 
+@pytest.mark.slow
 def test_a_rate_chosen_at_the_grids_edge_extends_the_grid_until_bracketed():
   assert compare_objectives.beyond_edge({1e-3: [4.0], 3e-3: [3.9], 1e-2: [3.8]}) == 3.33e-2  # The grid's ratio.
   assert compare_objectives.beyond_edge({1e-3: [3.7, 3.7], 3e-3: [3.9, 3.8], 1e-2: [3.8, 3.9]}) == 3.33e-4
@@ -59,6 +58,7 @@ def test_a_rate_chosen_at_the_grids_edge_extends_the_grid_until_bracketed():
   assert compare_objectives.beyond_edge({1e-3: [4.0]}) is None
 
 
+@pytest.mark.slow
 def test_split_row_fits_each_objective():
   data = configs.load("quickstart").data
   assert compare_objectives.split_row("span_corruption", data, 100, 128) == (104, 24)  # T5's 512:114, scaled.
@@ -69,6 +69,7 @@ def test_split_row_fits_each_objective():
     compare_objectives.split_row("ul2", data, 100, 6)
 
 
+@pytest.mark.slow
 def test_budgets_and_fractions_that_name_one_run_twice_or_none_are_refused():
   from pretrain.experiments import runs  # pylint: disable=g-import-not-at-top
   with pytest.raises(UserError, match="give one or more distinct seeds from 0"):  # Before seed 0 trains.
@@ -81,6 +82,7 @@ def test_budgets_and_fractions_that_name_one_run_twice_or_none_are_refused():
     cooldown_check.arms(10, [0.1, 0.104], ["1-sqrt"])
 
 
+@pytest.mark.slow
 def test_contrastive_runs_with_its_dropout_and_the_others_without():
   import argparse  # pylint: disable=g-import-not-at-top
   base = configs.load("quickstart")
@@ -103,6 +105,7 @@ def _tables(path: str) -> list[list[str]]:
   return [block.strip().split("\n")[2:] for block in blocks if block.startswith("| ")]
 
 
+@pytest.mark.slow
 def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
   del vocabulary  # Built first, so the runs reuse it.
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
@@ -160,6 +163,7 @@ def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabu
   assert os.path.getmtime(log) == trained and _tables(out + ".md")[1] == pretraining
 
 
+@pytest.mark.slow
 def test_scaling_writes_its_page_and_reads_finished_runs_back(tmp_path, cache_dir, vocabulary, monkeypatch):
   """Per size a wsd run to the largest budget (a pretrain sweep over the seeds) and a cooldown branch per smaller
   budget, each spending its budget to within half a step; a rerun trains nothing."""
@@ -196,6 +200,7 @@ def test_scaling_writes_its_page_and_reads_finished_runs_back(tmp_path, cache_di
   assert os.path.getmtime(log) == trained and _tables(out + ".md")[1] == losses
 
 
+@pytest.mark.slow
 def test_scaling_page_with_fits(tmp_path):
   """The page's half of the tool on made-up runs of a known L(N, D) (no training): the IsoFLOP table, the
   frontier's exponent over seeds, the parametric fit beside the published one, the figures."""
@@ -243,6 +248,7 @@ def test_scaling_page_with_fits(tmp_path):
   assert os.path.getsize(args.out + ".png") > 0
 
 
+@pytest.mark.slow
 def test_cooldown_check_writes_table_verdicts_and_plot(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
   """Per seed a cosine run, a wsd run and its branch; the branch's data stream and rates are its parent's."""
   del vocabulary
@@ -271,6 +277,7 @@ def test_cooldown_check_writes_table_verdicts_and_plot(tmp_path, cache_dir, voca
   assert "cosine" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_cooldown_verdict_says_below_cosine_only_after_holm():
   """An arm outside its own interval whose test does not survive Holm over the page's is not called below."""
   from pretrain.downstream import stats  # pylint: disable=g-import-not-at-top
@@ -291,6 +298,7 @@ def test_a_cooldown_verdict_says_below_cosine_only_after_holm():
   assert cooldown_check.verdicts([("single - cosine", one_seed)])[0].endswith("one seed: no interval.")
 
 
+@pytest.mark.slow
 def test_web_defects_are_put_in_at_their_rates_with_labels(corpus_source):
   documents = list(itertools.islice(corpus_source.texts("train"), 400))
   mix = web_defects.inject(documents, seed=3)
@@ -316,6 +324,7 @@ def test_web_defects_are_put_in_at_their_rates_with_labels(corpus_source):
   assert all(set(t.replace(",", "").split()) <= set(web_defects.SPAM_WORDS) for t in by_label["spam"])
 
 
+@pytest.mark.slow
 def test_data_quality_writes_tables_and_plot(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
   del vocabulary
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
@@ -348,6 +357,7 @@ def test_data_quality_writes_tables_and_plot(tmp_path, cache_dir, vocabulary, mo
   assert report["files"]["train"]["removed"]["stop_words"]["tokens"] > 0
 
 
+@pytest.mark.slow
 def test_curriculum_length_warmup_arm_ramps_the_rows():
   args = argparse.Namespace(steps=100, seq_len=64, batch_size=4, evals=2, d_model=32, num_layers=1, head_dim=16,
                             switch=0.5, ul2r=0.2)
@@ -356,6 +366,7 @@ def test_curriculum_length_warmup_arm_ramps_the_rows():
   assert curriculum.describe("clm_length_warmup", args) == "CLM, rows of 16 then 32 tokens until steps 10 and 20"
 
 
+@pytest.mark.slow
 def test_curriculum_writes_table_verdicts_and_plot(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
   del vocabulary
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
@@ -380,6 +391,7 @@ def test_curriculum_writes_table_verdicts_and_plot(tmp_path, cache_dir, vocabula
   assert [r["data/rate/ul2_decoder"] for r in records if "data/rate/ul2_decoder" in r] == [0.0, 1.0]
 
 
+@pytest.mark.slow
 def test_compare_tokenizers_writes_table_and_plot(tmp_path, cache_dir, monkeypatch, capsys):
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   out = str(tmp_path / "docs" / "tokenizers")
@@ -398,6 +410,7 @@ def test_compare_tokenizers_writes_table_and_plot(tmp_path, cache_dir, monkeypat
   assert re.search(r"\[seed 0\] bytes +val bits/byte \d", capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_compare_moe_gives_both_models_the_same_active_parameters_and_refuses_bad_flags(capsys):
   """Its runs' configs (the training itself is the other experiments' and test_moe.py's): the dense model and its
   MoE twin multiply the same parameters per token, the MoE holding more."""
@@ -419,6 +432,7 @@ def test_compare_moe_gives_both_models_the_same_active_parameters_and_refuses_ba
   assert "--top_k=3 is more than --experts=2" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_mup_transfer_says_a_shift_held_back_by_holm_is_not_shown_rather_than_absent():
   """An optimum that moves by its own interval but not after Holm's correction over the page's list is not
   reported as 'does not move'; one whose spread hides it names the smallest shift the seeds could find."""

@@ -13,10 +13,8 @@ from pretrain.experiments import sweep as sweep_command, sweep_grid as sweep
 from pretrain.system.errors import UserError
 from tests.conftest import REPO, TINY
 
-# Every test here trains, starts processes or compiles a model of each kind.
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 def test_grid_values_and_point_names():
   assert sweep.split_values("0.1, 0.15,((0, 1), (2, 3)),'a,b'") == ["0.1", "0.15", "((0, 1), (2, 3))", "'a,b'"]
   grid, rest = sweep.parse_grid(["--grid.data.mlm_rate=0.1,0.3", "--config.train.steps=5", "--grid.train.seed=0,1"])
@@ -29,6 +27,7 @@ def test_grid_values_and_point_names():
   assert sweep.is_seed("train.seed") and not sweep.is_seed("data.mlm_rate")
 
 
+@pytest.mark.slow
 def test_a_rerun_with_its_grid_flags_in_another_order_names_the_points_as_before(tmp_path):
   grid, _ = sweep.parse_grid(["--grid.data.mlm_rate=0.1,0.3", "--grid.train.seed=0,1"])
   sweep.check_manifest(str(tmp_path), [], grid)
@@ -38,6 +37,7 @@ def test_a_rerun_with_its_grid_flags_in_another_order_names_the_points_as_before
   assert list(sweep.in_saved_order(str(tmp_path), other)) == ["train.seed", "data.mlm_rate"]  # Not the same.
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, message", [
     (["--grid.data.mlm_rate"], "write --grid.SECTION.FIELD=VALUE1,VALUE2"),
     (["--grid.data.mlm_rate=0.1,,0.2"], "write --grid.SECTION.FIELD=VALUE1,VALUE2"),
@@ -49,6 +49,7 @@ def test_a_malformed_grid_is_refused(argv, message):
     sweep.parse_grid(argv)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, message", [
     (["--grid.data.mlm_rate=0.1,1.5", "--config.data.objective=mlm"], "data.mlm_rate must be in"),
     # A rule between fields that only the grid's second point breaks.
@@ -69,6 +70,7 @@ def test_every_point_is_checked_before_any_trains(tmp_path, capsys, argv, messag
   assert not os.path.exists(tmp_path / "s")
 
 
+@pytest.mark.slow
 def test_a_sweep_reports_each_point_continues_after_a_kill_and_reports_over_seeds(tmp_path, cache_dir, vocabulary,
                                                                                 capsys):
   """The report is there (partial) once the first point finishes; a sweep killed in its second point's training
@@ -121,6 +123,7 @@ def test_a_sweep_reports_each_point_continues_after_a_kill_and_reports_over_seed
   assert "[2/2] seed=1: finished before" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_point_that_fails_is_reported_and_the_others_go_on(tmp_path, cache_dir, vocabulary, capsys):
   """Points that fail on their data, or diverge, and one that trains; a failed point's line names its problem
   only: the advice of a run's error (change a setting, then rerun to resume) is the sweep's to give."""
@@ -147,6 +150,7 @@ def test_a_point_that_fails_is_reported_and_the_others_go_on(tmp_path, cache_dir
   assert "| corpus | 0.003 | 1 |" in (where / "sweep.md").read_text()
 
 
+@pytest.mark.slow
 def test_launch_hands_each_point_to_slurm(tmp_path, capsys):
   sweep_command.main([f"--workdir={tmp_path}/s", "--launch=slurm --nodes=1 --gpus_per_node=8",
                       "--config.train.steps=7", "--grid.data.seq_len=64,128"])

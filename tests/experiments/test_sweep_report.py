@@ -47,6 +47,7 @@ def test_settings_worse_than_their_initial_parameters_are_reported_as_the_better
   assert "Against their own initial parameters (paired, Holm): better mlm_rate=0.15; worse mlm_rate=0.4." in text
 
 
+@pytest.mark.slow
 def test_a_point_is_finished_only_once_its_final_checkpoint_is_committed(tmp_path, trained_run):
   """A sweep point killed after logging its final evaluation, while its last checkpoint was being written, is not
   finished: the sweep trains it again (from its latest checkpoint) rather than read an earlier one as its end."""

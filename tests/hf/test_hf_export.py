@@ -304,6 +304,7 @@ def _eval_losses(workdir):
   return {r["step"]: r["eval/loss"] for r in records if "eval/loss" in r}
 
 
+@pytest.mark.slow
 def test_trained_llama_exports_and_continues_from_the_export(tmp_path, run_train, corpus_source):
   first = tmp_path / "first"
   assert run_train(first, "--config.train.steps=3", "--config.model.num_kv_heads=1").returncode == 0
@@ -325,6 +326,7 @@ def test_trained_llama_exports_and_continues_from_the_export(tmp_path, run_train
   assert json.load(open(second / "config.json"))["model"]["d_model"] == 32
 
 
+@pytest.mark.slow
 def test_trained_t5_exports(tmp_path, run_train, corpus_source):
   workdir = tmp_path / "run"
   result = run_train(workdir, "--config.train.steps=3", "--config.data.objective=span_corruption",
@@ -337,6 +339,7 @@ def test_trained_t5_exports(tmp_path, run_train, corpus_source):
   _check_t5(str(out), run.model, params, _text_ids(run.vocabulary, corpus_source, 60))
 
 
+@pytest.mark.slow
 def test_bad_exports_and_imports_are_refused(tmp_path, run_train, trained_run, vocabulary):
   workdir = tmp_path / "run"
   shutil.copytree(trained_run, workdir)  # Its config is changed below.

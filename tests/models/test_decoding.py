@@ -65,6 +65,7 @@ def test_top_k_and_top_p_restrict_the_draws():
   assert draws(top_k=1000) == {0, 1, 2, 3}  # A k beyond the vocabulary keeps every token.
 
 
+@pytest.mark.slow
 def test_generate_tool(tmp_path, trained_run, run_pretrain):
   workdir = trained_run
   generate = lambda *args: run_pretrain("generate", f"--workdir={workdir}", *args)
@@ -79,6 +80,7 @@ def test_generate_tool(tmp_path, trained_run, run_pretrain):
   assert missing.returncode == 2 and "holds no run" in missing.stderr
 
 
+@pytest.mark.slow
 def test_generate_and_export_start_without_tensorflow_or_seqio(tmp_path, trained_run):
   """Commands that read no data import neither (their seconds of start-up): the vocabulary is text_vocab's."""
   import subprocess  # pylint: disable=g-import-not-at-top

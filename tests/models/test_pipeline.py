@@ -72,6 +72,7 @@ def _train(run_train, workdir, *args) -> str:
   return out + err
 
 
+@pytest.mark.slow
 def test_a_killed_pipelined_run_resumes_exactly_under_any_stage_count(tmp_path, run_train, monkeypatch):
   monkeypatch.setenv("XLA_FLAGS", fake_devices(8)["XLA_FLAGS"])
   out = _train(run_train, tmp_path / "straight", *STAGES[4])

@@ -153,6 +153,7 @@ def test_one_objective_of_each_generating_family_samples():
   assert {objectives.get(name).family.name for name in SAMPLED} == families
 
 
+@pytest.mark.slow
 def test_electra_checkpoints_hold_both_and_export_the_discriminator(end_to_end_runs, tmp_path):
   from pretrain import hf, run as run_lib  # pylint: disable=g-import-not-at-top
   import safetensors.numpy  # pylint: disable=g-import-not-at-top

@@ -53,6 +53,7 @@ def test_its_setting_is_a_config_field_and_its_examples_reverse_one_span(referen
 
 
 
+@pytest.mark.slow
 def test_it_trains_resumes_evaluates_and_inspects(reference, tmp_path, run_train, cache_dir, capsys):
   flags = (f"--config.data.objective={reference}", *SHORT)
   whole, halves = tmp_path / "whole", tmp_path / "halves"

@@ -145,6 +145,7 @@ def test_every_layout_gives_the_losses_of_one_device(eight_device_runs, family):
     _assert_same_losses(eight_device_runs[family][layout], one_device, f"{family} under {layout}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_context_axis_splits_each_rows_positions(eight_device_runs, family):
   """The layouts above with a context axis hold a 1/context share of each row's positions on a device (the losses
@@ -162,6 +163,7 @@ def one_device_pipeline():
   return run_layout("decoder_only", ONE_DEVICE, extra=PIPELINE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", PIPELINED)
 def test_a_pipeline_gives_the_losses_and_gradients_of_one_device(eight_device_runs, one_device_pipeline, layout):
   """Layers in stages, the batch in microbatches flowing through them (with data, FSDP, tensor and context axes):
@@ -181,6 +183,7 @@ def test_a_pipeline_gives_the_losses_and_gradients_of_one_device(eight_device_ru
   assert run["pipeline_inputs"] <= run["temporaries"], layout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PIPELINED_MOE)
 def test_a_pipeline_of_experts_gives_the_losses_and_gradients_of_one_device(eight_device_runs, name):
   """The mixtures' auxiliary losses (part of the loss) sown in the stages, the idle iterations' left out."""
@@ -190,16 +193,19 @@ def test_a_pipeline_of_experts_gives_the_losses_and_gradients_of_one_device(eigh
   numerics.assert_close(run["grad_norms"], one_device["grad_norms"], terms=one_device["terms"], err_msg=name)
 
 
+@pytest.mark.slow
 def test_a_pipelined_prefix_lm_gives_the_losses_of_one_device(eight_device_runs):
   _assert_same_losses(eight_device_runs["prefix_lm_stage4"], run_layout("decoder_only", ONE_DEVICE,
                                                                         extra=(*PIPELINE, *PREFIX_LM)))
 
 
+@pytest.mark.slow
 def test_a_prefix_lm_row_split_over_the_context_axis_gives_the_losses_of_one_device(eight_device_runs):
   one_device = run_layout("decoder_only", ONE_DEVICE, extra=PREFIX_LM)
   _assert_same_losses(eight_device_runs["prefix_lm_context4"], one_device)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", OTHER_FAMILIES)
 def test_the_encoder_objectives_give_the_losses_of_one_device(eight_device_runs, family):
   _assert_same_losses(eight_device_runs[family], run_layout(family, ONE_DEVICE), family)
@@ -215,12 +221,14 @@ def test_experts_split_over_the_expert_axis_give_the_losses_of_one_device(eight_
   # The experts were there (a different model, another loss).
   numerics.assert_differs(one_device["losses"][0], dense[0], terms=one_device["terms"])
 
+@pytest.mark.slow
 def test_an_attention_kernel_shards_over_batch_and_heads(eight_device_runs):
   """A kernel runs per device (shard_map over the batch and head axes; the same wrapper for every kernel) and
   gives one device's XLA-path losses."""
   _assert_same_losses(eight_device_runs["splash"], run_layout("decoder_only", ONE_DEVICE, extra=KERNEL_LENGTH))
 
 
+@pytest.mark.slow
 def test_splash_takes_each_devices_queries_under_a_context_axis(eight_device_runs):
   run = eight_device_runs["splash_context2"]
   assert run["attention"] == ["splash"] and run["positions_on_device0"] * 2 == run["positions"]
@@ -238,6 +246,7 @@ MUP_MUON_RUNS = {"mup_muon_decoder_only": ("decoder_only", (*MUP_MUON, *MOE), ((
                  "mup_muon_encoder_decoder": ("encoder_decoder", MUP_MUON, LAYOUTS["fsdp2_tensor4"])}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MUP_MUON_RUNS)
 def test_mup_and_muon_give_the_losses_of_one_device(eight_device_runs, name):
   family, flags, _ = MUP_MUON_RUNS[name]
@@ -245,11 +254,13 @@ def test_mup_and_muon_give_the_losses_of_one_device(eight_device_runs, name):
                       name)
 
 
+@pytest.mark.slow
 def test_adafactor_state_shards_too(eight_device_runs):
   _assert_same_losses(eight_device_runs["adafactor_fsdp2_tensor4"],
                       run_layout("decoder_only", ONE_DEVICE, optimizer_name="adafactor"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_fsdp_keeps_an_eighth_of_the_state_on_each_device(eight_device_runs, family):
   fsdp = eight_device_runs[family]["fsdp8"]

@@ -16,9 +16,6 @@ import pytest
 from tests import numerics
 from tests.conftest import REPO, TINY, fake_devices, tiny_run, train_losses
 
-# Every test here trains, starts processes or compiles a model of each kind.
-pytestmark = pytest.mark.slow
-
 ARGS = [*TINY, "--config.train.batch_size=8", "--config.data.host_sharding=examples", "--config.train.eval_every=2",
         "--config.train.checkpoint_every=100"]
 
@@ -51,8 +48,7 @@ def _train(workdir, cache_dir, processes: int, devices: int, *args):
   return outputs[0][0] + outputs[0][1]
 
 
-
-
+@pytest.mark.slow
 def test_two_processes_match_one_and_checkpoints_move_between_them(tmp_path, cache_dir, vocabulary):
   """data.streams=2: each of two processes prepares only the stream of its half of each batch, and the run is
   the one process's (which prepares both); checkpoints resume on the other process count and mesh."""
@@ -82,6 +78,7 @@ def test_two_processes_match_one_and_checkpoints_move_between_them(tmp_path, cac
   numerics.assert_close([resumed[s] for s in range(7)], [expected[s] for s in range(7)], terms=terms)
 
 
+@pytest.mark.slow
 def test_replay_with_two_processes_reading_their_own_shards(tmp_path, cache_dir, vocabulary):
   """data.pipeline=replay with data.host_sharding=source: each process reads its shard of the documents."""
   del vocabulary
@@ -119,6 +116,7 @@ def _lose(workdir, cache_dir, victim: int, step: int) -> str:
   return err
 
 
+@pytest.mark.slow
 def test_a_lost_process_ends_the_other_with_one_line_and_the_rerun_resumes_exactly(tmp_path, cache_dir, vocabulary):
   """Process 1, then the coordinator, is killed after a checkpoint: the other process ends with one line naming
   it (not JAX's native crash report), and the same command rerun resumes to the losses of a run never stopped."""
@@ -137,6 +135,7 @@ def test_a_lost_process_ends_the_other_with_one_line_and_the_rerun_resumes_exact
   assert train_losses(lost) == train_losses(straight)
 
 
+@pytest.mark.slow
 def test_the_line_for_each_report_of_a_lost_process():
   """JAX's and gloo's reports (jaxlib 0.10), as the process they end wrote them, and the line that replaces each."""
   from pretrain.parallel import lost_process  # pylint: disable=g-import-not-at-top
@@ -172,6 +171,7 @@ def test_the_line_for_each_report_of_a_lost_process():
   assert lost_process.verdict("Traceback (most recent call last):\nValueError: a bug", 0, 2) is None
 
 
+@pytest.mark.slow
 def test_the_relay_passes_output_on_and_puts_the_line_in_place_of_the_report():
   """What a process writes reaches its stderr as written, a native error after a moment; a report of a lost
   process, as the process ends, becomes the one line."""
@@ -200,6 +200,7 @@ def test_the_relay_passes_output_on_and_puts_the_line_in_place_of_the_report():
   assert healthy.stdout == bar + error + b"Done.\n"
 
 
+@pytest.mark.slow
 def test_a_collective_that_broke_off_gives_the_line_only_however_slowly_it_ends():
   """Gloo's failure logged with its traceback by a thread (Orbax's save, say) while the run goes on until JAX's
   heartbeat check ends it, or raised and printed frame by frame on a loaded machine: held to the end, the one
@@ -231,6 +232,7 @@ def test_a_collective_that_broke_off_gives_the_line_only_however_slowly_it_ends(
     assert out == b"\n" + lost_process.verdict((first + then).decode(), 0, 2).encode() + b"\n"
 
 
+@pytest.mark.slow
 def test_incomplete_process_flags_are_refused(tmp_path, cache_dir):
   result = subprocess.run([sys.executable, "-m", "pretrain", "train", f"--workdir={tmp_path}", "--num_processes=2"],
                           cwd=REPO, capture_output=True, text=True, env={**os.environ, "PRETRAIN_CACHE": cache_dir})
@@ -238,6 +240,7 @@ def test_incomplete_process_flags_are_refused(tmp_path, cache_dir):
   assert "--coordinator_address, --process_id missing" in result.stderr
 
 
+@pytest.mark.slow
 def test_cluster_detection(monkeypatch):
   from pretrain.parallel import distributed  # pylint: disable=g-import-not-at-top
   for name in ("SLURM_NTASKS", "SLURM_PROCID", "TPU_WORKER_HOSTNAMES"):
@@ -253,6 +256,7 @@ def test_cluster_detection(monkeypatch):
   assert distributed._on_cluster()  # pylint: disable=protected-access
 
 
+@pytest.mark.slow
 def test_processes_that_check_one_workdir_at_once_do_not_fail_each_other(tmp_path):
   """Every process of a multi-process run checks the shared workdir at start. A shared probe file was removed
   under another process's check, which then failed as 'cannot be written' (and the others waited for it)."""

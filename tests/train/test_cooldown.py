@@ -56,6 +56,7 @@ def branch(parent, cache_dir, tmp_path_factory):
   return workdir
 
 
+@pytest.mark.slow
 def test_a_branch_continues_its_parent_and_resumes_bit_identically_after_a_kill(parent, branch):
   """Step 11's loss is of the parent's parameters of step 10 on the parent's 11th batch; every later one equal
   too, across the branch's SIGKILL after step 12, and the data position at the end is the parent's."""
@@ -71,6 +72,7 @@ def test_a_branch_continues_its_parent_and_resumes_bit_identically_after_a_kill(
   assert sorted(checkpoint.Checkpointer(str(parent / "checkpoints"), keep=2).manager.all_steps()) == [6, 10, 16, 18]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--from_step=8", "--steps=4"], "has no checkpoint of step 8; it keeps steps 6, 10, 16, 18; branch from one of "
                                      "those (a run keeps its branch points when trained with "
@@ -100,6 +102,7 @@ def test_a_branch_that_cannot_be_made_is_refused_in_one_line(parent, branch, tmp
   assert not (tmp_path / "new").exists() and os.listdir(tmp_path / "other") == ["config.json"]
 
 
+@pytest.mark.slow
 def test_a_branch_reached_by_pretrain_train_has_cooldown_s_checks(parent, branch, tmp_path):
   """Resuming a branch cannot change its steps or decay; a branch set up through train.parent is checked as
   pretrain cooldown checks one (a parent that is no wsd run, a missing parent, fields cooldown would set)."""
@@ -124,6 +127,7 @@ def test_a_branch_reached_by_pretrain_train_has_cooldown_s_checks(parent, branch
     made(parent, "--config.train.steps=18")  # The quickstart's schedule, not the branch's wsd decay of 8.
 
 
+@pytest.mark.slow
 def test_only_a_wsd_run_branches(parent, tmp_path):
   cosine = json.loads((parent / "config.json").read_text())
   cosine["optimizer"]["schedule"] = "cosine"

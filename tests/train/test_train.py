@@ -91,6 +91,7 @@ def _steps_logged(workdir):
   return [r["step"] for r in metrics.read(str(workdir)) if "train/loss" in r]
 
 
+@pytest.mark.slow
 def test_train_resume_and_continue(tmp_path, run_train):
   workdir = tmp_path / "run"
   first = run_train(workdir, "--config.train.steps=3", "--config.train.eval_every=2")
@@ -118,6 +119,7 @@ def test_train_resume_and_continue(tmp_path, run_train):
   assert [r["step"] for r in metrics.read(str(workdir)) if "eval/loss" in r] == [0, 2, 3, 6]
 
 
+@pytest.mark.slow
 def test_one_run_per_workdir_and_a_killed_runs_lock_is_stale(tmp_path, run_train):
   workdir = tmp_path / "run"
   first = run_train(workdir, "--config.train.steps=100000", "--config.train.checkpoint_every=2",
@@ -140,6 +142,7 @@ def test_one_run_per_workdir_and_a_killed_runs_lock_is_stale(tmp_path, run_train
   assert not (workdir / "run.lock").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT])  # SIGTERM: test_resume_after_a_kill_is_bit_identical
 def test_stop_signal_checkpoints_and_rerun_resumes(tmp_path, run_train, stop_signal):
   workdir = tmp_path / "run"
@@ -195,6 +198,7 @@ def test_ctrl_c_while_starting_ends_the_run_at_once_and_a_second_one_while_it_sa
   assert training.returncode == -signal.SIGINT and "Traceback" not in output, output[-3000:]
 
 
+@pytest.mark.slow
 def test_resume_with_another_model_is_refused(tmp_path, run_train):
   """With config.json, another width or family is refused by name (tests/test_bad_inputs.py); without it, by the
   config its checkpoint recorded, and nothing is written; the checkpoint's own shapes refuse it too (checkpoints
@@ -231,6 +235,7 @@ def test_loss_normalizing_factor_scales_the_gradients():
   numerics.assert_close(norms[2.0 * tokens], norms[0.0] / 2, terms=terms)
 
 
+@pytest.mark.slow
 def test_train_with_scanned_rematerialised_layers(tmp_path, run_train):
   result = run_train(tmp_path / "run", "--config.train.steps=2", "--config.model.scan_layers=true",
                      "--config.model.remat=save_dots", "--config.model.num_layers=2")
@@ -278,6 +283,7 @@ def test_a_step_with_a_non_finite_loss_changes_nothing():
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_the_run_and_keeps_the_last_checkpoint(tmp_path, run_train):
   diverging = ("--config.train.steps=30", "--config.optimizer.learning_rate=1e12",
                "--config.optimizer.warmup_steps=10", "--config.optimizer.grad_clip=1e30")
@@ -362,6 +368,7 @@ def uninterrupted_losses(uninterrupted):
   return _train_losses(uninterrupted)
 
 
+@pytest.mark.slow
 def test_the_spike_guard_skips_the_spike_and_rolls_back_past_its_batches(uninterrupted):
   records = metrics.read(str(uninterrupted))
   assert [r["step"] for r in records if "train/loss" in r] == list(range(1, 161))  # The window's records rewritten.
@@ -386,6 +393,7 @@ def test_the_spike_guard_skips_the_spike_and_rolls_back_past_its_batches(uninter
   ckpt.close()
 
 
+@pytest.mark.slow
 def test_goodput_of_a_run_that_rolled_back(uninterrupted, capsys):
   """One attempt: its rolled-back steps are not productive; `pretrain goodput` reads the account."""
   account = goodput.summary(goodput.read(str(uninterrupted)))
@@ -401,6 +409,7 @@ def test_goodput_of_a_run_that_rolled_back(uninterrupted, capsys):
   assert "productive steps" in table and "rolled back" in table and "over 1 attempt(s)" in table
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill", ["SIGKILL during the rollback", "SIGTERM at a checkpoint"])
 def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, uninterrupted_losses, kill):
   """SIGKILL as the guard logs the spike (the rollback under way), or SIGTERM (a save and a stop) after a seeded
@@ -449,6 +458,7 @@ def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, uninterrupted
   assert [losses[s] for s in range(start + 1, 161)] == [expected[s] for s in range(start + 1, 161)]
 
 
+@pytest.mark.slow
 def test_dropout_draws_the_same_masks_after_a_resume(tmp_path, run_train, uninterrupted_losses):
   args = ["--config.model.dropout=0.1", "--config.train.checkpoint_every=2", *_MOE]
   assert run_train(tmp_path / "straight", *args, "--config.train.steps=4").returncode == 0
@@ -460,6 +470,7 @@ def test_dropout_draws_the_same_masks_after_a_resume(tmp_path, run_train, uninte
   assert uninterrupted_losses[1] != straight[1]  # Dropout was on: the same first batch, without it, differs.
 
 
+@pytest.mark.slow
 def test_profile_mfu_and_checkpoints_every_few_minutes(tmp_path, run_train):
   """One run: a profiled range, MFU in the metrics, and train.checkpoint_every_minutes (so short here that every
   logged step saves, where train.checkpoint_every alone would save only the last)."""
@@ -488,6 +499,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 def test_a_crash_while_saving_leaves_the_previous_checkpoint_usable(tmp_path, run_train, cache_dir):
   import subprocess  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
@@ -506,6 +518,7 @@ def test_a_crash_while_saving_leaves_the_previous_checkpoint_usable(tmp_path, ru
   assert sorted(int(e) for e in os.listdir(workdir / "checkpoints") if e.isdigit()) == [4, 6]
 
 
+@pytest.mark.slow
 def test_evaluation_on_several_objectives(tmp_path, run_train):
   workdir = tmp_path / "run"
   result = run_train(workdir, "--config.train.steps=2", "--config.data.eval_objectives=('prefix_lm_decoder', 'fim')")

@@ -183,6 +183,7 @@ def test_the_export_of_a_sentencepiece_unigram_vocabulary_reads_text_id_for_id(v
   _export_reads_text_id_for_id(vocabulary, False, tmp_path)
 
 
+@pytest.mark.slow
 def test_a_run_trains_with_a_tokenizers_kind_and_exports_and_imports_it(run_train, tmp_path):
   """A decoder-only run with byte-level BPE: the workdir keeps tokenizer.json; its export tokenizes as the run did
   on a text nobody here wrote; importing the export gives the run's vocabulary back."""

@@ -91,6 +91,7 @@ def test_the_account_of_a_run_with_checkpoints_is_not_a_new_run_s(tmp_path, caps
   assert [p.name.split("-")[0] for p in tmp_path.iterdir() if p.name != path.name] == ["goodput.json.other"]
 
 
+@pytest.mark.slow
 def test_a_resume_sets_aside_every_file_it_cannot_take_and_trains_on(trained_run, run_train, tmp_path):
   """Another run's goodput.json copied in; a metrics.jsonl with an edited line; config.json and spm.model cut short;
   a directory where run.lock and curves.png go, a file where tensorboard/ goes: the commands that read the run name
@@ -135,6 +136,7 @@ def test_a_resume_sets_aside_every_file_it_cannot_take_and_trains_on(trained_run
   assert (run / "spm.model").read_bytes() == vocabulary
 
 
+@pytest.mark.slow
 def test_commands_that_read_a_run_trust_its_checkpoints_over_its_config_and_vocabulary(trained_run, run_pretrain,
                                                                                       tmp_path, capsys):
   """config.json edited (or copied from another run): read as the checkpoints record it, with a line naming the
