@@ -163,8 +163,8 @@ class Run:
   @classmethod
   def build_with_data(cls, cfg) -> "Run":
     """A run that reads its data: the vocabulary (trained on first use), the task and the evaluation tasks."""
-    from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top
-    from pretrain.vocab import pipeline as vocab
+    from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top  (data stack: not for generate)
+    from pretrain.vocab import pipeline as vocab  # pylint: disable=g-import-not-at-top  (data stack: not for generate)
     family = _checked_family(cfg)
     objective_ = objective(cfg)  # Checks the objective's values.
     extra = {name: objective(cfg, name) for name in cfg.data.eval_objectives}
@@ -310,7 +310,7 @@ class Run:
 
   def batches(self, split: str, task: str = "", objective_=None, **kwargs):
     """This host's batches of `task` (default: the run's) as numpy arrays; see replay.batches."""
-    from pretrain.data import replay  # pylint: disable=g-import-not-at-top
+    from pretrain.data import replay  # pylint: disable=g-import-not-at-top  (data stack: not for generate)
     c, objective_ = self.cfg, objective_ or self.objective
     return replay.batches(task or self.task, split, objective_.family.task_lengths(c.data), c.train.batch_size,
                           objective_.family, seed=c.train.seed, host_sharding=c.data.host_sharding, **kwargs)
@@ -325,7 +325,7 @@ class Run:
   def member_tasks(self) -> list:
     """(seqio task, source, objective) of each member of the schedule (one for a single source), registered."""
     seqio = tf_loader.seqio()
-    from pretrain.data import tasks  # pylint: disable=g-import-not-at-top
+    from pretrain.data import tasks  # pylint: disable=g-import-not-at-top  (data stack: not for generate)
     members = []
     for member, source in zip(self.schedule.members, self.sources):
       objective_ = objective(self.cfg, member.objective)
@@ -341,10 +341,12 @@ class Run:
       log(f"data.task={self.task} is read with data.pipeline=replay: its preprocessors are its own, so the indexed "
           "pipeline cannot address its examples; resuming passes over the examples read before.")
     if c.data.pipeline == "replay" or c.data.task:
-      from pretrain.data.replay import ReplayBatches  # pylint: disable=g-import-not-at-top
+      # pylint: disable-next=g-import-not-at-top  (data stack: not for generate)
+      from pretrain.data.replay import ReplayBatches
       return ReplayBatches(self.task, self.task_lengths, self.family, batch_size=c.train.batch_size,
                            seed=c.train.seed, host_sharding=c.data.host_sharding, position=position)
-    from pretrain.data.indexed import IndexedBatches  # pylint: disable=g-import-not-at-top
+    # pylint: disable-next=g-import-not-at-top  (data stack: not for generate)
+    from pretrain.data.indexed import IndexedBatches
     members = [(task, source, o.family.converter(), o.family.task_lengths(c.data), o.in_order)
                for task, source, o in self.member_tasks()]
     return IndexedBatches(members, self.schedule, self.vocabulary, self.family, self.task_lengths, task=self.task,

@@ -71,3 +71,19 @@ def test_the_checker_sees_an_upward_import(tmp_path):
   source = tmp_path / "module.py"
   source.write_text("def f():\n  from pretrain import run as run_lib\n  from pretrain.families import CAUSAL_LM\n")
   assert {"pretrain.run", "pretrain.families.CAUSAL_LM"} <= imported_modules(source)
+
+
+def test_an_import_inside_a_function_says_why():
+  """An import belongs at the top of its module; one inside a function (start-up time, an optional dependency)
+  carries its reason in parentheses on its line or on the `disable-next` line above (docs/guide/layout.md)."""
+  unexplained = []
+  for path in sorted(PACKAGE.rglob("*.py")):
+    lines = path.read_text().split("\n")
+    for fn in ast.walk(ast.parse("\n".join(lines))):
+      if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for node in ast.walk(fn):
+          if isinstance(node, (ast.Import, ast.ImportFrom)):
+            said = lines[node.end_lineno - 1].partition("#")[2] + lines[node.lineno - 2].partition("#")[2]
+            if "(" not in said:
+              unexplained.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+  assert not unexplained, unexplained

@@ -52,7 +52,7 @@ def measure(batches, seconds: float) -> float:
 
 
 def seqio_batches(task: str, lengths, family, batch_size: int):
-  from pretrain.data import replay  # pylint: disable=g-import-not-at-top
+  from pretrain.data import replay  # pylint: disable=g-import-not-at-top  (bench runs without TF)
   return replay.batches(task, "train", lengths, batch_size, family, shuffle=True, seed=0, repeat=True)
 
 
@@ -66,9 +66,9 @@ def main(argv: list[str], prog: str = "tools/bench_data.py") -> None:
   args, cfg = cli.parse_command_line(parser, argv)
   cfg.data.seq_len, cfg.data.inputs_length, cfg.data.targets_length = 512, 512, 512
   cfg.tokenizer.extra_ids = 200  # UL2's X-denoiser (mean 3, density 0.5) makes 127 spans at inputs 512.
-  from pretrain import objectives, run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top
-  from pretrain.vocab import pipeline as vocab
+  from pretrain import objectives, run as run_lib  # pylint: disable=g-import-not-at-top  (bench runs without TF)
+  from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top  (bench runs without TF)
+  from pretrain.vocab import pipeline as vocab  # pylint: disable=g-import-not-at-top  (bench runs without TF)
 
   names = args.objectives.split(",") if args.objectives else objectives.NAMES
   for name in names:

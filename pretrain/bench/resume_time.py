@@ -19,6 +19,7 @@ import time
 
 from pretrain import cli
 from pretrain.config import POSITIVE
+from pretrain.system import data_cache
 from pretrain.system.errors import exit_on_user_error
 
 
@@ -34,9 +35,8 @@ def main(argv: list[str], prog: str = "tools/bench_resume.py") -> None:
   parser.add_argument("--positions", default="0,1e4,1e5,1e6,1e7", help="rows already read, comma-separated")
   parser.add_argument("--replay_up_to", type=cli.number(POSITIVE), default=1e5, help="longest replay actually run (rows)")
   args, cfg = cli.parse_command_line(parser, argv)
-  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.data import sources, token_store  # pylint: disable=g-import-not-at-top
-  from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top  (bench runs without TF)
+  from pretrain.data import sources, token_store  # pylint: disable=g-import-not-at-top  (bench runs without TF)
 
   run = run_lib.Run.build_with_data(cfg)
   task, source, _ = run.member_tasks()[0]
@@ -73,7 +73,7 @@ def main(argv: list[str], prog: str = "tools/bench_resume.py") -> None:
 
 
 def _replay(run, rows: int):
-  from pretrain.data.replay import ReplayBatches  # pylint: disable=g-import-not-at-top
+  from pretrain.data.replay import ReplayBatches  # pylint: disable=g-import-not-at-top  (bench runs without TF)
   c = run.cfg
   return ReplayBatches(run.task, run.task_lengths, run.family, batch_size=c.train.batch_size, seed=c.train.seed,
                        host_sharding=c.data.host_sharding,

@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 
+import flax
 import jax
 import jax.numpy as jnp
 
@@ -332,7 +333,6 @@ def compare_counterpart(args, cfg) -> None:
 
 def versions(cores: int, dtype: jnp.dtype, peer=None) -> str:
   """The libraries and threads of each side, and the machine."""
-  import flax  # pylint: disable=g-import-not-at-top
   line = (f"{jax.device_count()} x {jax.devices()[0].device_kind}, {cores} cores; pretrain: jax {jax.__version__}, "
           f"flax {flax.__version__}, XLA's thread pool over the {cores} cores")
   if peer is not None:

@@ -28,10 +28,11 @@ def _gib(n: float) -> str:
 def check(cfg, target) -> dict:
   """The compiled facts of `cfg`'s train step on `target`: a dict of plain numbers (what --json writes)."""
   import jax  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
-  from jax.experimental.compilation_cache import compilation_cache  # pylint: disable=g-import-not-at-top
-  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.models import attention  # pylint: disable=g-import-not-at-top
-  from pretrain.train import compiled as compiled_lib, memory  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top  (not for --help)
+  from jax.experimental.compilation_cache import compilation_cache
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain.models import attention  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain.train import compiled as compiled_lib, memory  # pylint: disable=g-import-not-at-top  (not for --help)
   if cfg.model.attention == "gpu_flash" and target.platform == "tpu":
     raise UserError("model.attention=gpu_flash is the GPU kernel, which a TPU cannot run; use auto (splash on "
                     "TPUs), splash or xla")
@@ -96,7 +97,7 @@ def check(cfg, target) -> dict:
 def _kernel_attention_flops(run) -> float:
   """The attention FLOPs of the whole batch that a kernel (a custom call, which the compiler's cost analysis does
   not see) computes: the formula's 12 x heads x head_dim per query-key pair and layer, forward and backward."""
-  from pretrain.models import attention  # pylint: disable=g-import-not-at-top
+  from pretrain.models import attention  # pylint: disable=g-import-not-at-top  (not for --help)
   m = run.cfg.model
   total = 0.0
   with run.activated():

@@ -22,7 +22,7 @@ from pretrain.system.errors import UserError, exit_on_user_error
 def rows() -> list[tuple[str, str, object, str, str]]:
   """(section, field, default, valid values, help) of every core field, then of every objective's settings (in
   the section 'objectives': the objectives that read one are named before its help)."""
-  from pretrain import objectives  # pylint: disable=g-import-not-at-top
+  from pretrain import objectives  # pylint: disable=g-import-not-at-top  (not for --help)
   found = [(key.split(".")[0], key, f.default, f.valid.what if f.valid else "", f.help) for key, f in schema.fields()]
   readers = {}
   for spec in objectives.BUILT_IN.values():

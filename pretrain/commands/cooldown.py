@@ -37,7 +37,7 @@ def main(argv: list[str], prog: str = "pretrain cooldown") -> int:
   overrides, flags = config_lib.parse_overrides(argv)
   args = parser.parse_args(flags)
   from pretrain import training  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
-  from pretrain.workdir import branch  # pylint: disable=g-import-not-at-top
+  from pretrain.workdir import branch  # pylint: disable=g-import-not-at-top  (not for --help)
   fixed = [key for key, _ in overrides if key in branch.SET_BY_BRANCH]
   if fixed:
     raise UserError(f"--config.{fixed[0]} is set by the branch (the parent's, with --from_step and --steps); "

@@ -34,10 +34,10 @@ def main(argv: list[str], prog: str = "pretrain estimate-memory") -> None:
     os.environ["JAX_PLATFORMS"] = "cpu"
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + f" --xla_force_host_platform_device_count={args.devices}")
-  import jax  # pylint: disable=g-import-not-at-top
-  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.train import memory  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain.train import memory  # pylint: disable=g-import-not-at-top  (not for --help)
 
   run = run_lib.Run.build(cfg, args.vocab_size)
   sizes = dict(zip(mesh_lib.AXES, mesh_lib.mesh_shape(cfg.mesh, jax.device_count())))

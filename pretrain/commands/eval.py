@@ -33,6 +33,8 @@ import os
 import sys
 
 from pretrain import cli
+from pretrain.system import files
+from pretrain.system import tf_loader
 from pretrain.system.errors import UserError, exit_on_user_error
 
 
@@ -41,12 +43,10 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
   """`max_batches`: at most this many batches (None: the whole split); `ngram`: also the count-based models of
   orders 1 to `ngram` (pretrain/downstream/ngram.py), under 'ngram'; `window` and `stride` (0: the window):
   sliding windows over the split's text (pretrain/downstream/sliding.py) for a causal LM."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from pretrain.system import files  # pylint: disable=g-import-not-at-top
-  from pretrain import objectives, run as run_lib
-  from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top
-  from pretrain.system import tf_loader  # pylint: disable=g-import-not-at-top
-  from pretrain.train import evaluation  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain import objectives, run as run_lib  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain.train import evaluation  # pylint: disable=g-import-not-at-top  (not for --help)
 
   run, params, step = run_lib.load(workdir)
   members = sources.mixture_sources(run.cfg.data)
@@ -69,7 +69,7 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
                     "one; use the run's SOURCE_clm task, or drop --window")
   with run.activated():
     if window:
-      from pretrain.downstream import sliding  # pylint: disable=g-import-not-at-top
+      from pretrain.downstream import sliding  # pylint: disable=g-import-not-at-top  (not for --help)
       task_ = tf_loader.seqio().get_mixture_or_task(task)
       text = sliding.text_of(task_, run.task_lengths, split)
       batches = sliding.global_batches(run, text, window, stride or window)[:max_batches]
@@ -86,7 +86,7 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
   if words:
     summary.update(words=words, word_perplexity=math.exp(totals["cross_entropy"] / words))
   if ngram:
-    from pretrain.downstream import ngram as ngram_lib  # pylint: disable=g-import-not-at-top
+    from pretrain.downstream import ngram as ngram_lib  # pylint: disable=g-import-not-at-top  (not for --help)
     references = ngram_lib.reference(run, range(1, ngram + 1), max_batches, split)
     summary["ngram"] = {ngram_lib.ORDERS[order]: {**values, **({"word_perplexity": math.exp(
         values["loss"] * values["tokens"] / words)} if words else {})} for order, values in references.items()}

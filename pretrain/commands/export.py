@@ -27,7 +27,7 @@ def main(argv: list[str], prog: str = "pretrain export") -> None:
   parser.add_argument("--out", required=True, type=cli.output_dir, help="a new (or empty) directory to write")
   args = parser.parse_args(argv)
 
-  from pretrain import hf, run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain import hf, run as run_lib  # pylint: disable=g-import-not-at-top  (not for --help)
 
   run, params, step = run_lib.load(args.workdir, pipeline=False)
   if run.family.prefix_lm:

@@ -41,8 +41,8 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
   if not args.prompt:
     raise UserError("--prompt is empty; give the text to continue")
 
-  import jax  # pylint: disable=g-import-not-at-top
-  from pretrain import run as run_lib, vocab as text_vocab  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain import run as run_lib, vocab as text_vocab  # pylint: disable=g-import-not-at-top  (not for --help)
 
   run, params, _ = run_lib.load(args.workdir, pipeline=False, dropless=args.dropless)
   prompt = run.vocabulary.encode(args.prompt)

@@ -22,7 +22,7 @@ def main(argv: list[str], prog: str = "pretrain goodput") -> None:
   parser.add_argument("--json", action="store_true", help="print the summary as JSON")
   args = parser.parse_args(argv)
 
-  from pretrain.train import checkpoint, goodput  # pylint: disable=g-import-not-at-top
+  from pretrain.train import checkpoint, goodput  # pylint: disable=g-import-not-at-top  (not for --help)
 
   record = goodput.read(args.workdir)
   if record is None:

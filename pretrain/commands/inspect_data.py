@@ -38,7 +38,7 @@ def main(argv: list[str], prog: str = "pretrain inspect-data") -> None:
   parser.add_argument("--chars", type=cli.at_least(1), default=300, help="characters of each example to print")
   args, cfg = cli.parse_command_line(parser, argv)
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top  (imports TF)
-  from pretrain.data import curation  # pylint: disable=g-import-not-at-top
+  from pretrain.data import curation  # pylint: disable=g-import-not-at-top  (not for --help)
   if not curation.enabled(cfg.data):
     raise UserError("no curation stage is set: give --config.data.filters (e.g. gopher,c4) or "
                     "--config.data.dedup (exact or near)")

@@ -47,9 +47,9 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
     raise UserError("give --task=NAME (see --list for the names), or --step=STEP for data.schedule's rows")
 
   seqio = tf_loader.seqio()
-  from pretrain import config as config_lib, objectives  # pylint: disable=g-import-not-at-top
-  from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top
-  from pretrain.vocab import pipeline as vocab
+  from pretrain import config as config_lib, objectives  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain.vocab import pipeline as vocab  # pylint: disable=g-import-not-at-top  (not for --help)
 
   source = sources.make_source(cfg.data)
   vocabulary = vocab.get_vocabulary(cfg, source, objectives.pieces(cfg))
@@ -108,8 +108,8 @@ def _scheduled_rows(args, cfg, source) -> None:
   """The schedule's shares at args.step and args.num of that step's rows: the member drawn for each, shown as an
   example of its objective over data.source (the validation split by default)."""
   seqio = tf_loader.seqio()
-  from pretrain import objectives  # pylint: disable=g-import-not-at-top
-  from pretrain.data import indexed, tasks  # pylint: disable=g-import-not-at-top
+  from pretrain import objectives  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain.data import indexed, tasks  # pylint: disable=g-import-not-at-top  (not for --help)
   plan = objectives.check_schedule(cfg)
   shares = ", ".join(f"{name} {share:.2f}" for name, share in zip(plan.names, plan.rates_at(args.step)) if share)
   print(f"data.schedule at step {args.step}: {shares}\n{plan.describe()}")

@@ -19,6 +19,7 @@ import sys
 import tempfile
 
 from pretrain import cli
+from pretrain.parallel import tpu
 from pretrain.parallel.tpu import ACCEPTED, TpuSlice, tpu_slice
 from pretrain.system.errors import UserError, exit_on_user_error
 
@@ -69,13 +70,13 @@ def _in_repo(path: str, flag: str, inside: bool) -> str:
 
 def _config_file(path: str, flag: str, inside: bool, kind: str = "py") -> str:
   """A built-in config's name as it is (the hosts' package has it), else the file as the hosts see it."""
-  from pretrain import configs  # pylint: disable=g-import-not-at-top
+  from pretrain import configs  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
   return path if configs.path(path, kind) != path else _in_repo(path, flag, inside)
 
 
 def _check_config(config: str, gin_files: list[str], overrides: list[str]):
   """Resolves the config as the trainer will, so a mistyped key fails here and not on every host."""
-  from pretrain import cli, configs  # pylint: disable=g-import-not-at-top
+  from pretrain import configs  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
   local = lambda path, kind: path if configs.path(path, kind) != path else os.path.join(REPO, path)
   argv = [f"--config={local(config, 'py')}", *(f"--gin_file={local(g, 'gin')}" for g in gin_files)]
   return cli.parse_command_line(argparse.ArgumentParser(), argv + overrides)[1]
@@ -141,7 +142,6 @@ def tpu_vm_commands(args, train_args: list[str]) -> tuple[TpuSlice, list[list[st
 def _compile_check(args, overrides: list[str]) -> None:
   """Compiles the run for the slice's topology (pretrain compile) and refuses one that does not fit or compile."""
   from pretrain.commands import compile as compile_lib  # pylint: disable=g-import-not-at-top  (JAX)
-  from pretrain.parallel import tpu  # pylint: disable=g-import-not-at-top
   if args.accelerator_type.startswith(("v2-", "v3-")):
     print(f"# {args.accelerator_type}: not compiled first (libtpu compiles for v4 and newer)", flush=True)
     return

@@ -23,6 +23,7 @@ import uuid
 from pretrain import cli
 from pretrain.config import Valid
 from pretrain.downstream.lm_eval_loader import load
+from pretrain.system import files
 from pretrain.system.errors import UserError, exit_on_user_error
 
 # lm-eval's --limit: documents of each task, or a share of them below 1.
@@ -33,7 +34,6 @@ DOCUMENTS = Valid(lambda v: 0 < v < 1 or (v >= 1 and v == int(v)),
 def _check_writable(path: str, flag: str) -> None:
   """Refuses a results file whose directory cannot be written now, not after the evaluation: a file is made there
   and removed (its missing folders are made)."""
-  from pretrain.system import files  # pylint: disable=g-import-not-at-top
   directory = os.path.dirname(os.path.abspath(path) if files.local(path) else path)
   probe = os.path.join(directory, f".writable-{uuid.uuid4().hex}")
   try:
@@ -72,8 +72,7 @@ def main(argv: list[str], prog: str = "pretrain lm-eval") -> None:
   harness = load()
   results = harness.evaluate(args.workdir, tasks, args.num_fewshot, args.limit, args.step, args.mode,
                              args.include_path, args.batch_size, dropless=args.dropless, verbose=args.verbose)
-  from lm_eval import utils as lm_utils  # pylint: disable=g-import-not-at-top
-  from pretrain.system import files  # pylint: disable=g-import-not-at-top
+  from lm_eval import utils as lm_utils  # pylint: disable=g-import-not-at-top  (the eval extra)
   step = results["config"].get("model_step")
   path = args.output or os.path.join(args.workdir, "eval", f"lm_eval-step{step}.json")
   files.write_atomically(path, json.dumps(results, indent=2, default=lm_utils.handle_non_serializable).encode())

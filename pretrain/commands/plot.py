@@ -22,7 +22,7 @@ def main(argv: list[str], prog: str = "pretrain plot") -> None:
   parser.add_argument("--out", type=cli.output_file, help="the PNG file to write (default: WORKDIR/curves.png)")
   args = parser.parse_args(argv)
 
-  from pretrain.train import metrics  # pylint: disable=g-import-not-at-top
+  from pretrain.train import metrics  # pylint: disable=g-import-not-at-top  (not for --help)
 
   print(metrics.plot_curves(args.workdir, args.out))
 

@@ -16,7 +16,10 @@ import json
 import os
 import sys
 
+import ml_collections
+
 from pretrain import cli
+from pretrain.system import data_cache
 from pretrain.system.errors import UserError, exit_on_user_error
 
 
@@ -29,9 +32,8 @@ def _check_preparable(cfg) -> None:
 def prepare(cfg, shard: int = 0, num_shards: int = 1) -> list[dict]:
   """Builds shard `shard` of `num_shards` of the training store of every source of `cfg`; returns what each
   store holds (empty counts for a store that waits for other shards)."""
-  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.data import token_store  # pylint: disable=g-import-not-at-top
-  from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain.data import token_store  # pylint: disable=g-import-not-at-top  (not for --help)
   _check_preparable(cfg)
   run = run_lib.Run.build_with_data(cfg)
   summaries = []
@@ -49,7 +51,6 @@ def prepare(cfg, shard: int = 0, num_shards: int = 1) -> list[dict]:
 
 def _prepare_shard(config_json: str, shard: int, num_shards: int) -> list[dict]:
   """prepare() on a Beam worker: the config travels as JSON."""
-  import ml_collections  # pylint: disable=g-import-not-at-top
   return prepare(ml_collections.ConfigDict(json.loads(config_json)), shard, num_shards)
 
 
@@ -57,10 +58,10 @@ def prepare_with_beam(cfg, num_shards: int, options: str) -> list[dict]:
   """The num_shards shards of every store built by an Apache Beam pipeline (runner and its settings: `options`,
   Beam's command-line flags), one shard per work item; returns the stores' summaries."""
   try:
-    import apache_beam as beam  # pylint: disable=g-import-not-at-top
+    import apache_beam as beam  # pylint: disable=g-import-not-at-top  (Apache Beam, the beam extra)
   except ImportError:
     raise UserError("--beam needs Apache Beam: pip install -e '.[beam]'") from None
-  from pretrain import config as config_lib, run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain import config as config_lib, run as run_lib  # pylint: disable=g-import-not-at-top  (not for --help)
   _check_preparable(cfg)  # Here, not in a worker.
   run_lib.Run.build_with_data(cfg)  # The vocabulary, trained here once if missing, for every worker to find.
   config_json = config_lib.to_json(cfg)

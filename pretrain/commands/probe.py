@@ -37,6 +37,7 @@ import os
 import sys
 
 from pretrain import cli
+from pretrain.system import files
 from pretrain.system.errors import UserError, exit_on_user_error
 
 
@@ -64,13 +65,12 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
     raise UserError("--finetune fine-tunes on the labelled task; add --task=packages")
   if args.task != "zero_shot" and args.limit:
     raise UserError("--limit counts the zero-shot tasks' items; add --task=zero_shot, or leave it out")
-  import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from pretrain.system import files  # pylint: disable=g-import-not-at-top
-  from pretrain import run as run_lib
-  from pretrain.downstream import evaluation, stats  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top  (not for --help)
+  import numpy as np  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain.downstream import evaluation, stats  # pylint: disable=g-import-not-at-top  (not for --help)
   run, params, step = run_lib.load(args.workdir)
-  from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top
+  from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top  (not for --help)
   scorer = likelihood.Scorer(run) if args.task == "zero_shot" else None  # Compiled once, for both rows.
   rows = {}
   for name, row_params in ((f"model (step {step})", params), ("random init", run.create_state().params)):

@@ -13,6 +13,7 @@ default): `tokenizer.vocab_size` counts them. Use it with --config.tokenizer.pat
 import sys
 
 from pretrain import cli
+from pretrain.system import files
 from pretrain.system.errors import exit_on_user_error
 
 
@@ -21,10 +22,9 @@ def main(argv: list[str], prog: str = "pretrain train-tokenizer") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--out", required=True, type=cli.output_file, help="path of the model file to write")
   args, cfg = cli.parse_command_line(parser, argv)
-  from pretrain.system import files  # pylint: disable=g-import-not-at-top
-  from pretrain import objectives
+  from pretrain import objectives  # pylint: disable=g-import-not-at-top  (not for --help)
   from pretrain.data import sources  # pylint: disable=g-import-not-at-top  (imports TF)
-  from pretrain import vocab
+  from pretrain import vocab  # pylint: disable=g-import-not-at-top  (not for --help)
   source = sources.make_source(cfg.data)
   texts = source.texts("train", max_chars=cfg.tokenizer.max_chars)
   t, special = cfg.tokenizer, objectives.pieces(cfg)

@@ -112,7 +112,7 @@ def _stdlib_docstrings():
 def labelled() -> tuple[tuple[str, str], ...]:
   """(document, its source) of every document of the corpus, stripped, deduplicated (the first source kept), in a
   fixed order: the source is 'pydoc' for a topic page, else the standard library package or module."""
-  import pydoc_data.topics  # pylint: disable=g-import-not-at-top
+  import pydoc_data.topics  # pylint: disable=g-import-not-at-top  (only when building the corpus)
 
   pages = [(pydoc_data.topics.topics[k], "pydoc") for k in sorted(pydoc_data.topics.topics)]
   kept = {}

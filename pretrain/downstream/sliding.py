@@ -57,8 +57,8 @@ def text_of(task, lengths: dict[str, int], split: str) -> np.ndarray:
 def global_batches(run, text: np.ndarray, window: int, stride: int) -> list:
   """The windows' rows as global batches of train.batch_size rows (the last padded with empty rows), each host
   holding its part."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top  (JAX: only when scoring)
+  from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top  (JAX: only when scoring)
   width = run.task_lengths["targets"]
   if window > width:
     raise UserError(f"--window={window} is longer than the run's rows of {width} tokens (data.seq_len), the "

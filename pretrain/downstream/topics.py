@@ -42,7 +42,7 @@ def classes() -> list[str]:
 def task(vocabulary) -> tuple[list[str], dict[str, Split]]:
   """(classes, {'train', 'validation', 'test': Split}) in `vocabulary`'s tokens; a document shorter than one
   passage is left out."""
-  from pretrain.data import corpus  # pylint: disable=g-import-not-at-top
+  from pretrain.data import corpus  # pylint: disable=g-import-not-at-top  (data stack: not for generate)
   names = classes()
   index = {name: i for i, name in enumerate(names)}
   rows = {split: ([], [], []) for split in SPLITS}

@@ -218,7 +218,7 @@ def leak(where: str, texts: dict[str, list[str]]) -> dict:
   distinct 13-word shingles (pretrain/data/overlap.py) found in train's; per held-out split its documents and how
   many have at least half and at least 80% of their shingles in train's; and per task of the files in `where`
   its items and how many have their correct text verbatim in a train document."""
-  from pretrain.data import overlap  # pylint: disable=g-import-not-at-top
+  from pretrain.data import overlap  # pylint: disable=g-import-not-at-top  (data stack: not for generate)
   found = {"downstream_shingles_in_train": overlap.pooled_share(texts["downstream"], texts["train"])}
   for split in ("validation", "downstream"):
     shares = overlap.shares(texts[split], texts["train"])
@@ -307,7 +307,7 @@ def evaluate(run, params, names=TASKS, scorer=None, limit: int | None = None) ->
   """{task: accuracy} of a run's model with `params` on the zero-shot tasks, the first `limit` items of each
   (None: all; lm-eval's --limit) (`scorer`: a likelihood.Scorer of the run, to reuse its compiled steps for other
   parameters of the model)."""
-  from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top
+  from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top  (JAX: only when scoring)
   scorer = scorer or likelihood.Scorer(run)
   found = accuracies(lambda requests: [logprob for logprob, _ in scorer(params, requests)], run.vocabulary, names,
                      limit)

@@ -8,6 +8,9 @@ another run (pretrain/workdir/branch.py).
 import os
 import shlex
 
+from pretrain import run as run_lib
+from pretrain.commands import cooldown as cooldown_command
+from pretrain.experiments import runs, sweep_report
 from pretrain.system.errors import UserError
 
 
@@ -15,13 +18,10 @@ def cooldown(parent: str, start: int, decay: int, out: str, flags: list[str]) ->
   """runs.measure() of the branch of the run in `parent` from its checkpoint of step `start`, decaying over `decay`
   steps in `out` (`flags`: other --config.KEY=VALUE overrides of the branch, e.g. its decay's shape); trained
   unless finished, its console output in OUT/train.log."""
-  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.commands import cooldown as command  # pylint: disable=g-import-not-at-top
-  from pretrain.experiments import runs, sweep_report  # pylint: disable=g-import-not-at-top
   if sweep_report.final_record(out, start + decay) is None:
     os.makedirs(out, exist_ok=True)
     with runs.output_to(os.path.join(out, "train.log")):
-      stopped = command.main.__wrapped__([f"--workdir={parent}", f"--from_step={start}", f"--steps={decay}",
+      stopped = cooldown_command.main.__wrapped__([f"--workdir={parent}", f"--from_step={start}", f"--steps={decay}",
                                           f"--out={out}", *flags])
     if stopped:
       raise UserError(f"the branch in {out} was interrupted; rerun the command to continue")

@@ -10,6 +10,8 @@ decaying over D: a budget costs D steps more, not S + D.
 
 import dataclasses
 
+import jax
+
 from pretrain.system.errors import UserError
 from pretrain.train import flops
 
@@ -26,7 +28,6 @@ class Model:
 
 def model(run) -> Model:
   """The Model of a pretrain.run.Run (its abstract parameters: nothing is allocated)."""
-  import jax  # pylint: disable=g-import-not-at-top
   shapes = run.abstract_state().params
   size = lambda tree: sum(x.size for x in jax.tree.leaves(tree))
   rows = run.cfg.train.batch_size

@@ -85,9 +85,9 @@ def table(results: dict, reference: dict) -> str:
 
 
 def plot(results: dict, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
   for family, by_model in results.items():
     for model, seeds in by_model.items():

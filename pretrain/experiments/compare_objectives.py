@@ -57,8 +57,10 @@ import numpy as np
 
 from pretrain import cli, objectives, run as run_lib
 from pretrain.downstream import stats, zero_shot
+from pretrain.downstream import evaluation, likelihood
 from pretrain.experiments import runs
 from pretrain.system.errors import UserError, exit_on_user_error
+from pretrain.system.errors import UserError as NotScored
 
 DEFAULT_OBJECTIVES = "clm,prefix_lm_decoder,span_corruption,ul2,mass,mlm,nsp,sop,electra,contrastive"
 # The objectives a comparison needs most replicates of (--seeds); the others run --other_seeds.
@@ -146,8 +148,6 @@ def downstream(workdir: str, args) -> dict:
   """{'model': {measure: the run's value}, 'random init': ..., 'inner': {row: {measure: [each inner seed's]}}} of
   a finished run and of its initial parameters (the same seed's); a measure with inner seeds (a probe's, a
   fine-tuning's) is their mean: the run is the unit."""
-  from pretrain.downstream import evaluation, likelihood  # pylint: disable=g-import-not-at-top
-  from pretrain.system.errors import UserError as NotScored  # pylint: disable=g-import-not-at-top,reimported
   run, params, _ = run_lib.load(workdir)
   scorer = likelihood.Scorer(run)  # Compiled once, for both rows.
   inner = {}
@@ -267,9 +267,9 @@ def yardstick_verdicts(results: dict[str, list[dict]], reference: dict) -> str:
 
 
 def plot(results: dict[str, list[dict]], path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
 
   fig, (own, common, down) = plt.subplots(1, 3, figsize=(20, 4.8))
   for name, seeds in results.items():

@@ -92,9 +92,9 @@ def table(measured: dict, results: dict) -> str:
 
 
 def plot(results: dict, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   fig, ax = plt.subplots(figsize=(8, 4.8))
   for name, seeds in results.items():
     line, = ax.plot(*zip(*seeds[0]["curve"][1:]), "o-", markersize=3, label=name)

@@ -30,12 +30,15 @@ import math
 import os
 import shlex
 
+import jax.numpy as jnp
 import numpy as np
 
 from pretrain import cli
+from pretrain import run as run_lib
 from pretrain.downstream import stats
 from pretrain.experiments import branches, runs, sweep
 from pretrain.system.errors import UserError, exit_on_user_error
+from pretrain.train import optimizer
 
 COSINE = "cosine"
 
@@ -74,8 +77,6 @@ def parent_flags(wsd: list[dict]) -> list[str]:
 
 def learning_rates(cfg) -> np.ndarray:
   """The rate of each step of a run's config (what the update that makes step t + 1 uses)."""
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from pretrain.train import optimizer  # pylint: disable=g-import-not-at-top
   return np.asarray(optimizer.schedule(cfg.optimizer, cfg.train.steps)(jnp.arange(cfg.train.steps + 1)))
 
 
@@ -137,9 +138,9 @@ def table(results: dict, wsd: list[dict], steps: int, reference: dict) -> str:
 
 
 def plot(results: dict, wsd: list[dict], rates: dict, found: list, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   fig, (lr_ax, curve_ax, final_ax) = plt.subplots(1, 3, figsize=(16, 4.6))
   names = [COSINE, *(a["name"] for a in wsd)]
   colors = {name: f"C{i}" for i, name in enumerate(names)}
@@ -220,7 +221,6 @@ def main(argv: list[str], prog: str = "pretrain experiment cooldown_check") -> i
                                              seeds)
     commands.append(shlex.join(["pretrain", "sweep", *sweep_argv]))
     print(f"{name:<16} val loss {stats.text([r['loss'] for r in results[name]])}", flush=True)
-  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   for name in results:
     rates[name] = learning_rates(run_lib.saved_config(os.path.join(args.out_dir, name, f"seed={seeds[0]}")))
   for a in wsd[1:]:

@@ -28,6 +28,7 @@ import numpy as np
 from pretrain import cli, run as run_lib
 from pretrain.config import OPEN_FRACTION
 from pretrain.downstream import stats
+from pretrain.downstream import evaluation
 from pretrain.experiments import runs
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.train import metrics
@@ -78,7 +79,6 @@ def curves(workdir: str, objective: str, tokens_per_step: int) -> dict[str, list
 def probe(workdir: str, seeds: int, initial: bool) -> dict[str, list[float]]:
   """The same-document probe's accuracies of a finished run ('model') and, if `initial`, of its initial
   parameters ('random init': the same for every arm of a seed)."""
-  from pretrain.downstream import evaluation  # pylint: disable=g-import-not-at-top
   run, params, _ = run_lib.load(workdir)
   rows = {"model": params, **({"random init": run.create_state().params} if initial else {})}
   return {name: evaluation.measure(run, p, "same_document", seeds)["same_document_probe"] for name, p in rows.items()}
@@ -122,9 +122,9 @@ def verdicts(results: dict[str, list[dict]], init: list[float]) -> list[str]:
 
 
 def plot(results: dict[str, list[dict]], path: str, schedules: dict[str, str]) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   fig, axes = plt.subplots(1, 2, figsize=(14, 4.8))
   for arm, seeds in results.items():
     for ax, name in zip(axes, (CLM_BPB, UL2_LOSS)):

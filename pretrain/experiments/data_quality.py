@@ -36,11 +36,15 @@ import shlex
 import numpy as np
 
 from pretrain import cli
+from pretrain import objectives, run as run_lib
 from pretrain.config import Valid
+from pretrain.data import filters
 from pretrain.downstream import stats
 from pretrain.experiments import runs, sweep, web_defects
 from pretrain.system import data_cache
 from pretrain.system.errors import UserError, exit_on_user_error
+from pretrain.train import evaluation
+from pretrain.vocab import pipeline as vocab
 
 # Filters for documentation text: Gopher's word count rule at 50 words would remove a third of the clean
 # docstrings (their median is 59 words), and C4's sentence and punctuation rules most of them
@@ -85,7 +89,6 @@ def score(removed: list[str | None], labels: list[str]) -> dict:
 
 def rules_alone(texts: list[str], labels: list[str]) -> dict:
   """score() of every filter rule on its own at its published threshold."""
-  from pretrain.data import filters  # pylint: disable=g-import-not-at-top
   found = {}
   for name in filters.RULES:
     rule = filters.parse(name)
@@ -146,8 +149,6 @@ def on_clean_rows(judge, point: str) -> dict[str, float]:
   """{'loss', 'bits_per_byte'} of a run's final parameters on `judge`'s validation rows: the clean rung's run,
   whose validation split no filter touched, so that every rung is scored on the same rows (the curation stage
   filters a curated run's own validation split too)."""
-  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.train import evaluation  # pylint: disable=g-import-not-at-top
   _, params, _ = run_lib.load(point)
   with judge.activated():
     batches = evaluation.global_batches(judge, judge.task, judge.objective, "validation", judge.cfg.train.eval_batches)
@@ -156,9 +157,9 @@ def on_clean_rows(judge, point: str) -> dict[str, float]:
 
 
 def plot(results: dict[str, list[dict]], shares: dict, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
 
   fig, (curves, bars) = plt.subplots(1, 2, figsize=(13, 4.8))
   for rung, seeds in results.items():
@@ -196,9 +197,8 @@ def main(argv: list[str], prog: str = "pretrain experiment data_quality") -> int
   parser.add_argument("--documents", type=cli.at_least(0), default=0, help="build the ladder from the first N training "
                       "documents (0: all)")
   args, base = cli.parse_command_line(parser, argv)
-  from pretrain import objectives, run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.data import filters, sources, token_store  # pylint: disable=g-import-not-at-top
-  from pretrain.vocab import pipeline as vocab
+  # pylint: disable-next=g-import-not-at-top  (data stack: not for generate)
+  from pretrain.data import filters, sources, token_store
   filters.parse(args.filters)  # A bad spec fails now, not after the first runs.
   if args.dedup not in ("", "exact", "near"):
     raise UserError(f"--dedup={args.dedup!r}: give exact, near or ''")

@@ -109,9 +109,9 @@ def shifts(rows: list[dict], widths: list[int], lrs: list[float]) -> list[str]:
 
 
 def plot(rows: list[dict], lrs: list[float], path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   families = sorted({r["family"] for r in rows})
   fig, axes = plt.subplots(len(families), 2, figsize=(10, 3.6 * len(families)), squeeze=False, sharex=True)
   cmap = plt.get_cmap("viridis")

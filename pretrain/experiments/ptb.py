@@ -32,6 +32,7 @@ from pretrain import cli, config as config_lib, configs, run as run_lib
 from pretrain.commands import eval as eval_command
 from pretrain.training import train
 from pretrain.downstream import stats
+from pretrain.downstream import ngram
 from pretrain.experiments import runs
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.train import goodput, metrics
@@ -62,7 +63,6 @@ def counted(workdir: str) -> dict[int, dict[str, float]]:
   """{order: {split: per-word perplexity}} of the count models fitted once on the train split, in the vocabulary of
   the run in `workdir`, on the causal-LM rows `pretrain eval --ngram` scores."""
   from pretrain.data import sources  # pylint: disable=g-import-not-at-top  (the data stack)
-  from pretrain.downstream import ngram  # pylint: disable=g-import-not-at-top
   run, _, _ = run_lib.load(workdir)
   models = ngram.fitted(run, ORDERS)
   found = {order: {} for order in ORDERS}
@@ -154,9 +154,9 @@ def verdicts(results: dict[str, list[dict]]) -> list[str]:
 
 
 def plot(results: dict[str, list[dict]], counts: dict[int, dict[str, float]], path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   fig, ax = plt.subplots(figsize=(8, 4.8))
   for name, seeds in results.items():
     for i, r in enumerate(seeds):

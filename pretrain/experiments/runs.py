@@ -16,6 +16,7 @@ import time
 import jax
 
 from pretrain import cli, config as config_lib, run as run_lib
+from pretrain.downstream import ngram, zero_shot
 from pretrain.training import train
 from pretrain.system.errors import UserError
 from pretrain.train import metrics
@@ -238,7 +239,6 @@ def count_references(cfg) -> tuple[dict, dict]:
   """({count model: {'loss', 'bits_per_byte'}} on the validation rows the causal-LM yardstick reads
   (train.eval_batches batches of data.seq_len), {'chance' and each count model: {zero-shot task: accuracy}}):
   the reference rows of the experiments' tables, in the vocabulary of `cfg`'s runs."""
-  from pretrain.downstream import ngram, zero_shot  # pylint: disable=g-import-not-at-top
   clm = cfg.copy_and_resolve_references()
   clm.data.objective, clm.data.schedule, clm.data.eval_objectives = "clm", (), ()
   run = run_lib.Run.build_with_data(clm)
@@ -252,7 +252,6 @@ def count_references(cfg) -> tuple[dict, dict]:
 
 def train_tokens(cfg) -> int:
   """Tokens of the train split in `cfg`'s vocabulary, each document's EOS among them: what an epoch is."""
-  from pretrain.downstream import ngram  # pylint: disable=g-import-not-at-top
   clm = cfg.copy_and_resolve_references()
   clm.data.objective, clm.data.schedule, clm.data.eval_objectives = "clm", (), ()
   return sum(len(segment) for segment in ngram.clm_segments(run_lib.Run.build_with_data(clm), "train"))

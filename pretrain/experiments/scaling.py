@@ -44,6 +44,7 @@ import time
 import numpy as np
 
 from pretrain import cli
+from pretrain import run as run_lib
 from pretrain.config import POSITIVE, Valid
 from pretrain.downstream import stats
 from pretrain.experiments import branches, budgets as budgets_lib, isoflop, parametric_fit, runs, scaling_report, sweep
@@ -132,7 +133,6 @@ def config(flags: list[str]):
 
 def rungs_and_plans(rungs, budgets, user: list[str], args) -> list[dict]:
   """Per rung: its name, flags, model (FLOPs, N) and plan, checked before anything trains."""
-  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
   found = []
   for d, layers in rungs:
     flags = [*common_flags(args), *user, *rung_flags(d, layers, args)]

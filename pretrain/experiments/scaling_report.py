@@ -176,10 +176,10 @@ def limits(ladder: list[dict], budgets: list[float], records: list[dict], base_w
 
 
 def plot(ladder: list[dict], budgets: list[float], records: list[dict], fit: isoflop.Fit, law, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  import matplotlib.ticker  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
+  import matplotlib.ticker  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   fig, (iso_ax, frontier_ax, curve_ax) = plt.subplots(1, 3, figsize=(18, 5.2))
   cmap = plt.get_cmap("viridis")
   color = lambda i, count: cmap(0.85 * i / max(count - 1, 1))  # Not viridis's pale yellow end.

@@ -35,7 +35,11 @@ import shlex
 import sys
 
 from pretrain import cli
+from pretrain.commands import probe as probe_command
+from pretrain.commands import launch
 from pretrain.experiments import sweep_grid
+from pretrain.parallel import mesh
+from pretrain.system import aside
 from pretrain.system.errors import UserError, exit_on_user_error
 
 BASE_FLAGS = ("--config", "--gin_file", "--config.", "--gin.")
@@ -64,10 +68,9 @@ class Interrupted(UserError):
 
 def _train_point(cfg, workdir: str, trained: bool, probe: str | None, probe_seeds: int) -> None:
   """Trains (or resumes) the point's run unless `trained`, then probes it if asked."""
-  from pretrain.commands import probe as probe_command  # pylint: disable=g-import-not-at-top
-  from pretrain.training import train  # pylint: disable=g-import-not-at-top
-  from pretrain.experiments import runs, sweep_report as report_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.system import aside  # pylint: disable=g-import-not-at-top
+  from pretrain.training import train  # pylint: disable=g-import-not-at-top  (not for --help)
+  # pylint: disable-next=g-import-not-at-top  (not for --help)
+  from pretrain.experiments import runs, sweep_report as report_lib
   os.makedirs(workdir, exist_ok=True)
   with runs.output_to(os.path.join(workdir, "train.log" if not trained else "probe.log")):
     if not trained and train(cfg, workdir).get("stopped_by"):
@@ -109,7 +112,6 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
   sweep_grid.same_configs(configs)
   if not args.launch:  # The points train here: each one's mesh over this machine's devices, before any trains.
     import jax  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
-    from pretrain.parallel import mesh  # pylint: disable=g-import-not-at-top
     for name, cfg in configs.items():
       try:
         mesh.mesh_shape(cfg.mesh, jax.device_count())
@@ -119,7 +121,7 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
   if args.launch:
     _launch(args, base, points)
     return
-  from pretrain.experiments import sweep_report as report_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.experiments import sweep_report as report_lib  # pylint: disable=g-import-not-at-top  (not for --help)
   failed = {}
   for i, (name, settings) in enumerate(points):
     workdir, cfg = os.path.join(args.workdir, name), configs[name]
@@ -155,8 +157,8 @@ def seeded(workdir: str, flags: list[str], seeds: list[int]) -> tuple[list[dict]
   """(each seed's runs.measure(), the sweep's flags) of one config trained once per seed by a sweep in `workdir` (a
   point per seed, WORKDIR/seed=S; a rerun continues an interrupted sweep and reads finished points back): how the
   experiments replicate a run."""
-  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
-  from pretrain.experiments import runs  # pylint: disable=g-import-not-at-top
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top  (not for --help)
+  from pretrain.experiments import runs  # pylint: disable=g-import-not-at-top  (not for --help)
   argv = [f"--workdir={workdir}", *flags, f"--grid.train.seed={','.join(map(str, seeds))}"]
   os.makedirs(os.path.dirname(os.path.abspath(workdir)), exist_ok=True)
   with runs.output_to(workdir + ".log"):
@@ -175,7 +177,6 @@ def config_flags(argv: list[str]) -> list[str]:
 
 
 def _launch(args, base: list[str], points) -> None:
-  from pretrain.commands import launch  # pylint: disable=g-import-not-at-top
   for name, settings in points:
     print(f"# {name}")
     launch.main([*shlex.split(args.launch), f"--workdir={os.path.join(args.workdir, name)}", *base,
@@ -184,7 +185,7 @@ def _launch(args, base: list[str], points) -> None:
 
 
 def _report(args, command: str, configs: dict | None = None, show: bool = True) -> None:
-  from pretrain.experiments import sweep_report as report_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.experiments import sweep_report as report_lib  # pylint: disable=g-import-not-at-top  (not for --help)
   if configs is None:
     manifest = sweep_grid.read_manifest(args.workdir)
     configs = {name: _point_config(manifest["base"], settings)

@@ -150,9 +150,9 @@ def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> lis
 def _plot(path: str, grid: dict, swept: list[str], groups: dict, metric: str, partial: str) -> None:
   """`metric` against the first swept setting (numeric where its values are), a line per setting of the others,
   with the 95% intervals as error bars; `partial`: the title says how many points are in."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   fig, ax = plt.subplots(figsize=(6, 4))
   x_key = swept[0] if swept else None
   x_values = grid[x_key] if x_key else ["base"]

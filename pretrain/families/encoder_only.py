@@ -17,7 +17,8 @@ class EncoderOnly(Family):
     return dict.fromkeys(self.task_features, data_cfg.seq_len)
 
   def converter(self):
-    from pretrain.data.encoder_converter import EncoderFeatureConverter  # pylint: disable=g-import-not-at-top
+    # pylint: disable-next=g-import-not-at-top  (data stack: not for generate)
+    from pretrain.data.encoder_converter import EncoderFeatureConverter
     return EncoderFeatureConverter()
 
   def model_lengths(self, task_lengths):
@@ -41,7 +42,7 @@ class EncoderOnly(Family):
   def score_rows(self, context, continuation, vocabulary, task_lengths, *, span=True):
     """Pseudo-log-likelihood (Salazar et al. 2020): a row per continuation token, that token replaced by [MASK]
     and predicted from everything else."""
-    from pretrain import vocab as text_vocab  # pylint: disable=g-import-not-at-top
+    from pretrain import vocab as text_vocab  # pylint: disable=g-import-not-at-top  (only for a run's data)
     context = cut_left(context, task_lengths["inputs"] - len(continuation))
     tokens = np.asarray([*context, *continuation], np.int32)
     mask_id = text_vocab.single_piece_id(vocabulary, "[MASK]")

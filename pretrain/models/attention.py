@@ -234,8 +234,10 @@ def _eager_splash_kernel(num_heads: int, query_length: int, key_length: int, cau
 
 def _make_splash_kernel(num_heads: int, query_length: int, key_length: int, causal: bool, query_shards: int,
                         interpret: bool):
-  from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash  # pylint: disable=g-import-not-at-top
-  from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top  (a Pallas kernel: only when chosen)
+  from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
+  # pylint: disable-next=g-import-not-at-top  (a Pallas kernel: only when chosen)
+  from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
   shape = (query_length, key_length)
   head_mask = masks.CausalMask(shape) if causal else masks.FullMask(shape)
   bq, bkv = _block(query_length // query_shards), _block(key_length)
@@ -249,7 +251,8 @@ def _make_splash_kernel(num_heads: int, query_length: int, key_length: int, caus
 def _splash(kernel, q_BLNH, k_BSKH, v_BSKH, query_segments_BL, key_segments_BS, scale):
   """Splash attention (head-major, one example at a time; grouped key/value heads as they are) by `kernel`
   (_splash_kernel's, its mask tables this device's share)."""
-  from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top  (a Pallas kernel: only when chosen)
+  from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
   one_example = lambda q_NLH, k_KSH, v_KSH, query_L, key_S: kernel(
       q_NLH * jnp.asarray(scale, q_NLH.dtype), k_KSH, v_KSH, segment_ids=splash.SegmentIds(q=query_L, kv=key_S))
   head_major = lambda x: jnp.swapaxes(x, 1, 2)
@@ -261,7 +264,8 @@ def _splash(kernel, q_BLNH, k_BSKH, v_BSKH, query_segments_BL, key_segments_BS, 
 def _gpu_flash(q_BLNH, k_BSKH, v_BSKH, query_segments_BL, key_segments_BS, scale, causal):
   """Pallas flash attention for GPUs (one segment-id row: Mask.build sends cross-attention to the XLA path)."""
   del key_segments_BS
-  from jax.experimental.pallas.ops.gpu import attention as gpu  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top  (a Pallas kernel: only when chosen)
+  from jax.experimental.pallas.ops.gpu import attention as gpu
   groups = q_BLNH.shape[2] // k_BSKH.shape[2]
   k_BSNH, v_BSNH = (jnp.repeat(x, groups, axis=2) if groups > 1 else x for x in (k_BSKH, v_BSKH))
   block = _block(q_BLNH.shape[1], largest=KERNEL_TILE)

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 
 from pretrain.models import attention
 from pretrain.parallel import mesh as mesh_lib
+from pretrain.system.errors import UserError
 
 Dtype = jnp.dtype
 partitioned = nn.with_logical_partitioning
@@ -96,7 +97,6 @@ def rematerialised(module_class, policy: str, scanned: bool):
   if policy == "none":
     return module_class
   if policy not in REMAT_POLICIES:
-    from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
     raise UserError(f"model.remat={policy!r} is unknown; use none, {', '.join(REMAT_POLICIES)}")
   return nn.remat(module_class, policy=REMAT_POLICIES[policy], prevent_cse=not scanned)
 

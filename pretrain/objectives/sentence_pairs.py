@@ -235,7 +235,8 @@ class SentencePairs(families.EncoderOnly):
     return {**dict.fromkeys(("inputs", "targets", "weights"), data_cfg.seq_len), "pair_label": 1}
 
   def converter(self):
-    from pretrain.data.encoder_converter import PairFeatureConverter  # pylint: disable=g-import-not-at-top
+    # pylint: disable-next=g-import-not-at-top  (data stack: not for generate)
+    from pretrain.data.encoder_converter import PairFeatureConverter
     return PairFeatureConverter()
 
   def model_lengths(self, task_lengths):

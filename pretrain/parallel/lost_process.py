@@ -93,7 +93,7 @@ def start(process_id: int, num_processes: int, verbose: bool = False) -> None:
   opened = []
   try:
     if os.isatty(2):
-      import fcntl, termios, tty  # pylint: disable=g-import-not-at-top,multiple-imports
+      import fcntl, termios, tty  # pylint: disable=g-import-not-at-top,multiple-imports  (POSIX terminals only)
       opened += os.openpty()
       tty.setraw(opened[1])  # Bytes as written: no newline translation.
       fcntl.ioctl(opened[1], termios.TIOCSWINSZ, fcntl.ioctl(2, termios.TIOCGWINSZ, b"\0" * 8))

@@ -17,6 +17,7 @@ import math
 
 import flax.linen as nn
 import jax
+from jax.experimental import mesh_utils
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
@@ -96,7 +97,6 @@ def make_mesh(mesh_cfg, devices=None) -> jax.sharding.Mesh:
     try:
       return jax.make_mesh(sizes, AXES, axis_types=axis_types, devices=devices)
     except NotImplementedError:  # A TPU torus whose axes the mesh's sizes do not group (4 x 4 over 8 x 8 x 4):
-      from jax.experimental import mesh_utils  # pylint: disable=g-import-not-at-top  (split a physical axis)
       grid = mesh_utils.create_device_mesh(sizes, devices, allow_split_physical_axes=True)
       return jax.sharding.Mesh(grid, AXES, axis_types=axis_types)
   if not hasattr(devices[0], "slice_index"):
@@ -106,7 +106,6 @@ def make_mesh(mesh_cfg, devices=None) -> jax.sharding.Mesh:
     raise UserError(f"mesh.dcn_* = {dict(zip(AXES, dcn))} spans {math.prod(dcn)} slices, but the devices form "
                     f"{slices}; make the product of {_listed('mesh.dcn_' + a for a in AXES)} {slices}")
   ici = split_over_slices(sizes, dcn)
-  from jax.experimental import mesh_utils  # pylint: disable=g-import-not-at-top
   devices = mesh_utils.create_hybrid_device_mesh(ici, dcn, devices)
   return jax.sharding.Mesh(devices, AXES, axis_types=axis_types)
 

@@ -24,7 +24,7 @@ def tensorflow():
     return sys.modules["tensorflow"]
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   with native_logs_hidden():
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top  (TensorFlow: loaded on first use)
     tf.config.set_visible_devices([], "GPU")
   trace_as_written()
   _ready.append(True)
@@ -46,7 +46,8 @@ def trace_as_written(package: str = "pretrain") -> None:
   function a pipeline maps, and its callees, from their source (1-3 s of each run's start) to turn Python
   control flow on tensors into graph ops; this package's pipelines have none (a function that had would fail
   while tracing, not run differently). Other code, a user's preprocessors and seqio's, is converted as before."""
-  from tensorflow.python.autograph.core import config  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top  (TensorFlow: loaded on first use)
+  from tensorflow.python.autograph.core import config
   if not any(rule.matches(package) for rule in config.CONVERSION_RULES):
     config.CONVERSION_RULES = (config.DoNotConvert(package), *config.CONVERSION_RULES)
 

@@ -9,6 +9,7 @@ import os
 import time
 
 import jax
+from jax.experimental import multihost_utils
 import numpy as np
 import tqdm
 
@@ -254,7 +255,6 @@ def _minutes_due(minutes: float, since: float) -> bool:
     return False
   due = time.perf_counter() - since >= minutes * 60
   if jax.process_count() > 1:
-    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
     due = bool(multihost_utils.broadcast_one_to_all(np.bool_(due)))
   return due
 

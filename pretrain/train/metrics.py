@@ -128,7 +128,7 @@ PANELS = (
 
 def curves_figure(records: list[dict], title: str = ""):
   """A matplotlib Figure of the records' metrics against the step, one panel per entry of PANELS."""
-  from matplotlib import figure  # pylint: disable=g-import-not-at-top
+  from matplotlib import figure  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
 
   def keys_like(prefix: str, suffix: str = "") -> list[str]:
     return sorted({k for r in records for k in r if k.startswith(prefix) and k.endswith(suffix)})

@@ -25,6 +25,7 @@ import time
 import uuid
 
 import jax
+from jax.experimental import multihost_utils
 import numpy as np
 from pretrain.system import aside, files
 from pretrain.system.console import log
@@ -133,7 +134,6 @@ class WorkdirLock:
       except UserError as e:
         refusal = str(e)
     if jax.process_count() > 1:  # Every process stops if process 0 was refused.
-      from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
       refused = multihost_utils.broadcast_one_to_all(np.int32(bool(refusal)))
       if refused and not refusal:
         raise UserError(f"process 0 could not lock the workdir ({self.path}); see its message")
