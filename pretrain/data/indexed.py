@@ -67,13 +67,15 @@ def window_documents(documents: int, size: int, seed: int, member: int, g, in_or
   """The store indices of window g's documents: the g-th `size` documents of the endless sequence of epochs, each
   epoch a seeded permutation of the store (member: which member of a mixture). `in_order` (a stream context): each
   epoch visits the store's consecutive runs of `size` documents in a seeded order instead, each run in the store's
-  order."""
+  order, the runs starting a seeded number of documents (below `size`) further on each epoch, the last wrapping
+  around to the first documents: the text is cut into rows at other places each epoch, not into the same rows."""
   g = tf.cast(g, tf.int64)
   per_epoch = -(-documents // size)
   epoch, k = g // per_epoch, g % per_epoch
   if in_order:
     k = tf.random.experimental.index_shuffle(k, seed=_seed(seed, member, epoch), max_index=per_epoch - 1)
-    return tf.range(k * size, tf.minimum((k + 1) * size, documents), dtype=tf.int64)
+    shift = tf.random.stateless_uniform([], _seed(seed, member, 2, epoch), 0, size, dtype=tf.int64)
+    return (shift + tf.range(k * size, tf.minimum((k + 1) * size, documents), dtype=tf.int64)) % documents
   order = tf.range(k * size, tf.minimum((k + 1) * size, documents), dtype=tf.int64)
   return tf.random.experimental.index_shuffle(order, seed=_seed(seed, member, epoch), max_index=documents - 1)
 

@@ -256,8 +256,8 @@ def test_prepare_data_command(cache_dir, vocabulary, run_train):
 @pytest.mark.slow
 def test_a_stream_epoch_reads_runs_of_documents_in_order_and_every_token_once(cache_dir, vocabulary):
   """data.context=stream: each window is a run of consecutive documents in the store's order (the text's
-  context), an epoch visits every run once in a seeded order, and its rows hold each token of the store once,
-  with one EOS per document, with no segments inside a row."""
+  context), an epoch visits every run once in a seeded order, its runs cut where the last epoch's did not, and
+  its rows hold each token of the store once, with one EOS per document, with no segments inside a row."""
   del vocabulary
   run = _run(cache_dir, "--config.data.context=stream")
   task, store, converter, lengths, seed, member = _row_args(run, 0)
@@ -265,7 +265,9 @@ def test_a_stream_epoch_reads_runs_of_documents_in_order_and_every_token_once(ca
   per_epoch = -(-len(store) // size)
   windows = [indexed.window_documents(len(store), size, seed, member, g, in_order=True).numpy()
              for g in range(2 * per_epoch)]
-  assert all((np.diff(w) == 1).all() and w[0] % size == 0 for w in windows)
+  assert all((np.diff(w) % len(store) == 1).all() for w in windows)  # In order, the last wrapping to the first.
+  starts = [{w[0] for w in windows[e * per_epoch:(e + 1) * per_epoch]} for e in (0, 1)]
+  assert not starts[0] & starts[1]  # Each epoch's runs start at other documents, so its rows are cut elsewhere.
   for epoch in (0, 1):
     np.testing.assert_array_equal(np.sort(np.concatenate(windows[epoch * per_epoch:(epoch + 1) * per_epoch])),
                                   np.arange(len(store)))
