@@ -239,7 +239,8 @@ def main(argv: list[str], prog: str = "pretrain experiment ptb") -> int:
   cfgs = {}
   for arm, name, context, _ in ARMS:
     cfgs[arm] = loaded[name].copy_and_resolve_references()
-    cfgs[arm].data.context = context if context == "stream" else cfgs[arm].data.context
+    if context == "stream":
+      cfgs[arm].data.context = "stream"
     run_lib.Run.build(cfgs[arm])  # Every check before the first run.
   load = runs.machine()
   results, counts = {arm: [] for arm, *_ in ARMS}, {}
