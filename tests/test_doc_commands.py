@@ -56,7 +56,7 @@ SHRINK_INSTEAD = {
 
 # Commands that need what a test machine lacks, and the tests that run their kind.
 TFDS_C4 = "a prepared TFDS C4 (hundreds of GB in /data/tfds); tests/data/test_sources.py reads a TFDS dataset"
-EXPERIMENT = "an experiment of hours; its flags parse here (--help) and tests/experiments/test_experiments.py runs it tiny"
+EXPERIMENT = "an experiment of hours; its flags parse here (--help) and tests/experiments/test_NAME.py runs it tiny"
 PTB_EXPERIMENT = "an experiment of an hour; its flags parse here (--help) and tests/data/test_ptb.py runs it on a few " \
                  "hundred lines"
 STAGES = ("compiles a 7B model's step for 64 chips, pipelined or over two slices (1-5 minutes); "
@@ -113,8 +113,8 @@ NOT_RUN = {
     "pretrain experiment data_quality": EXPERIMENT,
     "pretrain experiment compare_tokenizers": EXPERIMENT,
     "pretrain experiment compare_moe": "an experiment of hours; its flags parse here (--help), and "
-                                       "tests/experiments/test_experiments.py "
-                                   "checks its models and refusals (no tiny run)",
+                                       "tests/experiments/test_compare_moe.py checks its models and refusals (no tiny "
+                                       "run)",
     "pretrain experiment exercises": "an experiment of hours; its flags parse here (--help), and its sweeps, on "
                                  "docs/exercises.md, run here shrunk",
     "pretrain experiment mup_transfer": "an experiment of hours; its flags parse here (--help), and its sweeps, on "
@@ -131,8 +131,8 @@ MINUTES = {
                                                                           "tests/parallel/test_multiprocess.py trains this mesh",
 }
 # Reports' commands that read what their tool wrote first (data files, a cached vocabulary, a parent run's
-# checkpoints) or the runs a tool made, as its page lists them: what the tool ran (tests/experiments/test_experiments.py runs
-# the tools tiny).
+# checkpoints) or the runs a tool made, as its page lists them: what the tool ran (tests/experiments/test_NAME.py runs
+# each tool tiny).
 TOOL_WRITTEN = re.compile(r"runs/data_quality/data/|--workdir=runs/(cooldown|scaling)/")
 
 

@@ -183,9 +183,10 @@ def clm_segments(run, split: str, max_batches: int | None = None) -> list[np.nda
                                    max_batches))
 
 
-def fitted(run, orders=(1, 2, 3)) -> dict[int, NGram]:
-  """Count models of each order fitted on the train split of a run's causal-LM rows."""
-  train = clm_segments(run, "train")
+def fitted(run, orders=(1, 2, 3), train: list[np.ndarray] | None = None) -> dict[int, NGram]:
+  """Count models of each order fitted on the train split of a run's causal-LM rows (`train`: those rows'
+  segments, where read already)."""
+  train = clm_segments(run, "train") if train is None else train
   return {order: fit(train, order, run.vocab_size) for order in orders}
 
 

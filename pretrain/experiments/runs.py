@@ -235,26 +235,42 @@ def train_one(cfg, workdir: str) -> dict:
     raise
 
 
+# A config's causal-LM view (the key: its JSON and its source's identity) -> its run, the segments of its train
+# split and the figures found from them: read once per process, as an experiment asks for them twice, and a
+# rerun that reads its finished runs back asks again.
+_CLM_VIEWS: dict[str, dict] = {}
+
+
+def _clm_view(cfg) -> dict:
+  clm = cfg.copy_and_resolve_references()
+  clm.data.objective, clm.data.schedule, clm.data.eval_objectives = "clm", (), ()
+  run = run_lib.Run.build_with_data(clm)
+  key = json.dumps([clm.to_json_best_effort(sort_keys=True), run.source and run.source.identity("train")],
+                   default=str)
+  if key not in _CLM_VIEWS:
+    _CLM_VIEWS[key] = {"run": run, "train": ngram.clm_segments(run, "train")}
+  return _CLM_VIEWS[key]
+
+
 def count_references(cfg) -> tuple[dict, dict]:
   """({count model: {'loss', 'bits_per_byte'}} on the validation rows the causal-LM yardstick reads
   (train.eval_batches batches of data.seq_len), {'chance' and each count model: {zero-shot task: accuracy}}):
   the reference rows of the experiments' tables, in the vocabulary of `cfg`'s runs."""
-  clm = cfg.copy_and_resolve_references()
-  clm.data.objective, clm.data.schedule, clm.data.eval_objectives = "clm", (), ()
-  run = run_lib.Run.build_with_data(clm)
-  models = ngram.fitted(run)
-  bits = {ngram.ORDERS[o]: v for o, v in
-          ngram.reference(run, max_batches=clm.train.eval_batches, models=models).items()}
-  zero = {"chance": dict(zero_shot.CHANCE),
-          **{ngram.ORDERS[o]: zero_shot.accuracies(m.score, run.vocabulary) for o, m in models.items()}}
-  return bits, zero
+  view = _clm_view(cfg)
+  if "references" not in view:
+    run = view["run"]
+    models = ngram.fitted(run, train=view["train"])
+    bits = {ngram.ORDERS[o]: v for o, v in
+            ngram.reference(run, max_batches=run.cfg.train.eval_batches, models=models).items()}
+    zero = {"chance": dict(zero_shot.CHANCE),
+            **{ngram.ORDERS[o]: zero_shot.accuracies(m.score, run.vocabulary) for o, m in models.items()}}
+    view["references"] = bits, zero
+  return view["references"]
 
 
 def train_tokens(cfg) -> int:
   """Tokens of the train split in `cfg`'s vocabulary, each document's EOS among them: what an epoch is."""
-  clm = cfg.copy_and_resolve_references()
-  clm.data.objective, clm.data.schedule, clm.data.eval_objectives = "clm", (), ()
-  return sum(len(segment) for segment in ngram.clm_segments(run_lib.Run.build_with_data(clm), "train"))
+  return sum(len(segment) for segment in _clm_view(cfg)["train"])
 
 
 def machine() -> str:

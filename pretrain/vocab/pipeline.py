@@ -2,6 +2,7 @@
 pipelines map, and the run's vocabulary, trained on its source once (cache.py) or read from tokenizer.path."""
 
 import functools
+import json
 
 import numpy as np
 
@@ -132,5 +133,6 @@ def get_vocabulary(cfg, source, special: tuple[str, ...]):
   if t.path:
     return load(t.path, t.extra_ids)
   texts = source.texts("train", max_chars=t.max_chars) if vocab.KINDS[t.kind].learns else []
-  return load(cached_model(texts, t.vocab_size, t.model_type, cache_dir(cfg.data), special, t.extra_ids, t.kind),
-              t.extra_ids)
+  identity = json.dumps([source.identity("train"), t.max_chars], sort_keys=True, default=str)
+  return load(cached_model(texts, t.vocab_size, t.model_type, cache_dir(cfg.data), special, t.extra_ids, t.kind,
+                           identity), t.extra_ids)

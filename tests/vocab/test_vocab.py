@@ -46,6 +46,14 @@ def test_cached_by_content(tmp_path, corpus_source):
   assert os.path.getmtime(first) == modified, "not trained again"
   assert vocab.cached_model(texts[1:], 700, "unigram", str(tmp_path), objectives.pieces()) != first
   assert vocab.load(first).vocab_size == 700
+  # With the texts' identity, a second call reads none of them and finds the same file; a changed identity reads.
+  read = []
+  counted = lambda: (read.append(t) or t for t in texts)
+  assert vocab.cached_model(counted(), 700, "unigram", str(tmp_path), objectives.pieces(), identity="a") == first
+  assert vocab.cached_model(counted(), 700, "unigram", str(tmp_path), objectives.pieces(), identity="a") == first
+  assert len(read) == len(texts)
+  assert vocab.cached_model(counted(), 700, "unigram", str(tmp_path), objectives.pieces(), identity="b") == first
+  assert len(read) == 2 * len(texts)
 
 
 def test_missing_or_invalid_file(tmp_path):

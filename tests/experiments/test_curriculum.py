@@ -1,0 +1,46 @@
+"""`pretrain experiment curriculum`: its length-warmup arm, and a tiny run of its page."""
+
+import argparse
+import json
+import os
+import re
+
+import pytest
+
+from pretrain import configs
+from pretrain.experiments import curriculum
+from tests.experiments import pages
+
+
+@pytest.mark.slow
+def test_curriculum_length_warmup_arm_ramps_the_rows():
+  args = argparse.Namespace(steps=100, seq_len=64, batch_size=4, evals=2, d_model=32, num_layers=1, head_dim=16,
+                            switch=0.5, ul2r=0.2)
+  cfg = curriculum.arm_config(configs.load("quickstart"), "clm_length_warmup", args)
+  assert cfg.data.objective == "clm" and cfg.data.length_schedule == ((0, 16), (10, 32), (20, 64))
+  assert curriculum.describe("clm_length_warmup", args) == "CLM, rows of 16 then 32 tokens until steps 10 and 20"
+
+
+@pytest.mark.slow
+def test_curriculum_writes_table_verdicts_and_plot(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
+  del vocabulary
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  out = str(tmp_path / "docs" / "curriculum")
+  # One arm: the table's code is the same for each (the length warmup itself: tests/data/test_schedule.py).
+  curriculum.main(["--arms=clm_then_ul2", "--d_model=32", "--num_layers=1", "--head_dim=16",
+                   f"--out={out}", f"--out_dir={tmp_path / 'runs'}", "--seeds=0", "--probe_seeds=2",
+                   "--steps=10", "--batch_size=4", "--seq_len=64", "--evals=2", "--config.train.eval_batches=2"])
+  assert os.path.getsize(out + ".png") > 0
+  rows = pages.table_rows(out + ".md")
+  assert [row.split("|")[1].strip() for row in rows] == [
+      "initial parameters", "clm_then_ul2: CLM, then UL2 from step 8 (UL2R)", "unigram (counts, add-one)",
+      "bigram (counts, interpolated Kneser-Ney)", "trigram (counts, interpolated Kneser-Ney)"]
+  # One run: its figures alone, the probe's seeds averaged within it (no interval from one pre-training).
+  assert re.search(r"\| 1 \| \d\.\d{3} \| \d\.\d{3} \| \d\.\d{3} \| \d+ \|", rows[1])
+  assert all(re.search(r"\| \| \d\.\d{3} \| \| \| \|$", row) for row in rows[2:])  # CLM bits/byte of counts.
+  text = " ".join(open(out + ".md").read().split())
+  assert "**CLM val bits/byte** (lower is better):" in text and "above the initial parameters:" in text
+  assert re.search(r"\[seed 0, 1/1\] clm_then_ul2 +CLM bits/byte \d", capsys.readouterr().out)
+  # The UL2R arm trained UL2 in its last steps (from step 8; logged at steps 5 and 10), by its schedule.
+  records = [json.loads(line) for line in open(tmp_path / "runs" / "clm_then_ul2" / "seed0" / "metrics.jsonl")]
+  assert [r["data/rate/ul2_decoder"] for r in records if "data/rate/ul2_decoder" in r] == [0.0, 1.0]

@@ -1,0 +1,40 @@
+"""pretrain/experiments/runs.py: what every experiment shares, its saved runs' keys, and its seeds and budgets
+refused in one line."""
+
+import json
+
+import pytest
+
+from pretrain import configs
+from pretrain.experiments import cooldown_check
+from pretrain.experiments import runs
+from pretrain.experiments import scaling
+from pretrain.system.errors import UserError
+
+
+@pytest.mark.slow
+def test_saved_figures_stay_filed_under_their_config_when_a_field_is_added():
+  """A result saved before optimizer.muon_dtype existed (the field absent) is the same run's for AdamW, whose
+  step does not read it, and another run's for Muon, whose saved run iterated in float32 (the field's older value)
+  where today's default is bfloat16. Any other difference is another run."""
+  for name, same in (("adamw", True), ("muon", False)):
+    cfg = configs.load("quickstart")
+    cfg.optimizer.name = name
+    today = json.loads(cfg.to_json_best_effort())
+    saved = json.loads(cfg.to_json_best_effort())
+    del saved["optimizer"]["muon_dtype"]
+    assert (runs.config_key(saved) == runs.config_key(today)) == same, name
+    saved["train"]["steps"] += 1
+    assert runs.config_key(saved) != runs.config_key(today)
+
+
+@pytest.mark.slow
+def test_budgets_and_fractions_that_name_one_run_twice_or_none_are_refused():
+  with pytest.raises(UserError, match="give one or more distinct seeds from 0"):  # Before seed 0 trains.
+    runs.seeds("0,-1")
+  for text in ("inf", "1e12,inf", "nan"):
+    with pytest.raises(UserError, match="give distinct positive FLOP counts"):
+      scaling.parse_budgets(text)
+  assert [a["name"] for a in cooldown_check.arms(1000, [0.1, 0.104], ["1-sqrt"])] == ["wsd_10_1-sqrt", "wsd_10.4_1-sqrt"]
+  with pytest.raises(UserError, match="--fractions 0.1 and 0.104 both decay over 1 of the 10 steps"):
+    cooldown_check.arms(10, [0.1, 0.104], ["1-sqrt"])
