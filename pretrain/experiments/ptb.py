@@ -59,11 +59,22 @@ ARMS = (("ptb_small", "ptb_small", "sentence", "seeds"), ("ptb_medium", "ptb_med
 CONTEXT = {name: context for name, _, context, _ in ARMS}
 
 
-def counted(workdir: str) -> dict[int, dict[str, float]]:
+_COUNTED: dict[str, dict] = {}  # A config's JSON -> its count rows: fitted once per process (a rerun reads back).
+
+
+def counted(cfg) -> dict[int, dict[str, float]]:
   """{order: {split: per-word perplexity}} of the count models fitted once on the train split, in the vocabulary of
-  the run in `workdir`, on the causal-LM rows `pretrain eval --ngram` scores."""
+  `cfg`'s runs, on the sentence rows `pretrain eval --ngram` scores (a sentence config's: stream rows would cut
+  sentences at the row's edge)."""
+  key = cfg.to_json_best_effort(sort_keys=True)
+  if key not in _COUNTED:
+    _COUNTED[key] = _fit_counts(cfg)
+  return _COUNTED[key]
+
+
+def _fit_counts(cfg) -> dict[int, dict[str, float]]:
   from pretrain.data import sources  # pylint: disable=g-import-not-at-top  (the data stack)
-  run, _, _ = run_lib.load(workdir)
+  run = run_lib.Run.build_with_data(cfg)
   models = ngram.fitted(run, ORDERS)
   found = {order: {} for order in ORDERS}
   for split in SPLITS:
@@ -243,7 +254,7 @@ def main(argv: list[str], prog: str = "pretrain experiment ptb") -> int:
       cfgs[arm].data.context = "stream"
     run_lib.Run.build(cfgs[arm])  # Every check before the first run.
   load = runs.machine()
-  results, counts = {arm: [] for arm, *_ in ARMS}, {}
+  results = {arm: [] for arm, *_ in ARMS}
   for arm, name, context, _ in ARMS:
     for seed in seeds[arm]:
       seeded = cfgs[arm].copy_and_resolve_references()
@@ -256,8 +267,7 @@ def main(argv: list[str], prog: str = "pretrain experiment ptb") -> int:
       results[arm].append(r)
       print(f"{arm} seed {seed}: validation {r['validation']:.1f}, test {r['test']:.1f} per-word perplexity",
             flush=True)
-      if not counts:
-        counts = counted(workdir)
+  counts = counted(loaded[CONFIGS[0]]) if any(results.values()) else {}
   runs.write_report(args.out, lambda path: plot(results, counts, path),
                     report(results, counts, args, argv, load, loaded), table(results, counts))
   return 0

@@ -117,6 +117,9 @@ def test_the_tool_writes_published_and_our_rows(tmp_path, cache_dir, monkeypatch
   assert os.path.getsize(out + ".png") > 0
   assert re.findall(r"(ptb_small(?: stream)?) seed (\d): validation \d", capsys.readouterr().out) == [
       ("ptb_small", "0"), ("ptb_small", "1"), ("ptb_small stream", "0"), ("ptb_small stream", "1")]
+  # The stream arm alone, read back: the count rows are still fitted on sentences, not on the stream's rows.
+  assert ptb_experiment.main([a for a in argv if not a.startswith("--seeds=")] + ["--seeds="]) == 0
+  assert rows["Kneser-Ney 5-gram (counts, ours)"] in open(out + ".md").read()
 
 
 def test_a_config_of_one_run_is_placed_among_the_published_rows_without_a_verdict():
