@@ -26,6 +26,11 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
   atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
   os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # Every program, however quick to compile.
   os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
+# One data cache for the session too (the cache_dir fixture): the workers share the prepared corpus, its
+# vocabularies and token stores, each built once by whichever process comes first (system/data_cache.build_once).
+if "PRETRAIN_TESTS_DATA_CACHE" not in os.environ:
+  os.environ["PRETRAIN_TESTS_DATA_CACHE"] = tempfile.mkdtemp(prefix="pretrain-tests-data-")
+  atexit.register(shutil.rmtree, os.environ["PRETRAIN_TESTS_DATA_CACHE"], ignore_errors=True)
 
 # Tests compile hundreds of tiny programs and run each a few steps: LLVM's optimisations of the compiled code cost
 # more time than they save there (a fifth of test_encoder_decoder's and test_decoding's time, a third of an
@@ -127,8 +132,8 @@ def tiny_run(*args: str, vocab_size: int = 128) -> run_lib.Run:
 
 
 @pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory):
-  return str(tmp_path_factory.mktemp("cache"))
+def cache_dir():
+  return os.environ["PRETRAIN_TESTS_DATA_CACHE"]
 
 
 @pytest.fixture(scope="session")
