@@ -235,30 +235,30 @@ def train_one(cfg, workdir: str) -> dict:
     raise
 
 
-# A config's causal-LM view (the key: its JSON and its source's identity) -> its run, the segments of its train
-# split and the figures found from them: read once per process, as an experiment asks for them twice, and a
-# rerun that reads its finished runs back asks again.
+# A config's causal-LM view (the key: its JSON and its source's identity) -> the segments of its train split and
+# the figures found from them: read once per process, as an experiment asks for them twice, and a rerun that
+# reads its finished runs back asks again.
 _CLM_VIEWS: dict[str, dict] = {}
 
 
-def _clm_view(cfg) -> dict:
+def _clm_view(cfg):
+  """(The causal-LM run of `cfg`'s data, and its view: {'train': segments, 'references': once found})."""
   clm = cfg.copy_and_resolve_references()
   clm.data.objective, clm.data.schedule, clm.data.eval_objectives = "clm", (), ()
   run = run_lib.Run.build_with_data(clm)
   key = json.dumps([clm.to_json_best_effort(sort_keys=True), run.source and run.source.identity("train")],
                    default=str)
   if key not in _CLM_VIEWS:
-    _CLM_VIEWS[key] = {"run": run, "train": ngram.clm_segments(run, "train")}
-  return _CLM_VIEWS[key]
+    _CLM_VIEWS[key] = {"train": ngram.clm_segments(run, "train")}
+  return run, _CLM_VIEWS[key]
 
 
 def count_references(cfg) -> tuple[dict, dict]:
   """({count model: {'loss', 'bits_per_byte'}} on the validation rows the causal-LM yardstick reads
   (train.eval_batches batches of data.seq_len), {'chance' and each count model: {zero-shot task: accuracy}}):
   the reference rows of the experiments' tables, in the vocabulary of `cfg`'s runs."""
-  view = _clm_view(cfg)
+  run, view = _clm_view(cfg)
   if "references" not in view:
-    run = view["run"]
     models = ngram.fitted(run, train=view["train"])
     bits = {ngram.ORDERS[o]: v for o, v in
             ngram.reference(run, max_batches=run.cfg.train.eval_batches, models=models).items()}
@@ -270,7 +270,7 @@ def count_references(cfg) -> tuple[dict, dict]:
 
 def train_tokens(cfg) -> int:
   """Tokens of the train split in `cfg`'s vocabulary, each document's EOS among them: what an epoch is."""
-  return sum(len(segment) for segment in _clm_view(cfg)["train"])
+  return sum(len(segment) for segment in _clm_view(cfg)[1]["train"])
 
 
 def machine() -> str:
