@@ -59,29 +59,21 @@ ARMS = (("ptb_small", "ptb_small", "sentence", "seeds"), ("ptb_medium", "ptb_med
 CONTEXT = {name: context for name, _, context, _ in ARMS}
 
 
-_COUNTED: dict[str, dict] = {}  # A config's JSON -> its count rows: fitted once per process (a rerun reads back).
-
-
 def counted(cfg) -> dict[int, dict[str, float]]:
   """{order: {split: per-word perplexity}} of the count models fitted once on the train split, in the vocabulary of
   `cfg`'s runs, on the sentence rows `pretrain eval --ngram` scores (a sentence config's: stream rows would cut
-  sentences at the row's edge)."""
-  key = cfg.to_json_best_effort(sort_keys=True)
-  if key not in _COUNTED:
-    _COUNTED[key] = _fit_counts(cfg)
-  return _COUNTED[key]
-
-
-def _fit_counts(cfg) -> dict[int, dict[str, float]]:
+  sentences at the row's edge). Fitted once per process (runs.clm_view): a rerun reads its runs back."""
   from pretrain.data import sources  # pylint: disable=g-import-not-at-top  (the data stack)
-  run = run_lib.Run.build_with_data(cfg)
-  models = ngram.fitted(run, ORDERS)
-  found = {order: {} for order in ORDERS}
-  for split in SPLITS:
-    words = sources.words(sources.make_source(run.cfg.data), split)
-    for order, values in ngram.reference(run, ORDERS, split=split, models=models).items():
-      found[order][split] = math.exp(values["loss"] * values["tokens"] / words)
-  return found
+  run, view = runs.clm_view(cfg)
+  if "ptb_counts" not in view:
+    models = ngram.fitted(run, ORDERS, train=view["train"])
+    found = {order: {} for order in ORDERS}
+    for split in SPLITS:
+      words = sources.words(sources.make_source(run.cfg.data), split)
+      for order, values in ngram.reference(run, ORDERS, split=split, models=models).items():
+        found[order][split] = math.exp(values["loss"] * values["tokens"] / words)
+    view["ptb_counts"] = found
+  return view["ptb_counts"]
 
 
 def run_one(cfg, workdir: str, window: int = 0, stride: int = 0) -> dict:

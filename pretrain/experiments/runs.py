@@ -241,8 +241,9 @@ def train_one(cfg, workdir: str) -> dict:
 _CLM_VIEWS: dict[str, dict] = {}
 
 
-def _clm_view(cfg):
-  """(The causal-LM run of `cfg`'s data, and its view: {'train': segments, 'references': once found})."""
+def clm_view(cfg):
+  """(The causal-LM run of `cfg`'s data, and its view: {'train': segments}, where callers keep the figures they
+  find from them, e.g. 'references')."""
   clm = cfg.copy_and_resolve_references()
   clm.data.objective, clm.data.schedule, clm.data.eval_objectives = "clm", (), ()
   run = run_lib.Run.build_with_data(clm)
@@ -257,7 +258,7 @@ def count_references(cfg) -> tuple[dict, dict]:
   """({count model: {'loss', 'bits_per_byte'}} on the validation rows the causal-LM yardstick reads
   (train.eval_batches batches of data.seq_len), {'chance' and each count model: {zero-shot task: accuracy}}):
   the reference rows of the experiments' tables, in the vocabulary of `cfg`'s runs."""
-  run, view = _clm_view(cfg)
+  run, view = clm_view(cfg)
   if "references" not in view:
     models = ngram.fitted(run, train=view["train"])
     bits = {ngram.ORDERS[o]: v for o, v in
@@ -270,7 +271,7 @@ def count_references(cfg) -> tuple[dict, dict]:
 
 def train_tokens(cfg) -> int:
   """Tokens of the train split in `cfg`'s vocabulary, each document's EOS among them: what an epoch is."""
-  return sum(len(segment) for segment in _clm_view(cfg)[1]["train"])
+  return sum(len(segment) for segment in clm_view(cfg)[1]["train"])
 
 
 def machine() -> str:
