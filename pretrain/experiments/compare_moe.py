@@ -10,7 +10,8 @@ Families (FAMILIES): the decoder-only causal LM (clm) and the T5 encoder-decoder
 feed-forward layer of 3 x d_model) and MoE (every feed-forward layer --experts experts of width 3 x d_model /
 --top_k, each token routed to --top_k of them, dropless): the same active parameters and FLOPs per token but the
 router's. Every run: the same steps, batch and rows of the bundled corpus, the same optimizer, schedule and
-model otherwise, for each of --seeds (train.seed), in OUT_DIR/FAMILY/MODEL/seedS.
+model otherwise, for each of --seeds (train.seed), in OUT_DIR/FAMILY/MODEL/seedS (pretrain/experiments/arms.py: a
+finished run is read back, a stopped one resumed).
 
 Measured: validation loss and bits per byte (the task loss alone: the auxiliary losses are not in them) against
 the tokens trained on; tokens/s of each run (the median logged interval); the experts' balance, each MoE layer's
@@ -23,7 +24,7 @@ import os
 
 from pretrain import cli, run as run_lib
 from pretrain.downstream import stats
-from pretrain.experiments import compare_objectives, runs
+from pretrain.experiments import arms, compare_objectives, runs
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.train import flops, metrics
 
@@ -143,35 +144,35 @@ def report(results, args, argv, load, reference) -> str:
 def main(argv: list[str], prog: str = "pretrain experiment compare_moe") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--families", default=",".join(FAMILIES), help=f"comma-separated, of {', '.join(FAMILIES)}")
-  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every model, comma-separated")
   parser.add_argument("--experts", type=cli.at_least(2), default=8, help="experts of each MoE layer")
   parser.add_argument("--top_k", type=cli.at_least(1), default=2, help="experts per token")
-  parser.add_argument("--d_model", type=cli.at_least(8), default=128, help="model width")
-  parser.add_argument("--num_layers", type=cli.at_least(1), default=2, help="layers (of each stack)")
-  parser.add_argument("--head_dim", type=cli.at_least(8), default=64, help="dimension of each attention head")
-  runs.add_flags(parser, "moe", "tokens per row (encoder-decoder: inputs + targets)", "FAMILY/MODEL/seedS")
+  runs.add_flags(parser, "moe", "tokens per row (encoder-decoder: inputs + targets)", "FAMILY/MODEL/seedS",
+                 model=True, layers_help="layers (of each stack)")
   args, base = cli.parse_command_line(parser, argv)
   names = runs.names(args.families, FAMILIES, "--families", "families")
   if args.top_k > args.experts:
     raise UserError(f"--top_k={args.top_k} is more than --experts={args.experts}")
   seeds = runs.seeds(args.seeds)
-  configs = {(f, m): run_config(base, f, m, args) for f in names for m in MODELS}
+  configs = {f"{f}/{m}": run_config(base, f, m, args) for f in names for m in MODELS}  # Arms: FAMILY/MODEL.
   for cfg in configs.values():
     run_lib.Run.build(cfg)  # Every check before the first run.
-  load = runs.machine()
   reference, _ = runs.count_references(next(iter(configs.values())))
-  results = {f: {m: [] for m in MODELS} for f in names}
-  for seed in seeds:
-    for (family, model), cfg in configs.items():
-      seeded = cfg.copy_and_resolve_references()
-      seeded.train.seed = seed
-      workdir = os.path.join(args.out_dir, family, model, f"seed{seed}")
-      r = runs.train_one(seeded, workdir)
-      r["active"] = flops.active_parameters(run_lib.Run.build(seeded).abstract_state().params, seeded.model)
-      r["busiest"], r["bpb"] = busiest(workdir), bits_per_byte_curve(workdir, r["tokens_per_step"])
-      results[family][model].append(r)
-      print(f"[seed {seed}] {family:<16} {model:<6} val bits/byte {r['bpb'][-1][1]:.3f}  "
-            f"{r['tokens_per_second']:.0f} tokens/s  {r['wall']:.0f} s", flush=True)
+
+  def measure(arm, cfg, workdir, wall):
+    del arm
+    r = arms.standard_figures(cfg, workdir, wall)
+    r["active"] = flops.active_parameters(run_lib.Run.build(cfg).abstract_state().params, cfg.model)
+    r["busiest"], r["bpb"] = busiest(workdir), bits_per_byte_curve(workdir, r["tokens_per_step"])
+    return r
+
+  def said(arm, seed, r):
+    family, model = arm.split("/")
+    print(f"[seed {seed}] {family:<16} {model:<6} val bits/byte {r['bpb'][-1][1]:.3f}  "
+          f"{r['tokens_per_second']:.0f} tokens/s  {r['wall']:.0f} s", flush=True)
+
+  found = arms.each(configs, seeds, args.out_dir, measure, said=said)
+  results = {f: {m: found[f"{f}/{m}"] for m in MODELS} for f in names}
+  load = arms.machine(found)
   runs.write_report(args.out, lambda path: plot(results, path), report(results, args, argv, load, reference),
                     table(results, reference))
   return 0

@@ -16,8 +16,9 @@ OUT_DIR/OBJECTIVE/lrRATE/seedS), and the rate of its lowest own validation loss 
 stays within 4 epochs of the train split (750 steps of 16 x 128 positions: 3.9 times its 394k tokens), where
 repeated text would start to reward the objectives whose noise acts as augmentation. The core objectives (CORE: CLM, prefix LM, span
 corruption, UL2, MLM) run with each of --seeds, the others with --other_seeds (train.seed: initialisation, data
-order, noise). A finished run keeps its measurements in its workdir (result.json) and is not run again while its
-config and the downstream flags are unchanged, so an interrupted comparison continues where it stopped.
+order, noise). A finished run keeps its measurements in its workdir (pretrain/experiments/arms.py) and is not run
+again while its config and the downstream flags are unchanged, so an interrupted comparison continues where it
+stopped.
 
 Each run and its own initial parameters are measured downstream on documents no run pre-trains on
 (pretrain/downstream/): the zero-shot tasks (minimal pairs and a cloze scored by the model's likelihood:
@@ -47,7 +48,7 @@ objective's downstream gains over its initialisation) and OUT.md (the command, m
 also printed). Each run's own console output goes to OUT_DIR/OBJECTIVE/seedS/train.log.
 """
 
-import json
+import functools
 import math
 import os
 import statistics
@@ -58,7 +59,7 @@ import numpy as np
 from pretrain import cli, objectives, run as run_lib
 from pretrain.downstream import stats, zero_shot
 from pretrain.downstream import evaluation, likelihood
-from pretrain.experiments import runs
+from pretrain.experiments import arms, runs
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.system.errors import UserError as NotScored
 
@@ -67,7 +68,6 @@ DEFAULT_OBJECTIVES = "clm,prefix_lm_decoder,span_corruption,ul2,mass,mlm,nsp,sop
 CORE = ("clm", "prefix_lm_decoder", "span_corruption", "ul2", "mlm")
 # Validation metrics not shown in a column of their own (the loss is; perplexity follows from it).
 _OWN_COLUMN = ("loss", "perplexity", "bits_per_byte")
-RESULT = "result.json"
 
 
 def _fits(name: str, data_cfg, extra_ids: int, inputs: int, targets: int) -> bool:
@@ -409,29 +409,21 @@ def _seeds_text(results: dict[str, list[dict]]) -> str:
   return "; ".join(f"{seeds} for {', '.join(names)}" for seeds, names in groups.items())
 
 
-def run_one(cfg, workdir: str, args, measure_downstream: bool = True) -> dict:
-  """A run's measurements: read from its result.json where the same config and downstream flags made it, else
-  trained (from scratch) and measured, then saved there. Without `measure_downstream`, the pre-training figures
-  alone (a run of the rate choice)."""
-  measure_downstream = measure_downstream and bool(args.probe_documents)
-  downstream_flags = [args.probe_documents, args.probe_seeds, args.finetune_seeds, args.finetune_steps,
-                      *([args.zero_shot_items] if args.zero_shot_items else [])]  # Keys of older runs: all items.
-  key = {"config": runs.config_key(json.loads(cfg.to_json_best_effort())),
-         "downstream": downstream_flags if measure_downstream else None}
-  path = os.path.join(workdir, RESULT)
-  if os.path.exists(path):
-    with open(path) as f:
-      saved = json.load(f)
-    if {**saved["key"], "config": runs.config_key(saved["key"]["config"])} == key:
-      return saved["result"]
-  r = runs.train_one(cfg, workdir)
-  r["seed"] = cfg.train.seed
-  if measure_downstream:
-    r["downstream"] = downstream(workdir, args)
-  with open(path + ".tmp", "w") as f:
-    json.dump({"key": key, "result": r}, f)
-  os.replace(path + ".tmp", path)
-  return r
+def measured(args, with_downstream: bool):
+  """(measure, extra) for arms.each: a run's standard figures and, `with_downstream` (and --probe_documents), its
+  downstream ones; the flags that shape them, under which its figures are saved."""
+  with_downstream = with_downstream and bool(args.probe_documents)
+  flags = [args.probe_documents, args.probe_seeds, args.finetune_seeds, args.finetune_steps,
+           *([args.zero_shot_items] if args.zero_shot_items else [])]  # Keys of older runs: all items.
+
+  def measure(name, cfg, workdir, wall):
+    del name
+    r = arms.standard_figures(cfg, workdir, wall)
+    if with_downstream:
+      r["downstream"] = downstream(workdir, args)
+    return r
+
+  return measure, {"downstream": flags if with_downstream else None}
 
 
 def choose_rates(configs: dict, args) -> dict[str, dict]:
@@ -441,6 +433,7 @@ def choose_rates(configs: dict, args) -> dict[str, dict]:
   past it (beyond_edge), up to --lr_extend rates, until the lowest loss has a tried rate on each side. Its own
   loss measures how well it learned its own task, whatever the task; the reported runs then measure it afresh."""
   grid, seeds = rates(args.lr_grid), runs.seeds(args.lr_seeds)
+  measure, extra = measured(args, False)
   chosen = {}
   for name, cfg in configs.items():
     losses = {}
@@ -449,8 +442,8 @@ def choose_rates(configs: dict, args) -> dict[str, dict]:
       for seed in seeds:
         tried = cfg.copy_and_resolve_references()
         tried.optimizer.learning_rate, tried.train.seed = rate, seed
-        r = run_one(tried, os.path.join(args.out_dir, name, f"lr{rate:g}", f"seed{seed}"), args,
-                    measure_downstream=False)
+        r = arms.figures(tried, os.path.join(args.out_dir, name, f"lr{rate:g}", f"seed{seed}"),
+                         functools.partial(measure, name), extra)
         losses.setdefault(rate, []).append(r["loss"])
         print(f"[rate choice] {name:<18} lr {rate:g} seed {seed}  val loss {r['loss']:.3f}", flush=True)
 
@@ -507,14 +500,11 @@ def main(argv: list[str], prog: str = "pretrain experiment compare_objectives") 
   parser.add_argument("--objectives", default=DEFAULT_OBJECTIVES,
                       help=f"comma-separated, of {', '.join(objectives.NAMES)}")
   runs.add_flags(parser, "compare_objectives", "token positions per row, inputs + targets", "OBJECTIVE/seedS",
-                 steps=750)
-  parser.add_argument("--seeds", default="0,1,2,3,4", help=f"pre-training seeds of {', '.join(CORE)}")
+                 steps=750, seeds="0,1,2,3,4", seeds_help=f"pre-training seeds of {', '.join(CORE)}", model=True,
+                 layers_help="decoder-only and encoder-only layers")
   parser.add_argument("--other_seeds", default="0,1,2", help="pre-training seeds of the other objectives")
-  parser.add_argument("--d_model", type=cli.at_least(1), default=128, help="model width")
-  parser.add_argument("--num_layers", type=cli.at_least(1), default=2, help="decoder-only and encoder-only layers")
   parser.add_argument("--enc_dec_layers", type=cli.at_least(0), default=0,
                       help="encoder-decoder: layers in each of the encoder and decoder (0: --num_layers)")
-  parser.add_argument("--head_dim", type=cli.at_least(1), default=64, help="dimension of each attention head")
   parser.add_argument("--num_heads", type=cli.at_least(0), default=0, help="0: d_model / head_dim")
   parser.add_argument("--mlp_dim", type=cli.at_least(0), default=0, help="0: 3 x d_model")
   parser.add_argument("--probe_documents", type=cli.at_least(0), default=2000,
@@ -548,27 +538,24 @@ def main(argv: list[str], prog: str = "pretrain experiment compare_objectives") 
     parser.error(f"--lr_extend={args.lr_extend}: give how many rates past the grid's edge to try, 0 or more")
     if set(runs.seeds(args.lr_seeds)) & {seed for values in seeds.values() for seed in values}:
       raise UserError(f"--lr_seeds={args.lr_seeds} shares seeds with the reported runs; choose the rates on others")
-  load = runs.machine()
   print(f"{len(names)} objectives x {args.seeds} (core) or {args.other_seeds} seeds, runs of {args.steps} steps x "
-        f"{args.batch_size} x {args.seq_len} tokens; {load}", flush=True)
+        f"{args.batch_size} x {args.seq_len} tokens; {runs.machine()}", flush=True)
   reference, zero_shot_reference = runs.count_references(next(iter(configs.values())))
   epoch = runs.train_tokens(next(iter(configs.values())))
   chosen = choose_rates(configs, args) if args.lr_grid.strip() else {}
   for name, c in chosen.items():
     configs[name].optimizer.learning_rate = c["chosen"]
-  results = {}
-  for i, (name, cfg) in enumerate(configs.items(), 1):
-    results[name] = []
-    for seed in seeds[name]:
-      seeded = cfg.copy_and_resolve_references()
-      seeded.train.seed = seed
-      r = run_one(seeded, os.path.join(args.out_dir, name, f"seed{seed}"), args)
-      results[name].append(r)
-      model = r.get("downstream", {}).get("model", {})
-      measured = "  ".join(f"{key} {model[key]:.3f}" for key, _ in MEASURES if key in model)
-      print(f"[{i}/{len(names)}] {name:<18} seed {seed} {r['family']:<25} {r['params']:>10,} params  val loss "
-            f"{r['loss']:.3f} (step 0: {r['initial_loss']:.2f})  {measured}  {r['tokens_per_second']:>6,.0f} "
-            f"tokens/s  {r['wall']:.0f} s", flush=True)
+
+  def said(name, seed, r):
+    model = r.get("downstream", {}).get("model", {})
+    measured_text = "  ".join(f"{key} {model[key]:.3f}" for key, _ in MEASURES if key in model)
+    print(f"[{names.index(name) + 1}/{len(names)}] {name:<18} seed {seed} {r['family']:<25} {r['params']:>10,} "
+          f"params  val loss {r['loss']:.3f} (step 0: {r['initial_loss']:.2f})  {measured_text}  "
+          f"{r['tokens_per_second']:>6,.0f} tokens/s  {r['wall']:.0f} s", flush=True)
+
+  measure, extra = measured(args, True)
+  results = arms.each(configs, seeds, args.out_dir, measure, {name: extra for name in configs}, said=said)
+  load = arms.machine(results)
   runs.write_report(args.out, lambda path: plot(results, path),
                     report(results, args, argv, load, reference, zero_shot_reference, chosen, epoch),
                     "\n\n".join([table(results, args.batch_size, reference),

@@ -9,7 +9,8 @@ Kinds (KINDS): SentencePiece unigram (the default) and BPE, WordPiece, byte-leve
 or --config) with --vocab_size ids (the sentinels included; bytes have their fixed size). Each kind's rows hold
 --row_bytes bytes of text on average (their length in tokens: --row_bytes over the kind's bytes per token on the
 validation split, to a multiple of 8), so every run trains on the same bytes of text in the same number of steps,
-with the same model, optimizer and schedule, for each of --seeds (train.seed), in OUT_DIR/KIND/seedS.
+with the same model, optimizer and schedule, for each of --seeds (train.seed), in OUT_DIR/KIND/seedS
+(pretrain/experiments/arms.py: a finished run is read back, a stopped one resumed).
 
 Measured: validation bits per byte, of the true UTF-8 bytes of the text (for WordPiece, whose ids do not spell the
 text's white space, the run's own bits per byte times the ratio of the bytes its ids spell to the text's bytes);
@@ -26,7 +27,7 @@ import time
 from pretrain import cli, objectives, run as run_lib
 from pretrain.data import sources
 from pretrain.downstream import stats
-from pretrain.experiments import runs
+from pretrain.experiments import arms, runs
 from pretrain.system.errors import exit_on_user_error
 from pretrain.train import metrics
 from pretrain.vocab import pipeline as vocab
@@ -142,17 +143,9 @@ def main(argv: list[str], prog: str = "pretrain experiment compare_tokenizers") 
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--kinds", default=",".join(k for k in KINDS if k != "byte_unigram"),  # docs/tokenizers.md's
                       help=f"comma-separated, of {', '.join(KINDS)}")
-  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every kind, comma-separated")
   parser.add_argument("--vocab_size", type=cli.at_least(400), default=4096, help="ids of every trained vocabulary")
   parser.add_argument("--row_bytes", type=cli.at_least(64), default=512, help="bytes of text per row")
-  parser.add_argument("--steps", type=cli.at_least(1), default=300, help="training steps of every run")
-  parser.add_argument("--batch_size", type=cli.at_least(1), default=16, help="rows per step")
-  parser.add_argument("--evals", type=cli.at_least(1), default=10, help="validation points per curve")
-  parser.add_argument("--d_model", type=cli.at_least(8), default=128, help="model width")
-  parser.add_argument("--num_layers", type=cli.at_least(1), default=2, help="layers")
-  parser.add_argument("--head_dim", type=cli.at_least(8), default=64, help="dimension of each attention head")
-  parser.add_argument("--out", default="docs/tokenizers", help="writes OUT.png and OUT.md")
-  parser.add_argument("--out_dir", default="runs/tokenizers", help="the runs' workdirs, OUT_DIR/KIND/seedS")
+  runs.add_flags(parser, "tokenizers", None, "KIND/seedS", model=True)
   args, base = cli.parse_command_line(parser, argv)
   names = runs.names(args.kinds, KINDS, "--kinds", "kinds")
   seeds = runs.seeds(args.seeds)
@@ -175,17 +168,17 @@ def main(argv: list[str], prog: str = "pretrain experiment compare_tokenizers") 
   for name, cfg in configs.items():  # Reference rows, in bits per byte of the text as the runs' figures.
     bits, _ = runs.count_references(cfg)
     measured[name]["counts"] = [v["bits_per_byte"] * measured[name]["spelled"] for v in list(bits.values())[1:]]
-  results = {name: [] for name in names}
-  for seed in seeds:
-    for name, cfg in configs.items():
-      seeded = cfg.copy_and_resolve_references()
-      seeded.train.seed = seed
-      workdir = os.path.join(args.out_dir, name, f"seed{seed}")
-      r = runs.train_one(seeded, workdir)
-      bytes_per_step = args.batch_size * cfg.data.seq_len * measured[name]["bytes_per_token"]
-      r["curve"] = curve(workdir, bytes_per_step, measured[name]["spelled"])
-      results[name].append(r)
-      print(f"[seed {seed}] {name:<12} {BPB} {r['curve'][-1][1]:.3f}  {r['wall']:.0f} s", flush=True)
+
+  def measure(name, cfg, workdir, wall):
+    r = arms.standard_figures(cfg, workdir, wall)
+    bytes_per_step = args.batch_size * cfg.data.seq_len * measured[name]["bytes_per_token"]
+    r["curve"] = curve(workdir, bytes_per_step, measured[name]["spelled"])
+    return r
+
+  def said(name, seed, r):
+    print(f"[seed {seed}] {name:<12} {BPB} {r['curve'][-1][1]:.3f}  {r['wall']:.0f} s", flush=True)
+
+  results = arms.each(configs, seeds, args.out_dir, measure, said=said)
   runs.write_report(args.out, lambda path: plot(results, path), report(measured, results, args, argv, load),
                     table(measured, results))
   return 0

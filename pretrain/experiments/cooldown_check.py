@@ -198,7 +198,6 @@ def main(argv: list[str], prog: str = "pretrain experiment cooldown_check") -> i
   parser = cli.parser_for(prog, __doc__)
   runs.add_flags(parser, "cooldown", "token positions per row", "ARM/seed=S", steps=600)
   parser.set_defaults(evals=20)
-  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every arm")
   parser.add_argument("--fractions", default="0.1,0.2", help="the cooldowns' shares of T")
   parser.add_argument("--shapes", default="1-sqrt,linear", help="the cooldowns' decay shapes "
                                                                "(optimizer.decay_shape)")

@@ -10,8 +10,8 @@ UL2, then CLM from --switch of the steps; CLM, then UL2 for the last --ul2r of t
 sequence-length warmup (rows of seq_len/4 for the first 10% of the steps, seq_len/2 until 20%, the same tokens
 per step). Every arm processes the same token positions: steps x batch_size rows of seq_len (a UL2 row is
 inputs + targets = seq_len / 2 + seq_len / 2), on the bundled corpus (configs/quickstart.py or --config), each
-with --seeds (train.seed: initialisation, data order, noise), in OUT_DIR/ARM/seedS (an earlier run there is
-deleted first).
+with --seeds (train.seed: initialisation, data order, noise), in OUT_DIR/ARM/seedS (pretrain/experiments/arms.py:
+a finished run is read back, a stopped one resumed).
 
 Measured per run, on the validation split: CLM bits per byte (the causal loss of every arm's model on the same
 rows, over the UTF-8 bytes of their text), the UL2 denoising loss (ul2_decoder's examples), the same-document
@@ -29,7 +29,7 @@ from pretrain import cli, run as run_lib
 from pretrain.config import OPEN_FRACTION
 from pretrain.downstream import stats
 from pretrain.downstream import evaluation
-from pretrain.experiments import runs
+from pretrain.experiments import arms, runs
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.train import metrics
 
@@ -76,11 +76,11 @@ def curves(workdir: str, objective: str, tokens_per_step: int) -> dict[str, list
   return {name: [(r["step"] * tokens_per_step, r[key]) for r in records if key in r] for name, key in keys.items()}
 
 
-def probe(workdir: str, seeds: int, initial: bool) -> dict[str, list[float]]:
-  """The same-document probe's accuracies of a finished run ('model') and, if `initial`, of its initial
-  parameters ('random init': the same for every arm of a seed)."""
+def probe(workdir: str, seeds: int) -> dict[str, list[float]]:
+  """The same-document probe's accuracies of a finished run ('model') and of its initial parameters ('random
+  init')."""
   run, params, _ = run_lib.load(workdir)
-  rows = {"model": params, **({"random init": run.create_state().params} if initial else {})}
+  rows = {"model": params, "random init": run.create_state().params}
   return {name: evaluation.measure(run, p, "same_document", seeds)["same_document_probe"] for name, p in rows.items()}
 
 
@@ -169,47 +169,40 @@ def report(results, init, args, argv, load, reference) -> str:
 def main(argv: list[str], prog: str = "pretrain experiment curriculum") -> int:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
-  runs.add_flags(parser, "curriculum", "token positions per row", "ARM/seedS")
-  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every arm, comma-separated")
+  runs.add_flags(parser, "curriculum", "token positions per row", "ARM/seedS", model=True)
   parser.add_argument("--switch", type=cli.number(OPEN_FRACTION), default=0.7, help="ul2_then_clm: the share of steps before CLM")
   parser.add_argument("--ul2r", type=cli.number(OPEN_FRACTION), default=0.2, help="clm_then_ul2: the share of steps of UL2 at the end")
-  parser.add_argument("--d_model", type=cli.at_least(1), default=128, help="model width")
-  parser.add_argument("--num_layers", type=cli.at_least(1), default=2, help="layers")
-  parser.add_argument("--head_dim", type=cli.at_least(1), default=64, help="dimension of each attention head")
   parser.add_argument("--probe_seeds", type=cli.at_least(0), default=5, help="same-document probe seeds per run (0: no probe)")
   args, base = cli.parse_command_line(parser, argv)
-  arms = [a.strip() for a in args.arms.split(",") if a.strip()]
-  unknown = [a for a in arms if a not in ARMS]
-  if unknown or len(set(arms)) != len(arms) or not arms:
-    raise UserError(f"--arms={args.arms!r}: give distinct arms of {', '.join(ARMS)}")
+  chosen = runs.names(args.arms, ARMS, "--arms", "arms")
   seeds = runs.seeds(args.seeds)
   if args.seq_len % 8:
     raise UserError(f"--seq_len={args.seq_len}: give a length divisible by 8")
-  configs = {arm: arm_config(base, arm, args) for arm in arms}
+  configs = {arm: arm_config(base, arm, args) for arm in chosen}
   for cfg in configs.values():
     run_lib.Run.build(cfg)  # Every check before the first run.
-  load = runs.machine()
   reference, _ = runs.count_references(next(iter(configs.values())))
-  print(f"{len(arms)} arms x {len(seeds)} seeds, runs of {args.steps} steps x {args.batch_size} x {args.seq_len} "
-        f"tokens; {load}", flush=True)
-  results, init = {arm: [] for arm in arms}, []
-  for seed in seeds:
-    for i, (arm, cfg) in enumerate(configs.items(), 1):
-      seeded = cfg.copy_and_resolve_references()
-      seeded.train.seed = seed
-      workdir = os.path.join(args.out_dir, arm, f"seed{seed}")
-      r = runs.train_one(seeded, workdir)
-      r["curves"], r["seed"] = curves(workdir, seeded.data.objective, r["tokens_per_step"]), seed
-      if args.probe_seeds:
-        probed = probe(workdir, args.probe_seeds, initial=i == 1)
-        r["probe"] = probed["model"]
-        if "random init" in probed:  # One value per seed: the mean of the probe's seeds.
-          init.append(float(np.mean(probed["random init"])))
-      results[arm].append(r)
-      print(f"[seed {seed}, {i}/{len(arms)}] {arm:<18} CLM bits/byte {r['curves'][CLM_BPB][-1][1]:.3f}  UL2 loss "
-            f"{r['curves'][UL2_LOSS][-1][1]:.3f}  probe {stats.text(r.get('probe', [float('nan')]))}  "
-            f"{r['wall']:.0f} s", flush=True)
-  schedules = {arm: describe(arm, args) for arm in arms}
+  print(f"{len(chosen)} arms x {len(seeds)} seeds, runs of {args.steps} steps x {args.batch_size} x {args.seq_len} "
+        f"tokens; {runs.machine()}", flush=True)
+
+  def measure(arm, cfg, workdir, wall):
+    del arm
+    r = arms.standard_figures(cfg, workdir, wall)
+    r["curves"] = curves(workdir, cfg.data.objective, r["tokens_per_step"])
+    if args.probe_seeds:  # The model's, and its initial parameters' (the same for every arm of a seed).
+      r["probe"], r["initial_probe"] = probe(workdir, args.probe_seeds).values()
+    return r
+
+  def said(arm, seed, r):
+    print(f"[seed {seed}, {chosen.index(arm) + 1}/{len(chosen)}] {arm:<18} CLM bits/byte "
+          f"{r['curves'][CLM_BPB][-1][1]:.3f}  UL2 loss {r['curves'][UL2_LOSS][-1][1]:.3f}  probe "
+          f"{stats.text(r.get('probe', [float('nan')]))}  {r['wall']:.0f} s", flush=True)
+
+  results = arms.each(configs, seeds, args.out_dir, measure,
+                      {arm: {"probe_seeds": args.probe_seeds} for arm in configs}, said=said)
+  # One value per seed, from its first arm's run: the mean of the probe's seeds on the initial parameters.
+  init = [float(np.mean(r["initial_probe"])) for r in results[chosen[0]] if "initial_probe" in r]
+  schedules = {arm: describe(arm, args) for arm in chosen}
   runs.write_report(args.out, lambda path: plot(results, path, schedules),
-                    report(results, init, args, argv, load, reference), table(results, init, args, reference))
+                    report(results, init, args, argv, arms.machine(results), reference), table(results, init, args, reference))
   return 0

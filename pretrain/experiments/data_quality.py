@@ -185,11 +185,7 @@ def plot(results: dict[str, list[dict]], shares: dict, path: str) -> None:
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain experiment data_quality") -> int:
   parser = cli.parser_for(prog, __doc__)
-  runs.add_flags(parser, "data_quality", "tokens per row", "RUNG/seed=S")
-  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every rung")
-  parser.add_argument("--d_model", type=cli.at_least(1), default=128, help="model width")
-  parser.add_argument("--num_layers", type=cli.at_least(1), default=2, help="layers")
-  parser.add_argument("--head_dim", type=cli.at_least(1), default=64, help="dimension of each attention head")
+  runs.add_flags(parser, "data_quality", "tokens per row", "RUNG/seed=S", model=True)
   parser.add_argument("--filters", default=DEFAULT_FILTERS, help="data.filters of the curated rung")
   parser.add_argument("--dedup", default="near", help="data.dedup of the curated rung")
   parser.add_argument("--dedup_threshold", type=cli.number(Valid(lambda v: 0 < v <= 1, "in (0, 1]")), default=0.8, help="data.dedup_threshold of the curated rung")

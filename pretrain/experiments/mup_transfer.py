@@ -142,7 +142,6 @@ def main(argv: list[str], prog: str = "pretrain experiment mup_transfer") -> int
   parser.add_argument("--learning_rates", default="3e-3,1e-2,3e-2", help="peak learning rates swept")
   parser.add_argument("--families", default="decoder_only,encoder_decoder")
   runs.add_flags(parser, "mup_transfer", "tokens per row", "FAMILY/PARAMETERIZATION/w=W,lr=LR/seed=S", steps=150)
-  parser.add_argument("--seeds", default="0,1,2", help="pre-training seeds of every point")
   parser.set_defaults(seq_len=64)
   args, _ = cli.parse_command_line(parser, argv)
   widths = [int(w) for w in args.widths.split(",")]

@@ -17,12 +17,12 @@ Each run in OUT_DIR/ARM/seedS (ARM: the config, with '_stream' for the stream co
 on the whole validation and test splits by `pretrain eval` (exp(nats / words), one end of sentence per line:
 73,760 and 82,430 words). Beside them, the published rows.
 
-A finished run keeps its figures in its workdir (result.json) and is not run again while its config is
-unchanged; an interrupted one resumes from its last checkpoint (rerun the same command). Writes OUT.md (the
+A finished run keeps its figures in its workdir (pretrain/experiments/arms.py) and is not run again while its
+config is unchanged; an interrupted one resumes from its last checkpoint (rerun the same command). Writes OUT.md (the
 command, machine, date and the table) and OUT.png (validation perplexity against tokens, each run).
 """
 
-import json
+import functools
 import math
 import os
 
@@ -30,15 +30,13 @@ import jax
 
 from pretrain import cli, config as config_lib, configs, run as run_lib
 from pretrain.commands import eval as eval_command
-from pretrain.training import train
 from pretrain.downstream import stats
 from pretrain.downstream import ngram
-from pretrain.experiments import runs
-from pretrain.system.errors import UserError, exit_on_user_error
+from pretrain.experiments import arms, runs
+from pretrain.system.errors import exit_on_user_error
 from pretrain.train import goodput, metrics
 
 TASK, SPLITS, ORDERS = "ptb_clm", ("validation", "test"), (2, 3, 4, 5)
-RESULT = "result.json"
 # Test per-word perplexities as published (design.md lists them), with the model's context: the count models
 # read one sentence; the recurrent networks carry their state across sentences.
 PUBLISHED = (
@@ -76,38 +74,19 @@ def counted(cfg) -> dict[int, dict[str, float]]:
   return view["ptb_counts"]
 
 
-def run_one(cfg, workdir: str, window: int = 0, stride: int = 0) -> dict:
-  """A run's figures: from its result.json where the same config and evaluation made it, else trained (resumed
-  where a run of the same config stopped) and evaluated on the whole validation and test splits (`window`,
-  `stride`: in sliding windows)."""
-  key = runs.config_key({**json.loads(cfg.to_json_best_effort()), **({"window": [window, stride]} if window else {})})
-  path = os.path.join(workdir, RESULT)
-  if os.path.exists(path):
-    with open(path) as f:
-      saved = json.load(f)
-    if runs.config_key(saved["key"]) == key:
-      return saved["result"]
-  config_file = os.path.join(workdir, "config.json")
-  same_run = os.path.exists(config_file) and runs.config_key(json.loads(open(config_file).read())) == runs.config_key(
-      json.loads(cfg.to_json_best_effort()))
-  if not same_run:
-    runs.fresh_workdir(workdir)
-  with runs.output_to(os.path.join(workdir, "train.log")):
-    summary = train(cfg, workdir)
-  if summary.get("stopped_by"):
-    raise UserError(f"the run in {workdir} was interrupted; rerun the command to resume it")
+def measure(windows: dict, arm: str, cfg, workdir: str, wall: float) -> dict:
+  """A run's figures: evaluated on the whole validation and test splits (a stream arm's in the sliding windows of
+  windows[arm], (window, stride))."""
+  del wall  # The steps' own time is read from goodput.json, across restarts.
   run, params, _ = run_lib.load(workdir)
+  window, stride = windows.get(arm, (0, 0))
   tokens = cfg.train.batch_size * cfg.data.seq_len
-  result = {"seed": cfg.train.seed, "params": sum(x.size for x in jax.tree.leaves(params)), "vocab": run.vocab_size,
-            # The validation split's per-word perplexity as training went (train.eval_batches covers all of it).
-            "curve": [(r["step"] * tokens, r["eval/perplexity"]) for r in metrics.read(workdir)
-                      if "eval/perplexity" in r],
-            **{split: eval_command.evaluate(workdir, TASK, split, window=window, stride=stride)["word_perplexity"]
-               for split in SPLITS}}
-  with open(path + ".tmp", "w") as f:
-    json.dump({"key": key, "result": result}, f)
-  os.replace(path + ".tmp", path)
-  return result
+  return {"params": sum(x.size for x in jax.tree.leaves(params)), "vocab": run.vocab_size,
+          # The validation split's per-word perplexity as training went (train.eval_batches covers all of it).
+          "curve": [(r["step"] * tokens, r["eval/perplexity"]) for r in metrics.read(workdir)
+                    if "eval/perplexity" in r],
+          **{split: eval_command.evaluate(workdir, TASK, split, window=window, stride=stride)["word_perplexity"]
+             for split in SPLITS}}
 
 
 def table(results: dict[str, list[dict]], counts: dict[int, dict[str, float]]) -> str:
@@ -245,20 +224,20 @@ def main(argv: list[str], prog: str = "pretrain experiment ptb") -> int:
     if context == "stream":
       cfgs[arm].data.context = "stream"
     run_lib.Run.build(cfgs[arm])  # Every check before the first run.
-  load = runs.machine()
-  results = {arm: [] for arm, *_ in ARMS}
-  for arm, name, context, _ in ARMS:
-    for seed in seeds[arm]:
-      seeded = cfgs[arm].copy_and_resolve_references()
-      seeded.train.seed = seed
-      workdir = os.path.join(args.out_dir, name + ("_stream" if context == "stream" else ""), f"seed{seed}")
-      window = (args.window, args.stride) if context == "stream" else (0, 0)
-      r = run_one(seeded, workdir, *window)
-      # The steps' own time across restarts (goodput.json's clock): wall time would count a resume's reading back.
+  dirs = {arm: name + ("_stream" if context == "stream" else "") for arm, name, context, _ in ARMS}
+  windows = {arm: (args.window, args.stride) for arm, _, context, _ in ARMS if context == "stream"}
+
+  def said(arm, seed, r):
+    print(f"{arm} seed {seed}: validation {r['validation']:.1f}, test {r['test']:.1f} per-word perplexity",
+          flush=True)
+
+  results = arms.each(cfgs, seeds, args.out_dir, functools.partial(measure, windows),
+                      {arm: {"window": list(w)} for arm, w in windows.items()}, dirs, said)
+  for arm, found in results.items():
+    for r in found:  # The steps' own time across restarts (goodput.json's clock): wall time would count a resume's.
+      workdir = os.path.join(args.out_dir, dirs[arm], f"seed{r['seed']}")
       r["step_seconds"] = (goodput.read(workdir) or {}).get("clock", float("nan"))
-      results[arm].append(r)
-      print(f"{arm} seed {seed}: validation {r['validation']:.1f}, test {r['test']:.1f} per-word perplexity",
-            flush=True)
+  load = arms.machine(results)
   counts = counted(loaded[CONFIGS[0]]) if any(results.values()) else {}
   runs.write_report(args.out, lambda path: plot(results, counts, path),
                     report(results, counts, args, argv, load, loaded), table(results, counts))

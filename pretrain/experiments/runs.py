@@ -11,13 +11,11 @@ import shutil
 import statistics
 import sys
 import textwrap
-import time
 
 import jax
 
 from pretrain import cli, config as config_lib, run as run_lib
 from pretrain.downstream import ngram, zero_shot
-from pretrain.training import train
 from pretrain.system.errors import UserError
 from pretrain.train import metrics
 
@@ -30,12 +28,21 @@ TIMING_NOTE = ("tokens/s is the median over logged intervals after the first (co
 YARDSTICK = "clm"
 
 
-def add_flags(parser, name: str, seq_len_help: str, workdir_help: str, steps: int = 300) -> None:
-  """The flags of every experiment: each run's token budget, and where the report (docs/NAME) and runs go."""
+def add_flags(parser, name: str, seq_len_help: str | None, workdir_help: str, steps: int = 300,
+              seeds_help: str = "pre-training seeds of every run, comma-separated", seeds: str = "0,1,2",
+              model: bool = False, layers_help: str = "layers") -> None:
+  """The flags of every experiment: each run's token budget (--seq_len unless `seq_len_help` is None), its
+  pre-training --seeds, where the report (docs/NAME) and runs go, and with `model` the model's shape (set_model)."""
   parser.add_argument("--steps", type=cli.at_least(1), default=steps, help="training steps of every run")
   parser.add_argument("--batch_size", type=cli.at_least(1), default=16, help="rows per step")
-  parser.add_argument("--seq_len", type=cli.at_least(2), default=128, help=seq_len_help)
+  if seq_len_help:
+    parser.add_argument("--seq_len", type=cli.at_least(2), default=128, help=seq_len_help)
   parser.add_argument("--evals", type=cli.at_least(1), default=10, help="validation points per curve")
+  parser.add_argument("--seeds", default=seeds, help=seeds_help)
+  if model:
+    parser.add_argument("--d_model", type=cli.at_least(8), default=128, help="model width")
+    parser.add_argument("--num_layers", type=cli.at_least(1), default=2, help=layers_help)
+    parser.add_argument("--head_dim", type=cli.at_least(8), default=64, help="dimension of each attention head")
   parser.add_argument("--out", default=f"docs/{name}", help="writes OUT.png and OUT.md")
   parser.add_argument("--out_dir", default=f"runs/{name}", help=f"the runs' workdirs, OUT_DIR/{workdir_help}")
 
@@ -215,24 +222,6 @@ def output_to(path: str):
       sys.stderr.flush()
       os.dup2(saved, 2)
       os.close(saved)
-
-
-def train_one(cfg, workdir: str) -> dict:
-  """Trains `cfg` from scratch in `workdir` and measures it; the run's console output goes to workdir/train.log."""
-  fresh_workdir(workdir)
-  log = os.path.join(workdir, "train.log")
-  try:
-    with output_to(log):
-      start = time.perf_counter()
-      summary = train(cfg, workdir)
-      wall = time.perf_counter() - start
-      if summary.get("stopped_by"):
-        raise UserError(f"the run in {workdir} was interrupted")
-      # The config that trained (train.init_from_hf may have changed it), built again without writing to workdir.
-      return measure(run_lib.Run.build_with_data(run_lib.saved_config(workdir)), workdir, wall)
-  except BaseException:
-    print(f"The {cfg.data.objective} run failed; its output is in {log}", file=sys.stderr)
-    raise
 
 
 # A config's causal-LM view (the key: its JSON and its source's identity) -> the segments of its train split and

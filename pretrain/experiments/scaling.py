@@ -41,13 +41,12 @@ import re
 import shlex
 import time
 
-import numpy as np
 
 from pretrain import cli
 from pretrain import run as run_lib
 from pretrain.config import POSITIVE, Valid
 from pretrain.downstream import stats
-from pretrain.experiments import branches, budgets as budgets_lib, isoflop, parametric_fit, runs, scaling_report, sweep
+from pretrain.experiments import branches, budgets as budgets_lib, isoflop, runs, scaling_report, sweep
 from pretrain.system.errors import UserError, exit_on_user_error
 
 # 2 layers, as docs/mup.md measured the rate's transfer (muP covers width, not depth); 32x2 lies below muP's base

@@ -116,7 +116,7 @@ def test_the_tool_writes_published_and_our_rows(tmp_path, cache_dir, monkeypatch
   assert "a one-sample two" in flat and "against the published figure, taken as a fixed value" in flat
   assert os.path.getsize(out + ".png") > 0
   assert re.findall(r"(ptb_small(?: stream)?) seed (\d): validation \d", capsys.readouterr().out) == [
-      ("ptb_small", "0"), ("ptb_small", "1"), ("ptb_small stream", "0"), ("ptb_small stream", "1")]
+      ("ptb_small", "0"), ("ptb_small stream", "0"), ("ptb_small", "1"), ("ptb_small stream", "1")]  # Seed by seed.
   # The stream arm alone, read back: the count rows are still fitted on sentences, not on the stream's rows.
   assert ptb_experiment.main([a for a in argv if not a.startswith("--seeds=")] + ["--seeds="]) == 0
   assert rows["Kneser-Ney 5-gram (counts, ours)"] in open(out + ".md").read()

@@ -27,9 +27,10 @@ def test_curriculum_writes_table_verdicts_and_plot(tmp_path, cache_dir, vocabula
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   out = str(tmp_path / "docs" / "curriculum")
   # One arm: the table's code is the same for each (the length warmup itself: tests/data/test_schedule.py).
-  curriculum.main(["--arms=clm_then_ul2", "--d_model=32", "--num_layers=1", "--head_dim=16",
-                   f"--out={out}", f"--out_dir={tmp_path / 'runs'}", "--seeds=0", "--probe_seeds=2",
-                   "--steps=10", "--batch_size=4", "--seq_len=64", "--evals=2", "--config.train.eval_batches=2"])
+  argv = ["--arms=clm_then_ul2", "--d_model=32", "--num_layers=1", "--head_dim=16", f"--out={out}",
+          f"--out_dir={tmp_path / 'runs'}", "--seeds=0", "--probe_seeds=2", "--steps=10", "--batch_size=4",
+          "--seq_len=64", "--evals=2", "--config.train.eval_batches=2"]
+  curriculum.main(argv)
   assert os.path.getsize(out + ".png") > 0
   rows = pages.table_rows(out + ".md")
   assert [row.split("|")[1].strip() for row in rows] == [
@@ -44,3 +45,13 @@ def test_curriculum_writes_table_verdicts_and_plot(tmp_path, cache_dir, vocabula
   # The UL2R arm trained UL2 in its last steps (from step 8; logged at steps 5 and 10), by its schedule.
   records = [json.loads(line) for line in open(tmp_path / "runs" / "clm_then_ul2" / "seed0" / "metrics.jsonl")]
   assert [r["data/rate/ul2_decoder"] for r in records if "data/rate/ul2_decoder" in r] == [0.0, 1.0]
+  # Rerun from its saved runs (pretrain/experiments/arms.py): nothing trains or is measured again, the page is
+  # the same, to the byte.
+  page, run_files = open(out + ".md").read(), sorted(os.listdir(tmp_path / "runs" / "clm_then_ul2" / "seed0"))
+  metrics_written = os.stat(tmp_path / "runs" / "clm_then_ul2" / "seed0" / "metrics.jsonl").st_mtime_ns
+  os.remove(out + ".md")
+  curriculum.main(argv)
+  assert open(out + ".md").read() == page
+  assert sorted(os.listdir(tmp_path / "runs" / "clm_then_ul2" / "seed0")) == run_files
+  assert os.stat(tmp_path / "runs" / "clm_then_ul2" / "seed0" / "metrics.jsonl").st_mtime_ns == metrics_written
+  assert "[seed 0, 1/1] clm_then_ul2" in capsys.readouterr().out

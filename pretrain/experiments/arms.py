@@ -1,0 +1,97 @@
+"""An experiment's runs: each arm (a config) trained with each of its seeds, its figures saved in its workdir, so
+that a rerun of the same command resumes what stopped and reads back what finished (and writes the same page)."""
+
+import functools
+import json
+import os
+import time
+
+from pretrain import run as run_lib
+from pretrain.experiments import runs
+from pretrain.system import files
+from pretrain.system.errors import UserError
+from pretrain.train import goodput
+from pretrain.training import train
+
+RESULT = "result.json"  # In each run's workdir: {'key': what made the figures, 'result': the figures}.
+
+
+def each(configs: dict, seeds, out_dir: str, measure=None, extras=None, dirs=None, said=None) -> dict[str, list]:
+  """{arm: [the figures of each of its runs, in seed order]}: every arm of `configs` ({arm: config}) with each of
+  its `seeds` (a list, or {arm: list}) in OUT_DIR/DIR/seedS (DIR: dirs[arm], else the arm), one seed of every arm
+  before the next seed. A run's figures are measure(arm, config, workdir, wall) (standard_figures, by default)
+  with its 'seed', read from its workdir where the same config and extras[arm] (the flags of the measuring) made them;
+  said(arm, seed, figures) prints a line after each."""
+  seeds = seeds if isinstance(seeds, dict) else {arm: seeds for arm in configs}
+  results = {arm: [] for arm in configs}
+  for seed in sorted({s for arm in configs for s in seeds[arm]}):
+    for arm, cfg in configs.items():
+      if seed in seeds[arm]:
+        seeded = cfg.copy_and_resolve_references()
+        seeded.train.seed = seed
+        workdir = os.path.join(out_dir, (dirs or {}).get(arm, arm), f"seed{seed}")
+        measured = functools.partial(measure, arm) if measure else None
+        results[arm].append(figures(seeded, workdir, measured, (extras or {}).get(arm)))
+        if said:
+          said(arm, seed, results[arm][-1])
+  return results
+
+
+def machine(results: dict[str, list]) -> str:
+  """The machine the first run trained on, as its page says it (runs.machine()), or this one's if none did."""
+  return next((r["machine"] for seeds in results.values() for r in seeds if "machine" in r), None) or runs.machine()
+
+
+def figures(cfg, workdir: str, measure=None, extra: dict | None = None) -> dict:
+  """A run's figures: read from workdir/result.json where the same config and `extra` made them, else trained
+  (resumed from the checkpoint of a run of the same config, any other run there deleted first), measured and
+  saved there, with the machine it trained on ('machine')."""
+  key = runs.config_key({**json.loads(cfg.to_json_best_effort()), **(extra or {})})
+  path = os.path.join(workdir, RESULT)
+  if os.path.exists(path):
+    with open(path) as f:
+      saved = json.load(f)
+    if runs.config_key(saved["key"]) == key:
+      return saved["result"]
+  machine = runs.machine()
+  wall = _trained(cfg, workdir)
+  try:
+    result = {**(measure or standard_figures)(cfg, workdir, wall), "seed": cfg.train.seed, "machine": machine}
+  except BaseException:
+    print(f"Measuring the run in {workdir} failed", flush=True)
+    raise
+  files.write_atomically(path, json.dumps({"key": key, "result": result}).encode())
+  return result
+
+
+def _trained(cfg, workdir: str) -> float:
+  """Trains `cfg` in `workdir` (its console output to workdir/train.log) and returns the wall seconds of its
+  attempts: a stopped run of the same config resumes from its last checkpoint, anything else there starts over."""
+  config_file, checkpoints = os.path.join(workdir, "config.json"), os.path.join(workdir, "checkpoints")
+  resumable = False
+  if os.path.exists(config_file) and os.path.isdir(checkpoints) and any(n.isdigit() for n in os.listdir(checkpoints)):
+    with open(config_file) as f:
+      resumable = runs.config_key(json.load(f)) == runs.config_key(json.loads(cfg.to_json_best_effort()))
+  earlier = sum(a["updated"] - a["started"] for a in (goodput.read(workdir) or {}).get("attempts", ())) \
+      if resumable else 0.0
+  if not resumable:
+    runs.fresh_workdir(workdir)
+  log = os.path.join(workdir, "train.log")
+  try:
+    with runs.output_to(log):
+      start = time.perf_counter()
+      summary = train(cfg, workdir)
+      wall = time.perf_counter() - start
+  except BaseException:
+    print(f"The run in {workdir} failed; its output is in {log}", flush=True)
+    raise
+  if summary.get("stopped_by"):
+    raise UserError(f"the run in {workdir} was interrupted; rerun the same command to resume it")
+  return earlier + wall
+
+
+def standard_figures(cfg, workdir: str, wall: float) -> dict:
+  """runs.measure's figures, of the config that trained (train.init_from_hf may have changed it), built again
+  without writing to the workdir."""
+  del cfg
+  return runs.measure(run_lib.Run.build_with_data(run_lib.saved_config(workdir)), workdir, wall)
