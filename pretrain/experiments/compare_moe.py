@@ -24,7 +24,7 @@ import os
 
 from pretrain import cli, run as run_lib
 from pretrain.downstream import stats
-from pretrain.experiments import arms, compare_objectives, runs
+from pretrain.experiments import arms, compare_objectives, figures, runs
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.train import flops, metrics
 
@@ -86,31 +86,23 @@ def table(results: dict, reference: dict) -> str:
 
 
 def plot(results: dict, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-  for family, by_model in results.items():
-    for model, seeds in by_model.items():
-      line, = axes[0].plot(*zip(*seeds[0]["bpb"][1:]), "o-" if model == "moe" else "s--", markersize=3,
-                           label=f"{family} {model}")
-      for r in seeds[1:]:
-        axes[0].plot(*zip(*r["bpb"][1:]), "-", color=line.get_color(), alpha=0.35)
-      if model == "moe":
-        for i, r in enumerate(seeds):
-          axes[1].plot(*zip(*r["busiest"]), "o-", markersize=3, color=line.get_color(), alpha=1 if i == 0 else 0.35,
-                       label=family if i == 0 else None)
-  axes[0].set(xlabel="tokens trained on", ylabel="validation bits per byte",
-              title="validation bits per byte (each seed; markers: the first)")
-  axes[1].axhline(1.0, color="gray", lw=0.8)
-  axes[1].set(xlabel="step", ylabel="busiest expert's share x experts",
-              title="expert balance (mean over MoE layers; 1: balanced)")
-  for ax in axes:
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  with figures.drawn(path, 2, (12, 4.5)) as axes:
+    for family, by_model in results.items():
+      for model, seeds in by_model.items():
+        color = figures.seeds(axes[0], {f"{family} {model}": seeds}, lambda r: r["bpb"][1:],
+                              style="o-" if model == "moe" else "s--")[f"{family} {model}"]
+        if model == "moe":
+          for i, r in enumerate(seeds):
+            axes[1].plot(*zip(*r["busiest"]), "o-", markersize=3, color=color, alpha=1 if i == 0 else 0.35,
+                         label=family if i == 0 else None)
+    axes[0].set(xlabel="tokens trained on", ylabel="validation bits per byte",
+                title="validation bits per byte (each seed; markers: the first)")
+    axes[1].axhline(1.0, color="gray", lw=0.8)
+    axes[1].set(xlabel="step", ylabel="busiest expert's share x experts",
+                title="expert balance (mean over MoE layers; 1: balanced)")
+    for ax in axes:
+      ax.grid(alpha=0.3)
+      ax.legend(fontsize=8)
 
 
 def report(results, args, argv, load, reference) -> str:

@@ -59,7 +59,7 @@ import numpy as np
 from pretrain import cli, objectives, run as run_lib
 from pretrain.downstream import stats, zero_shot
 from pretrain.downstream import evaluation, likelihood
-from pretrain.experiments import arms, runs
+from pretrain.experiments import arms, figures, runs
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.system.errors import UserError as NotScored
 
@@ -267,43 +267,37 @@ def yardstick_verdicts(results: dict[str, list[dict]], reference: dict) -> str:
 
 
 def plot(results: dict[str, list[dict]], path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-
-  fig, (own, common, down) = plt.subplots(1, 3, figsize=(20, 4.8))
-  for name, seeds in results.items():
-    r = seeds[0]
-    line, = own.plot(*zip(*r["curve"]), "o-", markersize=3, label=f"{name} ({r['family']})")
-    if r["yardstick_curve"]:
-      common.plot(*zip(*r["yardstick_curve"]), "o-", markersize=3, color=line.get_color(), label=name)
-  own.set_title("validation loss of each objective's own task, first seed (not comparable across objectives)",
-                fontsize=9)
-  own.set_ylabel("validation loss (nats; log scale)")
-  own.set_yscale("log")
-  common.set_title("common yardstick: CLM validation loss, decoder-only models, first seed", fontsize=9)
-  common.set_ylabel("CLM cross-entropy per token (nats)")
-  for ax in (own, common):
-    ax.set_xlabel("tokens processed (batch x row length x steps)")
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-      ax.legend(fontsize=8)
-  names = list(results)
-  shown = [(k, t) for k, t in MEASURES if any(_gains(s, k)[0] for s in results.values())]
-  width = 0.8 / max(len(shown), 1)
-  for m, (key, title) in enumerate(shown):
-    found = [stats.paired(*_gains(results[n], key)) if _gains(results[n], key)[0] else None for n in names]
-    x = np.arange(len(names)) + (m - len(shown) / 2 + 0.5) * width
-    down.bar(x, [f.mean if f else np.nan for f in found], width,
-             yerr=[0 if not f or np.isnan(f.half) else f.half for f in found], color=f"C{m}", label=title)
-  down.axhline(0, color="black", linewidth=0.8)
-  down.set_xticks(np.arange(len(names)), names, rotation=45, ha="right", fontsize=8)
-  down.set_ylabel("trained minus initial parameters (paired, 95% interval over runs)")
-  down.set_title("downstream gains over each run's own initialisation, held-out documents", fontsize=9)
-  down.grid(alpha=0.3, axis="y")
-  down.legend(fontsize=7)
-  fig.savefig(path, dpi=100, bbox_inches="tight")
-  plt.close(fig)
+  with figures.drawn(path, 3, (20, 4.8), crop=True) as (own, common, down):
+    for name, seeds in results.items():
+      r = seeds[0]
+      line, = own.plot(*zip(*r["curve"]), "o-", markersize=3, label=f"{name} ({r['family']})")
+      if r["yardstick_curve"]:
+        common.plot(*zip(*r["yardstick_curve"]), "o-", markersize=3, color=line.get_color(), label=name)
+    own.set_title("validation loss of each objective's own task, first seed (not comparable across objectives)",
+                  fontsize=9)
+    own.set_ylabel("validation loss (nats; log scale)")
+    own.set_yscale("log")
+    common.set_title("common yardstick: CLM validation loss, decoder-only models, first seed", fontsize=9)
+    common.set_ylabel("CLM cross-entropy per token (nats)")
+    for ax in (own, common):
+      ax.set_xlabel("tokens processed (batch x row length x steps)")
+      ax.grid(alpha=0.3)
+      if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    names = list(results)
+    shown = [(k, t) for k, t in MEASURES if any(_gains(s, k)[0] for s in results.values())]
+    width = 0.8 / max(len(shown), 1)
+    for m, (key, title) in enumerate(shown):
+      found = [stats.paired(*_gains(results[n], key)) if _gains(results[n], key)[0] else None for n in names]
+      x = np.arange(len(names)) + (m - len(shown) / 2 + 0.5) * width
+      down.bar(x, [f.mean if f else np.nan for f in found], width,
+               yerr=[0 if not f or np.isnan(f.half) else f.half for f in found], color=f"C{m}", label=title)
+    down.axhline(0, color="black", linewidth=0.8)
+    down.set_xticks(np.arange(len(names)), names, rotation=45, ha="right", fontsize=8)
+    down.set_ylabel("trained minus initial parameters (paired, 95% interval over runs)")
+    down.set_title("downstream gains over each run's own initialisation, held-out documents", fontsize=9)
+    down.grid(alpha=0.3, axis="y")
+    down.legend(fontsize=7)
 
 
 def report(results: dict[str, list[dict]], args, argv: list[str], load: str, reference: dict,

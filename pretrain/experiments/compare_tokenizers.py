@@ -27,7 +27,7 @@ import time
 from pretrain import cli, objectives, run as run_lib
 from pretrain.data import sources
 from pretrain.downstream import stats
-from pretrain.experiments import arms, runs
+from pretrain.experiments import arms, figures, runs
 from pretrain.system.errors import exit_on_user_error
 from pretrain.train import metrics
 from pretrain.vocab import pipeline as vocab
@@ -93,22 +93,13 @@ def table(measured: dict, results: dict) -> str:
 
 
 def plot(results: dict, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  fig, ax = plt.subplots(figsize=(8, 4.8))
-  for name, seeds in results.items():
-    line, = ax.plot(*zip(*seeds[0]["curve"][1:]), "o-", markersize=3, label=name)
-    for r in seeds[1:]:
-      ax.plot(*zip(*r["curve"][1:]), "-", color=line.get_color(), alpha=0.35)
-  ax.set_xlabel("bytes of text trained on")
-  ax.set_ylabel(BPB)
-  ax.set_title("validation bits per byte of text (each seed; markers: the first)")
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  with figures.drawn(path) as ax:
+    figures.seeds(ax, results, lambda r: r["curve"][1:])
+    ax.set_xlabel("bytes of text trained on")
+    ax.set_ylabel(BPB)
+    ax.set_title("validation bits per byte of text (each seed; markers: the first)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
 
 
 def report(measured, results, args, argv, load) -> str:

@@ -36,7 +36,7 @@ import numpy as np
 from pretrain import cli
 from pretrain import run as run_lib
 from pretrain.downstream import stats
-from pretrain.experiments import branches, runs, sweep
+from pretrain.experiments import branches, figures, runs, sweep
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.train import optimizer
 
@@ -138,50 +138,44 @@ def table(results: dict, wsd: list[dict], steps: int, reference: dict) -> str:
 
 
 def plot(results: dict, wsd: list[dict], rates: dict, found: list, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  fig, (lr_ax, curve_ax, final_ax) = plt.subplots(1, 3, figsize=(16, 4.6))
-  names = [COSINE, *(a["name"] for a in wsd)]
-  colors = {name: f"C{i}" for i, name in enumerate(names)}
-  for name in names:
-    lr_ax.plot(rates[name], color=colors[name], label=name)
-  lr_ax.set_xlabel("step")
-  lr_ax.set_ylabel("learning rate")
-  lr_ax.set_title("schedules", fontsize=9)
-  steps = len(rates[COSINE]) - 1
-  # Bits per byte is loss x a constant on these rows (the same for every run): a second axis.
-  first = results[COSINE][0]
-  per_nat = first["final_eval"]["bits_per_byte"] / first["loss"]
-  for name in names:
-    curves = [dict(r["curve"]) for r in results[name]]
-    tokens = sorted(set.intersection(*(set(c) for c in curves)))
-    step = [t / results[name][0]["tokens_per_step"] for t in tokens]
-    mean = [np.mean([c[t] for c in curves]) for t in tokens]
-    shown = [(s, m) for s, m in zip(step, mean) if s >= steps / 2]
-    if shown:
-      curve_ax.plot(*zip(*shown), "o-", markersize=3, color=colors[name], label=name)
-  curve_ax.set_xlabel("step")
-  curve_ax.set_ylabel("validation loss (nats per token), mean over seeds")
-  curve_ax.set_title("validation curves, second half (mean over seeds)", fontsize=9)
-  curve_ax.secondary_yaxis("right", functions=(lambda x: x * per_nat, lambda x: x / per_nat)).set_ylabel(
-      "bits per byte")
-  against = [(what.split(" - ")[0], d) for what, d in found if what.endswith(f" - {COSINE}")]
-  for i, (name, d) in enumerate(against):
-    final_ax.errorbar([i], [d.mean], yerr=[0 if math.isnan(d.half) else d.half], fmt="o", capsize=4,
-                      color=colors[name])
-  final_ax.axhline(0, color=colors[COSINE], lw=1, label=COSINE)
-  final_ax.set_xticks(range(len(against)), [name for name, _ in against], rotation=20, fontsize=8)
-  final_ax.set_ylabel("final validation loss minus cosine's (nats)")
-  final_ax.set_title(f"at step {steps}: paired over seeds, mean and 95% interval", fontsize=9)
-  final_ax.legend(fontsize=8)
-  for ax in (lr_ax, curve_ax):
-    ax.legend(fontsize=8)
-  for ax in (lr_ax, curve_ax, final_ax):
-    ax.grid(alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  with figures.drawn(path, 3, (16, 4.6)) as (lr_ax, curve_ax, final_ax):
+    names = [COSINE, *(a["name"] for a in wsd)]
+    colors = {name: f"C{i}" for i, name in enumerate(names)}
+    for name in names:
+      lr_ax.plot(rates[name], color=colors[name], label=name)
+    lr_ax.set_xlabel("step")
+    lr_ax.set_ylabel("learning rate")
+    lr_ax.set_title("schedules", fontsize=9)
+    steps = len(rates[COSINE]) - 1
+    # Bits per byte is loss x a constant on these rows (the same for every run): a second axis.
+    first = results[COSINE][0]
+    per_nat = first["final_eval"]["bits_per_byte"] / first["loss"]
+    for name in names:
+      curves = [dict(r["curve"]) for r in results[name]]
+      tokens = sorted(set.intersection(*(set(c) for c in curves)))
+      step = [t / results[name][0]["tokens_per_step"] for t in tokens]
+      mean = [np.mean([c[t] for c in curves]) for t in tokens]
+      shown = [(s, m) for s, m in zip(step, mean) if s >= steps / 2]
+      if shown:
+        curve_ax.plot(*zip(*shown), "o-", markersize=3, color=colors[name], label=name)
+    curve_ax.set_xlabel("step")
+    curve_ax.set_ylabel("validation loss (nats per token), mean over seeds")
+    curve_ax.set_title("validation curves, second half (mean over seeds)", fontsize=9)
+    curve_ax.secondary_yaxis("right", functions=(lambda x: x * per_nat, lambda x: x / per_nat)).set_ylabel(
+        "bits per byte")
+    against = [(what.split(" - ")[0], d) for what, d in found if what.endswith(f" - {COSINE}")]
+    for i, (name, d) in enumerate(against):
+      final_ax.errorbar([i], [d.mean], yerr=[0 if math.isnan(d.half) else d.half], fmt="o", capsize=4,
+                        color=colors[name])
+    final_ax.axhline(0, color=colors[COSINE], lw=1, label=COSINE)
+    final_ax.set_xticks(range(len(against)), [name for name, _ in against], rotation=20, fontsize=8)
+    final_ax.set_ylabel("final validation loss minus cosine's (nats)")
+    final_ax.set_title(f"at step {steps}: paired over seeds, mean and 95% interval", fontsize=9)
+    final_ax.legend(fontsize=8)
+    for ax in (lr_ax, curve_ax):
+      ax.legend(fontsize=8)
+    for ax in (lr_ax, curve_ax, final_ax):
+      ax.grid(alpha=0.3)
 
 
 def with_parent_curves(results: dict, wsd: list[dict]) -> None:

@@ -29,7 +29,7 @@ from pretrain import cli, run as run_lib
 from pretrain.config import OPEN_FRACTION
 from pretrain.downstream import stats
 from pretrain.downstream import evaluation
-from pretrain.experiments import arms, runs
+from pretrain.experiments import arms, figures, runs
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.train import metrics
 
@@ -122,23 +122,13 @@ def verdicts(results: dict[str, list[dict]], init: list[float]) -> list[str]:
 
 
 def plot(results: dict[str, list[dict]], path: str, schedules: dict[str, str]) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  fig, axes = plt.subplots(1, 2, figsize=(14, 4.8))
-  for arm, seeds in results.items():
+  with figures.drawn(path, 2, (14, 4.8)) as axes:
     for ax, name in zip(axes, (CLM_BPB, UL2_LOSS)):
-      line, = ax.plot(*zip(*seeds[0]["curves"][name]), "o-", markersize=3, label=f"{arm} ({schedules[arm]})")
-      for r in seeds[1:]:
-        ax.plot(*zip(*r["curves"][name]), "-", color=line.get_color(), alpha=0.35)
-  for ax, name in zip(axes, (CLM_BPB, UL2_LOSS)):
-    ax.set_title(f"validation {name.split(' val ')[1]} of {name.split(' ')[0]} (each seed; markers: the first)")
-    ax.set_xlabel("tokens processed")
-    ax.grid(alpha=0.3)
-  axes[0].legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+      figures.seeds(ax, results, lambda r, name=name: r["curves"][name], lambda arm, _: f"{arm} ({schedules[arm]})")
+      ax.set_title(f"validation {name.split(' val ')[1]} of {name.split(' ')[0]} (each seed; markers: the first)")
+      ax.set_xlabel("tokens processed")
+      ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
 
 
 def report(results, init, args, argv, load, reference) -> str:
@@ -204,5 +194,6 @@ def main(argv: list[str], prog: str = "pretrain experiment curriculum") -> int:
   init = [float(np.mean(r["initial_probe"])) for r in results[chosen[0]] if "initial_probe" in r]
   schedules = {arm: describe(arm, args) for arm in chosen}
   runs.write_report(args.out, lambda path: plot(results, path, schedules),
-                    report(results, init, args, argv, arms.machine(results), reference), table(results, init, args, reference))
+                    report(results, init, args, argv, arms.machine(results), reference),
+                    table(results, init, args, reference))
   return 0

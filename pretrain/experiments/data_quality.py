@@ -40,7 +40,7 @@ from pretrain import objectives, run as run_lib
 from pretrain.config import Valid
 from pretrain.data import filters
 from pretrain.downstream import stats
-from pretrain.experiments import runs, sweep, web_defects
+from pretrain.experiments import figures, runs, sweep, web_defects
 from pretrain.system import data_cache
 from pretrain.system.errors import UserError, exit_on_user_error
 from pretrain.train import evaluation
@@ -157,29 +157,23 @@ def on_clean_rows(judge, point: str) -> dict[str, float]:
 
 
 def plot(results: dict[str, list[dict]], shares: dict, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-
-  fig, (curves, bars) = plt.subplots(1, 2, figsize=(13, 4.8))
-  for rung, seeds in results.items():
-    line, = curves.plot(*zip(*seeds[0]["curve"]), "o-", markersize=3,
-                        label=f"{rung} ({seeds[0]['documents']:,} documents)")
-    for r in seeds[1:]:
-      curves.plot(*zip(*r["curve"]), "-", color=line.get_color(), alpha=0.35)
-  curves.set_title("validation loss on the clean validation split, same token budget (each seed)", fontsize=9)
-  curves.set_xlabel("tokens processed")
-  curves.set_ylabel("cross-entropy per token (nats)")
-  curves.legend(fontsize=8)
-  curves.grid(alpha=0.3)
-  names = list(shares)
-  bars.barh(names, [shares[n] for n in names], color=["gray" if n == "clean" else "tab:red" for n in names])
-  bars.set_xlim(0, 1)
-  bars.set_title("share of each kind of document that the curation stage removed", fontsize=9)
-  bars.invert_yaxis()
-  bars.grid(alpha=0.3, axis="x")
-  fig.savefig(path, dpi=100, bbox_inches="tight")
-  plt.close(fig)
+  with figures.drawn(path, 2, (13, 4.8), crop=True) as (curves, bars):
+    for rung, seeds in results.items():
+      line, = curves.plot(*zip(*seeds[0]["curve"]), "o-", markersize=3,
+                          label=f"{rung} ({seeds[0]['documents']:,} documents)")
+      for r in seeds[1:]:
+        curves.plot(*zip(*r["curve"]), "-", color=line.get_color(), alpha=0.35)
+    curves.set_title("validation loss on the clean validation split, same token budget (each seed)", fontsize=9)
+    curves.set_xlabel("tokens processed")
+    curves.set_ylabel("cross-entropy per token (nats)")
+    curves.legend(fontsize=8)
+    curves.grid(alpha=0.3)
+    names = list(shares)
+    bars.barh(names, [shares[n] for n in names], color=["gray" if n == "clean" else "tab:red" for n in names])
+    bars.set_xlim(0, 1)
+    bars.set_title("share of each kind of document that the curation stage removed", fontsize=9)
+    bars.invert_yaxis()
+    bars.grid(alpha=0.3, axis="x")
 
 
 @exit_on_user_error

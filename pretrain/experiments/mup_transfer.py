@@ -24,7 +24,7 @@ import numpy as np
 
 from pretrain import cli
 from pretrain.downstream import stats
-from pretrain.experiments import runs, sweep
+from pretrain.experiments import figures, runs, sweep
 from pretrain.system.errors import UserError, exit_on_user_error
 
 OBJECTIVE = {"decoder_only": "clm", "encoder_decoder": "span_corruption"}
@@ -109,30 +109,25 @@ def shifts(rows: list[dict], widths: list[int], lrs: list[float]) -> list[str]:
 
 
 def plot(rows: list[dict], lrs: list[float], path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   families = sorted({r["family"] for r in rows})
-  fig, axes = plt.subplots(len(families), 2, figsize=(10, 3.6 * len(families)), squeeze=False, sharex=True)
-  cmap = plt.get_cmap("viridis")
-  widths = sorted({r["width"] for r in rows})
-  for i, family in enumerate(families):
-    for j, parameterization in enumerate(PARAMETERIZATIONS):
-      ax = axes[i][j]
-      for k, width in enumerate(widths):
-        r = next(r for r in rows if r["family"] == family and r["parameterization"] == parameterization
-                 and r["width"] == width)
-        means = [stats.interval(r["losses"][lr]) for lr in lrs]
-        ax.errorbar(lrs, [m for m, _ in means], yerr=[0 if math.isnan(h) else h for _, h in means], marker="o",
-                    ms=3, capsize=2, color=cmap(k / max(len(widths) - 1, 1)), label=f"width {width}")
-        ax.axvline(2 ** np.mean(r["optima"]), color=cmap(k / max(len(widths) - 1, 1)), ls=":", lw=1)
-      ax.set_xscale("log")
-      ax.set_title(f"{family}, {parameterization}", fontsize=10)
-      ax.set_xlabel("peak learning rate")
-      ax.set_ylabel("final validation loss")
-      ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=90)
+  with figures.drawn(path, 2, (10, 3.6 * len(families)), len(families), dpi=90, squeeze=False, sharex=True) as axes:
+    cmap = figures.colormap("viridis")
+    widths = sorted({r["width"] for r in rows})
+    for i, family in enumerate(families):
+      for j, parameterization in enumerate(PARAMETERIZATIONS):
+        ax = axes[i][j]
+        for k, width in enumerate(widths):
+          r = next(r for r in rows if r["family"] == family and r["parameterization"] == parameterization
+                   and r["width"] == width)
+          means = [stats.interval(r["losses"][lr]) for lr in lrs]
+          ax.errorbar(lrs, [m for m, _ in means], yerr=[0 if math.isnan(h) else h for _, h in means], marker="o",
+                      ms=3, capsize=2, color=cmap(k / max(len(widths) - 1, 1)), label=f"width {width}")
+          ax.axvline(2 ** np.mean(r["optima"]), color=cmap(k / max(len(widths) - 1, 1)), ls=":", lw=1)
+        ax.set_xscale("log")
+        ax.set_title(f"{family}, {parameterization}", fontsize=10)
+        ax.set_xlabel("peak learning rate")
+        ax.set_ylabel("final validation loss")
+        ax.legend(fontsize=8)
 
 
 @exit_on_user_error

@@ -32,7 +32,7 @@ from pretrain import cli, config as config_lib, configs, run as run_lib
 from pretrain.commands import eval as eval_command
 from pretrain.downstream import stats
 from pretrain.downstream import ngram
-from pretrain.experiments import arms, runs
+from pretrain.experiments import arms, figures, runs
 from pretrain.system.errors import exit_on_user_error
 from pretrain.train import goodput, metrics
 
@@ -136,25 +136,19 @@ def verdicts(results: dict[str, list[dict]]) -> list[str]:
 
 
 def plot(results: dict[str, list[dict]], counts: dict[int, dict[str, float]], path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  fig, ax = plt.subplots(figsize=(8, 4.8))
-  for name, seeds in results.items():
-    for i, r in enumerate(seeds):
-      steps, values = zip(*r["curve"][1:])
-      ax.plot(steps, values, "o-" if i == 0 else "-", markersize=3, alpha=1 if i == 0 else 0.4,
-              color=f"C{[arm[0] for arm in ARMS].index(name)}", label=name if i == 0 else None)
-  ax.axhline(counts[max(counts)]["validation"], color="gray", linestyle="--", label="Kneser-Ney 5-gram (counts)")
-  ax.set_yscale("log")
-  ax.set_xlabel("token positions processed")
-  ax.set_ylabel("validation per-word perplexity")
-  ax.set_title("Penn Treebank, validation split (each run; markers: the first seed)")
-  ax.grid(alpha=0.3, which="both")
-  ax.legend()
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  with figures.drawn(path) as ax:
+    for name, seeds in results.items():
+      for i, r in enumerate(seeds):
+        steps, values = zip(*r["curve"][1:])
+        ax.plot(steps, values, "o-" if i == 0 else "-", markersize=3, alpha=1 if i == 0 else 0.4,
+                color=f"C{[arm[0] for arm in ARMS].index(name)}", label=name if i == 0 else None)
+    ax.axhline(counts[max(counts)]["validation"], color="gray", linestyle="--", label="Kneser-Ney 5-gram (counts)")
+    ax.set_yscale("log")
+    ax.set_xlabel("token positions processed")
+    ax.set_ylabel("validation per-word perplexity")
+    ax.set_title("Penn Treebank, validation split (each run; markers: the first seed)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
 
 
 def report(results, counts, args, argv, load, cfgs) -> str:

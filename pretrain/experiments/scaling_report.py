@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from pretrain.downstream import stats
-from pretrain.experiments import budgets as budgets_lib, isoflop, parametric_fit, runs
+from pretrain.experiments import budgets as budgets_lib, figures, isoflop, parametric_fit, runs
 
 # The published figures the page sets ours beside, each from another scale.
 CHINCHILLA = ("Hoffmann et al. 2022 (Chinchilla; models of 70M to 16B parameters, IsoFLOP budgets of 6e18 to 3e21 "
@@ -176,67 +176,62 @@ def limits(ladder: list[dict], budgets: list[float], records: list[dict], base_w
 
 
 def plot(ladder: list[dict], budgets: list[float], records: list[dict], fit: isoflop.Fit, law, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
   import matplotlib.ticker  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  fig, (iso_ax, frontier_ax, curve_ax) = plt.subplots(1, 3, figsize=(18, 5.2))
-  cmap = plt.get_cmap("viridis")
-  color = lambda i, count: cmap(0.85 * i / max(count - 1, 1))  # Not viridis's pale yellow end.
-  per_nat = records[0]["bits_per_byte"] / records[0]["loss"]  # The same validation rows: bits/byte = loss x this.
-  for i, c in enumerate(budgets):
-    points = []
-    for rung in ladder:
-      losses = [r["loss"] for r in records if r["size"] == rung["size"] and r["budget"] == c]
-      if losses:
-        points.append((rung["model"].n, *stats.interval(losses)))
-    if not points:
-      continue
-    n, mean, half = (np.array(x) for x in zip(*points))
-    iso_ax.errorbar(n, mean, yerr=np.nan_to_num(half), fmt="o", capsize=3, color=color(i, len(budgets)),
-                    label=f"C = {c:.3g} FLOPs")
-    shape = isoflop.profile(c, n, mean)  # The parabola of the seeds' mean, for the eye; the numbers are per seed.
-    if shape.coefficients is not None:
-      grid = np.geomspace(n.min() / 1.3, n.max() * 1.3, 100)
-      iso_ax.plot(grid, shape.loss_at(grid), "-", lw=1, color=color(i, len(budgets)))
-      if shape.n_opt is not None and shape.inside:
-        iso_ax.plot([shape.n_opt], [shape.loss_at(shape.n_opt)], "*", ms=12, color=color(i, len(budgets)),
-                    markeredgecolor="black")
-  iso_ax.set_xscale("log")
-  iso_ax.set_xlabel("N, parameters a token multiplies")
-  iso_ax.set_ylabel("final validation loss (nats per token)")
-  iso_ax.secondary_yaxis("right", functions=(lambda x: x * per_nat, lambda x: x / per_nat)).set_ylabel("bits per byte")
-  iso_ax.set_title("IsoFLOP profiles: mean and 95% interval over seeds, parabola in ln N, * its minimum", fontsize=9)
-  iso_ax.legend(fontsize=8)
-  _frontier(frontier_ax, fit, law, budgets)
-  for i, rung in enumerate(ladder):
-    step_flops = rung["model"].step_flops / rung["model"].tokens_per_step
-    stable = next(r for r in records if r["size"] == rung["size"] and r["budget"] == max(
-        x["budget"] for x in records if x["size"] == rung["size"]))
-    curve_ax.plot([t * step_flops for t, _ in stable["curve"][1:]], [l for _, l in stable["curve"][1:]], "-",
-                  color=color(i, len(ladder)), label=f"{rung['size']}: wsd run (seed {stable['seed']})")
-    ends = {}
-    for r in records:
-      if r["size"] == rung["size"]:
-        ends.setdefault(r["flops"], []).append(r["loss"])
-    curve_ax.plot(list(ends), [np.mean(v) for v in ends.values()], "o", color=color(i, len(ladder)))
-  curve_ax.set_xscale("log")
-  curve_ax.set_xlabel("model FLOPs")
-  curve_ax.set_ylabel("validation loss (nats per token)")
-  curve_ax.secondary_yaxis("right", functions=(lambda x: x * per_nat, lambda x: x / per_nat)).set_ylabel(
-      "bits per byte")
-  curve_ax.set_title("the wsd runs' curves; o: the ends of the cooldowns (mean over seeds)", fontsize=9)
-  curve_ax.legend(fontsize=8)
-  for ax in (iso_ax, frontier_ax, curve_ax):
-    ax.grid(alpha=0.3, which="both")
-    # Labels at 1, 2 and 5 x each power of ten, as 2e5 (matplotlib's own labels of every minor tick overlap).
-    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:.0e}".replace("e+0", "e")
-                                                                 .replace("e+", "e")))
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  with figures.drawn(path, 3, (18, 5.2)) as (iso_ax, frontier_ax, curve_ax):
+    cmap = figures.colormap("viridis")
+    color = lambda i, count: cmap(0.85 * i / max(count - 1, 1))  # Not viridis's pale yellow end.
+    per_nat = records[0]["bits_per_byte"] / records[0]["loss"]  # The same validation rows: bits/byte = loss x this.
+    for i, c in enumerate(budgets):
+      points = []
+      for rung in ladder:
+        losses = [r["loss"] for r in records if r["size"] == rung["size"] and r["budget"] == c]
+        if losses:
+          points.append((rung["model"].n, *stats.interval(losses)))
+      if not points:
+        continue
+      n, mean, half = (np.array(x) for x in zip(*points))
+      iso_ax.errorbar(n, mean, yerr=np.nan_to_num(half), fmt="o", capsize=3, color=color(i, len(budgets)),
+                      label=f"C = {c:.3g} FLOPs")
+      shape = isoflop.profile(c, n, mean)  # The parabola of the seeds' mean, for the eye; the numbers are per seed.
+      if shape.coefficients is not None:
+        grid = np.geomspace(n.min() / 1.3, n.max() * 1.3, 100)
+        iso_ax.plot(grid, shape.loss_at(grid), "-", lw=1, color=color(i, len(budgets)))
+        if shape.n_opt is not None and shape.inside:
+          iso_ax.plot([shape.n_opt], [shape.loss_at(shape.n_opt)], "*", ms=12, color=color(i, len(budgets)),
+                      markeredgecolor="black")
+    iso_ax.set_xscale("log")
+    iso_ax.set_xlabel("N, parameters a token multiplies")
+    iso_ax.set_ylabel("final validation loss (nats per token)")
+    iso_ax.secondary_yaxis("right", functions=(lambda x: x * per_nat, lambda x: x / per_nat)).set_ylabel(
+        "bits per byte")
+    iso_ax.set_title("IsoFLOP profiles: mean and 95% interval over seeds, parabola in ln N, * its minimum", fontsize=9)
+    iso_ax.legend(fontsize=8)
+    _frontier(frontier_ax, fit, law, budgets)
+    for i, rung in enumerate(ladder):
+      step_flops = rung["model"].step_flops / rung["model"].tokens_per_step
+      stable = next(r for r in records if r["size"] == rung["size"] and r["budget"] == max(
+          x["budget"] for x in records if x["size"] == rung["size"]))
+      curve_ax.plot([t * step_flops for t, _ in stable["curve"][1:]], [l for _, l in stable["curve"][1:]], "-",
+                    color=color(i, len(ladder)), label=f"{rung['size']}: wsd run (seed {stable['seed']})")
+      ends = {}
+      for r in records:
+        if r["size"] == rung["size"]:
+          ends.setdefault(r["flops"], []).append(r["loss"])
+      curve_ax.plot(list(ends), [np.mean(v) for v in ends.values()], "o", color=color(i, len(ladder)))
+    curve_ax.set_xscale("log")
+    curve_ax.set_xlabel("model FLOPs")
+    curve_ax.set_ylabel("validation loss (nats per token)")
+    curve_ax.secondary_yaxis("right", functions=(lambda x: x * per_nat, lambda x: x / per_nat)).set_ylabel(
+        "bits per byte")
+    curve_ax.set_title("the wsd runs' curves; o: the ends of the cooldowns (mean over seeds)", fontsize=9)
+    curve_ax.legend(fontsize=8)
+    for ax in (iso_ax, frontier_ax, curve_ax):
+      ax.grid(alpha=0.3, which="both")
+      # Labels at 1, 2 and 5 x each power of ten, as 2e5 (matplotlib's own labels of every minor tick overlap).
+      ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+      ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:.0e}".replace("e+0", "e")
+                                                                   .replace("e+", "e")))
+      ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
 def _frontier(ax, fit: isoflop.Fit, law, budgets: list[float]) -> None:

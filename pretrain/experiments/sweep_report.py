@@ -8,7 +8,7 @@ import math
 import os
 
 from pretrain.downstream import stats
-from pretrain.experiments import runs
+from pretrain.experiments import figures, runs
 from pretrain.experiments.sweep_grid import is_seed, point_names, read_manifest
 from pretrain.system import files
 from pretrain.system.errors import UserError
@@ -150,41 +150,35 @@ def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> lis
 def _plot(path: str, grid: dict, swept: list[str], groups: dict, metric: str, partial: str) -> None:
   """`metric` against the first swept setting (numeric where its values are), a line per setting of the others,
   with the 95% intervals as error bars; `partial`: the title says how many points are in."""
-  import matplotlib  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
-  fig, ax = plt.subplots(figsize=(6, 4))
-  x_key = swept[0] if swept else None
-  x_values = grid[x_key] if x_key else ["base"]
-  numeric = all(_number(v) is not None for v in x_values)
-  lines = {}
-  for setting, runs_ in groups.items():
-    lines.setdefault(setting[1:], []).append((setting[0] if setting else "base",
-                                              stats.interval([v[metric] for v in runs_.values() if metric in v])))
-  for others, line in lines.items():
-    line.sort(key=lambda item: x_values.index(item[0]))
-    xs = [_number(x) if numeric else x_values.index(x) for x, _ in line]
-    means = [m for _, (m, _) in line]
-    halves = [0.0 if math.isnan(h) else h for _, (_, h) in line]
-    label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(swept[1:], others)) or None
-    ax.errorbar(xs, means, yerr=halves, marker="o", capsize=3, label=label)
-  if not numeric:
-    ax.set_xticks(range(len(x_values)), x_values)
-  elif all(_number(v) > 0 for v in x_values) and max(map(_number, x_values)) >= 10 * min(map(_number, x_values)):
-    ax.set_xscale("log")  # A learning rate's or a size's grid: its points evenly apart, their labels apart.
-    ax.set_xticks([_number(v) for v in x_values], x_values)
-    ax.minorticks_off()
-  ax.set_xlabel(x_key.rsplit(".", 1)[-1] if x_key else "")
-  ax.set_ylabel(metric)
-  replicated = max(len(r) for r in groups.values()) > 1
-  ax.set_title(f"{metric} " + ("(mean and 95% interval over seeds)" if replicated else "(one run per setting)")
-               + (f"\n{partial}" if partial else ""), fontsize=10)
-  if any(others for others in lines):
-    ax.legend(fontsize=8)
-  ax.grid(alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  with figures.drawn(path, size=(6, 4)) as ax:
+    x_key = swept[0] if swept else None
+    x_values = grid[x_key] if x_key else ["base"]
+    numeric = all(_number(v) is not None for v in x_values)
+    lines = {}
+    for setting, runs_ in groups.items():
+      lines.setdefault(setting[1:], []).append((setting[0] if setting else "base",
+                                                stats.interval([v[metric] for v in runs_.values() if metric in v])))
+    for others, line in lines.items():
+      line.sort(key=lambda item: x_values.index(item[0]))
+      xs = [_number(x) if numeric else x_values.index(x) for x, _ in line]
+      means = [m for _, (m, _) in line]
+      halves = [0.0 if math.isnan(h) else h for _, (_, h) in line]
+      label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(swept[1:], others)) or None
+      ax.errorbar(xs, means, yerr=halves, marker="o", capsize=3, label=label)
+    if not numeric:
+      ax.set_xticks(range(len(x_values)), x_values)
+    elif all(_number(v) > 0 for v in x_values) and max(map(_number, x_values)) >= 10 * min(map(_number, x_values)):
+      ax.set_xscale("log")  # A learning rate's or a size's grid: its points evenly apart, their labels apart.
+      ax.set_xticks([_number(v) for v in x_values], x_values)
+      ax.minorticks_off()
+    ax.set_xlabel(x_key.rsplit(".", 1)[-1] if x_key else "")
+    ax.set_ylabel(metric)
+    replicated = max(len(r) for r in groups.values()) > 1
+    ax.set_title(f"{metric} " + ("(mean and 95% interval over seeds)" if replicated else "(one run per setting)")
+                 + (f"\n{partial}" if partial else ""), fontsize=10)
+    if any(others for others in lines):
+      ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
 
 
 def _number(text: str) -> float | None:
