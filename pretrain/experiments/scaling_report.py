@@ -181,6 +181,8 @@ def plot(ladder: list[dict], budgets: list[float], records: list[dict], fit: iso
     cmap = figures.colormap("viridis")
     color = lambda i, count: cmap(0.85 * i / max(count - 1, 1))  # Not viridis's pale yellow end.
     per_nat = records[0]["bits_per_byte"] / records[0]["loss"]  # The same validation rows: bits/byte = loss x this.
+    in_bits = lambda ax: ax.secondary_yaxis("right", functions=(lambda x: x * per_nat, lambda x: x / per_nat)
+                                           ).set_ylabel("bits per byte")
     for i, c in enumerate(budgets):
       points = []
       for rung in ladder:
@@ -202,8 +204,7 @@ def plot(ladder: list[dict], budgets: list[float], records: list[dict], fit: iso
     iso_ax.set_xscale("log")
     iso_ax.set_xlabel("N, parameters a token multiplies")
     iso_ax.set_ylabel("final validation loss (nats per token)")
-    iso_ax.secondary_yaxis("right", functions=(lambda x: x * per_nat, lambda x: x / per_nat)).set_ylabel(
-        "bits per byte")
+    in_bits(iso_ax)
     iso_ax.set_title("IsoFLOP profiles: mean and 95% interval over seeds, parabola in ln N, * its minimum", fontsize=9)
     iso_ax.legend(fontsize=8)
     _frontier(frontier_ax, fit, law, budgets)
@@ -221,8 +222,7 @@ def plot(ladder: list[dict], budgets: list[float], records: list[dict], fit: iso
     curve_ax.set_xscale("log")
     curve_ax.set_xlabel("model FLOPs")
     curve_ax.set_ylabel("validation loss (nats per token)")
-    curve_ax.secondary_yaxis("right", functions=(lambda x: x * per_nat, lambda x: x / per_nat)).set_ylabel(
-        "bits per byte")
+    in_bits(curve_ax)
     curve_ax.set_title("the wsd runs' curves; o: the ends of the cooldowns (mean over seeds)", fontsize=9)
     curve_ax.legend(fontsize=8)
     for ax in (iso_ax, frontier_ax, curve_ax):
