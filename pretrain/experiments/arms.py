@@ -53,10 +53,10 @@ def figures(cfg, workdir: str, measure=None, extra: dict | None = None) -> dict:
       saved = json.load(f)
     if runs.config_key(saved["key"]) == key:
       return saved["result"]
-  machine = runs.machine()
+  trained_on = runs.machine()
   wall = _trained(cfg, workdir)
   try:
-    result = {**(measure or standard_figures)(cfg, workdir, wall), "seed": cfg.train.seed, "machine": machine}
+    result = {**(measure or standard_figures)(cfg, workdir, wall), "seed": cfg.train.seed, "machine": trained_on}
   except BaseException:
     print(f"Measuring the run in {workdir} failed", flush=True)
     raise
