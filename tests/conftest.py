@@ -52,13 +52,15 @@ def pytest_configure(config):
 
 
 # The files that take longest (per-test durations of `make test` in a clean clone, `--durations=0`), run first:
-# xdist's workers take whole files in collection order, so a long file started last would run alone at the end.
+# xdist's workers take whole files in collection order (with --no-loadscope-reorder: Makefile), so a long file
+# started last would run alone at the end.
 # A stale list only changes the order.
-LONGEST_FIRST = ("test_multiprocess.py", "test_mesh_layouts.py", "test_train.py", "test_compare_objectives.py",
-                 "test_ptb.py", "test_pipeline.py", "test_ul2_prefix_lm.py", "test_bad_inputs.py", "test_schedule.py",
-                 "test_harness.py", "test_encoder_decoder.py", "test_zero_shot.py", "test_mup.py", "test_probe.py",
-                 "test_data_quality.py", "test_config_zoo.py", "test_user_objective.py", "test_cooldown_check.py",
-                 "test_long_documents.py", "test_hf_export.py", "test_moe.py", "test_cooldown.py")
+LONGEST_FIRST = ("test_multiprocess.py", "test_ptb.py", "test_train.py", "test_mesh_layouts.py", "test_pipeline.py",
+                 "test_compare_objectives.py", "test_ul2_prefix_lm.py", "test_probe.py", "test_bad_inputs.py",
+                 "test_harness.py", "test_indexed_data.py", "test_data_quality.py", "test_zero_shot.py", "test_mup.py",
+                 "test_hf_export.py", "test_schedule.py", "test_cooldown_check.py", "test_encoder_decoder.py",
+                 "test_cli.py", "test_moe.py", "test_bench.py", "test_config_zoo.py", "test_sweep.py",
+                 "test_scaling.py", "test_corpus.py", "test_likelihood_sharing.py", "test_decoding.py")
 
 
 def pytest_collection_modifyitems(items):
