@@ -25,8 +25,8 @@ train: $(VENV)/.installed
 # Three test files at a time on CI's two cores (each file's tests in one worker, so a module's shared fixture runs
 # once): tests wait on subprocesses, imports, files and compiles, so two workers kept the cores 80% busy (159% CPU
 # over a clean `make test`); the longest files start first (tests/conftest.py), which needs
-# --no-loadscope-reorder: pytest-xdist 3.7+ otherwise starts the files with the most tests first, and the longest
-# ran last, alone, for the final quarter hour. CI runs `make test`: every test but the `extended` ones
+# --no-loadscope-reorder: pytest-xdist 3.7+ otherwise starts the files with the most tests first, and the four
+# longest finished among the last 15% of the tests. CI runs `make test`: every test but the `extended` ones
 # (tests/conftest.py), which `make test-all` adds.
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder -m "not extended" tests

@@ -220,7 +220,7 @@ def trained_run(run_train, tmp_path_factory):
 
 @pytest.fixture(scope="module", autouse=True)
 def _free_compiled_programs():
-  """JAX keeps every program a process compiled, and each worker runs dozens of files: by the end of `make test`
+  """JAX keeps every program a process compiled, and each worker runs dozens of files: late in a clean `make test`
   its three workers held 4.4, 5.8 and 6.5 GB beside their subprocesses, near the machine's 24 GB. Freed after each
   file, four model files in one process peak at 3.4 GB instead of 5.4 (410 s instead of 432); a later file that
   needs a program again loads it from the session's compilation cache on disk."""
