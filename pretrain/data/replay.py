@@ -8,6 +8,7 @@ pipeline that resumes in constant time.
 
 import jax
 
+from pretrain.data import packing
 from pretrain.system import errors, tf_loader
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
@@ -19,7 +20,7 @@ seqio = tf_loader.Lazy("seqio")
 def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, family, *, shuffle: bool,
             seed: int, repeat: bool, skip_examples: int = 0, host_sharding: str = "source", whole: bool = False):
   """A numpy iterator over this host's batches of `batch_size // process_count` rows, packed by the
-  feature converter of `family` (pretrain.families).
+  feature converter of `family` (pretrain.families) as seqio packs, in numpy (data/packing.py).
 
   host_sharding 'source': each host reads and prepares only its shard of the
   documents (scales with the number of hosts). 'examples': each host prepares
@@ -41,7 +42,7 @@ def batches(task: str, split: str, lengths: dict[str, int], batch_size: int, fam
   dataset = seqio.get_mixture_or_task(task).get_dataset(
       lengths, split=split, shuffle=shuffle, seed=seed, num_epochs=None if repeat else 1,
       shard_info=seqio.ShardInfo(jax.process_index(), num_hosts) if by_source else None, try_in_mem_cache=False)
-  dataset = family.converter()(dataset, task_feature_lengths=lengths)
+  dataset = packing.numpy_packing(family.converter())(dataset, task_feature_lengths=lengths)
   if not by_source:
     dataset = dataset.shard(num_hosts, jax.process_index())
   rows = batch_size // num_hosts

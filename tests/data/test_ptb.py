@@ -80,6 +80,7 @@ def test_eval_counts_every_word_of_a_split_once(run_train, run_pretrain, cache_d
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # The whole page: see tests/conftest.py.
 def test_the_tool_writes_published_and_our_rows(tmp_path, cache_dir, monkeypatch, capsys):
   """`pretrain experiment ptb` at a tiny size: the count rows (the 5-gram at its published figure), our config's
   two runs in each context with their interval, the published rows and a verdict per comparison; the stream arm's figures are

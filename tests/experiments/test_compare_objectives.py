@@ -43,6 +43,7 @@ def test_contrastive_runs_with_its_dropout_and_the_others_without():
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # The whole page: see tests/conftest.py.
 def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
   del vocabulary  # Built first, so the runs reuse it.
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)

@@ -12,6 +12,7 @@ from tests.experiments import pages
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # The whole page: see tests/conftest.py.
 def test_cooldown_check_writes_table_verdicts_and_plot(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
   """Per seed a cosine run, a wsd run and its branch; the branch's data stream and rates are its parent's."""
   del vocabulary

@@ -42,6 +42,7 @@ def test_web_defects_are_put_in_at_their_rates_with_labels(corpus_source):
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # The whole page: see tests/conftest.py.
 def test_data_quality_writes_tables_and_plot(tmp_path, cache_dir, vocabulary, monkeypatch, capsys):
   del vocabulary
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)

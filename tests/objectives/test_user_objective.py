@@ -120,6 +120,7 @@ def test_a_users_python_control_flow_is_converted_and_the_packages_functions_are
   from tensorflow.python.autograph.impl import conversion  # pylint: disable=g-import-not-at-top
   from pretrain.data import packing  # pylint: disable=g-import-not-at-top  (applies the rule)
   from pretrain.objectives import common  # pylint: disable=g-import-not-at-top
+  import seqio  # pylint: disable=g-import-not-at-top
 
   def users(x):
     if x > 1:  # A tensor: fails unless converted.
@@ -127,5 +128,9 @@ def test_a_users_python_control_flow_is_converted_and_the_packages_functions_are
     return x
 
   assert list(tf.data.Dataset.range(3).map(users).as_numpy_iterator()) == [0, 1, 20]
+  # Also through seqio.map_over_dataset, as a seqio task's preprocessors are written; seqio's converters and
+  # vocabularies are traced as written (SEQIO_AS_WRITTEN), its utils (this wrapper among them) converted.
+  assert list(seqio.map_over_dataset(users)(tf.data.Dataset.range(3)).as_numpy_iterator()) == [0, 1, 20]
   assert conversion.is_allowlisted(common.finish_example) and conversion.is_allowlisted(packing.trim_and_pack)
-  assert not conversion.is_allowlisted(users)
+  assert all(conversion.is_allowlisted(f) for f in (seqio.preprocessors.rekey, seqio.SentencePieceVocabulary.encode_tf))
+  assert not conversion.is_allowlisted(users) and not conversion.is_allowlisted(seqio.utils.map_over_dataset)
