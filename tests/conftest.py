@@ -61,12 +61,13 @@ def pytest_configure(config):
 # xdist's workers take whole files in collection order (with --no-loadscope-reorder: Makefile), so a long file
 # started last would run alone at the end.
 # A stale list only changes the order.
-LONGEST_FIRST = ("test_multiprocess.py", "test_ptb.py", "test_train.py", "test_mesh_layouts.py", "test_pipeline.py",
-                 "test_compare_objectives.py", "test_ul2_prefix_lm.py", "test_probe.py", "test_bad_inputs.py",
-                 "test_harness.py", "test_indexed_data.py", "test_data_quality.py", "test_zero_shot.py", "test_mup.py",
-                 "test_hf_export.py", "test_schedule.py", "test_cooldown_check.py", "test_encoder_decoder.py",
-                 "test_cli.py", "test_moe.py", "test_bench.py", "test_config_zoo.py", "test_sweep.py",
-                 "test_scaling.py", "test_corpus.py", "test_likelihood_sharing.py", "test_decoding.py")
+LONGEST_FIRST = ("test_multiprocess.py", "test_train.py", "test_mesh_layouts.py", "test_pipeline.py",
+                 "test_ul2_prefix_lm.py", "test_probe.py", "test_bad_inputs.py", "test_harness.py",
+                 "test_indexed_data.py", "test_zero_shot.py", "test_mup.py", "test_hf_export.py", "test_schedule.py",
+                 "test_encoder_decoder.py", "test_cli.py", "test_moe.py", "test_bench.py", "test_config_zoo.py",
+                 "test_sweep.py", "test_scaling.py", "test_corpus.py", "test_likelihood_sharing.py",
+                 "test_decoding.py", "test_data_quality.py", "test_user_objective.py", "test_contrastive.py",
+                 "test_ptb.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -90,10 +90,13 @@ def test_a_killed_pipelined_run_resumes_exactly_under_any_stage_count(tmp_path, 
   cfg = tiny_config(*PIPELINED)
   terms = 6 * numerics.gradient_terms(cfg.model, 16, cfg.data.seq_len)
   for stages in (2, 1):
-    if stages == 1:
-      monkeypatch.setenv("XLA_FLAGS", fake_devices(1)["XLA_FLAGS"])
     workdir = tmp_path / f"resumed_{stages}"
-    out = _train(run_train, workdir, *STAGES[stages])
+    if stages == 2:
+      out = _train(run_train, workdir, *STAGES[stages])
+    else:  # In this process, whose one device is the mesh: a Python, TensorFlow and JAX start-up less.
+      result = run_train(workdir, *PIPELINED, *STAGES[stages])
+      assert result.returncode == 0, result.stderr[-3000:]
+      out = result.stdout + result.stderr
     assert "Resuming from the checkpoint at step 2" in out and ("Pipeline: 2 stages" in out) == (stages == 2)
     losses = train_losses(workdir)
     numerics.assert_close([losses[s] for s in range(3, 7)], [expected[s] for s in range(3, 7)], terms=terms,
