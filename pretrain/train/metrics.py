@@ -148,8 +148,8 @@ def curves_figure(records: list[dict], title: str = ""):
              ("lm-eval tasks: other metrics", tuple(k for k in harness if k not in scores), True)]
   panels = [panel for panel in panels if panel[1]]  # The schedule's panel of a run without one goes.
   rows = -(-len(panels) // 3)
-  # Fixed margins: matplotlib's constrained layout measures every label's extent, over half the time of drawing
-  # (0.8 of 1.5 s) at the end of every run.
+  # Fixed margins: matplotlib's constrained layout measures every label's extent; drawn at the end of every run,
+  # a figure took 0.75 s with it and 0.46 s without (medians of 5, alternated).
   fig = figure.Figure(figsize=(15, 4 * rows))
   fig.subplots_adjust(left=0.06, right=0.98, bottom=0.5 / (4 * rows), top=1 - 0.8 / (4 * rows), wspace=0.3,
                       hspace=0.35)  # Margins of 0.5 and 0.8 inches (the title), room for log-scale tick labels.
