@@ -47,7 +47,7 @@ SLOW_FIXTURES = {"run_train", "trained_run", "end_to_end_runs", "eight_device_ru
 
 # `extended` (make test-all only): every command the README and docs show, run in order (test_doc_commands.py),
 # and the whole pages of four experiments at a tiny size (ptb, compare_objectives, cooldown_check, data_quality):
-# 1,542 of the 10,177 test-seconds of a clean `make test` (15%), on 2 cores where CI allows 40 minutes. What
+# 1,542 of the 10,177 test-seconds of a clean `make test` of 68cbc44 (15%), on 2 cores where CI allows 40 minutes. What
 # they assemble is checked in parts by `make test`: the experiment skeleton by the other pages' tests
 # (scaling, compare_tokenizers, compare_moe, curriculum, mup_transfer, sweep), each page's own pieces by its
 # file's other tests (rate choice, row split, verdicts, the 5-gram's published figure, whole-split evaluation).
