@@ -108,8 +108,12 @@ class Mask:
     return cls(None, None, dense_B1LS)
 
 
-def attend(q_BLNH, k_BSKH, v_BSKH, mask: Mask, bias_1NLS=None, scale=None):
-  """softmax(q k * scale + bias, where `mask` allows) v, by `mask.implementation`; scale defaults to H^-0.5."""
+def attend(q_BLNH, k_BSKH, v_BSKH, mask: Mask, bias_1NLS=None, scale=None, initializing=False):
+  """softmax(q k * scale + bias, where `mask` allows) v, by `mask.implementation`; scale defaults to H^-0.5.
+  `initializing` (the module's init, which keeps only parameters): the queries, standing in for what nothing
+  reads, so no kernel builds its mask tables (a minute for rows of 128k) and no scores are traced."""
+  if initializing:
+    return q_BLNH
   scale = q_BLNH.shape[-1] ** -0.5 if scale is None else scale
   if mesh_lib.split_length() > 1:  # Context parallelism: this device's queries see the whole row's keys.
     k_BSKH, v_BSKH = (mesh_lib.constrain(x, ("activation_batch", None, "activation_heads", None))

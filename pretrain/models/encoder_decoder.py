@@ -135,7 +135,8 @@ class T5Attention(nn.Module):
       k_BSNH, v_BSNH = project()
       if decode:
         k_BSNH, v_BSNH = layers.append_to_cache(self, k_BSNH, v_BSNH)
-    out_BLNH = attention.attend(q_BLNH, k_BSNH, v_BSNH, mask, bias_1NLS, scale=1.0)
+    out_BLNH = attention.attend(q_BLNH, k_BSNH, v_BSNH, mask, bias_1NLS, scale=1.0,
+                                initializing=self.is_initializing())
     return layers.project(out_BLNH, kernel("out", (n, h, d), ("heads", "kv", "embed"), (0, 1), 2), contract=2)
 
   def _projected_once(self, project):

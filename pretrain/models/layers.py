@@ -223,7 +223,7 @@ class Attention(nn.Module):
     q_BLNH = mesh_lib.constrain(q_BLNH, ("activation_batch", "activation_length", "activation_heads", None))
     if decode:
       k_BLKH, v_BLKH = append_to_cache(self, k_BLKH, v_BLKH)
-    out_BLNH = attention.attend(q_BLNH, k_BLKH, v_BLKH, mask)
+    out_BLNH = attention.attend(q_BLNH, k_BLKH, v_BLKH, mask, initializing=self.is_initializing())
     return project(out_BLNH, wo_NHD, contract=2)
 
 
