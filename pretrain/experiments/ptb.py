@@ -135,6 +135,32 @@ def verdicts(results: dict[str, list[dict]]) -> list[str]:
   return lines
 
 
+AIM = 82.7  # The issue's aim: the medium LSTM's test figure (PUBLISHED), with the stream context it read.
+
+
+def aim(results: dict[str, list[dict]]) -> str:
+  """Where the best stream arm stands against AIM; short of it, what its validation curve says more steps would
+  give: its last interval's relative fall (the runs' mean), and how many more such intervals would close the
+  distance at that rate (a lower bound while the falls shrink)."""
+  streams = {name: seeds for name, seeds in results.items() if CONTEXT[name] == "stream" and seeds}
+  if not streams:
+    return ""
+  mean = lambda values: sum(values) / len(values)
+  name, seeds = min(streams.items(), key=lambda item: mean([r["test"] for r in item[1]]))
+  test = mean([r["test"] for r in seeds])
+  said = f"The aim, below the medium LSTM's {AIM} on test: {name} reaches {test:.1f} ({len(seeds)} run(s))"
+  if test < AIM:
+    return said + ", below it (the verdicts above say whether beyond its seeds' spread)."
+  (before, earlier), (last, end) = [(mean([r["curve"][i][0] for r in seeds]), mean([r["curve"][i][1] for r in seeds]))
+                                    for i in (-2, -1)]
+  fall = 1 - end / earlier
+  more = (f"at that rate {math.ceil(math.log(AIM / end) / math.log(1 - fall))} more such intervals would close it, "
+          "and more if the falls keep shrinking" if 0 < fall < 1 else "so more of the same steps would not close it")
+  return (said + f", {test - AIM:.1f} above it: not met. Its validation perplexity in training (its rows, no "
+          f"windows) fell {fall:.1%} over its last interval of {last - before:,.0f} token positions, from "
+          f"{earlier:.1f} to {end:.1f}, where the learning rate schedule ends; {more}.")
+
+
 def plot(results: dict[str, list[dict]], counts: dict[int, dict[str, float]], path: str) -> None:
   with figures.drawn(path) as ax:
     for name, seeds in results.items():
@@ -188,6 +214,7 @@ def report(results, counts, args, argv, load, cfgs) -> str:
          "field's targets, not equal settings."),
       "Each of our arms with two or more runs against each published row (test split): " + ONE_SAMPLE,
       "\n".join(verdicts(results)),
+      *filter(None, [aim(results)]),
       f"Time in training steps per run, by seed (goodput.json's productive time; the load of a shared machine "
       f"varies it severalfold): {walls}.",
       f"![validation perplexity]({os.path.basename(args.out)}.png)"])

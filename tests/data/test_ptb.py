@@ -132,3 +132,24 @@ def test_a_config_of_one_run_is_placed_among_the_published_rows_without_a_verdic
   assert lines[0].endswith("and above LSTM medium, dropout 0.5: 2 x 650, 39 epochs (Zaremba et al. 2014) (82.7), "
                            "LSTM large, dropout 0.65: 2 x 1500, 55 epochs (Zaremba et al. 2014) (78.4), AWD-LSTM "
                            "(Merity et al. 2018) (57.3), Transformer-XL (Dai et al. 2019) (54.5).")
+
+
+def test_the_aim_says_the_distance_and_what_the_curve_gives():
+  """Short of the medium LSTM's 82.7: the best stream arm's distance, its validation curve's last fall, and how
+  many more intervals at that rate would close it; met, no more than that; no stream arm, nothing."""
+  from pretrain.experiments import ptb as ptb_experiment  # pylint: disable=g-import-not-at-top
+  curve = lambda *values: [(step * 4096, value) for step, value in zip((0, 2500, 3000), values)]
+  short = {"ptb_small stream": [{"test": 118.0, "curve": curve(9000, 140.0, 130.0)}],
+           "ptb_medium stream": [{"test": 98.0, "curve": curve(9000, 112.0, 110.0)},
+                                 {"test": 100.0, "curve": curve(9000, 110.0, 108.0)}]}
+  said = ptb_experiment.aim(short)
+  # 1 - 109 / 111 = 1.8%; log(82.7 / 109) / log(109 / 111) = 15.2, so 16 more intervals of 500 x 4096 positions.
+  assert said == ("The aim, below the medium LSTM's 82.7 on test: ptb_medium stream reaches 99.0 (2 run(s)), 16.3 "
+                  "above it: not met. Its validation perplexity in training (its rows, no windows) fell 1.8% over "
+                  "its last interval of 2,048,000 token positions, from 111.0 to 109.0, where the learning rate "
+                  "schedule ends; at that rate 16 more such intervals would close it, and more if the falls keep "
+                  "shrinking.")
+  met = {"ptb_medium stream": [{"test": 80.0, "curve": curve(9000, 90.0, 85.0)}]}
+  assert ptb_experiment.aim(met).endswith("reaches 80.0 (1 run(s)), below it (the verdicts above say whether "
+                                          "beyond its seeds' spread).")
+  assert ptb_experiment.aim({"ptb_small": [{"test": 110.0, "curve": curve(9000, 130.0, 120.0)}]}) == ""
