@@ -135,3 +135,15 @@ def test_a_model_with_a_kernel_trains_as_with_the_xla_path():
   terms = numerics.gradient_terms(run.model.config, 4, 256)  # A train step over 4 rows (TINY) of 256 inputs.
   numerics.assert_close(results[0]["loss"], results[1]["loss"], terms=terms)
   numerics.assert_close(results[0]["grad_norm"], results[1]["grad_norm"], terms=terms)
+
+
+def test_init_builds_no_kernel():
+  """A module's init keeps only parameters, so it runs no attention: with splash chosen, no kernel's mask tables
+  (a minute of a CPU for lm_1b_128k's rows, in every memory.lower_bound) are built until a step needs them."""
+  attention._eager_splash_kernel.cache_clear()  # pylint: disable=protected-access
+  run = tiny_run("--config.model.attention=splash", "--config.data.seq_len=128")
+  run.abstract_state()
+  assert attention._eager_splash_kernel.cache_info().currsize == 0  # pylint: disable=protected-access
+  with run.activated():
+    jax.eval_shape(run.train_step, run.abstract_state(), run.abstract_batch())
+  assert attention._eager_splash_kernel.cache_info().currsize == 1  # pylint: disable=protected-access
