@@ -25,6 +25,7 @@ command, machine, date and the table) and OUT.png (validation perplexity against
 import functools
 import math
 import os
+import statistics
 
 import jax
 
@@ -135,7 +136,8 @@ def verdicts(results: dict[str, list[dict]]) -> list[str]:
   return lines
 
 
-AIM = 82.7  # The issue's aim: the medium LSTM's test figure (PUBLISHED), with the stream context it read.
+# The stream rows' aim: the medium LSTM's test figure, read with the same context.
+AIM = next(value for name, value, _ in PUBLISHED if name.startswith("LSTM medium"))
 
 
 def aim(results: dict[str, list[dict]]) -> str:
@@ -145,17 +147,17 @@ def aim(results: dict[str, list[dict]]) -> str:
   streams = {name: seeds for name, seeds in results.items() if CONTEXT[name] == "stream" and seeds}
   if not streams:
     return ""
-  mean = lambda values: sum(values) / len(values)
-  name, seeds = min(streams.items(), key=lambda item: mean([r["test"] for r in item[1]]))
-  test = mean([r["test"] for r in seeds])
+  name, seeds = min(streams.items(), key=lambda item: statistics.fmean([r["test"] for r in item[1]]))
+  test = statistics.fmean([r["test"] for r in seeds])
   said = f"The aim, below the medium LSTM's {AIM} on test: {name} reaches {test:.1f} ({len(seeds)} run(s))"
   if test < AIM:
     return said + ", below it (the verdicts above say whether beyond its seeds' spread)."
-  (before, earlier), (last, end) = [(mean([r["curve"][i][0] for r in seeds]), mean([r["curve"][i][1] for r in seeds]))
+  # The runs' mean (token positions, perplexity) at the last two evaluations.
+  (before, earlier), (last, end) = [tuple(map(statistics.fmean, zip(*(r["curve"][i] for r in seeds))))
                                     for i in (-2, -1)]
   fall = 1 - end / earlier
   more = (f"at that rate {math.ceil(math.log(AIM / end) / math.log(1 - fall))} more such intervals would close it, "
-          "and more if the falls keep shrinking" if 0 < fall < 1 else "so more of the same steps would not close it")
+          "and more if the falls keep shrinking" if fall > 0 else "so more of the same steps would not close it")
   return (said + f", {test - AIM:.1f} above it: not met. Its validation perplexity in training (its rows, no "
           f"windows) fell {fall:.1%} over its last interval of {last - before:,.0f} token positions, from "
           f"{earlier:.1f} to {end:.1f}, where the learning rate schedule ends; {more}.")
