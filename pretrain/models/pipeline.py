@@ -63,6 +63,8 @@ def run(schedule: Schedule, apply, params, x_BLD, *shared, rng=None, remat: bool
   activations until the backward pass reaches them: its layers' inside would be microbatches x layers / stages
   of them).
 
+  The iterations are one lax.scan, so the stages' layers are traced once, whatever the microbatches and stages.
+
   Returns (the output [B, L, D], what the layers sowed: each leaf [layers, ...] in the layers' order, the mean
   over the microbatches; the iterations a stage idles, on padding, are left out)."""
   stages, repeats = schedule.stages, schedule.repeats
@@ -77,42 +79,56 @@ def run(schedule: Schedule, apply, params, x_BLD, *shared, rng=None, remat: bool
     return jnp.swapaxes(a.reshape(repeats, stages, a.shape[0] // (repeats * stages), *a.shape[1:]), 0, 1)
 
   params = jax.tree.map(by_stage, params)
-  inputs, shared = split(x_BLD), jax.tree.map(split, shared)
+  shared = jax.tree.map(split, shared)
   staged = jax.vmap(apply, spmd_axis_name=nn.logical_to_mesh_axes(("layers",))[0])
   staged = jax.checkpoint(staged) if remat else staged
-  state = jnp.zeros((stages, *inputs.shape[1:]), x_BLD.dtype)
-  first = (np.arange(stages) == 0).reshape(-1, *(1,) * (state.ndim - 1))
-  returned, outputs = {}, []  # A microbatch's output of its last pass, until its next pass begins.
-  sown = {}  # Chunk r S + s -> the sum of what its layers sowed over the microbatches.
-  for t in range(schedule.iterations(count)):
-    repeat, m = divmod(t, period)  # Stage 0's next microbatch, and its pass.
-    incoming = inputs[min(m, count - 1)] if repeat == 0 else returned.get(m, inputs[0])
-    state = jnp.where(first, incoming, jnp.roll(state, 1, axis=0))
+  first = (np.arange(stages) == 0).reshape(-1, 1, 1, 1)
+
+  def microbatch(a, m):  # a[m] of a [microbatches, ...] array, m traced.
+    return jax.lax.dynamic_index_in_dim(a, m, keepdims=False)
+
+  def iteration(carry, t):
+    # `held`: each microbatch's input to its next pass (its rows, then its last pass's output); at the end, the
+    # output of its last pass. `sown`: [stages, repeats, ...], what chunk r S + s sowed, summed over microbatches.
+    state, held, sown = carry
+    state = jnp.where(first, microbatch(held, jnp.minimum(t % period, count - 1)), jnp.roll(state, 1, axis=0))
     state = mesh_lib.constrain(state, STATE)
-    passes, which = np.divmod(t - np.arange(stages), period)  # Each stage's microbatch and its pass.
-    chunks = _chunks(params, np.clip(passes, 0, repeats - 1))
+    passes, which = jnp.divmod(t - jnp.arange(stages), period)  # Each stage's microbatch and its pass.
     keys = None if rng is None else jax.random.split(jax.random.fold_in(rng, t), stages)
-    state, values = staged(chunks, state, *jax.tree.map(lambda a: a[np.clip(which, 0, count - 1)], shared), keys)
-    for s in np.flatnonzero((passes >= 0) & (passes < repeats) & (which < count)):  # The stages not idling.
-      value, chunk = jax.tree.map(lambda a: a[s], values), int(passes[s]) * stages + int(s)
-      sown[chunk] = value if chunk not in sown else jax.tree.map(jnp.add, sown[chunk], value)
-    done_repeat, done = divmod(t - stages + 1, period)  # What the last stage finished.
-    if 0 <= done_repeat and done < count:
-      if done_repeat == repeats - 1:
-        outputs.append(state[-1])
-      else:
-        returned[done] = state[-1]
-  out = jnp.stack(outputs)  # [microbatches, rows / microbatches, L, D]
-  in_order = [sown[chunk] for chunk in range(stages * repeats)]
-  means = jax.tree.map(lambda *chunks: jnp.concatenate(chunks) / count, *in_order)
+    state, values = staged(_chunks(params, t, schedule, period), state,
+                           *jax.tree.map(lambda a: a[jnp.clip(which, 0, count - 1)], shared), keys)
+    busy = (passes >= 0) & (passes < repeats) & (which < count)  # The stages not idling.
+    slot = (jnp.arange(repeats) == passes[:, None]) & busy[:, None]  # [stages, repeats]
+    sown = jax.tree.map(lambda total, v: total + jnp.where(slot.reshape(*slot.shape, *(1,) * (v.ndim - 1)),
+                                                           v[:, None], 0), sown, values)
+    done = t - stages + 1  # The last stage finished microbatch done % period's pass done // period.
+    index = jnp.clip(done % period, 0, count - 1)
+    finished = jnp.where((done >= 0) & (done % period < count), state[-1], microbatch(held, index))
+    return (state, jax.lax.dynamic_update_index_in_dim(held, finished, index, 0), sown), None
+
+  inputs = split(x_BLD)
+  state = jnp.zeros((stages, *inputs.shape[1:]), x_BLD.dtype)
+  values = jax.eval_shape(lambda *a: staged(*a)[1], _chunks(params, 0, schedule, period), state,
+                          *jax.tree.map(lambda a: a[np.zeros(stages, int)], shared),
+                          None if rng is None else jax.random.split(rng, stages))
+  sown = jax.tree.map(lambda v: jnp.zeros((stages, repeats, *v.shape[1:]), v.dtype), values)
+  (_, out, sown), _ = jax.lax.scan(iteration, (state, inputs, sown), jnp.arange(schedule.iterations(count)))
+  # [stages, repeats, chunk, ...] -> [layers, ...], layer (r S + s) chunk + j from [s, r, j].
+  means = jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1).reshape(-1, *a.shape[3:]) / count, sown)
   return jnp.swapaxes(out, 0, 1).reshape(x_BLD.shape), means
 
 
-def _chunks(params, passes: np.ndarray):
-  """Each stage's chunk of layers for its pass `passes[s]` (static): [stages, chunk, ...]. Stages are at most
-  two passes apart, so a select between two slices, not a gather."""
-  low, high = int(passes.min()), int(passes.max())
-  if low == high:
-    return jax.tree.map(lambda a: a[:, low], params)
-  later = passes == high
-  return jax.tree.map(lambda a: jnp.where(later.reshape(-1, *(1,) * (a.ndim - 2)), a[:, high], a[:, low]), params)
+def _chunks(params, t, schedule: Schedule, period: int):
+  """Each stage's chunk of layers at iteration `t` (traced): [stages, chunk, ...], stage s's of its pass
+  (t - s) // period. Stages are at most two passes apart (stage 0's and the last stage's), so a select between
+  two slices, not a gather."""
+  if schedule.repeats == 1:
+    return jax.tree.map(lambda a: a[:, 0], params)
+  stages, last = schedule.stages, schedule.repeats - 1
+  high, low = jnp.clip(t // period, 0, last), jnp.clip((t - stages + 1) // period, 0, last)
+  later = (jnp.clip((t - jnp.arange(stages)) // period, 0, last) == high)
+
+  def select(a):
+    at = lambda p: jax.lax.dynamic_index_in_dim(a, p, axis=1, keepdims=False)
+    return jnp.where(later.reshape(-1, *(1,) * (a.ndim - 2)), at(high), at(low))
+  return jax.tree.map(select, params)

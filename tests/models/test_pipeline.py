@@ -58,6 +58,21 @@ def test_a_schedule_applies_every_layer_to_every_row_in_order(stages, repeats, m
   numerics.assert_close(sown["sum"] * count, jnp.stack(sums), terms=layers * width * rows)
 
 
+def test_the_stages_are_traced_once_whatever_the_iterations():
+  """The iterations are one scan: a step's trace (and compile time) does not grow with microbatches x stages."""
+  traced = []
+
+  def apply(chunk, x_BLD, key):
+    del key
+    traced.append(chunk.shape)
+    return jnp.tanh(x_BLD @ chunk[0]), {}
+  for microbatches in (2, 16):
+    traced.clear()
+    schedule = pipeline.Schedule(4, microbatches, repeats=2)
+    jax.make_jaxpr(lambda w, x, s=schedule: pipeline.run(s, apply, w, x))(jnp.ones((8, 4, 4)), jnp.ones((16, 3, 4)))
+    assert len(traced) <= 2, (microbatches, len(traced))  # The scan's body, and its sown values' shapes.
+
+
 def test_the_bubble_of_each_schedule():
   assert pipeline.Schedule(4, 4).bubble == pytest.approx(3 / 7)  # GPipe: (S - 1) / (M + S - 1)
   assert pipeline.Schedule(4, 8, repeats=2).bubble == pytest.approx(3 / 19)  # (S - 1) / (R M + S - 1)
