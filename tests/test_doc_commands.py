@@ -107,6 +107,9 @@ NOT_RUN = {
     "pretrain experiment ptb": PTB_EXPERIMENT,
     "pretrain experiment ptb --medium_seeds=0 --stream_seeds= --stream_medium_seeds=": PTB_EXPERIMENT,
     "pretrain experiment compare_objectives": EXPERIMENT,
+    "pretrain experiment compare_objectives --objectives=clm,mlm,span_corruption --seeds=0,1,2 --lr_grid= "
+    "--finetune_seeds=3 --out=docs/compare_objectives_finetuned --out_dir=runs/compare_objectives_finetuned":
+        EXPERIMENT,
     "pretrain experiment curriculum": EXPERIMENT,
     "pretrain experiment scaling": EXPERIMENT,
     "pretrain experiment cooldown_check": EXPERIMENT,

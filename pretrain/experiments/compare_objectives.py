@@ -301,7 +301,9 @@ def plot(results: dict[str, list[dict]], path: str) -> None:
 
 
 def report(results: dict[str, list[dict]], args, argv: list[str], load: str, reference: dict,
-           zero_shot_reference: dict, chosen: dict[str, dict], epoch: int) -> str:
+           zero_shot_reference: dict, chosen: dict[str, dict], epoch: int, rate: float) -> str:
+  """The page; `rate` is the config's peak learning rate, every objective's where --lr_grid is empty (`chosen`
+  empty)."""
   first = next(iter(results.values()))[0] if results else {"tokens_per_step": 0}
   budget = first["tokens_per_step"]
   counts = {k: v for k, v in zero_shot_reference.items() if k != "chance"}
@@ -327,7 +329,9 @@ def report(results: dict[str, list[dict]], args, argv: list[str], load: str, ref
       "MLM row seq_len tokens; a row's positions hold its text, sentinels, mode tokens and padding, so an "
       "objective reads at most that many tokens of text. Same data (the bundled corpus's train split), "
       "optimizer and schedule, "
-      + ("each objective at its own peak learning rate (below); " if chosen else "")
+      + ("each objective at its own peak learning rate (below); " if chosen else
+         f"every objective at the config's peak learning rate, {rate:g} (--lr_grid= : no rate chosen for this "
+         "page); ")
       + f"the pre-training seeds {_seeds_text(results)} (train.seed: initialisation, data order, noise). The unit "
       "is the pre-training run: a figure 'a +- b' is the mean over the runs (n in the runs column) and the "
       "half-width of its 95% interval (Student's t). What each objective learns from differs too: the target "
@@ -551,7 +555,8 @@ def main(argv: list[str], prog: str = "pretrain experiment compare_objectives") 
   results = arms.each(configs, seeds, args.out_dir, measure, {name: extra for name in configs}, said=said)
   load = arms.machine(results)
   runs.write_report(args.out, lambda path: plot(results, path),
-                    report(results, args, argv, load, reference, zero_shot_reference, chosen, epoch),
+                    report(results, args, argv, load, reference, zero_shot_reference, chosen, epoch,
+                           next(iter(configs.values())).optimizer.learning_rate),
                     "\n\n".join([table(results, args.batch_size, reference),
                                  downstream_table(results, ZERO_SHOT, zero_shot_reference),
                                  downstream_table(results, PROBES)]))

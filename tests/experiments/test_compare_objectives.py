@@ -100,3 +100,9 @@ def test_compare_objectives_writes_curves_and_tables(tmp_path, cache_dir, vocabu
   trained = os.path.getmtime(log)
   compare_objectives.main(argv)  # Finished runs are read back, not trained again.
   assert os.path.getmtime(log) == trained and pages.tables(out + ".md")[1] == pretraining
+  # No grid: the config's rate for every objective, said on the page (CLM's runs at its chosen rate, read back).
+  compare_objectives.main([*(a for a in argv if not a.startswith(("--objectives=", "--lr_"))), "--objectives=clm",
+                           "--lr_grid=", f"--config.optimizer.learning_rate={chosen['clm']}"])
+  assert os.path.getmtime(log) == trained
+  assert f"every objective at the config's peak learning rate, {float(chosen['clm']):g} (--lr_grid= " in " ".join(
+      open(out + ".md").read().split())
