@@ -89,6 +89,9 @@ def _train(run_train, workdir, *args) -> str:
 
 @pytest.mark.slow
 def test_a_killed_pipelined_run_resumes_exactly_under_any_stage_count(tmp_path, run_train, monkeypatch):
+  # This process's backend starts now, with its one device, for the one-device run below: started after the
+  # setenv (this test alone in a process), it would read XLA_FLAGS and hold 8.
+  jax.devices()
   monkeypatch.setenv("XLA_FLAGS", fake_devices(8)["XLA_FLAGS"])
   out = _train(run_train, tmp_path / "straight", *STAGES[4])
   assert "Pipeline: 4 stages (mesh.stage) x 4 microbatches (train.microbatches), GPipe's schedule: each stage " \
