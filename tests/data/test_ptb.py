@@ -116,12 +116,26 @@ def test_the_tool_writes_published_and_our_rows(tmp_path, cache_dir, monkeypatch
                         r"not shown to differ) \(p = ", flat)) == len(ptb_experiment.PUBLISHED)
   assert len(re.findall(r"- ptb_small stream: [+-][\d.]+ \+- [\d.]+ against ", flat)) == len(ptb_experiment.PUBLISHED)
   assert "a one-sample two" in flat and "against the published figure, taken as a fixed value" in flat
+  # Each arm described by its own config (the stream arm's 2400 steps lost to the command line's 2).
+  assert "ptb_small: 32 wide, 1 layers, dropout 0.3, 2 steps" in flat and "ptb_small stream: 32 wide" in flat
+  assert "ptb_small stream's steps were chosen on the validation split" in flat
   assert os.path.getsize(out + ".png") > 0
   assert re.findall(r"(ptb_small(?: stream)?) seed (\d): validation \d", capsys.readouterr().out) == [
       ("ptb_small", "0"), ("ptb_small stream", "0"), ("ptb_small", "1"), ("ptb_small stream", "1")]  # Seed by seed.
   # The stream arm alone, read back: the count rows are still fitted on sentences, not on the stream's rows.
   assert ptb_experiment.main([a for a in argv if not a.startswith("--seeds=")] + ["--seeds="]) == 0
   assert rows["Kneser-Ney 5-gram (counts, ours)"] in open(out + ".md").read()
+
+
+def test_an_arm_s_settings_come_before_the_command_line():
+  from pretrain.experiments import ptb as ptb_experiment  # pylint: disable=g-import-not-at-top
+  cfgs = ptb_experiment.arm_configs([])
+  assert cfgs["ptb_small stream"].data.context == cfgs["ptb_medium stream"].data.context == "stream"
+  assert cfgs["ptb_small"].data.context != "stream" and cfgs["ptb_medium"].data.context != "stream"
+  assert cfgs["ptb_small stream"].train.steps == 2 * cfgs["ptb_small"].train.steps == 2400
+  assert cfgs["ptb_medium stream"].train.steps == cfgs["ptb_medium"].train.steps
+  cfgs = ptb_experiment.arm_configs([("train.steps", "7")])
+  assert {c.train.steps for c in cfgs.values()} == {7} and cfgs["ptb_small stream"].data.context == "stream"
 
 
 def test_a_config_of_one_run_is_placed_among_the_published_rows_without_a_verdict():
