@@ -3,7 +3,7 @@ pre-training must beat), on documents it never trained on (pretrain/downstream/)
 
   pretrain probe --workdir=runs/quickstart [--task=zero_shot]
   pretrain probe --workdir=runs/quickstart --task=same_document [--seeds=5] [--split=downstream]
-  pretrain probe --workdir=runs/quickstart --task=packages [--finetune] [--seeds=3]
+  pretrain probe --workdir=runs/quickstart --task=packages [--finetune] [--seeds=3] [--finetune_lr=3e-3]
 
 zero_shot: four tasks scored by the model's own likelihood, built once from
 the bundled corpus's held-out documents (pretrain/downstream/zero_shot.py):
@@ -37,6 +37,7 @@ import os
 import sys
 
 from pretrain import cli
+from pretrain.config import POSITIVE
 from pretrain.system import files
 from pretrain.system.errors import UserError, exit_on_user_error
 
@@ -54,6 +55,9 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
   parser.add_argument("--finetune", action="store_true", help="packages: also fine-tune the whole model")
   parser.add_argument("--finetune_steps", type=cli.at_least(1), default=300,
                       help="packages: fine-tuning steps of 32 passages")
+  parser.add_argument("--finetune_lr", type=cli.number(POSITIVE), default=None,
+                      help="packages: the fine-tuning's peak learning rate (default: 3e-3, "
+                           "pretrain/downstream/finetune.py's, chosen on a decoder-only model)")
   parser.add_argument("--split", default=None, help="same_document: whose documents (default: held out)")
   parser.add_argument("--documents", type=cli.at_least(6), default=2000,
                       help="same_document: at most this many documents")
@@ -63,6 +67,9 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
   args = parser.parse_args(argv)
   if args.task != "packages" and args.finetune:
     raise UserError("--finetune fine-tunes on the labelled task; add --task=packages")
+  if args.finetune_lr is not None and not args.finetune:
+    raise UserError(f"--finetune_lr={args.finetune_lr:g} is the fine-tuning's rate; add --finetune "
+                    "(and --task=packages)")
   if args.task != "zero_shot" and args.limit:
     raise UserError("--limit counts the zero-shot tasks' items; add --task=zero_shot, or leave it out")
   import jax  # pylint: disable=g-import-not-at-top  (not for --help)
@@ -76,7 +83,7 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
   for name, row_params in ((f"model (step {step})", params), ("random init", run.create_state().params)):
     print(f"Probing {name} ({args.task})...", flush=True)  # Each takes a minute or two.
     rows[name] = evaluation.measure(run, row_params, args.task, args.seeds, args.finetune and args.finetune_steps,
-                                    args.split, args.documents, scorer, args.limit or None)
+                                    args.split, args.documents, scorer, args.limit or None, args.finetune_lr)
   about = next(iter(rows.values())).pop("about")
   for row in rows.values():
     row.pop("about", None)

@@ -7,10 +7,12 @@ TASKS = ("zero_shot", "same_document", "packages")
 
 
 def measure(run, params, task: str, seeds: int, finetune: int = 0, split: str | None = None,
-            max_documents: int = 2000, scorer=None, limit: int | None = None) -> dict:
+            max_documents: int = 2000, scorer=None, limit: int | None = None,
+            finetune_lr: float | None = None) -> dict:
   """{measure: [its value per seed], ..., 'about': what was read}: for 'same_document', the probe's test accuracy
   per probe seed (which documents fit it, which pairs); for 'packages', the linear probe's test accuracy (one:
-  it draws nothing) and, with `finetune` steps, the fine-tuned model's per fine-tuning seed; for 'zero_shot',
+  it draws nothing) and, with `finetune` steps, the fine-tuned model's per fine-tuning seed (at `finetune_lr`,
+  None: finetune.py's rate); for 'zero_shot',
   each zero-shot task's accuracy on its first `limit` items (None: all; one value: it draws nothing; `scorer`: a
   likelihood.Scorer of the run to reuse)."""
   if task == "zero_shot":
@@ -29,7 +31,9 @@ def measure(run, params, task: str, seeds: int, finetune: int = 0, split: str | 
     values = {"package_probe": [linear["accuracy"]],
               "about": {"classes": len(names), "documents": linear["documents"]}}
     if finetune:
+      rate = finetune_lib.LEARNING_RATE if finetune_lr is None else finetune_lr
       values["package_finetune"] = [finetune_lib.finetune(run.family, run.model, params, names, splits,
-                                                          steps=finetune, seed=seed)["accuracy"]
+                                                          steps=finetune, seed=seed, learning_rate=rate)["accuracy"]
                                     for seed in range(seeds)]
+      values["about"]["finetune_lr"] = rate
     return values

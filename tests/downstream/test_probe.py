@@ -129,8 +129,18 @@ def test_the_probe_command_reports_the_model_beside_its_initial_parameters(run_t
   assert len(trained["same_document_probe"]) == len(initial["same_document_probe"]) == 3
   out = capsys.readouterr().out
   assert re.search(rf"random init +{re.escape(stats.text(initial['same_document_probe']))}\n", out), out
-  probe_command.main([f"--workdir={workdir}", "--task=packages", "--finetune", "--seeds=1", "--finetune_steps=5"])
+  probe_command.main([f"--workdir={workdir}", "--task=packages", "--finetune", "--seeds=1", "--finetune_steps=5",
+                      "--finetune_lr=1e-3"])
   saved = json.loads((workdir / "eval" / "probe-packages-step300.json").read_text())
+  assert saved["finetune_lr"] == 1e-3
   assert set(saved["rows"]["random init"]) == {"package_probe", "package_finetune"} and saved["classes"] >= 20
   trained, initial = saved["rows"]["model (step 300)"], saved["rows"]["random init"]
   assert trained["package_probe"][0] > initial["package_probe"][0] + 0.05, (trained, initial)
+
+
+@pytest.mark.slow
+def test_a_fine_tuning_rate_without_fine_tuning_is_refused(trained_run, capsys):
+  with pytest.raises(SystemExit):
+    probe_command.main([f"--workdir={trained_run}", "--task=packages", "--finetune_lr=1e-3"])
+  assert "--finetune_lr=0.001 is the fine-tuning's rate; add --finetune (and --task=packages)" in \
+      capsys.readouterr().err
