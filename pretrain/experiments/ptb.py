@@ -1,7 +1,7 @@
 """Penn Treebank: the published numbers reproduced, and where the project's transformers stand among them.
 
   pretrain experiment ptb [--seeds=0,1,2] [--medium_seeds=0] [--stream_seeds=1,2,3] [--stream_medium_seeds=0,1,2]
-      [--window=128] [--stride=64] [--out=docs/ptb] [--out_dir=runs/ptb] [--config.KEY=VALUE ...]
+      [--window=128] [--stride=64] [--out=docs/ptb] [--out_dir=docs/ptb_runs] [--config.KEY=VALUE ...]
 
 Count models of orders 1 to 5 (pretrain/downstream/ngram.py: interpolated modified Kneser-Ney, SRILM's estimator)
 on the words vocabulary, fitted on the train split and scored on validation and test; then configs/ptb_small.py
@@ -19,7 +19,10 @@ on the whole validation and test splits by `pretrain eval` (exp(nats / words), o
 73,760 and 82,430 words). Beside them, the published rows.
 
 A finished run keeps its figures in its workdir (pretrain/experiments/arms.py) and is not run again while its
-config is unchanged; an interrupted one resumes from its last checkpoint (rerun the same command). Writes OUT.md (the
+config is unchanged; an interrupted one resumes from its last checkpoint (rerun the same command). The page's runs
+are docs/ptb_runs, whose figures git keeps (.gitignore: result.json and goodput.json, not the checkpoints): the
+page regenerates from them on any machine, and a run takes two hours, so each is trained once; --out_dir=runs/ptb
+trains them all again. Writes OUT.md (the
 command, machine, date and the table) and OUT.png (validation perplexity against tokens, each run).
 """
 
@@ -253,7 +256,8 @@ def main(argv: list[str], prog: str = "pretrain experiment ptb") -> int:
   parser.add_argument("--stride", type=cli.at_least(1), default=64, help="stream arms: words each window scores "
                       "after the first")
   parser.add_argument("--out", default="docs/ptb", help="writes OUT.md and OUT.png")
-  parser.add_argument("--out_dir", default="runs/ptb", help="the runs' workdirs, OUT_DIR/ARM/seedS")
+  parser.add_argument("--out_dir", default="docs/ptb_runs", help="the runs' workdirs, OUT_DIR/ARM/seedS (the "
+                      "page's: their figures are in git)")
   overrides, flags = config_lib.parse_overrides(argv)
   args = parser.parse_args(flags)
   if args.stride > args.window:

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from pretrain import objectives, vocab
 from pretrain.data import ptb
 from pretrain.downstream import ngram
+from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +169,14 @@ def test_the_aim_says_the_distance_and_what_the_curve_gives():
   assert ptb_experiment.aim(met).endswith("reaches 80.0 (1 run(s)), below it (the verdicts above say whether "
                                           "beyond its seeds' spread).")
   assert ptb_experiment.aim({"ptb_small": [{"test": 110.0, "curve": curve(9000, 130.0, 120.0)}]}) == ""
+
+
+def test_git_keeps_the_page_runs_figures_and_not_their_checkpoints():
+  """The page's runs (ptb.py's --out_dir, docs/ptb_runs) keep result.json and goodput.json in git (.gitignore), so
+  that its command reads them back on a fresh clone; their checkpoints and logs stay out."""
+  run = "docs/ptb_runs/ptb_small_stream/seed1"
+  paths = [f"{run}/{name}" for name in ("result.json", "goodput.json", "checkpoints/2400/state", "train.log",
+                                        "metrics.jsonl")]
+  ignored = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=REPO, capture_output=True,
+                           text=True).stdout.split()
+  assert ignored == paths[2:]
