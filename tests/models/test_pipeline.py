@@ -1,9 +1,9 @@
 """Pipeline parallelism (pretrain/models/pipeline.py): its schedules, GPipe's and circular ones, apply every
-layer to every row in order; a pipelined run (pretrain train with a stage axis, on 8 fake CPU devices in processes
-of their own, its rows split over a context axis too) SIGKILLed after a checkpoint resumes bit for bit, and its
-checkpoints, which depend on neither the stage count nor the context split, resume under 2 stages or on one
-device to the same losses up to the order of the sums. (That a pipeline gives one device's losses and gradients,
-and what it refuses: tests/parallel/test_mesh_layouts.py.)"""
+layer to every row in order; a pipelined run (pretrain train with a stage axis, on 8 fake CPU devices in a process
+of its own, its rows split over a context axis too) resumes from a checkpoint bit for bit, and its checkpoints,
+which depend on neither the stage count nor the context split, resume on one device to the same losses up to the
+order of the sums. (That a pipeline gives one device's losses and gradients under 2 and 4 stages, and what it
+refuses: tests/parallel/test_mesh_layouts.py; that a killed run resumes bit for bit: tests/train/test_train.py.)"""
 
 import shutil
 
@@ -13,14 +13,14 @@ import pytest
 
 from pretrain.models import pipeline
 from tests import numerics
-from tests.conftest import fake_devices, kill_after_checkpoint, tiny_config, train_losses
+from tests.conftest import fake_devices, tiny_config, train_losses
 
-# Four scanned layers, 16 rows a step in 4 microbatches; a checkpoint every 2 steps.
+# Four scanned layers, 16 rows a step in 4 microbatches; a checkpoint every 2 steps, all three kept.
 PIPELINED = ("--config.model.num_layers=4", "--config.model.scan_layers=True", "--config.train.batch_size=16",
              "--config.train.microbatches=4", "--config.train.steps=6", "--config.train.checkpoint_every=2",
-             "--config.train.eval_every=6")
-# Saved under 4 stages, each row split in two over the context axis; resumed under 2 stages and on one device.
-STAGES = {4: ("--config.mesh.stage=4", "--config.mesh.context=2", "--config.mesh.data=1"), 2: ("--config.mesh.stage=2", "--config.mesh.data=4"),
+             "--config.train.keep_checkpoints=3", "--config.train.eval_every=6")
+# Saved under 4 stages, each row split in two over the context axis; resumed so, and on one device.
+STAGES = {4: ("--config.mesh.stage=4", "--config.mesh.context=2", "--config.mesh.data=1"),
           1: ("--config.mesh.stage=1", "--config.mesh.data=-1")}
 
 
@@ -88,34 +88,31 @@ def _train(run_train, workdir, *args) -> str:
 
 
 @pytest.mark.slow
-def test_a_killed_pipelined_run_resumes_exactly_under_any_stage_count(tmp_path, run_train, monkeypatch):
+def test_a_pipelined_run_resumes_exactly_and_its_checkpoints_resume_on_one_device(tmp_path, run_train, monkeypatch):
   # This process's backend starts now, with its one device, for the one-device run below: started after the
   # setenv (this test alone in a process), it would read XLA_FLAGS and hold 8.
   jax.devices()
   monkeypatch.setenv("XLA_FLAGS", fake_devices(8)["XLA_FLAGS"])
-  out = _train(run_train, tmp_path / "straight", *STAGES[4])
+  straight = tmp_path / "straight"
+  out = _train(run_train, straight, *STAGES[4])
   assert "Pipeline: 4 stages (mesh.stage) x 4 microbatches (train.microbatches), GPipe's schedule: each stage " \
          "idles 43% of a step" in out
-  expected = train_losses(tmp_path / "straight")
-  killed = tmp_path / "killed"
-  kill_after_checkpoint(run_train, killed, *PIPELINED, *STAGES[4], step=2)
-  for stages in (2, 1):
-    shutil.copytree(killed, tmp_path / f"resumed_{stages}")
-  assert "Resuming from the checkpoint at step 2" in _train(run_train, killed, *STAGES[4])
-  resumed = train_losses(killed)
+  expected = train_losses(straight)
+  for stages in STAGES:  # The run as it stood at its checkpoint of step 2.
+    shutil.copytree(straight, tmp_path / f"resumed_{stages}")
+    for step in (4, 6):
+      shutil.rmtree(tmp_path / f"resumed_{stages}" / "checkpoints" / str(step))
+  assert "Resuming from the checkpoint at step 2" in _train(run_train, tmp_path / "resumed_4", *STAGES[4])
+  resumed = train_losses(tmp_path / "resumed_4")
   assert [resumed[s] for s in range(3, 7)] == [expected[s] for s in range(3, 7)]
-  # Under 2 stages x 4 data shards, and on one device (gradients accumulated over the same 4 microbatches).
+  # On one device, in this process (a Python, TensorFlow and JAX start-up less), its gradients accumulated over the
+  # same 4 microbatches.
+  result = run_train(tmp_path / "resumed_1", *PIPELINED, *STAGES[1])
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Resuming from the checkpoint at step 2" in result.stdout + result.stderr
+  assert "Pipeline:" not in result.stdout + result.stderr
   cfg = tiny_config(*PIPELINED)
   terms = 6 * numerics.gradient_terms(cfg.model, 16, cfg.data.seq_len)
-  for stages in (2, 1):
-    workdir = tmp_path / f"resumed_{stages}"
-    if stages == 2:
-      out = _train(run_train, workdir, *STAGES[stages])
-    else:  # In this process, whose one device is the mesh: a Python, TensorFlow and JAX start-up less.
-      result = run_train(workdir, *PIPELINED, *STAGES[stages])
-      assert result.returncode == 0, result.stderr[-3000:]
-      out = result.stdout + result.stderr
-    assert "Resuming from the checkpoint at step 2" in out and ("Pipeline: 2 stages" in out) == (stages == 2)
-    losses = train_losses(workdir)
-    numerics.assert_close([losses[s] for s in range(3, 7)], [expected[s] for s in range(3, 7)], terms=terms,
-                          err_msg=f"resumed under {stages} stage(s)")
+  losses = train_losses(tmp_path / "resumed_1")
+  numerics.assert_close([losses[s] for s in range(3, 7)], [expected[s] for s in range(3, 7)], terms=terms,
+                        err_msg="resumed on one device")
