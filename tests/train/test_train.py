@@ -422,6 +422,13 @@ def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, uninterrupted
     for line in process.stdout:  # The guard's lines; the rollback follows the spike's.
       if "the loss spiked" in line:
         break
+    # The rollback first waits for the checkpoint of step 60 to commit: on a loaded machine its save can still be
+    # under way (a kill then resumes from step 40, as a clean test of 4 workers once saw). The kill comes once it
+    # has, within the rollback.
+    deadline = time.time() + 120
+    while not (workdir / "checkpoints" / "60").exists():
+      assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
+      time.sleep(0.01)
     kill_signal = signal.SIGKILL
   else:
     rng = np.random.default_rng(int(signal.SIGTERM))  # Seeded: a failure reproduces with the same kill point.
