@@ -191,13 +191,18 @@ def run_train(run_pretrain, cache_dir, vocabulary):
   return run
 
 
+def wait_for_checkpoint(process, workdir, step: int, timeout: float = 300) -> None:
+  """Returns once the run `process` (a `pretrain train` in `workdir`) has its checkpoint of `step`."""
+  deadline = time.time() + timeout
+  while not (workdir / "checkpoints" / str(step)).exists():
+    assert process.poll() is None and time.time() < deadline, f"no checkpoint {step}: the run ended or took {timeout} s"
+    time.sleep(0.01)
+
+
 def kill_after_checkpoint(run_train, workdir, *args, step: int) -> None:
   """Starts `pretrain train` (run_train) in `workdir` and SIGKILLs it once its checkpoint of `step` exists."""
   process = run_train(workdir, *args, start_new_session=True)
-  deadline = time.time() + 300
-  while not (workdir / "checkpoints" / str(step)).exists():
-    assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
-    time.sleep(0.01)
+  wait_for_checkpoint(process, workdir, step)
   process.send_signal(signal.SIGKILL)
   process.communicate(timeout=120)
 

@@ -16,7 +16,7 @@ from pretrain.parallel import mesh as mesh_lib
 from pretrain.system.errors import UserError
 from pretrain.train import checkpoint, goodput, metrics, optimizer, steps
 from tests import numerics
-from tests.conftest import REPO, TINY, tiny_config, tiny_run
+from tests.conftest import REPO, TINY, tiny_config, tiny_run, wait_for_checkpoint
 
 # The model of these step tests: TINY, 16 positions, a short warmup.
 STEP_ARGS = ("--config.data.seq_len=16", "--config.optimizer.warmup_steps=2", "--config.train.steps=100")
@@ -124,10 +124,7 @@ def test_one_run_per_workdir_and_a_killed_runs_lock_is_stale(tmp_path, run_train
   workdir = tmp_path / "run"
   first = run_train(workdir, "--config.train.steps=100000", "--config.train.checkpoint_every=2",
                     start_new_session=True)
-  deadline = time.time() + 300
-  while not (workdir / "checkpoints" / "2").exists():
-    assert first.poll() is None and time.time() < deadline, first.communicate()
-    time.sleep(0.2)
+  wait_for_checkpoint(first, workdir, 2)
   second = run_train(workdir, "--config.train.steps=3", "--config.train.seed=1")
   assert second.returncode == 2 and "Traceback" not in second.stderr
   last = second.stderr.strip().splitlines()[-1]
@@ -425,18 +422,12 @@ def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, uninterrupted
     # The rollback first waits for the checkpoint of step 60 to commit: on a loaded machine its save can still be
     # under way (a kill then resumes from step 40, as a clean test of 4 workers once saw). The kill comes once it
     # has, within the rollback.
-    deadline = time.time() + 120
-    while not (workdir / "checkpoints" / "60").exists():
-      assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
-      time.sleep(0.01)
+    wait_for_checkpoint(process, workdir, 60, timeout=120)
     kill_signal = signal.SIGKILL
   else:
     rng = np.random.default_rng(int(signal.SIGTERM))  # Seeded: a failure reproduces with the same kill point.
     target = int(rng.choice([40, 60, 80, 100]))
-    deadline = time.time() + 300
-    while not (workdir / "checkpoints" / str(target)).exists():
-      assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
-      time.sleep(0.01)
+    wait_for_checkpoint(process, workdir, target)
     time.sleep(rng.uniform(0, 0.2))  # Somewhere after that checkpoint.
     kill_signal = signal.SIGTERM
   process.send_signal(kill_signal)
