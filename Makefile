@@ -6,7 +6,7 @@ CONFIG ?= configs/quickstart.py
 WORKDIR ?= runs/quickstart
 ARGS ?=
 
-.PHONY: train test test-all test-fast test-counts docs clean
+.PHONY: train test test-all test-fast test-counts coverage docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,15 @@ test-counts: $(VENV)/.installed-test
 	@for m in "" "not extended" "not slow"; do \
 	  printf '%-14s %s\n' "$${m:-all}" "$$($(BIN)/python -m pytest -q --collect-only -p no:cacheprovider $${m:+-m "$$m"} tests 2>/dev/null | tail -1)"; \
 	done
+
+# Line coverage of `make test`'s tests, the processes they start included (.coveragerc): the figure a change to
+# the tests holds before and after. Its last line is the total; .coverage keeps the lines (coverage report -m).
+coverage: $(VENV)/.installed-test
+	rm -f .coverage .coverage.*
+	COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/python -m coverage run -m pytest -q -n 3 --dist loadfile \
+	  --no-loadscope-reorder -m "not extended" tests
+	$(BIN)/python -m coverage combine -q
+	$(BIN)/python -m coverage report --sort=cover
 
 # The documentation site (mkdocs.yml, docs/) into site/; the test suite builds it with --strict too.
 docs: $(VENV)/.installed-test

@@ -42,8 +42,9 @@ setup(
     ],
     # beam: `pretrain prepare-data --beam` (Apache Beam needs protobuf < 7, and sentencepiece 0.2.3's generated
     # code needs protobuf 7). torch 2.13.0 is the CPU build on these machines; transformers 5 compares against
-    # PyTorch models; accelerate is what lm-eval's own hf backend (the reference in tests/downstream/test_harness.py) imports.
+    # PyTorch models; accelerate is what lm-eval's own hf backend (the reference in
+    # tests/downstream/test_harness.py) imports; coverage 7.10 measures the processes a test starts (make coverage).
     extras_require={"beam": BEAM, "docs": DOCS, "eval": EVAL, "ptb": PTB, "tpu": TPU, "gpu-compile": GPU_COMPILE,
-                    "test": ["pytest", "pytest-xdist", "hypothesis", "torch==2.13.0", "transformers>=5,<6",
-                             "accelerate>=1,<2", *BEAM, *DOCS, *EVAL, *PTB, *TPU]},
+                    "test": ["pytest", "pytest-xdist", "coverage>=7.10", "hypothesis", "torch==2.13.0",
+                             "transformers>=5,<6", "accelerate>=1,<2", *BEAM, *DOCS, *EVAL, *PTB, *TPU]},
 )

@@ -1,7 +1,10 @@
 """After a `pip install` of the repository (a wheel, not the editable checkout), the console script runs from any
-directory: the default config and the zoo ship inside the package, and --config takes a built-in config's name."""
+directory: the default config and the zoo ship inside the package, and --config takes a built-in config's name.
+And `make coverage` measures what the tests run, in the processes they start too."""
 
+import json
 import os
+import re
 import subprocess
 import sys
 
@@ -37,3 +40,24 @@ def test_the_installed_command_runs_outside_the_checkout(tmp_path, cache_dir, vo
   typo = pretrain("train", "--workdir=w2", "--config=lm_125", "--config.train.steps=3")
   assert typo.returncode == 2 and typo.stderr.startswith("error: --config='lm_125' is not a built-in config; did "
                                                          "you mean 'lm_125m'?"), typo.stderr
+
+
+@pytest.mark.slow
+def test_make_coverage_runs_make_tests_tests_and_measures_the_processes_they_start(tmp_path):
+  with open(os.path.join(REPO, "Makefile")) as f:
+    recipes = dict(re.findall(r"^([a-z-]+):.*\n((?:\t.*\n)+)", f.read().replace("\\\n", ""), flags=re.M))
+  tests_flags = recipes["test"].split("-m pytest", 1)[1].split()
+  assert f"-m pytest {' '.join(tests_flags)}" in " ".join(recipes["coverage"].split()), recipes["coverage"]
+  # A line that only a child process runs: this script imports nothing of the package itself.
+  script = tmp_path / "starts_pretrain.py"
+  script.write_text("import subprocess, sys\n"
+                    "subprocess.run([sys.executable, '-m', 'pretrain', '--help'], check=True, capture_output=True)\n")
+  env = {**os.environ, "COVERAGE_FILE": str(tmp_path / ".coverage"),
+         "COVERAGE_RCFILE": os.path.join(REPO, ".coveragerc")}
+  for command in (["run", str(script)], ["combine", "-q"], ["json", "-q", "-o", str(tmp_path / "coverage.json")]):
+    subprocess.run([sys.executable, "-m", "coverage", *command], cwd=REPO, env=env, check=True, timeout=120)
+  measured = json.loads((tmp_path / "coverage.json").read_text())["files"]
+  cli = next(v for name, v in measured.items() if name.endswith(os.path.join("pretrain", "cli.py")))
+  with open(os.path.join(REPO, "pretrain", "cli.py")) as f:
+    usage_line = next(i for i, line in enumerate(f, 1) if "print(usage())" in line)
+  assert usage_line in cli["executed_lines"]
