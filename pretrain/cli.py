@@ -166,6 +166,9 @@ def entry() -> None:
     code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     if not isinstance(e.code, (int, type(None))):
       print(e.code, file=sys.stderr)
+  except BrokenPipeError:  # The output's reader went away (`pretrain --help | head -1`): a shell's quiet exit.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Else the exit's flush fails a second time.
+    code = 128 + signal.SIGPIPE
   except Exception:  # pylint: disable=broad-except  (a bug: its traceback, then the same exit)
     traceback.print_exc()
     code = 1

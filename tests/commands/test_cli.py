@@ -4,6 +4,7 @@ import argparse
 import importlib
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -97,6 +98,16 @@ def test_help_through_the_console_script_and_python_m():
   by_module = subprocess.run([sys.executable, "-m", "pretrain", "export", "--help"], cwd=REPO, capture_output=True,
                              text=True)
   assert by_module.returncode == 0 and "--out" in by_module.stdout
+
+
+def test_output_to_a_reader_that_went_away_ends_quietly():
+  """`pretrain --help | head -1`: a pipe whose reader has gone (here closed before the command writes) ends the
+  command as a shell expects (128 + SIGPIPE), with no traceback."""
+  reader, writer = os.pipe()
+  os.close(reader)
+  shown = subprocess.run([SCRIPT, "--help"], cwd=REPO, stdout=writer, stderr=subprocess.PIPE, text=True, timeout=120)
+  os.close(writer)
+  assert shown.returncode == 128 + signal.SIGPIPE and shown.stderr == "", shown.stderr
 
 
 @pytest.mark.parametrize("args, missing", [
