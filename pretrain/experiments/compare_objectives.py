@@ -534,8 +534,8 @@ def main(argv: list[str], prog: str = "pretrain experiment compare_objectives") 
     rates(args.lr_grid)
   if args.lr_extend < 0:
     parser.error(f"--lr_extend={args.lr_extend}: give how many rates past the grid's edge to try, 0 or more")
-    if set(runs.seeds(args.lr_seeds)) & {seed for values in seeds.values() for seed in values}:
-      raise UserError(f"--lr_seeds={args.lr_seeds} shares seeds with the reported runs; choose the rates on others")
+  if args.lr_grid.strip() and set(runs.seeds(args.lr_seeds)) & {seed for values in seeds.values() for seed in values}:
+    raise UserError(f"--lr_seeds={args.lr_seeds} shares seeds with the reported runs; choose the rates on others")
   print(f"{len(names)} objectives x {args.seeds} (core) or {args.other_seeds} seeds, runs of {args.steps} steps x "
         f"{args.batch_size} x {args.seq_len} tokens; {runs.machine()}", flush=True)
   reference, zero_shot_reference = runs.count_references(next(iter(configs.values())))

@@ -21,6 +21,14 @@ def test_a_rate_chosen_at_the_grids_edge_extends_the_grid_until_bracketed():
   assert compare_objectives.beyond_edge({1e-3: [4.0]}) is None
 
 
+def test_a_rate_chosen_on_a_reported_seed_is_refused_before_any_run(tmp_path, capsys):
+  with pytest.raises(SystemExit):
+    compare_objectives.main(["--objectives=clm", "--seeds=0,1", "--other_seeds=0", "--lr_seeds=1",
+                             f"--out_dir={tmp_path}"])
+  assert "--lr_seeds=1 shares seeds with the reported runs" in capsys.readouterr().err
+  assert not os.listdir(tmp_path)
+
+
 @pytest.mark.slow
 def test_split_row_fits_each_objective():
   data = configs.load("quickstart").data
