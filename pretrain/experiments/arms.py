@@ -21,7 +21,9 @@ def each(configs: dict, seeds, out_dir: str, measure=None, extras=None, dirs=Non
   its `seeds` (a list, or {arm: list}) in OUT_DIR/DIR/seedS (DIR: dirs[arm], else the arm), one seed of every arm
   before the next seed. A run's figures are measure(arm, config, workdir, wall) (standard_figures, by default)
   with its 'seed', read from its workdir where the same config and extras[arm] (the flags of the measuring) made them;
-  said(arm, seed, figures) prints a line after each."""
+  said(arm, seed, figures) prints a line after each. Every config is checked (built) before the first run."""
+  for cfg in configs.values():
+    run_lib.Run.build(cfg)
   seeds = seeds if isinstance(seeds, dict) else {arm: seeds for arm in configs}
   results = {arm: [] for arm in configs}
   for seed in sorted({s for arm in configs for s in seeds[arm]}):

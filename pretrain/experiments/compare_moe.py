@@ -146,8 +146,6 @@ def main(argv: list[str], prog: str = "pretrain experiment compare_moe") -> int:
     raise UserError(f"--top_k={args.top_k} is more than --experts={args.experts}")
   seeds = runs.seeds(args.seeds)
   configs = {f"{f}/{m}": run_config(base, f, m, args) for f in names for m in MODELS}  # Arms: FAMILY/MODEL.
-  for cfg in configs.values():
-    run_lib.Run.build(cfg)  # Every check before the first run.
   reference, _ = runs.count_references(next(iter(configs.values())))
 
   def measure(arm, cfg, workdir, wall):

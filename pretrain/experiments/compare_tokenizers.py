@@ -24,7 +24,7 @@ import os
 import shutil
 import time
 
-from pretrain import cli, objectives, run as run_lib
+from pretrain import cli, objectives
 from pretrain.data import sources
 from pretrain.downstream import stats
 from pretrain.experiments import arms, figures, runs
@@ -154,8 +154,6 @@ def main(argv: list[str], prog: str = "pretrain experiment compare_tokenizers") 
     print(f"{name:<12} {measured[name]['ids']} ids, {measured[name]['bytes_per_token']:.2f} bytes/token, trained in "
           f"{measured[name]['train_seconds']:.1f} s", flush=True)
   configs = {name: kind_config(base, name, measured[name], args) for name in names}
-  for cfg in configs.values():
-    run_lib.Run.build(cfg)  # Every check before the first run.
   for name, cfg in configs.items():  # Reference rows, in bits per byte of the text as the runs' figures.
     bits, _ = runs.count_references(cfg)
     measured[name]["counts"] = [v["bits_per_byte"] * measured[name]["spelled"] for v in list(bits.values())[1:]]

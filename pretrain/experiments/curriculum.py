@@ -169,8 +169,6 @@ def main(argv: list[str], prog: str = "pretrain experiment curriculum") -> int:
   if args.seq_len % 8:
     raise UserError(f"--seq_len={args.seq_len}: give a length divisible by 8")
   configs = {arm: arm_config(base, arm, args) for arm in chosen}
-  for cfg in configs.values():
-    run_lib.Run.build(cfg)  # Every check before the first run.
   reference, _ = runs.count_references(next(iter(configs.values())))
   print(f"{len(chosen)} arms x {len(seeds)} seeds, runs of {args.steps} steps x {args.batch_size} x {args.seq_len} "
         f"tokens; {runs.machine()}", flush=True)

@@ -190,13 +190,11 @@ def plot(results: dict[str, list[dict]], counts: dict[int, dict[str, float]], pa
 
 
 def arm_configs(overrides: list[tuple[str, str]]) -> dict:
-  """{arm: its config}: the arm's config file, its context and SETTINGS, then `overrides` (the --config flags),
-  checked."""
+  """{arm: its config}: the arm's config file, its context and SETTINGS, then `overrides` (the --config flags)."""
   found = {}
   for arm, name, context, _ in ARMS:
     settings = [("data.context", "stream")] if context == "stream" else []
     found[arm] = cli.with_overrides(configs.load(name), [*settings, *SETTINGS.get(arm, ()), *overrides])
-    run_lib.Run.build(found[arm])  # Every check before the first run.
   return found
 
 

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from pretrain import configs
+from pretrain.experiments import arms
 from pretrain.experiments import cooldown_check
 from pretrain.experiments import runs
 from pretrain.experiments import scaling
@@ -26,6 +27,15 @@ def test_saved_figures_stay_filed_under_their_config_when_a_field_is_added():
     assert (runs.config_key(saved) == runs.config_key(today)) == same, name
     saved["train"]["steps"] += 1
     assert runs.config_key(saved) != runs.config_key(today)
+
+
+@pytest.mark.slow
+def test_every_arm_is_checked_before_the_first_run_trains(tmp_path):
+  good, bad = configs.load("quickstart"), configs.load("quickstart")
+  bad.model.num_kv_heads = 3
+  with pytest.raises(UserError, match=r"model.num_heads \(4\) must be a multiple of model.num_kv_heads \(3\)"):
+    arms.each({"good": good, "bad": bad}, [0], str(tmp_path))
+  assert not list(tmp_path.iterdir())  # The good arm, first, did not train.
 
 
 @pytest.mark.slow
