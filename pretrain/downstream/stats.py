@@ -7,6 +7,8 @@ measure the evaluation's own noise, not the pre-training's: they are averaged wi
 - a setting's figure is the mean over its runs with its 95% interval (Student's t, n - 1 degrees of freedom);
 - a run against its own initial parameters is a paired comparison: each run minus its initial model, the
   interval on those differences (`paired`);
+- runs against a fixed figure (a published one, a count model's) are a one-sample t-test: the figure's own
+  spread is not known, so it counts as exact (`one_sample`);
 - two settings compare by the difference of their means: paired over the seeds both ran where the seed gives
   both the same initialisation and data order (a sweep over one setting), else Welch's unequal-variance t
   (`compare`);
@@ -113,6 +115,11 @@ def paired(a, b) -> Difference:
     return Difference(float("nan"), float("nan"), float("nan"), 0, "paired")
   se = d.std(ddof=1) / math.sqrt(len(d)) if len(d) > 1 else float("nan")
   return _t_test(float(d.mean()), se, len(d) - 1, len(d), "paired")
+
+
+def one_sample(a, value: float) -> Difference:
+  """mean(a) - value, where `value` is a fixed figure (a published one): Student's t over the runs a."""
+  return dataclasses.replace(paired(a, [value] * len(a)), test="one-sample")
 
 
 def welch(a, b) -> Difference:

@@ -244,7 +244,7 @@ def verdicts(results: dict[str, list[dict]], measures, best_count: dict[str, tup
             + f". Gains apart: {', '.join(apart) or 'none'}.")
     if best_count and key in best_count:
       count, value = best_count[key]
-      differences = {n: stats.paired(v[0], [value] * len(v[0])) for n, v in values.items()}
+      differences = {n: stats.one_sample(v[0], value) for n, v in values.items()}
       beyond = [n for (n, d), is_real in zip(differences.items(), stats.real(list(differences.values())))
                 if is_real and d.mean > 0]
       line += f" Above the {count} ({value:.3f}): {', '.join(beyond) or 'none'}."
@@ -259,7 +259,7 @@ def yardstick_verdicts(results: dict[str, list[dict]], reference: dict) -> str:
   values = {name: v for name, v in values.items() if v}
   parts = []
   for count, bits in reference.items():
-    differences = {n: stats.paired(v, [bits["bits_per_byte"]] * len(v)) for n, v in values.items()}
+    differences = {n: stats.one_sample(v, bits["bits_per_byte"]) for n, v in values.items()}
     below = [n for (n, d), is_real in zip(differences.items(), stats.real(list(differences.values())))
              if is_real and d.mean < 0]
     parts.append(f"below the {count} ({bits['bits_per_byte']:.3f}): {', '.join(below) or 'none'}")

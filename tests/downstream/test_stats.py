@@ -49,6 +49,14 @@ def test_pairing_removes_what_the_seeds_share():
   assert stats.apart({"better": better, "base": base}, higher_better=False, pair=True) == ["base < better"]
 
 
+def test_runs_against_a_fixed_figure_are_a_one_sample_t_test():
+  runs = [97.5, 98.2, 97.9]
+  d = stats.one_sample(runs, 82.7)
+  assert d.test == "one-sample" and d.n == 3 and d.mean == pytest.approx(np.mean(runs) - 82.7)
+  assert d.p == pytest.approx(scipy_stats.ttest_1samp(runs, 82.7).pvalue)
+  assert d.half == pytest.approx(scipy_stats.t.ppf(0.975, 2) * scipy_stats.sem(runs))
+
+
 def test_holm_corrects_over_the_family():
   assert stats.holm([0.01, 0.04, 0.03, 0.20]) == [True, False, False, False]
   assert stats.holm([0.001, 0.012, 0.02]) == [True, True, True]
