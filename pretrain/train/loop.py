@@ -6,6 +6,7 @@ checkpoint at the current step and stops.
 
 import contextlib
 import os
+import sys
 import time
 
 import jax
@@ -15,6 +16,7 @@ import tqdm
 
 from pretrain.data import schedule
 from pretrain.parallel import mesh as mesh_lib
+from pretrain.system import console
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
 from pretrain.train import evaluation, flops, goodput, metrics, optimizer, report, sampling, signals, spike_guard
@@ -39,7 +41,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, account, ex
       account.mark("eval")
     # Closed on the way out, also by an error: the bar's last redraw would otherwise follow the error's line.
     bar = stack.enter_context(tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,
-                                        disable=jax.process_index() != 0))
+                                        disable=jax.process_index() != 0, file=console.Output(sys.stderr)))
     loop = _Loop(run, workdir, ckpt, state, start, train_batches, account, writer, bar, eval_sets, extra_eval)
     account.mark("startup")
     while loop.step < c.steps and not loop.stopping:

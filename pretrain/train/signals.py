@@ -1,8 +1,14 @@
-"""SIGTERM and the first Ctrl-C become a request to checkpoint and stop; a second Ctrl-C stops at once."""
+"""SIGTERM, the first Ctrl-C and a reader of the output gone (SIGPIPE: pretrain/system/console.py) become a
+request to checkpoint and stop (SIGPIPE in a run of one process); a second Ctrl-C stops at once."""
 
 import signal
 
+import jax
+
 from pretrain.system.console import log
+
+_WHY = {signal.SIGTERM: "Received SIGTERM", signal.SIGINT: "Received SIGINT",
+        signal.SIGPIPE: "The output's reader went away (SIGPIPE)"}
 
 
 class StopRequest:
@@ -11,15 +17,17 @@ class StopRequest:
     self._previous = {}
 
   def __enter__(self):
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    # Only the first process writes (console.log), so on its own it would stop and wait for the others to save.
+    for sig in _WHY if jax.process_count() == 1 else (signal.SIGTERM, signal.SIGINT):
       self._previous[sig] = signal.signal(sig, self._handle)
     return self
 
   def _handle(self, signum, frame):
     del frame
-    self.signal = signum
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # A second Ctrl-C ends the process at once, even in native code.
-    log(f"Received {signal.Signals(signum).name}: saving a checkpoint, then stopping (Ctrl-C again to stop at once).")
+    if self.signal is None:  # The first one says why the run stops (its exit code: 128 + it).
+      self.signal = signum
+      log(f"{_WHY[signum]}: saving a checkpoint, then stopping (Ctrl-C again to stop at once).")
 
   def __exit__(self, *exc):
     for sig, handler in self._previous.items():

@@ -140,8 +140,11 @@ def test_one_run_per_workdir_and_a_killed_runs_lock_is_stale(tmp_path, run_train
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop_signal", [signal.SIGINT])  # SIGTERM: test_resume_after_a_kill_is_bit_identical
-def test_stop_signal_checkpoints_and_rerun_resumes(tmp_path, run_train, stop_signal):
+@pytest.mark.parametrize("stop", ["SIGINT, its messages' reader gone first", "its output's readers gone"])
+def test_a_stop_checkpoints_and_rerun_resumes(tmp_path, run_train, stop):
+  """Ctrl-C (SIGINT; SIGTERM: test_resume_after_a_kill_is_bit_identical) saves and stops, also where its message
+  cannot be printed (a `| tee` that the same Ctrl-C ended); so does the output's reader going away (`| head`): the
+  step bar's next write fails, and the run stops as on SIGPIPE, at a checkpoint (pretrain/system/console.py)."""
   workdir = tmp_path / "run"
   process = run_train(workdir, "--config.train.steps=100000", "--config.train.checkpoint_every=100000",
                       start_new_session=True)
@@ -150,9 +153,14 @@ def test_stop_signal_checkpoints_and_rerun_resumes(tmp_path, run_train, stop_sig
     assert process.poll() is None, process.communicate()
     assert time.time() < deadline
     time.sleep(0.5)
-  process.send_signal(stop_signal)
-  _, stderr = process.communicate(timeout=120)
-  assert process.returncode == 128 + stop_signal, stderr
+  process.stdout.close()
+  if stop.startswith("SIGINT"):
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGINT, stderr
+  else:
+    process.stderr.close()
+    assert process.wait(timeout=120) == 128 + signal.SIGPIPE
   saved = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).latest_step()
   assert saved is not None and saved >= 3
   rerun = run_train(workdir, f"--config.train.steps={saved + 2}")
