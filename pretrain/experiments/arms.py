@@ -1,5 +1,7 @@
 """An experiment's runs: each arm (a config) trained with each of its seeds, its figures saved in its workdir, so
-that a rerun of the same command resumes what stopped and reads back what finished (and writes the same page)."""
+that a rerun of the same command resumes what stopped and reads back what finished (and writes the same page).
+A workdir holding a run of another config is refused, not trained over: the figures of other settings belong in
+another --out_dir."""
 
 import functools
 import json
@@ -21,22 +23,48 @@ def each(configs: dict, seeds, out_dir: str, measure=None, extras=None, dirs=Non
   its `seeds` (a list, or {arm: list}) in OUT_DIR/DIR/seedS (DIR: dirs[arm], else the arm), one seed of every arm
   before the next seed. A run's figures are measure(arm, config, workdir, wall) (standard_figures, by default)
   with its 'seed', read from its workdir where the same config and extras[arm] (the flags of the measuring) made them;
-  said(arm, seed, figures) prints a line after each. Every config is checked (built) before the first run."""
+  said(arm, seed, figures) prints a line after each. Before the first run, every config is checked (built) and
+  every workdir that holds a run of another config is refused (refuse_another_run)."""
   for cfg in configs.values():
     run_lib.Run.build(cfg)
   seeds = seeds if isinstance(seeds, dict) else {arm: seeds for arm in configs}
-  results = {arm: [] for arm in configs}
+  planned = []  # (arm, seed, its config, its workdir), one seed of every arm before the next seed.
   for seed in sorted({s for arm in configs for s in seeds[arm]}):
     for arm, cfg in configs.items():
       if seed in seeds[arm]:
         seeded = cfg.copy_and_resolve_references()
         seeded.train.seed = seed
-        workdir = os.path.join(out_dir, (dirs or {}).get(arm, arm), f"seed{seed}")
-        measured = functools.partial(measure, arm) if measure else None
-        results[arm].append(figures(seeded, workdir, measured, (extras or {}).get(arm)))
-        if said:
-          said(arm, seed, results[arm][-1])
+        planned.append((arm, seed, seeded, os.path.join(out_dir, (dirs or {}).get(arm, arm), f"seed{seed}")))
+  for _, _, cfg, workdir in planned:
+    refuse_another_run(cfg, workdir)
+  results = {arm: [] for arm in configs}
+  for arm, seed, cfg, workdir in planned:
+    measured = functools.partial(measure, arm) if measure else None
+    results[arm].append(figures(cfg, workdir, measured, (extras or {}).get(arm)))
+    if said:
+      said(arm, seed, results[arm][-1])
   return results
+
+
+def refuse_another_run(cfg, workdir: str) -> None:
+  """A UserError where `workdir` holds a run of another config than `cfg`, finished or not (its config.json, else
+  its result.json: a run whose figures alone are kept, as in git): training `cfg` there would delete it."""
+  ours = runs.config_key(json.loads(cfg.to_json_best_effort()))
+  for name in ("config.json", RESULT):
+    path = os.path.join(workdir, name)
+    if os.path.exists(path):
+      with open(path) as f:
+        saved = json.load(f)
+      theirs = runs.config_key(saved["key"] if name == RESULT else saved)
+      differ = [f"{section}.{field} {theirs.get(section, {}).get(field)!r} there, {value!r} here"
+                for section, fields in ours.items() for field, value in fields.items()
+                if theirs.get(section, {}).get(field) != value]
+      if differ:
+        raise UserError(f"{workdir} holds a run of another config ({'; '.join(differ[:3])}"
+                        + (f" and {len(differ) - 3} more" if len(differ) > 3 else "") + ")",
+                        fix="rerun with its settings to read it back, give another --out_dir for these runs, or "
+                            "delete that folder to train it again")
+      return
 
 
 def machine(results: dict[str, list]) -> str:
@@ -46,8 +74,8 @@ def machine(results: dict[str, list]) -> str:
 
 def figures(cfg, workdir: str, measure=None, extra: dict | None = None) -> dict:
   """A run's figures: read from workdir/result.json where the same config and `extra` made them, else trained
-  (resumed from the checkpoint of a run of the same config, any other run there deleted first), measured and
-  saved there, with the machine it trained on ('machine')."""
+  (resumed from the checkpoint of a run of the same config; a run of another config there is refused), measured
+  and saved there, with the machine it trained on ('machine')."""
   key = runs.config_key({**json.loads(cfg.to_json_best_effort()), **(extra or {})})
   path = os.path.join(workdir, RESULT)
   if os.path.exists(path):
@@ -55,6 +83,7 @@ def figures(cfg, workdir: str, measure=None, extra: dict | None = None) -> dict:
       saved = json.load(f)
     if runs.config_key(saved["key"]) == key:
       return saved["result"]
+  refuse_another_run(cfg, workdir)
   trained_on = runs.machine()
   wall = _trained(cfg, workdir)
   try:
@@ -68,7 +97,7 @@ def figures(cfg, workdir: str, measure=None, extra: dict | None = None) -> dict:
 
 def _trained(cfg, workdir: str) -> float:
   """Trains `cfg` in `workdir` (its console output to workdir/train.log) and returns the wall seconds of its
-  attempts: a stopped run of the same config resumes from its last checkpoint, anything else there starts over."""
+  attempts: a stopped run of the same config resumes from its last checkpoint; one that saved none starts over."""
   config_file, checkpoints = os.path.join(workdir, "config.json"), os.path.join(workdir, "checkpoints")
   resumable = False
   if os.path.exists(config_file) and os.path.isdir(checkpoints) and any(n.isdigit() for n in os.listdir(checkpoints)):

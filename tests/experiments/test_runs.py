@@ -39,6 +39,29 @@ def test_every_arm_is_checked_before_the_first_run_trains(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_workdir_holding_a_run_of_another_config_is_refused_not_deleted(tmp_path):
+  """A run whose figures alone are kept (result.json, as git keeps docs/ptb_runs) or a stopped one (config.json)
+  of another config would be deleted to train this one there: refused, naming the field, before any arm trains."""
+  cfg = configs.load("quickstart")
+  cfg.train.seed = 0
+  other = json.loads(cfg.to_json_best_effort())
+  other["train"]["steps"] += 1
+  kept, stopped = tmp_path / "b" / "seed0", tmp_path / "c" / "seed0"
+  for workdir, name, saved in ((kept, arms.RESULT, {"key": {**other, "window": [128, 64]}, "result": {}}),
+                               (stopped, "config.json", other)):
+    workdir.mkdir(parents=True)
+    (workdir / name).write_text(json.dumps(saved))
+  steps = cfg.train.steps
+  with pytest.raises(UserError, match=rf"b/seed0 holds a run of another config \(train.steps {steps + 1} there, "
+                                      rf"{steps} here\); rerun with its settings to read it back, give another "):
+    arms.each({"a": cfg, "b": cfg}, [0], str(tmp_path))
+  with pytest.raises(UserError, match=r"c/seed0 holds a run of another config \(train.steps"):
+    arms.figures(cfg, str(stopped))
+  assert not (tmp_path / "a").exists()  # The first arm did not train.
+  assert [p.name for p in kept.iterdir()] == [arms.RESULT] and [p.name for p in stopped.iterdir()] == ["config.json"]
+
+
+@pytest.mark.slow
 def test_budgets_and_fractions_that_name_one_run_twice_or_none_are_refused():
   with pytest.raises(UserError, match="give one or more distinct seeds from 0"):  # Before seed 0 trains.
     runs.seeds("0,-1")
