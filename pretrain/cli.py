@@ -8,6 +8,7 @@ imported only when chosen, so `pretrain --help` does not start JAX.
 """
 
 import argparse
+import contextlib
 import difflib
 import importlib
 import logging
@@ -162,6 +163,7 @@ def entry() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
   try:
     code = main()
+    sys.stdout.flush()  # Here, where a reader gone is caught (below), not in the exit's own flush.
   except SystemExit as e:
     code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     if not isinstance(e.code, (int, type(None))):
@@ -173,8 +175,9 @@ def entry() -> None:
     traceback.print_exc()
     code = 1
   if code:
-    sys.stdout.flush()
-    sys.stderr.flush()
+    with contextlib.suppress(BrokenPipeError):  # A reader gone: what is left goes unread, as the exit code says.
+      sys.stdout.flush()
+      sys.stderr.flush()
     os._exit(code)
   sys.exit(code)
 

@@ -1,15 +1,14 @@
 """Messages to the person running a command: from the first process only, above any progress bar.
 
 A reader of the output that goes away (`pretrain train | head`, or a `| tee` that the same Ctrl-C ended) fails the
-next write with BrokenPipeError. Raised by a signal handler's message or the step bar, it could land anywhere in a
-training step and lose the steps since the last checkpoint. So the stream goes quiet instead, and the process learns
-of it as a shell would tell it, by SIGPIPE, which the training loop takes as a request to save and stop
-(pretrain/train/signals.py). Where nothing handles SIGPIPE (Python ignores it), the error is raised: the command
-ends quietly (cli.entry), with nothing to save.
+next write with BrokenPipeError. Raised in a training step (by a signal handler's message, a progress bar, an
+evaluation's output), it would lose the steps since the last checkpoint. So the training loop writes through
+Output, which sends a stream whose reader has gone to /dev/null, and the process learns of it as a shell would tell
+it, by SIGPIPE, which the loop takes as a request to save and stop (pretrain/train/signals.py). Elsewhere the error
+is raised, and the command ends quietly (cli.entry), with nothing to save.
 """
 
 import os
-import signal
 import sys
 
 import jax
@@ -18,14 +17,13 @@ import tqdm
 
 def log(message: str) -> None:
   if jax.process_index() == 0:
-    try:
-      tqdm.tqdm.write(message)
-    except BrokenPipeError as error:
-      _reader_gone(sys.stdout, error)
+    tqdm.tqdm.write(message)
+    sys.stdout.flush()  # Now, not when a pipe's buffer fills or the process ends: a reader gone shows here.
 
 
 class Output:
-  """A stream for a progress bar (tqdm's `file`) that goes quiet when its reader goes away (above)."""
+  """sys.stdout or sys.stderr as the training loop writes them (contextlib.redirect_stdout): quiet once their
+  reader has gone (above)."""
 
   def __init__(self, stream):
     self._stream = stream
@@ -33,14 +31,19 @@ class Output:
   def write(self, text: str):
     try:
       return self._stream.write(text)
-    except BrokenPipeError as error:
-      return _reader_gone(self._stream, error)
+    except BrokenPipeError:
+      return self._reader_gone()
 
   def flush(self) -> None:
     try:
       self._stream.flush()
-    except BrokenPipeError as error:
-      _reader_gone(self._stream, error)
+    except BrokenPipeError:
+      self._reader_gone()
+
+  def _reader_gone(self) -> None:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, self._stream.fileno())  # Its later text (and what its buffer holds) goes nowhere, without error.
+    os.close(null)
 
   def __getattr__(self, name):  # isatty, fileno, encoding: the stream's.
     return getattr(self._stream, name)
@@ -51,9 +54,3 @@ class Output:
 
   def __hash__(self):
     return hash(self._stream)
-
-
-def _reader_gone(stream, error: BrokenPipeError) -> None:
-  os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())  # Its later text goes nowhere, without an error.
-  if not callable(signal.getsignal(signal.SIGPIPE)):  # No training loop to stop: the command ends.
-    raise error

@@ -34,14 +34,19 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, account, ex
   _announce(run, workdir, start)
   writer = metrics.MetricsWriter(workdir, enabled=jax.process_index() == 0)
   writer.truncate_after(start if start else -1)  # Records after the checkpoint, or of an attempt that saved none.
-  with run.activated(), signals.StopRequest() as stop, contextlib.ExitStack() as stack:
+  with run.activated(), contextlib.ExitStack() as stack:
+    # Every write of the loop (messages, bars, an evaluation's output) goes quiet when its reader goes away, rather
+    # than failing a step; SIGPIPE then asks for a save and a stop (pretrain/system/console.py).
+    stack.enter_context(contextlib.redirect_stdout(console.Output(sys.stdout)))
+    stack.enter_context(contextlib.redirect_stderr(console.Output(sys.stderr)))
+    stop = stack.enter_context(signals.StopRequest())
     eval_sets = evaluation.eval_sets(run)
     if start == 0:
       writer.write(0, evaluation.evaluate_all(run, state.params, eval_sets))
       account.mark("eval")
     # Closed on the way out, also by an error: the bar's last redraw would otherwise follow the error's line.
     bar = stack.enter_context(tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,
-                                        disable=jax.process_index() != 0, file=console.Output(sys.stderr)))
+                                        disable=jax.process_index() != 0))
     loop = _Loop(run, workdir, ckpt, state, start, train_batches, account, writer, bar, eval_sets, extra_eval)
     account.mark("startup")
     while loop.step < c.steps and not loop.stopping:

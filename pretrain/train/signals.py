@@ -24,7 +24,8 @@ class StopRequest:
 
   def _handle(self, signum, frame):
     del frame
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # A second Ctrl-C ends the process at once, even in native code.
+    if signum != signal.SIGPIPE:  # A second Ctrl-C ends the process at once, even in native code.
+      signal.signal(signal.SIGINT, signal.SIG_DFL)
     if self.signal is None:  # The first one says why the run stops (its exit code: 128 + it).
       self.signal = signum
       log(f"{_WHY[signum]}: saving a checkpoint, then stopping (Ctrl-C again to stop at once).")
