@@ -8,7 +8,7 @@ import json
 import os
 import time
 
-from pretrain import run as run_lib
+from pretrain import hf, run as run_lib
 from pretrain.experiments import runs
 from pretrain.system import files
 from pretrain.system.errors import UserError
@@ -49,22 +49,33 @@ def each(configs: dict, seeds, out_dir: str, measure=None, extras=None, dirs=Non
 def refuse_another_run(cfg, workdir: str) -> None:
   """A UserError where `workdir` holds a run of another config than `cfg`, finished or not (its config.json, else
   its result.json: a run whose figures alone are kept, as in git): training `cfg` there would delete it."""
-  ours = runs.config_key(json.loads(cfg.to_json_best_effort()))
-  for name in ("config.json", RESULT):
+  for name, ours in (("config.json", _as_trained(cfg)), (RESULT, _key(cfg))):
     path = os.path.join(workdir, name)
     if os.path.exists(path):
       with open(path) as f:
         saved = json.load(f)
-      theirs = runs.config_key(saved["key"] if name == RESULT else saved)
-      differ = [f"{section}.{field} {theirs.get(section, {}).get(field)!r} there, {value!r} here"
-                for section, fields in ours.items() for field, value in fields.items()
-                if theirs.get(section, {}).get(field) != value]
+      theirs = runs.config_key(saved) if name != RESULT else {
+          section: fields for section, fields in runs.config_key(saved["key"]).items() if section in ours}
+      differ = [f"{section}.{field} {theirs.get(section, {}).get(field)!r} there, {ours.get(section, {}).get(field)!r}"
+                " here" for section in sorted({*ours, *theirs})
+                for field in sorted({*ours.get(section, {}), *theirs.get(section, {})})
+                if theirs.get(section, {}).get(field) != ours.get(section, {}).get(field)]
       if differ:
         raise UserError(f"{workdir} holds a run of another config ({'; '.join(differ[:3])}"
                         + (f" and {len(differ) - 3} more" if len(differ) > 3 else "") + ")",
                         fix="rerun with its settings to read it back, give another --out_dir for these runs, or "
                             "delete that folder to train it again")
       return
+
+
+def _key(cfg) -> dict:
+  return runs.config_key(json.loads(cfg.to_json_best_effort()))
+
+
+def _as_trained(cfg) -> dict:
+  """The key of `cfg` as training writes it to config.json: train.init_from_hf takes the model's shape and
+  tokenizer from the Hugging Face directory."""
+  return _key(hf.import_config(cfg, cfg.train.init_from_hf) if cfg.train.init_from_hf else cfg)
 
 
 def machine(results: dict[str, list]) -> str:
@@ -76,7 +87,7 @@ def figures(cfg, workdir: str, measure=None, extra: dict | None = None) -> dict:
   """A run's figures: read from workdir/result.json where the same config and `extra` made them, else trained
   (resumed from the checkpoint of a run of the same config; a run of another config there is refused), measured
   and saved there, with the machine it trained on ('machine')."""
-  key = runs.config_key({**json.loads(cfg.to_json_best_effort()), **(extra or {})})
+  key = runs.config_key({**_key(cfg), **(extra or {})})
   path = os.path.join(workdir, RESULT)
   if os.path.exists(path):
     with open(path) as f:
@@ -102,7 +113,7 @@ def _trained(cfg, workdir: str) -> float:
   resumable = False
   if os.path.exists(config_file) and os.path.isdir(checkpoints) and any(n.isdigit() for n in os.listdir(checkpoints)):
     with open(config_file) as f:
-      resumable = runs.config_key(json.load(f)) == runs.config_key(json.loads(cfg.to_json_best_effort()))
+      resumable = runs.config_key(json.load(f)) == _as_trained(cfg)
   earlier = sum(a["updated"] - a["started"] for a in (goodput.read(workdir) or {}).get("attempts", ())) \
       if resumable else 0.0
   if not resumable:

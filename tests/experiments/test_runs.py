@@ -44,18 +44,19 @@ def test_a_workdir_holding_a_run_of_another_config_is_refused_not_deleted(tmp_pa
   of another config would be deleted to train this one there: refused, naming the field, before any arm trains."""
   cfg = configs.load("quickstart")
   cfg.train.seed = 0
-  other = json.loads(cfg.to_json_best_effort())
+  other, older = json.loads(cfg.to_json_best_effort()), json.loads(cfg.to_json_best_effort())
   other["train"]["steps"] += 1
+  older["train"]["gone"] = 1  # A field this version lacks.
   kept, stopped = tmp_path / "b" / "seed0", tmp_path / "c" / "seed0"
   for workdir, name, saved in ((kept, arms.RESULT, {"key": {**other, "window": [128, 64]}, "result": {}}),
-                               (stopped, "config.json", other)):
+                               (stopped, "config.json", older)):
     workdir.mkdir(parents=True)
     (workdir / name).write_text(json.dumps(saved))
   steps = cfg.train.steps
   with pytest.raises(UserError, match=rf"b/seed0 holds a run of another config \(train.steps {steps + 1} there, "
                                       rf"{steps} here\); rerun with its settings to read it back, give another "):
     arms.each({"a": cfg, "b": cfg}, [0], str(tmp_path))
-  with pytest.raises(UserError, match=r"c/seed0 holds a run of another config \(train.steps"):
+  with pytest.raises(UserError, match=r"c/seed0 holds a run of another config \(train.gone 1 there, None here\)"):
     arms.figures(cfg, str(stopped))
   assert not (tmp_path / "a").exists()  # The first arm did not train.
   assert [p.name for p in kept.iterdir()] == [arms.RESULT] and [p.name for p in stopped.iterdir()] == ["config.json"]

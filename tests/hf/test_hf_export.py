@@ -15,11 +15,12 @@ import torch
 import transformers
 
 from pretrain import hf, run as run_lib
+from pretrain.experiments import arms
 from pretrain.models import decoding
 from pretrain.system.errors import UserError
 from pretrain.vocab import pipeline as vocab
 from tests import numerics, one_process
-from tests.conftest import REPO, tiny_run
+from tests.conftest import REPO, tiny_config, tiny_run
 
 LLAMA_SHAPES = {
     "gqa": dict(d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, mlp_dim=160),
@@ -324,6 +325,9 @@ def test_trained_llama_exports_and_continues_from_the_export(tmp_path, run_train
   terms = numerics.transformer_terms(run.model.config, 32) + run.vocab_size + 2 * 4 * 32
   numerics.assert_close(_eval_losses(second)[0], _eval_losses(first)[3], terms=terms)
   assert json.load(open(second / "config.json"))["model"]["d_model"] == 32
+  # An experiment's rerun (pretrain/experiments/arms.py) takes the run as the config the import wrote, its own.
+  arms.refuse_another_run(tiny_config("--config.train.steps=1", f"--config.train.init_from_hf={out}",
+                                      "--config.model.d_model=64", "--config.model.num_kv_heads=2"), str(second))
 
 
 @pytest.mark.slow
