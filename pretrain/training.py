@@ -26,6 +26,7 @@ def train(cfg, workdir: str) -> dict:
   workdir_lib.check_layout(workdir)
   with WorkdirLock(workdir):
     workdir_lib.check_same_model(cfg, workdir)
+    cfg = _keeping_earlier_steps(cfg, workdir)
     run = run_lib.Run.build_with_data(cfg)
     memory.check_fits(run)
     ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints,
@@ -68,6 +69,20 @@ def train(cfg, workdir: str) -> dict:
       account.saved(start)
     return loop.train(run, workdir, ckpt, state, start, train_batches, account, extra_eval,
                       initial_state=lambda: initial_state(run))
+
+
+def _keeping_earlier_steps(cfg, workdir: str):
+  """`cfg` with the train.keep_steps its run's checkpoints recorded: a resume whose command line leaves them out
+  must not delete the branch points they keep (their steps stay kept in what this run records)."""
+  saved = workdir_lib.resumed_config(workdir)
+  earlier = sorted(set(saved.train.keep_steps) - set(cfg.train.keep_steps)) if saved is not None else []
+  if not earlier:
+    return cfg
+  cfg = cfg.copy_and_resolve_references()
+  cfg.train.keep_steps = tuple(sorted({*cfg.train.keep_steps, *earlier}))
+  log(f"Keeping the checkpoints of steps {', '.join(map(str, earlier))} (train.keep_steps of this run's earlier "
+      "checkpoints); to let one go, delete its folder")
+  return cfg
 
 
 def initial_state(run):

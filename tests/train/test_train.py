@@ -94,7 +94,8 @@ def _steps_logged(workdir):
 @pytest.mark.slow
 def test_train_resume_and_continue(tmp_path, run_train):
   workdir = tmp_path / "run"
-  first = run_train(workdir, "--config.train.steps=3", "--config.train.eval_every=2")
+  first = run_train(workdir, "--config.train.steps=3", "--config.train.eval_every=2", "--config.train.keep_steps=(2,)",
+                    "--config.train.keep_checkpoints=1")
   assert first.returncode == 0, first.stderr
   assert "Trained 3 steps" in first.stdout and "perplexity" in first.stdout
   # TINY's train.eval_batches=2: the summary says its loss is of those batches, not of the whole split.
@@ -110,9 +111,12 @@ def test_train_resume_and_continue(tmp_path, run_train):
 
   # Continued with a larger batch: the data position counts rows, so it goes on from the 13th.
   more = run_train(workdir, "--config.train.steps=6", "--config.train.eval_every=3", "--config.train.log_every=2",
-                   "--config.train.batch_size=8")
+                   "--config.train.batch_size=8", "--config.train.keep_checkpoints=1")
   assert more.returncode == 0, more.stderr
   assert "Resuming from the checkpoint at step 3" in more.stdout + more.stderr
+  # Its command line leaves out train.keep_steps, which the first run's checkpoints recorded: step 2 stays kept.
+  assert sorted(checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=1).manager.all_steps()) == [2, 6]
+  assert "Keeping the checkpoints of steps 2 (train.keep_steps of this run's earlier" in more.stdout + more.stderr
   assert checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(6)["streams"][0]["rows"] == 12 + 3 * 8
   # Logged every step up to 3, then every 2 steps and at each evaluation (every 3) to 6.
   assert _steps_logged(workdir) == [1, 2, 3, 4, 6]
