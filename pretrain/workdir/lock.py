@@ -3,8 +3,9 @@
 WORKDIR/run.lock holds the holder's host, pid, start time and a heartbeat
 that a thread refreshes every HEARTBEAT_SECONDS. A second run refuses to start
 while the lock is live. A lock is stale, and taken over, when its process is
-gone (same host) or its heartbeat is older than LEASE_SECONDS (another host:
-a killed or preempted VM leaves its lock behind).
+gone (same host: whatever its heartbeat, as a suspended run is alive) or, on
+another host, its heartbeat is older than LEASE_SECONDS (a killed or preempted
+VM leaves its lock behind).
 
 On a local disk the lock is created with O_EXCL, so two starts cannot both
 win. Object stores (gs://) have no exclusive create (pretrain/system/files.py): there
@@ -53,10 +54,33 @@ def _well_formed(holder) -> bool:
           and isinstance(holder.get("pid", -1), int) and not isinstance(holder.get("pid", -1), bool))
 
 
+def _started(pid: int) -> float | None:
+  """When process `pid` started, in seconds since the epoch (Linux's /proc); None where that cannot be read."""
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # Field 22, starttime: the 20th after the command's name.
+    with open("/proc/stat") as f:
+      boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+  except (OSError, ValueError, IndexError, StopIteration):
+    return None
+  return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _stale(holder: dict) -> bool:
-  if time.time() - holder.get("heartbeat", 0) > LEASE_SECONDS:
+  """Whether the lock's run is gone. On this host its process says so, whatever the heartbeat (a run suspended
+  with Ctrl-Z past the lease is alive): gone, or its pid taken by a process started after the lock. On another
+  host, a heartbeat older than the lease."""
+  if holder.get("host") != socket.gethostname():
+    return time.time() - holder.get("heartbeat", 0) > LEASE_SECONDS
+  pid = holder.get("pid", -1)
+  if not _alive(pid):
     return True
-  return holder.get("host") == socket.gethostname() and not _alive(holder.get("pid", -1))
+  started = _started(pid)
+  try:
+    locked = datetime.datetime.fromisoformat(holder["started"]).timestamp()
+  except (KeyError, TypeError, ValueError):
+    return False
+  return started is not None and started > locked + 1  # The lock is written after its process starts.
 
 
 def _describe(holder: dict, path: str) -> str:

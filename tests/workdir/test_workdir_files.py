@@ -4,8 +4,12 @@ stale run's lock), goodput.json damaged or another run's. A command that only re
 moves every such file aside (pretrain/system/aside.py) and goes on. The damaged config.json and a file where
 checkpoints/ goes are cases of test_bad_inputs.py for the commands that read a run."""
 
+import datetime
 import json
+import os
 import shutil
+import socket
+import time
 
 import pytest
 
@@ -42,6 +46,23 @@ def test_a_lock_of_garbage_is_taken_as_stale(tmp_path, capsys, garbage):
     assert json.loads((tmp_path / LOCK_FILE).read_text())["token"]
   assert not (tmp_path / LOCK_FILE).exists()
   assert "is not a lock this project wrote" in capsys.readouterr().out
+
+
+def test_a_live_process_on_this_host_holds_its_lock_whatever_its_heartbeat(tmp_path):
+  """A run suspended (Ctrl-Z) for longer than the lease is alive: its lock holds. Its pid taken by a process
+  started after the lock (this one, against a lock a year old) does not hold it."""
+  holder = {"host": socket.gethostname(), "pid": os.getpid(), "token": "theirs", "heartbeat": time.time() - 3600,
+            "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
+  (tmp_path / LOCK_FILE).write_text(json.dumps(holder))
+  with pytest.raises(UserError, match=f"in use by the run of pid {os.getpid()} on host"):
+    with WorkdirLock(str(tmp_path)):
+      pass
+  if not os.path.exists("/proc/self/stat"):  # A process's start time: Linux's /proc.
+    return
+  holder["started"] = (datetime.datetime.now() - datetime.timedelta(days=365)).astimezone().isoformat()
+  (tmp_path / LOCK_FILE).write_text(json.dumps(holder))
+  with WorkdirLock(str(tmp_path)):
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["token"] != "theirs"
 
 
 _ACCOUNT = {"run": "0123456789ab", "attempts": [{"started": 1.0, "updated": 2.0, "steps": [0, 1],
