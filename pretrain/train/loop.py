@@ -48,6 +48,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, account, ex
     bar = stack.enter_context(tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,
                                         disable=jax.process_index() != 0))
     loop = _Loop(run, workdir, ckpt, state, start, train_batches, account, writer, bar, eval_sets, extra_eval)
+    stopped_by = None
     account.mark("startup")
     while loop.step < c.steps and not loop.stopping:
       try:
@@ -59,7 +60,8 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, account, ex
         elif extra_now:
           writer.write(loop.step, extra_eval(loop.state.params, loop.step))
           account.mark("eval")
-        loop.stopping = stop.signal is not None  # Read once, here: a stop requested at any time is saved now.
+        stopped_by = stop.agreed(loop.step, c.log_every)  # Read once, here: a stop requested is saved now.
+        loop.stopping = stopped_by is not None
         if loop.checkpoint_due():
           loop.save()
       except spike_guard.Rollback as back:  # Raised by settle: on from an earlier checkpoint, past the bad batches.
@@ -72,7 +74,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, account, ex
       log(f"Stopped at step {loop.step}; " + (f"the checkpoint of step {loop.saved} is saved. " if loop.saved else "")
           + "Rerun the same command to resume.")
       account.write()
-      return {"step": loop.step, "stopped_by": stop.signal}
+      return {"step": loop.step, "stopped_by": stopped_by}
     summary = loop.finish()
   account.mark("finish")
   log(goodput.line(account.write()))

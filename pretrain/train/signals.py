@@ -4,6 +4,8 @@ request to checkpoint and stop (SIGPIPE in a run of one process); a second Ctrl-
 import signal
 
 import jax
+from jax.experimental import multihost_utils
+import numpy as np
 
 from pretrain.system.console import log
 
@@ -29,6 +31,16 @@ class StopRequest:
     if self.signal is None:  # The first one says why the run stops (its exit code: 128 + it).
       self.signal = signum
       log(f"{_WHY[signum]}: saving a checkpoint, then stopping (Ctrl-C again to stop at once).")
+
+  def agreed(self, step: int, every: int) -> int | None:
+    """The signal that stops the run at `step`, as every process sees it: at once in a run of one process; in a
+    run of several, every `every` steps, one that any process received (each host's arrives at its own moment, and
+    the save that follows is a collective they must all enter at the same step)."""
+    if jax.process_count() == 1:
+      return self.signal
+    if step % every:
+      return None
+    return int(np.max(multihost_utils.process_allgather(np.int32(self.signal or 0)))) or None
 
   def __exit__(self, *exc):
     for sig, handler in self._previous.items():

@@ -94,6 +94,32 @@ def test_replay_with_two_processes_reading_their_own_shards(tmp_path, cache_dir,
   assert "Resuming from the checkpoint at step 2" in out and "each host's order of examples changes" in out
 
 
+@pytest.mark.slow
+def test_sigterm_to_one_process_stops_both_at_one_checkpoint(tmp_path, cache_dir, vocabulary):
+  """A preemption's SIGTERM reaches each host at its own moment; here only process 1's: the two agree on the stop
+  (every log_every steps), save the same step together and exit 128 + SIGTERM, and the rerun resumes from it."""
+  del vocabulary
+  workdir = tmp_path / "run"
+  every = ("--config.train.log_every=2", "--config.train.eval_every=1000")
+  running = _start(workdir, cache_dir, 2, 4, "--config.train.steps=100000", *every)
+  try:
+    deadline = time.time() + 300
+    while len(train_losses(workdir)) < 2:
+      assert all(p.poll() is None for p in running) and time.time() < deadline, "the run ended before the signal"
+      time.sleep(0.2)
+    running[1].send_signal(signal.SIGTERM)
+    outputs = [p.communicate(timeout=120) for p in running]
+  finally:
+    for p in running:
+      p.kill()
+  assert [p.returncode for p in running] == [128 + signal.SIGTERM] * 2, [err[-2000:] for _, err in outputs]
+  from pretrain.train import checkpoint  # pylint: disable=g-import-not-at-top
+  saved = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).latest_step()
+  assert saved is not None and saved % 2 == 0, saved
+  out = _train(workdir, cache_dir, 2, 4, f"--config.train.steps={saved + 2}", *every)
+  assert f"Resuming from the checkpoint at step {saved}" in out
+
+
 HEARTBEAT = 5  # Seconds: a killed process 1 is found lost within this (a killed coordinator at once).
 LOST = ("--config.train.steps=12", "--config.train.checkpoint_every=2", "--config.train.eval_every=1000",
         "--config.train.eval_batches=1", f"--heartbeat_timeout_seconds={HEARTBEAT}")
