@@ -21,11 +21,11 @@ on the whole validation and test splits by `pretrain eval` (exp(nats / words), o
 
 A finished run keeps its figures in its workdir (pretrain/experiments/arms.py) and is not run again while its
 config is unchanged; an interrupted one resumes from its last checkpoint (rerun the same command); --config flags
-that change a run's config are refused there (give another --out_dir), so the page's runs are not trained over. The page's runs
-are docs/ptb_runs, whose figures git keeps (.gitignore: result.json and goodput.json, not the checkpoints): the
-page regenerates from them on any machine, and a run takes up to two hours on 2 CPU cores, so each is trained once;
---out_dir=runs/ptb trains them all again. Writes OUT.md (the command, machine, date and the table) and OUT.png
-(validation perplexity against tokens, each run).
+that change a run's config are refused there (give another --out_dir), so the page's runs are not trained over.
+The page's runs are docs/ptb_runs, whose figures git keeps (.gitignore: result.json and goodput.json, not the
+checkpoints): the page regenerates from them on any machine, and a run takes up to two hours on 2 CPU cores, so
+each is trained once; --out_dir=runs/ptb trains them all again. Writes OUT.md (the command, machine, date and
+the table) and OUT.png (validation perplexity against tokens, each run).
 """
 
 import functools

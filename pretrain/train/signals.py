@@ -1,5 +1,6 @@
 """SIGTERM, the first Ctrl-C and a reader of the output gone (SIGPIPE: pretrain/system/console.py) become a
-request to checkpoint and stop (SIGPIPE in a run of one process); a second Ctrl-C stops at once."""
+request to checkpoint and stop, which the processes of a run agree on (StopRequest.agreed); a second Ctrl-C stops
+at once."""
 
 import signal
 
@@ -19,8 +20,7 @@ class StopRequest:
     self._previous = {}
 
   def __enter__(self):
-    # Only the first process writes (console.log), so on its own it would stop and wait for the others to save.
-    for sig in _WHY if jax.process_count() == 1 else (signal.SIGTERM, signal.SIGINT):
+    for sig in _WHY:
       self._previous[sig] = signal.signal(sig, self._handle)
     return self
 
@@ -30,7 +30,8 @@ class StopRequest:
       signal.signal(signal.SIGINT, signal.SIG_DFL)
     if self.signal is None:  # The first one says why the run stops (its exit code: 128 + it).
       self.signal = signum
-      log(f"{_WHY[signum]}: saving a checkpoint, then stopping (Ctrl-C again to stop at once).")
+      log(f"{_WHY[signum]}: saving a checkpoint, then stopping"
+          + (" (Ctrl-C again to stop at once)." if signum != signal.SIGPIPE else "."))
 
   def agreed(self, step: int, every: int) -> int | None:
     """The signal that stops the run at `step`, as every process sees it: at once in a run of one process; in a
