@@ -49,23 +49,28 @@ def each(configs: dict, seeds, out_dir: str, measure=None, extras=None, dirs=Non
 def refuse_another_run(cfg, workdir: str) -> None:
   """A UserError where `workdir` holds a run of another config than `cfg`, finished or not (its config.json, else
   its result.json: a run whose figures alone are kept, as in git): training `cfg` there would delete it."""
-  for name, ours in (("config.json", _as_trained(cfg)), (RESULT, _key(cfg))):
+  for name, key_of in (("config.json", _as_trained), (RESULT, _key)):
     path = os.path.join(workdir, name)
-    if os.path.exists(path):
-      with open(path) as f:
-        saved = json.load(f)
-      theirs = runs.config_key(saved) if name != RESULT else {
-          section: fields for section, fields in runs.config_key(saved["key"]).items() if section in ours}
-      differ = [f"{section}.{field} {theirs.get(section, {}).get(field)!r} there, {ours.get(section, {}).get(field)!r}"
-                " here" for section in sorted({*ours, *theirs})
-                for field in sorted({*ours.get(section, {}), *theirs.get(section, {})})
-                if theirs.get(section, {}).get(field) != ours.get(section, {}).get(field)]
-      if differ:
-        raise UserError(f"{workdir} holds a run of another config ({'; '.join(differ[:3])}"
-                        + (f" and {len(differ) - 3} more" if len(differ) > 3 else "") + ")",
-                        fix="rerun with its settings to read it back, give another --out_dir for these runs, or "
-                            "delete that folder to train it again")
-      return
+    if not os.path.exists(path):
+      continue
+    with open(path) as f:
+      saved = json.load(f)
+    ours = key_of(cfg)
+    theirs = runs.config_key(saved if name != RESULT else saved["key"])
+    ours, theirs = _flat(ours), _flat({s: theirs[s] for s in theirs if s in ours})  # A result's key: + measuring flags.
+    differ = [f"{k} {theirs.get(k)!r} there, {ours.get(k)!r} here" for k in sorted({*ours, *theirs})
+              if theirs.get(k) != ours.get(k)]
+    if differ:
+      raise UserError(f"{workdir} holds a run of another config ({'; '.join(differ[:3])}"
+                      + (f" and {len(differ) - 3} more" if len(differ) > 3 else "") + ")",
+                      fix="rerun with its settings to read it back, give another --out_dir for these runs, or "
+                          "delete that folder to train it again")
+    return
+
+
+def _flat(key: dict) -> dict:
+  """{'section.field': value} of a config key."""
+  return {f"{section}.{field}": value for section, fields in key.items() for field, value in fields.items()}
 
 
 def _key(cfg) -> dict:
