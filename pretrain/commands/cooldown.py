@@ -47,7 +47,7 @@ def main(argv: list[str], prog: str = "pretrain cooldown") -> int:
   cfg = cli.with_overrides(cfg, overrides)
   distributed.initialize(args)
   summary = training.train(cfg, args.out)
-  return 128 + summary["stopped_by"] if summary.get("stopped_by") else 0
+  return distributed.exit_code(summary)
 
 
 if __name__ == "__main__":

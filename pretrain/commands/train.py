@@ -33,7 +33,7 @@ def main(argv: list[str], prog: str = "pretrain train") -> int:
   distributed.initialize(args)
   from pretrain import training  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
   summary = training.train(cfg, args.workdir)
-  return 128 + summary["stopped_by"] if summary.get("stopped_by") else 0
+  return distributed.exit_code(summary)
 
 
 def branch_config(argv: list[str]):

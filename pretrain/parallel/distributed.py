@@ -57,3 +57,14 @@ def initialize(args) -> None:
                              heartbeat_timeout_seconds=args.heartbeat_timeout_seconds)
   state = jax._src.distributed.global_state  # pylint: disable=protected-access  (the backend is not started yet)
   lost_process.start(state.process_id, state.num_processes, verbose=getattr(args, "verbose", False))
+
+
+def exit_code(summary: dict) -> int:
+  """A training command's exit code: 0, or 128 + the signal that stopped the run. The processes of a stopped run
+  leave together first (jax.distributed.shutdown's barrier): cli.entry ends a failed command with os._exit,
+  which skips JAX's own shutdown at exit, and the coordinator's process gone first would abort the others."""
+  if not summary.get("stopped_by"):
+    return 0
+  if jax.process_count() > 1:  # They agreed on the stop (StopRequest.agreed), so all of them come here.
+    jax.distributed.shutdown()
+  return 128 + summary["stopped_by"]
