@@ -66,9 +66,10 @@ def window_size(store: token_store.TokenStore, lengths: dict) -> int:
 def window_documents(documents: int, size: int, seed: int, member: int, g, in_order: bool = False) -> tf.Tensor:
   """The store indices of window g's documents: the g-th `size` documents of the endless sequence of epochs, each
   epoch a seeded permutation of the store (member: which member of a mixture). `in_order` (a stream context): each
-  epoch visits the store's consecutive runs of `size` documents in a seeded order instead, each run in the store's
-  order, the runs starting a seeded number of documents (below `size`) further on each epoch, the last wrapping
-  around to the first documents: the text is cut into rows at other places each epoch, not into the same rows."""
+  epoch visits the source's consecutive runs of `size` documents in a seeded order instead, each run in the source's
+  order (positions in it, which TokenStore.read_in_order reads), the runs starting a seeded number of documents
+  (below `size`) further on each epoch, the last wrapping around to the first documents: the text is cut into rows
+  at other places each epoch, not into the same rows."""
   g = tf.cast(g, tf.int64)
   per_epoch = -(-documents // size)
   epoch, k = g // per_epoch, g % per_epoch
@@ -85,13 +86,14 @@ def window_rows(task, store: token_store.TokenStore, converter, lengths: dict, s
   """fn(g) -> a dataset of one element: the packed rows of window g, stacked in a seeded order, each with its
   window, its index in that order and its member. `features`: the run's model features, of which those the
   member's converter does not make are zeros (a causal-LM row among prefix-LM rows). `size`: documents per window
-  (0: window_size of `lengths`). `in_order`: the window's documents in the store's order (window_documents)."""
+  (0: window_size of `lengths`). `in_order`: the window's documents in the source's order (window_documents)."""
 
   size = size or window_size(store, lengths)
 
   def rows(g):
     ids = window_documents(len(store), size, seed, member, g, in_order)
-    tokens, sizes = tf.numpy_function(store.read, [ids], [tf.int32, tf.int64], stateful=False)
+    read = store.read_in_order if in_order else store.read  # A stream's text, whatever the store's shards.
+    tokens, sizes = tf.numpy_function(read, [ids], [tf.int32, tf.int64], stateful=False)
     tokens = tf.reshape(tokens, [-1])
     texts = tf.RaggedTensor.from_row_lengths(tokens, tf.reshape(sizes, [-1]))
     dataset = task.preprocess_postcache(tf.data.Dataset.from_tensor_slices({"targets": texts}), lengths, seed)

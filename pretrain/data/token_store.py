@@ -202,6 +202,13 @@ class TokenStore:
     return (np.concatenate(documents).astype(np.int32),
             np.array([len(d) for d in documents], np.int64))
 
+  def read_in_order(self, positions) -> tuple[np.ndarray, np.ndarray]:
+    """read() of the documents at `positions` in the source's order: shard i of n holds the source's documents
+    i, i + n, i + 2n, ... (build_shard), so position p is document p // n of shard p % n."""
+    positions = np.asarray(positions, np.int64)
+    shards = len(self._readers)
+    return self.read(self.starts[positions % shards] + positions // shards)
+
 
 def _read_meta(path: str) -> dict:
   try:

@@ -201,6 +201,20 @@ def test_two_shards_make_the_store(cache_dir, vocabulary, zebra_files):
   tokens, sizes = store.read([0, store.starts[1]])  # Shard 0 holds documents 0, 2, ...; shard 1 holds 1, 3, ...
   np.testing.assert_array_equal(tokens, np.concatenate([whole[0]["targets"], whole[1]["targets"]]))
   assert sizes.tolist() == [len(whole[0]["targets"]), len(whole[1]["targets"])]
+  in_order, _ = store.read_in_order(np.arange(len(store)))
+  np.testing.assert_array_equal(in_order, np.concatenate([d["targets"] for d in whole]))
+  # data.context=stream: every row is a cut of the text in the source's order, not of the shards' order.
+  stream = _run(cache_dir, "--config.data.source=files", f"--config.data.train_files={zebra_files}",
+                f"--config.tokenizer.path={vocabulary.sentencepiece_model_file}", "--config.data.context=stream")
+  task, _, objective = stream.member_tasks()[0]
+  assert objective.in_order
+  text = np.concatenate([np.append(d["targets"], vocabulary.eos_id) for d in whole]).astype(np.int32).tobytes()
+  windows = indexed.window_rows(task, store, stream.family.converter(), stream.task_lengths, 0, 0, in_order=True)
+  rows = list(indexed.member_rows(windows, 0, 1, (0, 0)).take(8).as_numpy_iterator())
+  assert any(len(set(r["decoder_segment_ids"])) == 1 and r["decoder_loss_weights"].all() for r in rows)
+  for row in rows:
+    tokens = row["decoder_target_tokens"][row["decoder_loss_weights"] > 0]
+    assert tokens.astype(np.int32).tobytes() in text, tokens
 
 
 def test_a_shard_that_another_process_builds_is_waited_for(cache_dir, vocabulary, zebra_files):
