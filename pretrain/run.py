@@ -313,7 +313,13 @@ class Run:
     from pretrain.data import replay  # pylint: disable=g-import-not-at-top  (data stack: not for generate)
     c, objective_ = self.cfg, objective_ or self.objective
     return replay.batches(task or self.task, split, objective_.family.task_lengths(c.data), c.train.batch_size,
-                          objective_.family, seed=c.train.seed, host_sharding=c.data.host_sharding, **kwargs)
+                          objective_.family, seed=c.train.seed, host_sharding=self.host_sharding(objective_),
+                          **kwargs)
+
+  def host_sharding(self, objective_=None) -> str:
+    """data.host_sharding, but 'examples' in a stream context: a host's shard of the documents would join every
+    n-th document into its rows, so each host reads the whole text in order and keeps its share of the rows."""
+    return "examples" if (objective_ or self.objective).in_order else self.cfg.data.host_sharding
 
   def restore(self, saver: checkpoint.Checkpointer, step: int, what: str):
     """The state saved at `step`, after checking its parameters' shapes against the model's."""
@@ -344,7 +350,7 @@ class Run:
       # pylint: disable-next=g-import-not-at-top  (data stack: not for generate)
       from pretrain.data.replay import ReplayBatches
       return ReplayBatches(self.task, self.task_lengths, self.family, batch_size=c.train.batch_size,
-                           seed=c.train.seed, host_sharding=c.data.host_sharding, position=position)
+                           seed=c.train.seed, host_sharding=self.host_sharding(), position=position)
     # pylint: disable-next=g-import-not-at-top  (data stack: not for generate)
     from pretrain.data.indexed import IndexedBatches
     members = [(task, source, o.family.converter(), o.family.task_lengths(c.data), o.in_order)

@@ -42,10 +42,10 @@ def main(argv: list[str], prog: str = "pretrain cooldown") -> int:
   if fixed:
     raise UserError(f"--config.{fixed[0]} is set by the branch (the parent's, with --from_step and --steps); "
                     "drop it")
-  cfg = (branch.existing(args.out, args.workdir, args.from_step, args.steps)
-         or branch.config(args.workdir, args.from_step, args.steps))
+  cfg = branch.existing(args.out, args.workdir, args.from_step, args.steps)
+  distributed.initialize(args)  # Before branch.config opens the parent's checkpoints: that starts JAX's backend.
+  cfg = cfg or branch.config(args.workdir, args.from_step, args.steps)
   cfg = cli.with_overrides(cfg, overrides)
-  distributed.initialize(args)
   summary = training.train(cfg, args.out)
   return distributed.exit_code(summary)
 

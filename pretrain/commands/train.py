@@ -25,12 +25,12 @@ def main(argv: list[str], prog: str = "pretrain train") -> int:
   saved = branch_config(argv)
   if saved is None:
     args, cfg = cli.parse_command_line(parser, argv)
-    if cfg.train.parent:  # A branch set up by hand: the checks pretrain cooldown makes.
-      from pretrain.workdir import branch  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
-      branch.check_made(cfg)
   else:
     args, cfg = branch_command_line(parser, argv, saved)
-  distributed.initialize(args)
+  distributed.initialize(args)  # Before a parent's checkpoints are opened: that starts JAX's backend.
+  if saved is None and cfg.train.parent:  # A branch set up by hand: the checks pretrain cooldown makes.
+    from pretrain.workdir import branch  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+    branch.check_made(cfg)
   from pretrain import training  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
   summary = training.train(cfg, args.workdir)
   return distributed.exit_code(summary)

@@ -112,11 +112,13 @@ SCHEMA = {
         "streams": Field(1, POSITIVE, "indexed: independent streams that share each batch (a multiple of it); a host "
                                       "prepares only the streams its rows come from, so set it to the number of hosts "
                                       "(or a multiple) for multi-host runs. Fixed for a run."),
-        "host_sharding": Field("source", one_of("source", "examples"), "replay, multi-host: source (each host prepares "
-                                                                       "its shard of the documents) | examples (each "
-                                                                       "host prepares everything and keeps every n-th "
-                                                                       "example: the same global batches for any "
-                                                                       "number of hosts)."),
+        "host_sharding": Field("source", one_of("source", "examples"), "replay and evaluation, multi-host: source "
+                                                                       "(each host prepares its shard of the "
+                                                                       "documents) | examples (each host prepares "
+                                                                       "everything and keeps every n-th example: the "
+                                                                       "same global batches for any number of hosts; "
+                                                                       "data.context=stream always reads so, to keep "
+                                                                       "the text in order)."),
         "task": Field("", None, "Your own seqio Task or Mixture, trained on instead of data.source's (data.objective "
                                 "still chooses the model family, whose features the task must give): its name, and the "
                                 "module or .py file whose import registers it. Its preprocessors are its own, so it is "

@@ -120,6 +120,38 @@ def test_sigterm_to_one_process_stops_both_at_one_checkpoint(tmp_path, cache_dir
   assert f"Resuming from the checkpoint at step {saved}" in out
 
 
+@pytest.mark.slow
+def test_a_cooldown_on_two_processes_of_a_stream_run_is_one_process_s(tmp_path, run_train, run_pretrain, cache_dir):
+  """pretrain cooldown joins the processes before it opens the parent's checkpoints (which starts JAX), and in a
+  stream context (data.context=stream) two processes train and evaluate the branch as one does: each host's
+  evaluation rows are cut from the whole text in order, not from its shard of the documents (data.host_sharding
+  source, the default, would give it every other document)."""
+  stream = ("--config.data.context=stream", "--config.train.batch_size=8", "--config.train.eval_every=2")
+  parent = tmp_path / "parent"
+  result = run_train(parent, *stream, "--config.optimizer.schedule=wsd", "--config.optimizer.warmup_steps=1",
+                     "--config.train.steps=6", "--config.optimizer.decay_steps=2", "--config.train.keep_steps=(2,)")
+  assert result.returncode == 0, result.stderr[-3000:]
+  branch = ("cooldown", f"--workdir={parent}", "--from_step=2", "--steps=2")
+  one = run_pretrain(*branch, f"--out={tmp_path / 'one'}")
+  assert one.returncode == 0, one.stderr[-3000:]
+  port = _free_port()
+  running = [subprocess.Popen([sys.executable, "-m", "pretrain", *branch, f"--out={tmp_path / 'two'}",
+                               f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2", f"--process_id={i}"],
+                              cwd=REPO, env={**fake_devices(4), "PRETRAIN_CACHE": cache_dir},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+  for p, (_, err) in zip(running, [p.communicate(timeout=600) for p in running]):
+    assert p.returncode == 0, err[-3000:]
+  from pretrain.train import metrics  # pylint: disable=g-import-not-at-top
+  # Bits per byte: the loss of the barely trained model hardly tells rows apart, the bytes of their text do.
+  evals = [{r["step"]: r["eval/bits_per_byte"] for r in metrics.read(str(tmp_path / run)) if "eval/loss" in r}
+           for run in ("two", "one")]
+  assert list(evals[0]) == [4]
+  # 2 steps of 8 rows of 32 tokens, their sums reduced across processes and devices in other orders.
+  terms = 2 * numerics.gradient_terms(tiny_run().model.config, 8, 32)
+  numerics.assert_close([train_losses(tmp_path / "two")[s] for s in (3, 4)] + list(evals[0].values()),
+                        [train_losses(tmp_path / "one")[s] for s in (3, 4)] + list(evals[1].values()), terms=terms)
+
+
 HEARTBEAT = 5  # Seconds: a killed process 1 is found lost within this (a killed coordinator at once).
 LOST = ("--config.train.steps=12", "--config.train.checkpoint_every=2", "--config.train.eval_every=1000",
         "--config.train.eval_batches=1", f"--heartbeat_timeout_seconds={HEARTBEAT}")
