@@ -46,8 +46,7 @@ def main(argv: list[str], prog: str = "pretrain cooldown") -> int:
   distributed.initialize(args)  # Before branch.config opens the parent's checkpoints: that starts JAX's backend.
   cfg = cfg or branch.config(args.workdir, args.from_step, args.steps)
   cfg = cli.with_overrides(cfg, overrides)
-  summary = training.train(cfg, args.out)
-  return distributed.exit_code(summary)
+  return distributed.exit_code(training.train, cfg, args.out)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,7 @@ def main(argv: list[str], prog: str = "pretrain train") -> int:
     from pretrain.workdir import branch  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
     branch.check_made(cfg)
   from pretrain import training  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
-  summary = training.train(cfg, args.workdir)
-  return distributed.exit_code(summary)
+  return distributed.exit_code(training.train, cfg, args.workdir)
 
 
 def branch_config(argv: list[str]):

@@ -59,12 +59,24 @@ def initialize(args) -> None:
   lost_process.start(state.process_id, state.num_processes, verbose=getattr(args, "verbose", False))
 
 
-def exit_code(summary: dict) -> int:
-  """A training command's exit code: 0, or 128 + the signal that stopped the run. The processes of a stopped run
-  leave together first (jax.distributed.shutdown's barrier): cli.entry ends a failed command with os._exit,
-  which skips JAX's own shutdown at exit, and the coordinator's process gone first would abort the others."""
+def exit_code(train, *args) -> int:
+  """train(*args)'s exit code as a training command's: 0, or 128 + the signal that stopped the run. The processes
+  of a run that stops, or fails alike on every process (UserError.every_process: a NaN loss, a refused workdir),
+  leave together first (jax.distributed.shutdown's barrier): cli.entry ends a failed command with os._exit, which
+  skips JAX's own shutdown at exit, and the coordinator's process gone first would abort the others, its report
+  of a lost process in place of their own line."""
+  try:
+    summary = train(*args)
+  except UserError as e:
+    if e.every_process:
+      _leave_together()
+    raise
   if not summary.get("stopped_by"):
     return 0
-  if jax.process_count() > 1:  # They agreed on the stop (StopRequest.agreed), so all of them come here.
-    jax.distributed.shutdown()
+  _leave_together()  # They agreed on the stop (StopRequest.agreed), so all of them come here.
   return 128 + summary["stopped_by"]
+
+
+def _leave_together() -> None:
+  if jax.process_count() > 1:
+    jax.distributed.shutdown()

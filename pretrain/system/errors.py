@@ -10,9 +10,12 @@ class UserError(Exception):
   what to do: `fix`, where it is given apart (a run's failure says how to change the settings and resume; a sweep,
   whose points cannot be rerun otherwise, says its own: pretrain/experiments/sweep.py)."""
 
-  def __init__(self, problem: str, fix: str = ""):
+  def __init__(self, problem: str, fix: str = "", every_process: bool = False):
     super().__init__(f"{problem}; {fix}" if fix else problem)
     self.problem, self.fix = problem, fix
+    # Raised alike by every process of a run at one point of it (after a collective that agreed on it), so they
+    # can leave together (pretrain/parallel/distributed.py).
+    self.every_process = every_process
 
 
 # TensorFlow's wrapping of an op's message: "{{function_node ...}} MESSAGE [Op:IteratorGetNext] name: ".

@@ -299,4 +299,5 @@ def check_finite(unchecked, bar, ckpt, saved: int) -> None:
   ckpt.close()  # Waits for a pending save of a good state.
   kept = f"the checkpoint of step {saved} is intact" if saved else "no checkpoint had been written"
   raise UserError(f"the loss or gradient became NaN or Inf at step {unchecked[0]}; stopped without saving ({kept})",
-                  fix="lower optimizer.learning_rate or raise optimizer.warmup_steps, then rerun to resume")
+                  fix="lower optimizer.learning_rate or raise optimizer.warmup_steps, then rerun to resume",
+                  every_process=True)  # The loss is the global batch's.

@@ -160,9 +160,9 @@ class WorkdirLock:
     if jax.process_count() > 1:  # Every process stops if process 0 was refused.
       refused = multihost_utils.broadcast_one_to_all(np.int32(bool(refusal)))
       if refused and not refusal:
-        raise UserError(f"process 0 could not lock the workdir ({self.path}); see its message")
+        raise UserError(f"process 0 could not lock the workdir ({self.path}); see its message", every_process=True)
     if refusal:
-      raise UserError(refusal)
+      raise UserError(refusal, every_process=jax.process_count() > 1)
     if jax.process_index() == 0:
       self._thread = threading.Thread(target=self._beat, daemon=True)
       self._thread.start()

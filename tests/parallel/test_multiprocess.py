@@ -26,15 +26,26 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def _start(workdir, cache_dir, processes: int, devices: int, *args) -> list[subprocess.Popen]:
-  """Starts `python -m pretrain train` as `processes` processes of `devices` CPU devices each."""
+# A host slow to exit: os._exit waits, as a loaded host's exit may. Process 0, the coordinator, exiting first
+# would then have JAX's coordination service abort the others (unless they leave together).
+SLOW_EXIT = "import os, time\n_exit = os._exit\nos._exit = lambda code: (time.sleep(3), _exit(code))\n"
+
+
+def _start(workdir, cache_dir, processes: int, devices: int, *args, slow_exit: str = "") -> list[subprocess.Popen]:
+  """Starts `python -m pretrain train` as `processes` processes of `devices` CPU devices each; with `slow_exit`
+  (a directory), all but process 0 exit 3 s late (its sitecustomize.py: SLOW_EXIT)."""
   env = {**fake_devices(devices), "PRETRAIN_CACHE": cache_dir}
   cmd = [sys.executable, "-m", "pretrain", "train", "--config=configs/quickstart.py", f"--workdir={workdir}", *ARGS,
          *args]
   if processes > 1:
     port = _free_port()
     cmd += [f"--coordinator_address=127.0.0.1:{port}", f"--num_processes={processes}"]
-  return [subprocess.Popen(cmd + ([f"--process_id={i}"] if processes > 1 else []), cwd=REPO, env=env,
+  if slow_exit:
+    os.makedirs(slow_exit, exist_ok=True)
+    with open(os.path.join(slow_exit, "sitecustomize.py"), "w") as f:
+      f.write(SLOW_EXIT)
+  return [subprocess.Popen(cmd + ([f"--process_id={i}"] if processes > 1 else []), cwd=REPO,
+                           env={**env, "PYTHONPATH": slow_exit} if slow_exit and i else env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
           for i in range(processes)]
 
@@ -97,11 +108,13 @@ def test_replay_with_two_processes_reading_their_own_shards(tmp_path, cache_dir,
 @pytest.mark.slow
 def test_sigterm_to_one_process_stops_both_at_one_checkpoint(tmp_path, cache_dir, vocabulary):
   """A preemption's SIGTERM reaches each host at its own moment; here only process 1's: the two agree on the stop
-  (every log_every steps), save the same step together and exit 128 + SIGTERM, and the rerun resumes from it."""
+  (every log_every steps), save the same step together and exit 128 + SIGTERM, and the rerun resumes from it. A
+  stop, and an error every process raises (a NaN loss on the rerun), end every process with its own exit code and
+  line though process 1 is slow to exit (SLOW_EXIT): the processes leave together."""
   del vocabulary
-  workdir = tmp_path / "run"
+  workdir, slow = tmp_path / "run", str(tmp_path / "slow_exit")
   every = ("--config.train.log_every=2", "--config.train.eval_every=1000")
-  running = _start(workdir, cache_dir, 2, 4, "--config.train.steps=100000", *every)
+  running = _start(workdir, cache_dir, 2, 4, "--config.train.steps=100000", *every, slow_exit=slow)
   try:
     deadline = time.time() + 300
     while len(train_losses(workdir)) < 2:
@@ -116,8 +129,12 @@ def test_sigterm_to_one_process_stops_both_at_one_checkpoint(tmp_path, cache_dir
   from pretrain.train import checkpoint  # pylint: disable=g-import-not-at-top
   saved = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).latest_step()
   assert saved is not None and saved % 2 == 0, saved
-  out = _train(workdir, cache_dir, 2, 4, f"--config.train.steps={saved + 2}", *every)
-  assert f"Resuming from the checkpoint at step {saved}" in out
+  diverging = ("--config.optimizer.learning_rate=1e12", "--config.optimizer.grad_clip=1e30")
+  running = _start(workdir, cache_dir, 2, 4, f"--config.train.steps={saved + 4}", *every, *diverging, slow_exit=slow)
+  outputs = [p.communicate(timeout=300) for p in running]
+  assert [p.returncode for p in running] == [2, 2], [err[-2000:] for _, err in outputs]
+  assert f"Resuming from the checkpoint at step {saved}" in outputs[0][0] + outputs[0][1]
+  assert all("became NaN or Inf at step" in err and "lost process" not in err for _, err in outputs)
 
 
 @pytest.mark.slow
