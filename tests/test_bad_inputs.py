@@ -165,6 +165,8 @@ CASES = [
     ("eval of an unknown task", ["eval", f"--workdir={RUN}", "--task=corpus_nope"],
      "--task='corpus_nope' is not a task"),
     ("eval of zero batches", ["eval", f"--workdir={RUN}", "--task=corpus_clm", "--batches=0"], "argument --batches: give at least 1, not 0"),
+    ("eval with a stride past its window", ["eval", f"--workdir={RUN}", "--task=corpus_clm", "--window=8",
+                                            "--stride=9"], "--stride=9 leaves tokens unscored: at most --window=8"),
     ("generate from no run", ["generate", f"--workdir={TMP}/none", "--prompt=a"], "holds no run (no config.json)"),
     ("generate with an empty prompt", ["generate", f"--workdir={RUN}", "--prompt="], "--prompt is empty"),
     ("generate at a negative temperature", ["generate", f"--workdir={RUN}", "--prompt=a", "--temperature=-1"],

@@ -115,6 +115,8 @@ def main(argv: list[str], prog: str = "pretrain eval") -> None:
   args = parser.parse_args(argv)
   if args.stride and not args.window:
     parser.error("--stride needs --window")
+  if args.stride > args.window:  # Before the run and the split are read.
+    parser.error(f"--stride={args.stride} leaves tokens unscored: at most --window={args.window}")
   s = evaluate(args.workdir, args.task, args.split, args.batches, args.ngram, args.window, args.stride)
   values = ", ".join(f"{k} {v:,}" if k == "words" else f"{k} {v:.2f}" if k.endswith("perplexity") else
                      f"{k} {v:.4f}" for k, v in s.items() if k not in ("task", "split", "step", "batches", "ngram", "window",
