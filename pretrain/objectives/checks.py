@@ -19,7 +19,7 @@ def validate(cfg) -> None:
   if not cfg.data.task:
     for spec in named(cfg):
       spec.check(cfg)
-    _check_unread(cfg, specs)  # (A user's task reads none of them.)
+  _check_unread(cfg, specs)  # A user's task reads none of them.
   check_schedule(cfg)
   family = run_family(cfg)
   config_lib.check_with_family(cfg, family)
@@ -53,6 +53,9 @@ def _check_unread(cfg, specs) -> None:
     section, field = key.split(".")
     plain = lambda value: json.loads(json.dumps(value))  # A saved config's lists are the default's tuples.
     if field in cfg[section] and plain(cfg[section][field]) != plain(declared[key].default):
+      if cfg.data.task:
+        raise UserError(f"{key}={cfg[section][field]!r} changes nothing: data.task={cfg.data.task} brings its own "
+                        "preprocessors", fix="drop it, or set it in your task")
       readers = [spec.name for spec in specs if key in spec.settings]
       raise UserError(f"{key}={cfg[section][field]!r} is read only by {' and '.join(readers)}, which this config "
                       f"does not train or evaluate (data.objective={cfg.data.objective})",

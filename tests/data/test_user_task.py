@@ -78,6 +78,9 @@ def test_a_user_task_that_does_not_fit_is_refused(user_module, cache_dir):
   with pytest.raises(UserError, match=r"reads \['inputs', 'targets'\]; choose the objective"):
     build("--config.data.task=lowercase_lm", f"--config.data.task_module={user_module}",
           "--config.data.objective=span_corruption")
+  with pytest.raises(UserError, match="data.context='stream' changes nothing: data.task=lowercase_lm brings its own"):
+    build("--config.data.task=lowercase_lm", f"--config.data.task_module={user_module}",
+          "--config.data.context=stream")
   with pytest.raises(UserError, match="set --config.tokenizer.extra_ids=100"):
     build("--config.data.task=lowercase_lm", f"--config.data.task_module={user_module}",
           "--config.tokenizer.extra_ids=10")

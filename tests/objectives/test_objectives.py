@@ -53,8 +53,11 @@ def test_checks_run_with_the_config_before_any_data():
   cfg.data.objective, cfg.data.ul2_denoisers = "ul2", (("Q", 3, 0.15, 1.0),)
   with pytest.raises(UserError, match=r"data.ul2_denoisers row \('Q', 3, 0.15, 1.0\) is invalid"):
     objectives.validate(cfg)
-  cfg.data.task = "a_seqio_task_of_the_users"  # Its preprocessors are its own: the objective's are not checked.
-  objectives.validate(cfg)
+  cfg.data.task = "a_seqio_task_of_the_users"  # Its preprocessors are its own: the objective's settings are unread.
+  with pytest.raises(UserError, match=r"data.ul2_denoisers=.* changes nothing: data.task=a_seqio_task_of_the_users"):
+    objectives.validate(cfg)
+  cfg.data.ul2_denoisers = objectives.settings(objectives.known(cfg))["data.ul2_denoisers"].default
+  objectives.validate(cfg)  # Nor are the objective's own checks made (targets_length=10).
 
 
 def test_a_user_objective_s_settings_go_in_data_model_or_loss(tmp_path):
