@@ -47,6 +47,7 @@ def train(cfg, workdir: str) -> dict:
       state, start, position = initial_state(run), 0, None
       account.mark("startup")
     else:
+      workdir_lib.check_resume(run, workdir, start)
       account.mark("startup")
       state = run.restore(ckpt, start, f"the checkpoint of step {start} in {workdir!r}")
       account.mark("checkpoint")

@@ -11,6 +11,7 @@ listing and every file's checksum). The cases run in turn in one process
 import hashlib
 import os
 import pathlib
+import random
 import resource
 import shutil
 import signal
@@ -161,6 +162,11 @@ CASES = [
      "model.d_model=32, not 48"),
     ("resume with another family", ["train", f"--workdir={RUN}", *TINY, "--config.data.objective=span_corruption"],
      "decoder-only model"),
+    ("resume past its steps", ["train", f"--workdir={RUN}", *TINY, "--config.train.steps=1"],
+     "train.steps=1 ends before the checkpoint of step 2"),
+    ("resume on another source's vocabulary", ["train", f"--workdir={RUN}", *TINY, "--config.data.source=files",
+                                               f"--config.data.train_files={DATA}/letters.txt"],
+     "is not the one the checkpoints in"),
     ("eval of no run", ["eval", f"--workdir={TMP}/none", "--task=corpus_clm"], "holds no run (no config.json)"),
     ("eval of an unknown task", ["eval", f"--workdir={RUN}", "--task=corpus_nope"],
      "--task='corpus_nope' is not a task"),
@@ -255,6 +261,9 @@ def _write_data(data: pathlib.Path) -> None:
   (data / "raises.py").write_text("def get_config():\n  return {}['model']\n")
   (data / "syntax.py").write_text("def get_config():\n  return (\n")
   (data / "empty.py").write_text("x = 1\n")
+  letters = random.Random(0)  # Text enough for the quickstart's 4096 pieces, none of them the corpus's vocabulary.
+  (data / "letters.txt").write_text("\n".join(" ".join("".join(letters.choices("abcdefghij", k=letters.randint(2, 7)))
+                                                      for _ in range(12)) for _ in range(4000)))
   (data / "loop_a.gin").write_text("include 'loop_b.gin'\n")
   (data / "loop_b.gin").write_text("include 'loop_a.gin'\n")
   from tests.objectives.test_user_objective import guide_objective  # pylint: disable=g-import-not-at-top

@@ -7,9 +7,10 @@ training run resumes as its checkpoints say, and moves aside the workdir's files
 what it wrote (pretrain/system/aside.py).
 """
 
-from pretrain.workdir.checks import check_layout, check_same_model, check_writable
+from pretrain.workdir.checks import check_layout, check_resume, check_same_model, check_writable
 from pretrain.workdir.run_files import (CURATION_FILE, VOCAB_FILES, file_sha256, resumed_config, saved_config,
                                         set_aside_misplaced, vocabulary_file, write_run_files)
 
-__all__ = ["CURATION_FILE", "VOCAB_FILES", "check_layout", "check_same_model", "check_writable", "file_sha256",
-           "resumed_config", "saved_config", "set_aside_misplaced", "vocabulary_file", "write_run_files"]
+__all__ = ["CURATION_FILE", "VOCAB_FILES", "check_layout", "check_resume", "check_same_model", "check_writable",
+           "file_sha256", "resumed_config", "saved_config", "set_aside_misplaced", "vocabulary_file",
+           "write_run_files"]

@@ -1,13 +1,15 @@
 """The checks of a workdir before a run uses it: that it can be written, that its checkpoints directory is one,
-and that checkpoints already there are of the same model and vocabulary."""
+and that checkpoints already there are of the same model and vocabulary, and end after the step they resume."""
 
 import os
 import uuid
 
 from pretrain import objectives
 from pretrain.system import files
+from pretrain.system.console import log
 from pretrain.system.errors import UserError
-from pretrain.workdir.run_files import resumed_config
+from pretrain.train import checkpoint
+from pretrain.workdir.run_files import differences, file_sha256, resumed_config
 
 # Config sections that fix the shapes of a checkpoint, and fields of theirs that only say how a step computes;
 # other fields that fix the checkpoint's tree (the optimizer's state: AdamW's moments, Adafactor's factors).
@@ -53,9 +55,35 @@ def check_same_model(cfg, workdir: str) -> None:
                     f"{saved['data']['objective']!r}), which data.objective={cfg.data.objective!r} cannot continue; "
                     "use a new --workdir")
   fields = [f"{section}.{key}" for section in _SHAPE_SECTIONS for key in current[section]]
-  for field in [f for f in fields if f not in _NOT_SHAPES] + list(_STATE_FIELDS):
+  # A vocabulary the checkpoints record is compared by its contents as the run resumes (check_resume), not by path.
+  by_contents = ("tokenizer.path",) if checkpoint.recorded_vocabulary(os.path.join(workdir, "checkpoints")) else ()
+  for field in [f for f in fields if f not in _NOT_SHAPES + by_contents] + list(_STATE_FIELDS):
     section, key = field.split(".")
     value = current[section][key]
     if saved.get(section, {}).get(key) != value:
       raise UserError(f"workdir {workdir!r} holds checkpoints of a run with {field}="
                       f"{saved.get(section, {}).get(key)!r}, not {value!r}; use a new --workdir or the old value")
+
+
+def check_resume(run, workdir: str, start: int) -> None:
+  """A run resumed from its checkpoint of `start`: refuses a config that ends before it, and a vocabulary other than
+  the one the checkpoints were trained with (one trained on another data.source: its token ids would mean other
+  text); says in one line where the config differs from the run's own (resumed_config), which it then becomes."""
+  saved = resumed_config(workdir)
+  own = f" (its train.steps={saved.train.steps})" if saved is not None else ""
+  if run.cfg.train.steps < start:
+    raise UserError(f"train.steps={run.cfg.train.steps} ends before the checkpoint of step {start} in {workdir!r}",
+                    fix=f"rerun with the run's own settings{own}, or a larger --config.train.steps")
+  recorded = checkpoint.recorded_vocabulary(os.path.join(workdir, "checkpoints"))
+  if recorded is not None and file_sha256(run.vocabulary.file) != recorded:
+    raise UserError(f"the vocabulary {run.vocabulary.file} is not the one the checkpoints in {workdir!r} were trained "
+                    "with (its SHA-256 differs): their token ids would mean other text",
+                    fix="resume with the run's data.source and tokenizer settings"
+                        + (f" (data.source={saved.data.source!r}, tokenizer.path={saved.tokenizer.path!r})"
+                           if saved is not None else ""))
+  differ = [d for d in differences(saved, run.cfg) if d[0] != "train.keep_steps"] if saved is not None else []
+  if differ:
+    shown = "; ".join(f"{key} {theirs!r} -> {ours!r}" for key, theirs, ours in differ[:6])
+    more = f" and {len(differ) - 6} more" if len(differ) > 6 else ""
+    log(f"Resuming with another config than the run's: {shown}{more} (from the command line; rerun with the run's "
+        "flags to keep its own)")

@@ -71,7 +71,7 @@ def saved_config(workdir: str) -> ml_collections.ConfigDict:
   if recorded is None:
     return cfg
   recorded = _config(recorded)
-  differ = _differences(recorded, cfg)
+  differ = differences(recorded, cfg)
   if differ:
     shown = "; ".join(f"{key}={theirs!r} there, {ours!r} recorded" for key, ours, theirs in differ[:3])
     more = f" and {len(differ) - 3} more" if len(differ) > 3 else ""
@@ -80,13 +80,14 @@ def saved_config(workdir: str) -> ml_collections.ConfigDict:
   return recorded
 
 
-def _differences(recorded, cfg) -> list[tuple[str, object, object]]:
+def differences(recorded, cfg) -> list[tuple[str, object, object]]:
   """(section.field, recorded value, value in `cfg`) of every field where the two configs differ (a field `cfg`
   lacks, as a user's objective's setting it does not name, is None there)."""
   theirs = cfg.to_dict()
   pairs = ((key, config_lib.value(recorded, key), theirs.get(key.split(".")[0], {}).get(key.split(".")[1]))
            for key in config_lib.flat_keys(recorded))
-  return [(key, ours, given) for key, ours, given in pairs if ours != given]
+  plain = lambda value: json.loads(json.dumps(value, default=str))  # A tuple and the list JSON made of it are one.
+  return [(key, ours, given) for key, ours, given in pairs if plain(ours) != plain(given)]
 
 
 def _read_config(path: str) -> tuple[ml_collections.ConfigDict | None, str]:

@@ -1,6 +1,7 @@
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -109,11 +110,16 @@ def test_train_resume_and_continue(tmp_path, run_train):
   position = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(3)  # The data item.
   assert position["task"] == "corpus_clm" and position["streams"] == [{"rows": 3 * 4, "members": [[0, 12]]}]
 
-  # Continued with a larger batch: the data position counts rows, so it goes on from the 13th.
+  # Continued with a larger batch: the data position counts rows, so it goes on from the 13th. The vocabulary,
+  # given by path now, is the run's by its contents.
+  shutil.copy(workdir / "spm.model", tmp_path / "own.model")
   more = run_train(workdir, "--config.train.steps=6", "--config.train.eval_every=3", "--config.train.log_every=2",
-                   "--config.train.batch_size=8", "--config.train.keep_checkpoints=1")
+                   "--config.train.batch_size=8", "--config.train.keep_checkpoints=1",
+                   f"--config.tokenizer.path={tmp_path / 'own.model'}")
   assert more.returncode == 0, more.stderr
   assert "Resuming from the checkpoint at step 3" in more.stdout + more.stderr
+  said = next(line for line in more.stdout.splitlines() if line.startswith("Resuming with another config"))
+  assert "train.batch_size 4 -> 8" in said and "train.steps 3 -> 6" in said and "tokenizer.path '' -> " in said
   # Its command line leaves out train.keep_steps, which the first run's checkpoints recorded: step 2 stays kept.
   assert sorted(checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=1).manager.all_steps()) == [2, 6]
   assert "Keeping the checkpoints of steps 2 (train.keep_steps of this run's earlier" in more.stdout + more.stderr
