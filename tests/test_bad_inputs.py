@@ -167,6 +167,8 @@ CASES = [
     ("resume on another source's vocabulary", ["train", f"--workdir={RUN}", *TINY, "--config.data.source=files",
                                                f"--config.data.train_files={DATA}/letters.txt"],
      "is not the one the checkpoints in"),
+    ("export to a bucket", ["export", f"--workdir={RUN}", "--out=gs://bucket/model"],
+     "--out=gs://bucket/model is a URL: the export writes a local directory"),
     ("eval of no run", ["eval", f"--workdir={TMP}/none", "--task=corpus_clm"], "holds no run (no config.json)"),
     ("eval of an unknown task", ["eval", f"--workdir={RUN}", "--task=corpus_nope"],
      "--task='corpus_nope' is not a task"),

@@ -26,6 +26,9 @@ def main(argv: list[str], prog: str = "pretrain export") -> None:
   parser.add_argument("--workdir", required=True, type=cli.run_workdir, help="a run of pretrain train")
   parser.add_argument("--out", required=True, type=cli.output_dir, help="a new (or empty) directory to write")
   args = parser.parse_args(argv)
+  if "://" in args.out:  # transformers and safetensors write files; a bucket is reached by copying them.
+    parser.error(f"--out={args.out} is a URL: the export writes a local directory; give one, then copy it to the "
+                 "bucket (gcloud storage cp -r DIR URL)")
 
   from pretrain import hf, run as run_lib  # pylint: disable=g-import-not-at-top  (not for --help)
 

@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 
 from pretrain.hf import layers
+from pretrain.system.errors import UserError
 
 ARCHITECTURE, MODEL_TYPE, FAMILY = "LlamaForCausalLM", "llama", "llama"
 IMPORTS = True
@@ -19,6 +20,15 @@ def matches(model_cfg) -> bool:
 
 
 def hf_config(model_cfg, vocab_size: int, max_length: int) -> dict:
+  if model_cfg.d_model % model_cfg.num_heads:  # transformers' LlamaConfig refuses it as it loads.
+    raise UserError(f"transformers' {ARCHITECTURE} needs model.d_model ({model_cfg.d_model}) divisible by "
+                    f"model.num_heads ({model_cfg.num_heads}), whatever model.head_dim; this model cannot be "
+                    "exported as one")
+  return _config(model_cfg, vocab_size, max_length)
+
+
+def _config(model_cfg, vocab_size: int, max_length: int) -> dict:
+  """Llama's config.json, which the architectures with experts share."""
   return {
       "architectures": [ARCHITECTURE], "model_type": MODEL_TYPE, "vocab_size": vocab_size,
       "hidden_size": model_cfg.d_model, "intermediate_size": model_cfg.mlp_dim,
@@ -26,6 +36,7 @@ def hf_config(model_cfg, vocab_size: int, max_length: int) -> dict:
       "num_key_value_heads": model_cfg.num_kv_heads, "head_dim": model_cfg.head_dim, "hidden_act": "silu",
       "max_position_embeddings": max_length, "rms_norm_eps": float(model_cfg.get("norm_eps", 1e-6)),
       "rope_parameters": {"rope_type": "default", "rope_theta": float(model_cfg.rope_theta)},
+      "rope_theta": float(model_cfg.rope_theta),  # What transformers 4 reads (5 reads rope_parameters).
       "tie_word_embeddings": bool(model_cfg.tie_embeddings), "attention_bias": False, "mlp_bias": False,
       # Training inputs are the targets shifted right after id 0, so id 0 is the BOS.
       "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 0, "dtype": "float32",
@@ -36,7 +47,7 @@ def moe_config(model_cfg, vocab_size: int, max_length: int) -> dict:
   """Llama's config.json, to which an architecture with experts adds its own fields."""
   dense = model_cfg.copy_and_resolve_references()
   dense.moe_experts = 0
-  config = hf_config(dense, vocab_size, max_length)
+  config = _config(dense, vocab_size, max_length)
   del config["mlp_bias"], config["attention_bias"]
   return config
 

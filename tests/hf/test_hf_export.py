@@ -91,6 +91,8 @@ def _text_ids(vocabulary, corpus_source, count):
 
 
 def _check_llama(out, model, params, ids, architecture="LlamaForCausalLM"):
+  config = json.load(open(os.path.join(out, "config.json")))
+  assert config["rope_theta"] == config["rope_parameters"]["rope_theta"]  # transformers 4 reads the first.
   theirs = transformers.AutoModelForCausalLM.from_pretrained(out, attn_implementation="eager").eval()
   assert type(theirs).__name__ == architecture
   tokens = np.asarray([[0] + ids])
@@ -390,6 +392,10 @@ def test_bad_exports_and_imports_are_refused(tmp_path, run_train, trained_run, v
     with pytest.raises(UserError, match=f"cannot be exported as SwitchTransformersForConditionalGeneration: {reason}"):
       hf.export(str(tmp_path / "switch"), run, params, vocabulary)
     assert not os.path.exists(tmp_path / "switch")
+  run, params = _random_model("clm", vocabulary, {"num_heads": 3, "num_kv_heads": 3})  # 32 wide: heads of 16.
+  with pytest.raises(UserError, match=r"LlamaForCausalLM needs model.d_model \(32\) divisible by model.num_heads"):
+    hf.export(str(tmp_path / "three_heads"), run, params, vocabulary)
+  assert not os.path.exists(tmp_path / "three_heads")
   settings, unsupported = hf.switch_transformers.model_config({
       "model_type": "switch_transformers", "d_model": 8, "d_kv": 4, "d_ff": 16, "num_layers": 2, "num_heads": 2,
       "vocab_size": 300, "num_experts": 4, "dense_act_fn": "gelu", "router_bias": True, "encoder_sparse_step": 2,
