@@ -167,6 +167,8 @@ CASES = [
     ("resume on another source's vocabulary", ["train", f"--workdir={RUN}", *TINY, "--config.data.source=files",
                                                f"--config.data.train_files={DATA}/letters.txt"],
      "is not the one the checkpoints in"),
+    ("resume without clipping", ["train", f"--workdir={RUN}", *TINY, "--config.optimizer.grad_clip=0"],
+     "optimizer.grad_clip=1.0, not 0.0: one of them is 0"),
     ("export to a bucket", ["export", f"--workdir={RUN}", "--out=gs://bucket/model"],
      "--out=gs://bucket/model is a URL: the export writes a local directory"),
     ("eval of no run", ["eval", f"--workdir={TMP}/none", "--task=corpus_clm"], "holds no run (no config.json)"),

@@ -4,7 +4,7 @@ and that checkpoints already there are of the same model and vocabulary, and end
 import os
 import uuid
 
-from pretrain import objectives
+from pretrain import config as config_lib, objectives
 from pretrain.system import files
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
@@ -16,6 +16,10 @@ from pretrain.workdir.run_files import differences, file_sha256, resumed_config
 _SHAPE_SECTIONS = ("model", "tokenizer")
 _NOT_SHAPES = ("model.attention",)
 _STATE_FIELDS = ("optimizer.name",)
+# Fields whose being zero or not adds or removes a link of the optimizer's chain, and so a part of its state
+# (train/optimizer.py): {field: whether it is a link, from the optimizer section}.
+_STATE_LINKS = {"optimizer.grad_clip": lambda opt: bool(opt.get("grad_clip")),
+                "optimizer.weight_decay": lambda opt: opt.get("name") == "adafactor" and bool(opt.get("weight_decay"))}
 
 
 def check_writable(workdir: str) -> None:
@@ -63,6 +67,13 @@ def check_same_model(cfg, workdir: str) -> None:
     if saved.get(section, {}).get(key) != value:
       raise UserError(f"workdir {workdir!r} holds checkpoints of a run with {field}="
                       f"{saved.get(section, {}).get(key)!r}, not {value!r}; use a new --workdir or the old value")
+  for field, link in _STATE_LINKS.items():
+    if link(saved.get("optimizer", {})) != link(current["optimizer"]):
+      theirs = saved.get("optimizer", {}).get(field.split(".")[1])
+      raise UserError(f"workdir {workdir!r} holds checkpoints of a run with {field}={theirs!r}, not "
+                      f"{config_lib.value(cfg, field)!r}: one of them is 0, which leaves its step out of the "
+                      "optimizer, whose state the checkpoints hold", fix="use a new --workdir, or a value that is 0 "
+                      "where theirs is and not where it is not")
 
 
 def check_resume(run, workdir: str, start: int) -> None:
