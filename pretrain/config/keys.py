@@ -102,6 +102,13 @@ def get(cfg: ml_collections.ConfigDict, key: str):
 def set_value(cfg: ml_collections.ConfigDict, key: str, value, what: str) -> None:
   """Sets the dotted `key` of `cfg` to a parsed value of the field's type."""
   node, leaf = _locate(cfg, key, what, prefix="")
+  current = node[leaf]
+  # ml_collections takes None into any field and a bool into a number's (True as 1): a gin binding or a config
+  # file's typo would then pass as "off", or as one step.
+  mistyped = isinstance(value, bool) and not isinstance(current, (bool, type(None)))
+  if (value is None and current is not None) or mistyped:
+    raise UserError(f"{what}: {value!r} is not a value of this field; give a {type(current).__name__}, e.g. "
+                    f"{current!r}")
   try:
     node[leaf] = value
   except TypeError as e:

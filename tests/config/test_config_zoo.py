@@ -144,6 +144,10 @@ def test_gin_macros_includes_flags_and_errors(tmp_path):
   with pytest.raises(UserError, match=r"gin binding model.d_modle \(.*typo.gin, line 1\): unknown config key "
                                       r"'model.d_modle'; did you mean model.d_model\?"):
     _parse([f"--gin_file={tmp_path / 'typo.gin'}"])
+  for binding, kind in (("model.dropout = None", "float, e.g. 0.0"), ("train.steps = True", "int, e.g. 300")):
+    (tmp_path / "typed.gin").write_text(binding + "\n")
+    with pytest.raises(UserError, match=f"is not a value of this field; give a {kind}"):
+      _parse([f"--gin_file={tmp_path / 'typed.gin'}"])
   (tmp_path / "broken.gin").write_text("model.d_model = (3\n")
   with pytest.raises(UserError, match="gin syntax error"):
     _parse([f"--gin_file={tmp_path / 'broken.gin'}"])
