@@ -13,6 +13,7 @@ Pipeline parallelism splits the scanned layers (their 'layers' axis) over the `s
 a contiguous block of layers (models/pipeline.py).
 """
 
+import ast
 import math
 
 import flax.linen as nn
@@ -114,6 +115,11 @@ def rules(mesh_cfg) -> tuple[tuple[str, object], ...]:
   """The logical axis rules of the config (a PRESETS name or (logical, mesh axes) pairs), checked
   against the mesh axes."""
   given = mesh_cfg.rules
+  if isinstance(given, str) and given.lstrip().startswith(("(", "[")):  # Pairs, as --config and gin give them: text.
+    try:
+      given = ast.literal_eval(given)
+    except (ValueError, SyntaxError):
+      raise UserError(f"mesh.rules={given!r} is not a Python literal of (logical axis, mesh axes) pairs") from None
   if isinstance(given, str):
     if given not in PRESETS:
       raise UserError(f"mesh.rules={given!r} is not a preset; use one of {', '.join(PRESETS)} or a tuple of "

@@ -321,6 +321,11 @@ def test_bad_meshes_and_rules_are_named():
   mesh_cfg = ml_collections.ConfigDict({"rules": (("embed", "model"),)})
   with pytest.raises(UserError, match="maps 'embed' to unknown mesh axis 'model'"):
     mesh_lib.rules(mesh_cfg)
+  # Pairs given on the command line (a string field's text), as the field's help shows them.
+  pairs = (("activation_batch", ("data", "fsdp")), ("embed", "fsdp"), ("mlp", "tensor"))
+  assert mesh_lib.rules(tiny_config(f"--config.mesh.rules={pairs!r}").mesh) == pairs
+  with pytest.raises(UserError, match="is not a Python literal of"):
+    mesh_lib.rules(ml_collections.ConfigDict({"rules": "((embed, fsdp),)"}))
 
 
 def test_multi_slice_split():
