@@ -8,7 +8,7 @@ from pretrain import config as config_lib, objectives
 from pretrain.system import files
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
-from pretrain.train import checkpoint
+from pretrain.train import checkpoint, optimizer
 from pretrain.workdir.run_files import differences, file_sha256, resumed_config
 
 # Config sections that fix the shapes of a checkpoint, and fields of theirs that only say how a step computes;
@@ -96,5 +96,8 @@ def check_resume(run, workdir: str, start: int) -> None:
   if differ:
     shown = "; ".join(f"{key} {theirs!r} -> {ours!r}" for key, theirs, ours in differ[:6])
     more = f" and {len(differ) - 6} more" if len(differ) > 6 else ""
-    log(f"Resuming with another config than the run's: {shown}{more} (from the command line; rerun with the run's "
-        "flags to keep its own)")
+    # The schedule is a function of the steps too: a longer cosine run's rate at the checkpoint is another.
+    rates = [float(optimizer.schedule(c.optimizer, c.train.steps)(start)) for c in (saved, run.cfg)]
+    rate = f"; the learning rate at step {start} {rates[0]:.3g} -> {rates[1]:.3g}" if rates[0] != rates[1] else ""
+    log(f"Resuming with another config than the run's: {shown}{more}{rate} (from the command line; rerun with the "
+        "run's flags to keep its own)")

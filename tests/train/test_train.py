@@ -96,7 +96,7 @@ def _steps_logged(workdir):
 def test_train_resume_and_continue(tmp_path, run_train):
   workdir = tmp_path / "run"
   first = run_train(workdir, "--config.train.steps=3", "--config.train.eval_every=2", "--config.train.keep_steps=(2,)",
-                    "--config.train.keep_checkpoints=1")
+                    "--config.train.keep_checkpoints=1", "--config.optimizer.warmup_steps=1")
   assert first.returncode == 0, first.stderr
   assert "Trained 3 steps" in first.stdout and "perplexity" in first.stdout
   # TINY's train.eval_batches=2: the summary says its loss is of those batches, not of the whole split.
@@ -115,11 +115,12 @@ def test_train_resume_and_continue(tmp_path, run_train):
   shutil.copy(workdir / "spm.model", tmp_path / "own.model")
   more = run_train(workdir, "--config.train.steps=6", "--config.train.eval_every=3", "--config.train.log_every=2",
                    "--config.train.batch_size=8", "--config.train.keep_checkpoints=1",
-                   f"--config.tokenizer.path={tmp_path / 'own.model'}")
+                   "--config.optimizer.warmup_steps=1", f"--config.tokenizer.path={tmp_path / 'own.model'}")
   assert more.returncode == 0, more.stderr
   assert "Resuming from the checkpoint at step 3" in more.stdout + more.stderr
   said = next(line for line in more.stdout.splitlines() if line.startswith("Resuming with another config"))
   assert "train.batch_size 4 -> 8" in said and "train.steps 3 -> 6" in said and "tokenizer.path '' -> " in said
+  assert "the learning rate at step 3 " in said  # A longer cosine schedule is at another point of its decay.
   # Its command line leaves out train.keep_steps, which the first run's checkpoints recorded: step 2 stays kept.
   assert sorted(checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=1).manager.all_steps()) == [2, 6]
   assert "Keeping the checkpoints of steps 2 (train.keep_steps of this run's earlier" in more.stdout + more.stderr
