@@ -63,7 +63,7 @@ def model_config(hf: dict) -> tuple[dict, list[str]]:
           "num_heads": heads, "num_kv_heads": hf.get("num_key_value_heads") or heads,
           "head_dim": hf.get("head_dim") or hf["hidden_size"] // heads, "rope_theta": float(rope["rope_theta"]),
           "norm_eps": float(hf.get("rms_norm_eps", 1e-6)), "tie_embeddings": bool(hf.get("tie_word_embeddings", False)),
-          "vocab_size": hf["vocab_size"]}, [k for k, bad in unsupported.items() if bad]
+          "vocab_size": hf["vocab_size"], "moe_experts": 0}, [k for k, bad in unsupported.items() if bad]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -320,16 +320,19 @@ def test_trained_llama_exports_and_continues_from_the_export(tmp_path, run_train
   # Pre-training continues from the export: the first evaluation equals the exported run's last.
   second = tmp_path / "second"
   result = run_train(second, "--config.train.steps=1", f"--config.train.init_from_hf={out}",
-                     "--config.model.d_model=64", "--config.model.num_kv_heads=2")  # Replaced by the import.
+                     "--config.model.d_model=64", "--config.model.num_kv_heads=2",  # Replaced by the import ...
+                     "--config.model.moe_experts=4", "--config.model.moe_mlp_dim=32")  # ... of a dense model.
   assert result.returncode == 0, result.stderr
   assert "Initialising from" in result.stderr + result.stdout
+  assert json.load(open(second / "config.json"))["model"]["moe_experts"] == 0
   # The model, a log-softmax over the vocabulary, the mean over TINY's evaluation batches (2 x 4 rows of 32).
   terms = numerics.transformer_terms(run.model.config, 32) + run.vocab_size + 2 * 4 * 32
   numerics.assert_close(_eval_losses(second)[0], _eval_losses(first)[3], terms=terms)
   assert json.load(open(second / "config.json"))["model"]["d_model"] == 32
   # An experiment's rerun (pretrain/experiments/arms.py) takes the run as the config the import wrote, its own.
   arms.refuse_another_run(tiny_config("--config.train.steps=1", f"--config.train.init_from_hf={out}",
-                                      "--config.model.d_model=64", "--config.model.num_kv_heads=2"), str(second))
+                                      "--config.model.d_model=64", "--config.model.num_kv_heads=2",
+                                      "--config.model.moe_experts=4", "--config.model.moe_mlp_dim=32"), str(second))
 
 
 @pytest.mark.slow
