@@ -21,7 +21,7 @@ def train(cfg, workdir: str) -> dict:
   """Builds the run of `cfg` in `workdir` and trains it. Nothing in the workdir changes until every check
   (the config, the model against the workdir's, the checkpoint's shapes) and the restore have passed."""
   if cfg.train.init_from_hf:
-    cfg = hf.init_config(cfg, run_lib.objective(cfg).family)
+    cfg = _from_hf(cfg, workdir)
   workdir_lib.check_writable(workdir)
   workdir_lib.check_layout(workdir)
   with WorkdirLock(workdir):
@@ -70,6 +70,26 @@ def train(cfg, workdir: str) -> dict:
       account.saved(start)
     return loop.train(run, workdir, ckpt, state, start, train_batches, account, extra_eval,
                       initial_state=lambda: initial_state(run))
+
+
+def _from_hf(cfg, workdir: str):
+  """`cfg` with the model and tokenizer of train.init_from_hf (hf.init_config); or, once the run has checkpoints
+  and that directory is gone (a preempted machine's disk), as they record them, the vocabulary the run's own copy:
+  a resume needs the directory no more."""
+  saved = workdir_lib.resumed_config(workdir)
+  if (saved is None or saved.train.init_from_hf != cfg.train.init_from_hf or os.path.exists(cfg.train.init_from_hf)
+      or "://" in cfg.train.init_from_hf):
+    return hf.init_config(cfg, run_lib.objective(cfg).family)
+  copy = next((p for p in (os.path.join(workdir, n) for n in workdir_lib.VOCAB_FILES) if os.path.exists(p)), None)
+  if copy is None:
+    raise UserError(f"train.init_from_hf={cfg.train.init_from_hf!r} is gone, and {workdir!r} holds no copy of the "
+                    "run's vocabulary", fix="restore the directory to resume")
+  cfg = cfg.copy_and_resolve_references()
+  cfg.model, cfg.tokenizer = saved.model, saved.tokenizer
+  cfg.tokenizer.path = copy
+  log(f"{cfg.train.init_from_hf} is gone: resuming with the model its import set, as the checkpoints record it, "
+      f"and the run's copy of its vocabulary ({copy})")
+  return cfg
 
 
 def _keeping_earlier_steps(cfg, workdir: str):

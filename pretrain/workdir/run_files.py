@@ -48,9 +48,13 @@ def write_run_files(run, workdir: str) -> None:
     # Atomically: the other processes of a resumed run read it meanwhile.
     files.write_atomically(os.path.join(workdir, "config.json"), config_lib.to_json(run.cfg).encode())
     copy = os.path.join(workdir, run.vocabulary.workdir_name)
-    if files.exists(copy) and files.read_bytes(copy) != files.read_bytes(run.vocabulary.file):  # Edited, cut, swapped.
-      aside.move(copy, "is not the vocabulary the run trains with", f"the run writes its {run.vocabulary.workdir_name}")
-    files.copy(run.vocabulary.file, copy)
+    itself = all(map(files.local, (copy, run.vocabulary.file))) and files.exists(copy) and os.path.samefile(
+        copy, run.vocabulary.file)  # tokenizer.path names the run's own copy (a resume may).
+    if not itself:
+      if files.exists(copy) and files.read_bytes(copy) != files.read_bytes(run.vocabulary.file):  # Edited, swapped.
+        aside.move(copy, "is not the vocabulary the run trains with",
+                   f"the run writes its {run.vocabulary.workdir_name}")
+      files.copy(run.vocabulary.file, copy)
     curated = {source.name: source.curation.report(run.vocabulary) for source in run.sources if source.curation}
     if curated:
       files.write_atomically(os.path.join(workdir, CURATION_FILE), json.dumps(curated, indent=1).encode())

@@ -333,6 +333,12 @@ def test_trained_llama_exports_and_continues_from_the_export(tmp_path, run_train
   arms.refuse_another_run(tiny_config("--config.train.steps=1", f"--config.train.init_from_hf={out}",
                                       "--config.model.d_model=64", "--config.model.num_kv_heads=2",
                                       "--config.model.moe_experts=4", "--config.model.moe_mlp_dim=32"), str(second))
+  # Resumed once the directory is gone (a preempted machine's disk): as the checkpoints record the import.
+  shutil.rmtree(out)
+  result = run_train(second, "--config.train.steps=2", f"--config.train.init_from_hf={out}")
+  assert result.returncode == 0, result.stderr
+  assert "is gone: resuming with the model its import set" in result.stdout + result.stderr
+  assert "Resuming from the checkpoint at step 1" in result.stdout + result.stderr
 
 
 @pytest.mark.slow
