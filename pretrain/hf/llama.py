@@ -38,8 +38,9 @@ def _config(model_cfg, vocab_size: int, max_length: int) -> dict:
       "rope_parameters": {"rope_type": "default", "rope_theta": float(model_cfg.rope_theta)},
       "rope_theta": float(model_cfg.rope_theta),  # What transformers 4 reads (5 reads rope_parameters).
       "tie_word_embeddings": bool(model_cfg.tie_embeddings), "attention_bias": False, "mlp_bias": False,
-      # Training inputs are the targets shifted right after id 0, so id 0 is the BOS.
-      "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 0, "dtype": "float32",
+      # Training inputs are the targets shifted right after id 0, so id 0 is the BOS, and no pad: transformers
+      # would take id 0 for padding where no attention mask is given, and freeze its embedding (padding_idx).
+      "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": None, "dtype": "float32",
   }
 
 

@@ -103,9 +103,8 @@ def _check_llama(out, model, params, ids, architecture="LlamaForCausalLM"):
   prompt = ids[:8]
   greedy = np.asarray(decoding.generate(model, params, jnp.asarray([prompt]), 20, jax.random.key(0)))[0]
   with torch.no_grad():
-    # Id 0 is both the BOS and the pad token: the attention mask (as the tokenizer returns it) says it is real.
-    prompt_ids = torch.tensor([[0] + prompt])
-    generated = theirs.generate(prompt_ids, attention_mask=torch.ones_like(prompt_ids), max_new_tokens=20,
+    # Without an attention mask, as a user may call it: id 0, the BOS, is no pad token that it would mask.
+    generated = theirs.generate(torch.tensor([[0] + prompt]), max_new_tokens=20,
                                 do_sample=False)[0, len(prompt) + 1:].numpy()
   _assert_same_greedy(greedy, generated, theirs.config.eos_token_id)
 
