@@ -32,6 +32,7 @@ setup(
         "sentencepiece>=0.2.1,<0.3",
         "tokenizers>=0.22",   # Hugging Face export: tokenizer.json
         "safetensors>=0.6",
+        "huggingface-hub>=0.23",  # Hugging Face export: weights in shards, as transformers writes them
         "ml_collections>=1.1",
         "gin-config>=0.5",
         "tensorboard",

@@ -169,6 +169,8 @@ CASES = [
      "is not the one the checkpoints in"),
     ("resume without clipping", ["train", f"--workdir={RUN}", *TINY, "--config.optimizer.grad_clip=0"],
      "optimizer.grad_clip=1.0, not 0.0: one of them is 0"),
+    ("export in shards of no size", ["export", f"--workdir={RUN}", f"--out={TMP}/hf", "--max_shard_size=5XB"],
+     "'5XB' is not a size: give a number and KB, MB, GB or TB"),
     ("export to a bucket", ["export", f"--workdir={RUN}", "--out=gs://bucket/model"],
      "--out=gs://bucket/model is a URL: the export writes a local directory"),
     ("eval of no run", ["eval", f"--workdir={TMP}/none", "--task=corpus_clm"], "holds no run (no config.json)"),

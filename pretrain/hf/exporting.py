@@ -6,6 +6,7 @@ import shutil
 import tempfile
 
 import flax.linen as nn
+from huggingface_hub import serialization
 import jax
 import numpy as np
 import safetensors.numpy
@@ -17,9 +18,14 @@ from pretrain.system.errors import UserError
 from pretrain.vocab import hf_export as tokenizer
 
 
-def export(out_dir: str, run, params, vocabulary=None) -> str:
-  """Writes config.json, model.safetensors and the tokenizer files of a run (pretrain.run.Run; its vocabulary
-  unless `vocabulary` is given) to `out_dir`.
+# transformers' save_pretrained default: files well under the Hub's 50 GB each, as transformers loads them.
+MAX_SHARD_SIZE = "5GB"
+
+
+def export(out_dir: str, run, params, vocabulary=None, max_shard_size: int | str = MAX_SHARD_SIZE) -> str:
+  """Writes config.json, model.safetensors (or shards of at most `max_shard_size` and their index, as
+  transformers writes them) and the tokenizer files of a run (pretrain.run.Run; its vocabulary unless
+  `vocabulary` is given) to `out_dir`.
 
   Written into a temporary directory and renamed, so a failed export leaves
   nothing behind. Returns the architecture written.
@@ -38,7 +44,7 @@ def export(out_dir: str, run, params, vocabulary=None) -> str:
   os.makedirs(parent, exist_ok=True)
   staging = tempfile.mkdtemp(dir=parent, prefix=".export-")
   try:
-    safetensors.numpy.save_file(state, os.path.join(staging, WEIGHTS), metadata={"format": "pt"})
+    _save_weights(state, staging, max_shard_size)
     with open(os.path.join(staging, "config.json"), "w") as f:
       json.dump(config, f, indent=2)
     if run.family.generates:
@@ -56,6 +62,19 @@ def export(out_dir: str, run, params, vocabulary=None) -> str:
   finally:
     shutil.rmtree(staging, ignore_errors=True)
   return config["architectures"][0]
+
+
+def _save_weights(state: dict[str, np.ndarray], directory: str, max_shard_size: int | str) -> None:
+  """model.safetensors, or shards (model-00001-of-0000N.safetensors) and model.safetensors.index.json."""
+  split = serialization.split_state_dict_into_shards_factory(
+      state, get_storage_size=lambda array: array.nbytes, max_shard_size=max_shard_size,
+      filename_pattern=WEIGHTS.replace(".safetensors", "{suffix}.safetensors"))
+  for filename, names in split.filename_to_tensors.items():
+    safetensors.numpy.save_file({name: state[name] for name in names}, os.path.join(directory, filename),
+                                metadata={"format": "pt"})
+  if split.is_sharded:
+    with open(os.path.join(directory, WEIGHTS + ".index.json"), "w") as f:
+      json.dump({"metadata": split.metadata, "weight_map": split.tensor_to_filename}, f, indent=2)
 
 
 def _as_umask_allows(directory: str) -> None:

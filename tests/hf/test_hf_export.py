@@ -79,9 +79,9 @@ def _random_model(objective, vocabulary, shape):
   return run, params
 
 
-def _export(tmp_path, run, params, vocabulary):
+def _export(tmp_path, run, params, vocabulary, **kwargs):
   out = str(tmp_path / "hf")
-  hf.export(out, run, params, vocabulary)
+  hf.export(out, run, params, vocabulary, **kwargs)
   return out
 
 
@@ -141,6 +141,7 @@ RANDOM_MODELS = {f"llama_{name}": ("clm", shape) for name, shape in LLAMA_SHAPES
 RANDOM_MODELS.update({f"t5_{name}": ("span_corruption", shape) for name, shape in T5_SHAPES.items()})
 RANDOM_MODELS.update({f"mixtral_{name}": ("clm", shape) for name, shape in MIXTRAL_SHAPES.items()})
 RANDOM_MODELS.update({f"qwen2_moe_{name}": ("clm", shape) for name, shape in QWEN2_MOE_SHAPES.items()})
+SHARDED = "qwen2_moe_shared_every2_scanned"  # Exported in shards of 100 KB: transformers and the import read them.
 RANDOM_MODELS.update({f"switch_{name}": ("span_corruption", shape) for name, shape in SWITCH_SHAPES.items()})
 MOE_ARCHITECTURES = {"mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM"}
 
@@ -150,7 +151,11 @@ MOE_ARCHITECTURES = {"mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForC
 def test_random_model_matches_transformers(tmp_path, vocabulary, corpus_source, name):
   objective, shape = RANDOM_MODELS[name]
   run, params = _random_model(objective, vocabulary, shape)
-  out = _export(tmp_path, run, params, vocabulary)
+  sharded = name == SHARDED
+  out = _export(tmp_path, run, params, vocabulary, **({"max_shard_size": "100KB"} if sharded else {}))
+  shards = [n for n in os.listdir(out) if n.endswith(".safetensors")]
+  assert (len(shards) > 2 and os.path.exists(os.path.join(out, "model.safetensors.index.json"))) if sharded else (
+      shards == ["model.safetensors"])
   umask = os.umask(0)
   os.umask(umask)
   modes = {name: stat.S_IMODE(os.stat(os.path.join(out, name)).st_mode) for name in os.listdir(out)}
