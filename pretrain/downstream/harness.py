@@ -293,6 +293,10 @@ class PretrainLM(TemplateLM):
         raise UserError("the pretrain model type generates greedily; drop do_sample and temperature from the "
                         "task's generation_kwargs")
       max_gen_toks = int(gen_kwargs.get("max_gen_toks", self.max_gen_toks))
+      if self.backend == "causal" and max_gen_toks >= self.max_length - 1:  # Else the prompt's cut goes wrong.
+        raise UserError(f"the task asks for {max_gen_toks} new tokens (max_gen_toks), which leave no room for its "
+                        f"prompt in the model's {self.max_length} positions; give fewer (--gen_kwargs "
+                        "max_gen_toks=N) or a longer max_length, as the run's rows allow")
       if self.backend == "causal":
         prompt = self.tok_encode(context, left_truncate_len=self.max_length - max_gen_toks)[1:]  # Its own BOS.
         new_tokens = max_gen_toks

@@ -115,6 +115,18 @@ def test_an_encoder_decoder_s_generations_leave_out_sentinels_as_lm_eval_s_hf_ba
   assert any(texts) and not any("extra_id" in text for text in texts), texts
 
 
+@pytest.mark.slow  # Initialises a model.
+def test_a_generation_longer_than_the_model_is_refused_not_cut_from_its_prompt(vocabulary):
+  """lm-eval's tasks ask for 256 new tokens unless they say otherwise: beyond the model's positions, the prompt's
+  left cut went wrong (an empty or an uncut prompt, silently); lm-eval's hf backend refuses it too."""
+  from lm_eval.api.instance import Instance  # pylint: disable=g-import-not-at-top
+  run = run_lib.Run.build(tiny_config(), vocabulary=vocabulary)
+  ours = harness.PretrainLM(run=run, params=run.create_state().params, max_length=32)
+  request = Instance("generate_until", {}, ("The cat sat on the", {"until": ["."], "max_gen_toks": 32}), 0)
+  with pytest.raises(UserError, match="asks for 32 new tokens .* no room for its prompt in the model's 32 positions"):
+    ours.generate_until([request])
+
+
 @pytest.mark.slow
 def test_pretrain_lm_eval_writes_the_results_beside_the_run(trained_run, cache_dir, monkeypatch, capfd, tmp_path):
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
