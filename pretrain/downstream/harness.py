@@ -42,7 +42,7 @@ import yaml
 from lm_eval import utils as lm_utils
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
-from lm_eval.models.utils import handle_stop_sequences
+from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs
 
 from pretrain import families, vocab
 from pretrain.data import ptb
@@ -288,11 +288,12 @@ class PretrainLM(TemplateLM):
     prompts, stops, groups = [], [], collections.defaultdict(list)
     for i, request in enumerate(requests):
       context, gen_kwargs = request.args
-      gen_kwargs = dict(gen_kwargs)
       if gen_kwargs.get("do_sample") or gen_kwargs.get("temperature", 0.0) > 0:
         raise UserError("the pretrain model type generates greedily; drop do_sample and temperature from the "
                         "task's generation_kwargs")
-      max_gen_toks = int(gen_kwargs.get("max_gen_toks", self.max_gen_toks))
+      # As lm-eval's hf backend reads them: max_gen_toks or its aliases (max_new_tokens, ...), the stops a list.
+      gen_kwargs = normalize_gen_kwargs(gen_kwargs, self.max_gen_toks)
+      max_gen_toks = gen_kwargs["max_gen_toks"]
       if self.backend == "causal" and max_gen_toks >= self.max_length - 1:  # Else the prompt's cut goes wrong.
         raise UserError(f"the task asks for {max_gen_toks} new tokens (max_gen_toks), which leave no room for its "
                         f"prompt in the model's {self.max_length} positions; give fewer (--gen_kwargs "
@@ -336,7 +337,7 @@ class PretrainLM(TemplateLM):
           new = families.until_eos(new)  # Where transformers' generate stops.
           for b, i in enumerate(chunk):
             text = self.tok_decode(new[b][:prompts[i][1]])
-            for stop in stops[i]:
+            for stop in filter(None, stops[i]):  # An empty stop string would cut nothing (and split refuses it).
               text = text.split(stop)[0]
             outputs[i] = text
           progress.update(len(chunk))

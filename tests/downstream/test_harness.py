@@ -125,6 +125,14 @@ def test_a_generation_longer_than_the_model_is_refused_not_cut_from_its_prompt(v
   request = Instance("generate_until", {}, ("The cat sat on the", {"until": ["."], "max_gen_toks": 32}), 0)
   with pytest.raises(UserError, match="asks for 32 new tokens .* no room for its prompt in the model's 32 positions"):
     ours.generate_until([request])
+  # max_new_tokens, three tasks' name for it, is read too (as lm-eval's hf backend reads it); an empty stop is none.
+  for kwargs in ({"until": ["."], "max_new_tokens": 31}, {"until": [""], "max_gen_toks": 8}):
+    request = Instance("generate_until", {}, ("The cat sat on the", kwargs), 0)
+    if "max_new_tokens" in kwargs:
+      with pytest.raises(UserError, match="asks for 31 new tokens"):
+        ours.generate_until([request])
+    else:
+      assert isinstance(ours.generate_until([request])[0], str)
 
 
 @pytest.mark.slow
