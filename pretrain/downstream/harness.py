@@ -477,13 +477,14 @@ class InLoop:
 
 
 def metrics(results: dict) -> dict[str, float]:
-  """harness/TASK/METRIC of lm-eval's results (its default filter's; no standard errors)."""
+  """harness/TASK/METRIC of lm-eval's results, harness/TASK/METRIC/FILTER of a task's named filters (gsm8k's
+  strict-match, flexible-extract); no standard errors."""
   found = {}
   for task, values in results["results"].items():
     for key, value in values.items():
       metric, _, kept = key.partition(",")
-      if kept == "none" and not metric.endswith("_stderr") and isinstance(value, (int, float)):
-        found[f"harness/{task}/{metric}"] = float(value)
+      if not metric.endswith("_stderr") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        found[f"harness/{task}/{metric}" + (f"/{kept}" if kept and kept != "none" else "")] = float(value)
   return found
 
 

@@ -143,7 +143,7 @@ def curves_figure(records: list[dict], title: str = ""):
     panels.append(("MoE: busiest expert's share x experts, per layer", (*expert_load, "train/moe_load_balance"),
                    False))
   harness = keys_like("harness/")  # lm-eval's tasks during training (train.harness_tasks): scores, then the rest.
-  scores = [k for k in harness if k.rsplit("/", 1)[-1] in ("acc", "acc_norm", "exact_match")]
+  scores = [k for k in harness if k.split("/")[2] in ("acc", "acc_norm", "exact_match")]  # harness/TASK/METRIC[/FILTER]
   panels += [("lm-eval tasks: accuracy", tuple(scores), False),
              ("lm-eval tasks: other metrics", tuple(k for k in harness if k not in scores), True)]
   panels = [panel for panel in panels if panel[1]]  # The schedule's panel of a run without one goes.

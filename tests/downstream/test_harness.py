@@ -115,6 +115,17 @@ def test_an_encoder_decoder_s_generations_leave_out_sentinels_as_lm_eval_s_hf_ba
   assert any(texts) and not any("extra_id" in text for text in texts), texts
 
 
+def test_every_filter_of_a_task_is_logged():
+  """A task's named filters (gsm8k's) are logged beside the default one's, under their names; standard errors and
+  lm-eval's text fields are not."""
+  results = {"results": {"gsm8k": {"alias": "gsm8k", "exact_match,strict-match": 0.25,
+                                   "exact_match_stderr,strict-match": 0.1, "exact_match,flexible-extract": 0.5},
+                         "pretrain_cloze": {"acc,none": 0.75, "acc_stderr,none": 0.01}}}
+  assert harness.metrics(results) == {"harness/gsm8k/exact_match/strict-match": 0.25,
+                                      "harness/gsm8k/exact_match/flexible-extract": 0.5,
+                                      "harness/pretrain_cloze/acc": 0.75}
+
+
 @pytest.mark.slow  # Initialises a model.
 def test_a_generation_longer_than_the_model_is_refused_not_cut_from_its_prompt(vocabulary):
   """lm-eval's tasks ask for 256 new tokens unless they say otherwise: beyond the model's positions, the prompt's

@@ -46,6 +46,16 @@ def test_panels_hold_the_metrics():
   assert tokens["train/tokens_per_second"][1] == [r["train/tokens_per_second"] for r in TRAIN]
 
 
+def test_lm_eval_tasks_in_training_get_panels_by_their_metric_whatever_the_filter():
+  scores = {"harness/pretrain_cloze/acc": 0.3, "harness/gsm8k/exact_match/strict-match": 0.1,
+            "harness/wikitext/word_perplexity": 40.0}
+  fig = metrics.curves_figure([*RECORDS, {"step": 30, **scores}])
+  accuracy, other = fig.axes[-2:]
+  assert [accuracy.get_title(), other.get_title()] == ["lm-eval tasks: accuracy", "lm-eval tasks: other metrics"]
+  assert set(lines_by_label(accuracy)) == {"harness/pretrain_cloze/acc", "harness/gsm8k/exact_match/strict-match"}
+  assert set(lines_by_label(other)) == {"harness/wikitext/word_perplexity"}
+
+
 def test_a_metric_not_logged_says_so():
   fig = metrics.curves_figure([{k: v for k, v in r.items() if k != "train/grad_norm"} for r in RECORDS])
   grad_norm = fig.axes[2]
