@@ -80,8 +80,8 @@ def _from_hf(cfg, workdir: str):
   if (saved is None or saved.train.init_from_hf != cfg.train.init_from_hf or os.path.exists(cfg.train.init_from_hf)
       or "://" in cfg.train.init_from_hf):
     return hf.init_config(cfg, run_lib.objective(cfg).family)
-  copy = next((p for p in (os.path.join(workdir, n) for n in workdir_lib.VOCAB_FILES) if os.path.exists(p)), None)
-  if copy is None:
+  copy = workdir_lib.vocabulary_file(workdir)  # The run's own, checked against what its checkpoints record.
+  if not os.path.exists(copy):
     raise UserError(f"train.init_from_hf={cfg.train.init_from_hf!r} is gone, and {workdir!r} holds no copy of the "
                     "run's vocabulary", fix="restore the directory to resume")
   cfg = cfg.copy_and_resolve_references()
