@@ -284,16 +284,13 @@ def _snapshot(directory: pathlib.Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory, cache_dir, vocabulary):
+def outcomes(tmp_path_factory, cache_dir, run_train):
   """Runs every case in turn in one process; {name: ((status, stdout, stderr), snapshot before, after, its dir)}."""
-  del vocabulary  # Built first, so that runs find it in the cache.
   root = tmp_path_factory.mktemp("bad_inputs")
   env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # As a user runs it.
   env["PRETRAIN_CACHE"] = cache_dir
   trained = root / "trained"
-  first = subprocess.run([sys.executable, "-m", "pretrain", "train", f"--workdir={trained}", *TINY,
-                          "--config.train.steps=2", "--config.sample.num=0"], cwd=REPO, env=env, capture_output=True,
-                         text=True, timeout=600)
+  first = run_train(trained, "--config.train.steps=2")  # The cases' run to resume, in this process.
   assert first.returncode == 0, first.stderr
   data = root / "data"
   _write_data(data)

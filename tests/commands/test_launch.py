@@ -28,7 +28,7 @@ TINY_RUN = ["--config.train.steps=2", "--config.model.num_layers=1", "--config.m
             "--config.model.num_heads=2", "--config.model.num_kv_heads=2", "--config.model.head_dim=32",
             "--config.model.mlp_dim=128", "--config.train.batch_size=4", "--config.data.seq_len=32",
             "--config.train.eval_every=2", "--config.train.eval_batches=1", "--config.train.checkpoint_every=2",
-            "--config.sample.num=1", "--config.sample.max_new_tokens=1"]
+            "--config.sample.num=0"]  # Decoding over two processes: tests/parallel/test_multiprocess.py.
 
 
 def _fake(directory, name: str, text: str) -> None:

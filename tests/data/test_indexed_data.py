@@ -6,8 +6,6 @@ import glob
 import json
 import os
 import shutil
-import subprocess
-import sys
 import threading
 
 import numpy as np
@@ -18,7 +16,7 @@ from pretrain.data import indexed, token_store
 from pretrain.system import data_cache
 from pretrain.system.errors import UserError
 from pretrain.vocab import pipeline as vocab
-from tests.conftest import REPO, tiny_config
+from tests.conftest import tiny_config
 
 
 def _run(cache_dir, *args):
@@ -255,15 +253,12 @@ def test_beam_builds_the_store_that_the_shards_build(tmp_path, vocabulary, zebra
 
 
 @pytest.mark.slow
-def test_prepare_data_command(cache_dir, vocabulary, run_train):
-  del run_train  # The vocabulary is cached first.
-  result = subprocess.run([sys.executable, "-m", "pretrain", "prepare-data", "--config=configs/quickstart.py"],
-                          cwd=REPO, capture_output=True, text=True, env={**os.environ, "PRETRAIN_CACHE": cache_dir})
+def test_prepare_data_command(vocabulary, run_pretrain):
+  result = run_pretrain("prepare-data", "--config=configs/quickstart.py")
   assert result.returncode == 0, result.stderr
   store = token_store.TokenStore(result.stdout.split(": ", 1)[1].split(" (")[0], vocabulary)
   assert f"corpus: {store.directory} ({len(store):,} documents, {store.meta['tokens']:,} tokens" in result.stdout
-  bad = subprocess.run([sys.executable, "-m", "pretrain", "prepare-data", "--shard=2", "--num_shards=2"],
-                       cwd=REPO, capture_output=True, text=True, env={**os.environ, "PRETRAIN_CACHE": cache_dir})
+  bad = run_pretrain("prepare-data", "--shard=2", "--num_shards=2")
   assert bad.returncode == 2 and "give 0 <= shard < num_shards" in bad.stderr
 
 

@@ -165,16 +165,18 @@ def test_sequence_length_warmup(cache_dir, vocabulary, warmup, rows):
   del vocabulary
   run = _run(cache_dir, "--config.data.length_schedule=((0, 8), (4, 16), (8, 32))",
              f"--config.data.length_warmup={warmup}")
-  straight = _take(run.train_batches(), 10)
+  batches, positions = run.train_batches(), {}
+  straight = []
+  for step in range(10):
+    positions[step] = batches.position()  # Where a resume at this step starts (a copy).
+    straight.append(next(batches))
   shapes = [b["decoder_target_tokens"].shape for b in straight]
   assert shapes == [(rows[0], 8)] * 4 + [(rows[1], 16)] * 4 + [(rows[2], 32)] * 2
   if warmup == "rows":
     return  # Resuming and compiling are the same as with 'tokens', tested below.
   # Resumed in the first stage (crossing two stage starts) and inside the second: the same batches.
   for taken in (3, 6):
-    before = run.train_batches()
-    _take(before, taken)
-    resumed = _take(run.train_batches(before.position(), step=taken), 10 - taken)
+    resumed = _take(run.train_batches(positions[taken], step=taken), 10 - taken)
     for got, want in zip(resumed, straight[taken:]):
       for k in want:
         np.testing.assert_array_equal(got[k], want[k])

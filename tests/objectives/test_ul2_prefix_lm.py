@@ -15,8 +15,7 @@ from pretrain.data import replay, tasks
 from pretrain.objectives import ul2
 from pretrain.system.errors import UserError
 from pretrain.vocab import pipeline as vocab
-from tests import one_process
-from tests.conftest import REPO, TINY, task_examples
+from tests.conftest import task_examples
 
 
 def _data_cfg(**overrides):
@@ -123,17 +122,17 @@ SAMPLED = ("span_corruption", "prefix_lm_decoder", "fim")
 
 
 @pytest.fixture(scope="module")
-def end_to_end_runs(tmp_path_factory, cache_dir, vocabulary):
-  """objective -> (exit status, stdout, stderr) of 2 TINY steps of each END_TO_END objective (SAMPLED ones sample)."""
-  del vocabulary  # Built first, so the runs reuse it.
+def end_to_end_runs(tmp_path_factory, run_train):
+  """objective -> (exit status, stdout, stderr) of 2 TINY steps of each END_TO_END objective (SAMPLED ones sample),
+  each run in this process (run_train)."""
   root = tmp_path_factory.mktemp("objectives")
-  args = ["--config=configs/quickstart.py", *TINY, "--config.data.inputs_length=48", "--config.data.targets_length=48",
-          "--config.train.steps=2", "--config.model.dropout=0.1"]  # contrastive's views need dropout
-  commands = [["train", f"--workdir={root / objective}", *args, f"--config.data.objective={objective}",
-               f"--config.sample.num={int(objective in SAMPLED)}"] for objective in END_TO_END]
-  # In one process: one Python, TensorFlow and JAX start-up instead of one per objective.
-  results = one_process.run(commands, root / "commands", {**os.environ, "PRETRAIN_CACHE": cache_dir}, REPO)
-  runs = dict(zip(END_TO_END, results))
+  args = ["--config.data.inputs_length=48", "--config.data.targets_length=48", "--config.train.steps=2",
+          "--config.model.dropout=0.1"]  # contrastive's views need dropout
+  runs = {}
+  for objective in END_TO_END:
+    result = run_train(root / objective, *args, f"--config.data.objective={objective}",
+                       f"--config.sample.num={int(objective in SAMPLED)}")
+    runs[objective] = (result.returncode, result.stdout, result.stderr)
   runs["root"] = root
   return runs
 
@@ -171,14 +170,14 @@ def test_electra_checkpoints_hold_both_and_export_the_discriminator(end_to_end_r
 
 
 @pytest.mark.slow
-def test_inspect_task(cache_dir, vocabulary, tmp_path):
+def test_inspect_task(vocabulary, run_pretrain):
   del vocabulary  # Cached, so the tool reuses it.
-  listed, shown, text, pairs = one_process.run([
+  listed, shown, text, pairs = [(r.returncode, r.stdout, r.stderr) for r in (run_pretrain(*argv) for argv in [
       ["inspect-task", "--list"],
       ["inspect-task", "--task=corpus_span_corruption", "--num=2", "--inputs_length=64", "--targets_length=32",
        "--json"],
       ["inspect-task", "--task=corpus_span_corruption", "--num=1"],
-      ["inspect-task", "--task=corpus_sop", "--num=1"]], tmp_path, {**os.environ, "PRETRAIN_CACHE": cache_dir}, REPO)
+      ["inspect-task", "--task=corpus_sop", "--num=1"]])]
   for code, _, stderr in (listed, shown, text, pairs):
     assert code == 0, stderr
   assert {"corpus_clm", "corpus_span_corruption", "corpus_ul2", "corpus_ul2_decoder"} <= set(listed[1].split())

@@ -25,13 +25,11 @@ PARENT = ("--config.optimizer.schedule=wsd", "--config.optimizer.warmup_steps=2"
 BRANCH = ("--from_step=10", "--steps=8")
 
 
-def _pretrain(cache_dir, *args, **popen):
-  """`python -m pretrain ARGS` with the tests' data cache: finished, or started (with Popen's `popen`)."""
-  cmd, env = [sys.executable, "-m", "pretrain", *args], {**os.environ, "PRETRAIN_CACHE": cache_dir}
-  if popen:
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            **popen)
-  return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+def _start(cache_dir, *args, **popen) -> subprocess.Popen:
+  """`python -m pretrain ARGS` with the tests' data cache, started with Popen's `popen`."""
+  return subprocess.Popen([sys.executable, "-m", "pretrain", *args], cwd=REPO,
+                          env={**os.environ, "PRETRAIN_CACHE": cache_dir}, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, **popen)
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +41,14 @@ def parent(run_train, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def branch(parent, cache_dir, tmp_path_factory):
+def branch(parent, cache_dir, run_pretrain, tmp_path_factory):
   """The branch's workdir: `pretrain cooldown` killed after the branch's checkpoint of step 12, then resumed by
   `pretrain train --workdir` alone."""
   workdir = tmp_path_factory.mktemp("cooldown") / "branch"
-  start = lambda out, *args, **popen: _pretrain(cache_dir, "cooldown", f"--workdir={parent}", *BRANCH,
-                                                f"--out={out}", *args, **popen)
+  start = lambda out, *args, **popen: _start(cache_dir, "cooldown", f"--workdir={parent}", *BRANCH,
+                                             f"--out={out}", *args, **popen)
   kill_after_checkpoint(start, workdir, step=12)
-  resumed = _pretrain(cache_dir, "train", f"--workdir={workdir}")
+  resumed = run_pretrain("train", f"--workdir={workdir}")  # In this process: only the killed one needs its own.
   assert resumed.returncode == 0, resumed.stderr
   assert f"Resuming from the checkpoint at step 12 in {workdir}/checkpoints" in resumed.stdout + resumed.stderr
   return workdir
