@@ -104,6 +104,11 @@ CASES = [
      "data.mixture=('corpus',) is invalid; write ((source, files glob or TFDS name, rate), ...)"),
     ("mixture rate that is text", [*TRAIN, "--config.data.mixture=(('corpus', '', 'half'),)"],
      "data.mixture row ('corpus', '', 'half') is invalid"),
+    ("mixture rates that sum to zero", [*TRAIN, "--config.data.mixture=(('corpus', '', 0.0), ('corpus', '', 0))"],
+     "data.mixture's rates sum to 0"),
+    ("mixture row whose glob matches nothing",
+     [*TRAIN, f"--config.data.mixture=(('corpus', '', 1.0), ('files', '{DATA}/none/*.txt', 1.0))"],
+     "none/*.txt' is read as data.train_files, so change the row: data.train_files="),
     ("eval objectives of an unknown name", [*TRAIN, "--config.data.eval_objectives=fim,clmm"],
      "clmm"),
     ("a user's objective whose preprocessing raises", [*TRAIN, f"--config.data.objective={DATA}/raising_objective.py:"

@@ -74,6 +74,14 @@ def text_of(raw: bytes, jsonl: bool, text_key: str) -> tuple[str | None, str]:
   return (text, "") if text.strip() else (None, "")
 
 
+def unreadable(path: str, error: Exception) -> UserError:
+  """The line for a file that open_bytes could not read to its end."""
+  if path.endswith(".gz") and not isinstance(error, PermissionError):
+    return UserError(f"{path} cannot be read as gzip-compressed text ({error}); give a whole .gz file, or the text "
+                     "uncompressed")
+  return UserError(f"{path} cannot be read ({error}); check that the file exists and is readable")
+
+
 def check(files: list[str], text_key: str, policy: str, mode: str = "line") -> list[int]:
   """Reads every record once: raises naming the first bad one, or (policy skip) logs how many will be left out.
   Returns the length in characters of each document (per `mode` for text files)."""
@@ -92,8 +100,7 @@ def check(files: list[str], text_key: str, policy: str, mode: str = "line") -> l
                             "to leave such records out")
           bad.append(f"{path}:{number}")
     except (OSError, EOFError) as e:  # gzip's: not gzip, or cut short.
-      raise UserError(f"{path} cannot be read as gzip-compressed text ({e}); give a whole .gz file, or the text "
-                      "uncompressed") from None
+      raise unreadable(path, e) from None
     lengths.extend(len(text) for text in documents(path, text_key, mode))
   if bad:
     log(f"data.bad_records=skip: leaving out {len(bad)} bad records: {', '.join(bad[:5])}"

@@ -114,6 +114,8 @@ def mixture_members(data_cfg) -> list[tuple[Member, float]]:
       raise UserError(f"data.mixture row {row} is invalid; write (source, files glob or TFDS name, rate) "
                       "with source corpus, files or tfds and a non-negative rate")
     members.append((Member(data_cfg.objective, row[0], row[1]), float(row[2])))
+  if not sum(rate for _, rate in members) > 0:
+    raise UserError(f"data.mixture's rates sum to 0 ({data_cfg.mixture}); give at least one row a positive rate")
   return members
 
 

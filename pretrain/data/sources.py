@@ -124,7 +124,7 @@ def mixture_sources(data_cfg) -> list[tuple[Source, float]]:
   """
   if not data_cfg.mixture:
     return [(make_source(data_cfg), 1.0)]
-  return [(_source_of(data_cfg, member.source, member.where, f"mix{i}_"), rate)
+  return [(_source_of(data_cfg, member.source, member.where, f"mix{i}_", f"data.mixture row {i}"), rate)
           for i, (member, rate) in enumerate(schedule.mixture_members(data_cfg))]
 
 
@@ -134,26 +134,35 @@ def schedule_sources(data_cfg, members) -> list[Source]:
   if not data_cfg.schedule:
     return [source for source, _ in mixture_sources(data_cfg)]
   kinds = list(dict.fromkeys((m.source, m.where) for m in members))
-  made = {(kind, where): _source_of(data_cfg, kind, where, f"mix{i}_" if len(kinds) > 1 else "")
+  made = {(kind, where): _source_of(data_cfg, kind, where, f"mix{i}_" if len(kinds) > 1 else "",
+                                    f"data.schedule's source ({kind!r}, {where!r})")
           for i, (kind, where) in enumerate(kinds)}
   return [made[m.source, m.where] for m in members]
 
 
-def _source_of(data_cfg, kind: str, where: str, prefix: str) -> Source:
+def _source_of(data_cfg, kind: str, where: str, prefix: str, row: str) -> Source:
   """data_cfg's source made `kind` (corpus, files or tfds) at `where` (the files glob or TFDS NAME:VERSION), its
-  name prefixed (sources of a mixture are told apart)."""
+  name prefixed (sources of a mixture are told apart); a refusal names the `row` that gave it, which is what to
+  fix."""
   member_cfg = data_cfg.copy_and_resolve_references()
   member_cfg.source = kind
   if kind == "files" and where != data_cfg.train_files:
     member_cfg.train_files, member_cfg.validation_files = where, ""
   elif kind == "tfds":
     member_cfg.tfds_name = where
-  source = make_source(member_cfg)
+  try:
+    source = make_source(member_cfg)
+  except UserError as e:
+    if kind == "corpus":
+      raise
+    field = "data.train_files" if kind == "files" else "data.tfds_name"
+    raise UserError(f"{row}, whose {where!r} is read as {field}, so change the row: {e}") from None
   return dataclasses.replace(source, name=prefix + source.name) if prefix else source
 
 
 def _matching_files(pattern: str, key: str) -> list[str]:
-  files = sorted(f for f in glob.glob(os.path.expanduser(pattern)) if os.path.isfile(f))  # Not directories.
+  # Not directories; `**` matches any depth of folders, as a user of shell globs expects.
+  files = sorted(f for f in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(f))
   if not pattern or not files:
     raise UserError(f"data.{key}={pattern!r} matches no files; set --config.data.{key}='path/*.jsonl' "
                     "(text files: one document per line; JSONL: one object per line)")
@@ -166,8 +175,11 @@ def _check_json_key(files: list[str], text_key: str) -> None:
   path = next((f for f in files if records.is_jsonl(f) and os.path.getsize(f) > 0), None)
   if path is None:
     return
-  with records.open_bytes(path) as f:  # Bytes: a bad record further on is records.check's to name.
-    line = next((l for l in f if l.strip()), b"{}").decode("utf-8", errors="replace")
+  try:
+    with records.open_bytes(path) as f:  # Bytes: a bad record further on is records.check's to name.
+      line = next((l for l in f if l.strip()), b"{}").decode("utf-8", errors="replace")
+  except (OSError, EOFError) as e:  # gzip's (not gzip, or cut short), or a file that cannot be read.
+    raise records.unreadable(path, e) from None
   try:
     record = json.loads(line)
   except json.JSONDecodeError as e:
@@ -218,6 +230,12 @@ def _files_source(data_cfg) -> Source:
   train_files = _matching_files(data_cfg.train_files, "train_files")
   validation_files = (_matching_files(data_cfg.validation_files, "validation_files")
                       if data_cfg.validation_files else None)
+  if validation_files:  # Held-out files that the train glob also matches (one folder for both) are not trained on.
+    held_out_files = {os.path.realpath(f) for f in validation_files}
+    train_files = [f for f in train_files if os.path.realpath(f) not in held_out_files]
+    if not train_files:
+      raise UserError(f"data.train_files={data_cfg.train_files!r} matches only the validation files "
+                      f"(data.validation_files={data_cfg.validation_files!r}); point it at the files to train on")
   _check_json_key(train_files + (validation_files or []), data_cfg.text_key)
   mode = data_cfg.get("text_documents", "line")
   lengths = records.check(train_files + (validation_files or []), data_cfg.text_key, data_cfg.bad_records, mode)

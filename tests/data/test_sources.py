@@ -59,6 +59,20 @@ def test_files_with_a_validation_glob(doc_files):
   assert list(source.texts("validation")) == docs[200:]
 
 
+def test_a_glob_of_folders_at_any_depth_and_validation_files_the_train_glob_also_matches(doc_files):
+  """`**` matches any depth of folders (Python's glob reads it as `*` unless told otherwise, and left out the
+  top folder's files and the deeper ones), and a validation file in the train glob's folder is not trained on."""
+  path, docs = doc_files
+  (path / "deeper" / "still").mkdir(parents=True)
+  (path / "b.txt").rename(path / "deeper" / "still" / "b.txt")
+  source = sources.make_source(_files_cfg(train_files=f"{path}/**/*.txt", validation_files=f"{path}/*.jsonl"))
+  assert list(source.texts("train")) == docs[200:] and list(source.texts("validation")) == docs[:200]
+  source = sources.make_source(_files_cfg(train_files=f"{path}/**", validation_files=f"{path}/a.jsonl"))
+  assert list(source.texts("train")) == docs[200:] and list(source.texts("validation")) == docs[:200]
+  with pytest.raises(UserError, match=r"data.train_files='.*/a.jsonl' matches only the validation files"):
+    sources.make_source(_files_cfg(train_files=f"{path}/a.jsonl", validation_files=f"{path}/*.jsonl"))
+
+
 def test_compressed_files_read_as_their_text(doc_files, tmp_path_factory):
   path, docs = doc_files
   packed = tmp_path_factory.mktemp("gz")
@@ -69,6 +83,9 @@ def test_compressed_files_read_as_their_text(doc_files, tmp_path_factory):
   (packed / "cut.txt.gz").write_bytes(gzip.compress(b"some words\n" * 100)[:40])
   with pytest.raises(UserError, match=r"cut.txt.gz cannot be read as gzip-compressed text"):
     sources.make_source(_files_cfg(train_files=f"{packed}/cut.txt.gz"))
+  (packed / "plain.jsonl.gz").write_bytes((path / "a.jsonl").read_bytes())  # Named .gz, not compressed.
+  with pytest.raises(UserError, match=r"plain.jsonl.gz cannot be read as gzip-compressed text"):
+    sources.make_source(_files_cfg(train_files=f"{packed}/plain.jsonl.gz"))
 
 
 HARD_WRAPPED = ("The first paragraph, wrapped\nat a few words\nper line.\n\n  \nThe second one,\nalso wrapped.\n\n"
