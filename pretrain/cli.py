@@ -199,10 +199,8 @@ def parse_command_line(parser, argv: list[str]):
                    "or --gin.SECTION.FIELD=VALUE.")
   args, rest = parser.parse_known_args(argv)
   cfg = configs.load(args.config, args.verbose)
-  for path in args.gin_file:
-    gin_config.apply_file(cfg, configs.path(path, kind="gin"))
-  for arg in [a for a in rest if a.startswith("--gin.")]:
-    gin_config.apply_binding(cfg, arg[len("--gin."):])
+  gin_config.apply(cfg, [configs.path(path, kind="gin") for path in args.gin_file],
+                   [a[len("--gin."):] for a in rest if a.startswith("--gin.")])
   overrides, rest = config_lib.parse_overrides([a for a in rest if not a.startswith("--gin.")])
   if rest:
     raise UserError(f"unknown arguments {rest}; see --help for the flags, and set config fields "

@@ -35,44 +35,95 @@ def _statements(text: str, where: str):
     raise UserError(f"{where}: gin syntax error: {e.args[0]}") from None
 
 
-def _apply(cfg, statements, macros: dict, where: str, directory: str, including: tuple = ()) -> None:
-  for statement in statements:
-    if isinstance(statement, config_parser.IncludeStatement):
-      apply_file(cfg, os.path.join(directory, statement.filename), macros, including)
-      continue
-    if not isinstance(statement, config_parser.BindingStatement):
-      raise UserError(f"{where}: line {statement.location.line_num}: only bindings, macros and includes are "
-                      "supported in run configs")
-    value = statement.value
+class _Bindings:
+  """What gin files and --gin flags say, in order: field bindings, and macros resolved only once everything is
+  read, as gin resolves them (the last definition of a macro wins wherever it is used)."""
+
+  def __init__(self):
+    self.fields: list[tuple[str, object, str]] = []  # (SECTION.FIELD, value, where)
+    self.macros: dict[str, tuple[object, str]] = {}  # NAME -> (value, where)
+
+  def read(self, statements, where: str, directory: str, including: tuple = ()) -> None:
+    for statement in statements:
+      if isinstance(statement, config_parser.IncludeStatement):
+        self.read_file(os.path.join(directory, statement.filename), including)
+        continue
+      if not isinstance(statement, config_parser.BindingStatement):
+        raise UserError(f"{where}: line {statement.location.line_num}: only bindings, macros and includes are "
+                        "supported in run configs")
+      line = f"{where}, line {statement.location.line_num}"
+      if statement.arg_name:
+        self.fields.append((f"{statement.selector}.{statement.arg_name}", statement.value, line))
+      else:  # NAME = value defines a macro.
+        self.macros[statement.selector] = (statement.value, line)
+
+  def read_file(self, path: str, including: tuple = ()) -> None:
+    """A gin file's statements; `including`: the files whose includes led here (a cycle is refused)."""
+    if not os.path.isfile(path):
+      raise UserError(f"gin file {path!r} does not exist")
+    if os.path.realpath(path) in including:
+      chain = " -> ".join([*including, os.path.realpath(path)])
+      raise UserError(f"gin files include each other ({chain}); remove one of the includes")
+    with open(path) as f:
+      text = f.read()
+    self.read(_statements(text, path), path, os.path.dirname(path), (*including, os.path.realpath(path)))
+
+  def resolve(self, value, where: str, seen: tuple = ()):
+    """`value` with every %MACRO in it (inside tuples, lists and dicts too) replaced by the macro's value."""
     if isinstance(value, _Macro):
-      if value.name not in macros:
-        raise UserError(f"{where}: line {statement.location.line_num}: macro %{value.name} is not defined")
-      value = macros[value.name]
-    if not statement.arg_name:  # NAME = value defines a macro.
-      macros[statement.selector] = value
-      continue
-    key = f"{statement.selector}.{statement.arg_name}"
-    config_lib.set_value(cfg, key, value, f"gin binding {key} ({where}, line {statement.location.line_num})")
+      if value.name not in self.macros:
+        raise UserError(f"{where}: macro %{value.name} is not defined")
+      if value.name in seen:
+        raise UserError(f"{where}: macro %{value.name} is defined by itself ({' -> '.join((*seen, value.name))})")
+      macro_value, macro_where = self.macros[value.name]
+      return self.resolve(macro_value, macro_where, (*seen, value.name))
+    if isinstance(value, (tuple, list)):
+      return type(value)(self.resolve(v, where, seen) for v in value)
+    if isinstance(value, dict):
+      return {self.resolve(k, where, seen): self.resolve(v, where, seen) for k, v in value.items()}
+    return value
+
+  def used_macros(self) -> set[str]:
+    used = set()
+
+    def visit(value):
+      if isinstance(value, _Macro):
+        if value.name not in used:
+          used.add(value.name)
+          visit(self.macros.get(value.name, (None, ""))[0])
+      elif isinstance(value, (tuple, list)):
+        for v in value:
+          visit(v)
+      elif isinstance(value, dict):
+        for k, v in value.items():
+          visit(k)
+          visit(v)
+    for _, value, _ in self.fields:
+      visit(value)
+    return used
 
 
-def apply_file(cfg, path: str, macros: dict | None = None, including: tuple = ()) -> None:
-  """Applies a gin file's bindings; `including`: the files whose includes led here (a cycle is refused)."""
-  if not os.path.isfile(path):
-    raise UserError(f"gin file {path!r} does not exist")
-  if os.path.realpath(path) in including:
-    chain = " -> ".join([*including, os.path.realpath(path)])
-    raise UserError(f"gin files include each other ({chain}); remove one of the includes")
-  with open(path) as f:
-    text = f.read()
-  _apply(cfg, _statements(text, path), {} if macros is None else macros, path, os.path.dirname(path),
-         (*including, os.path.realpath(path)))
-
-
-def apply_binding(cfg, text: str) -> None:
-  """One --gin.KEY=VALUE flag; VALUE is a gin (Python) literal, or else a string."""
-  key, _, value = text.partition("=")
-  try:
-    statements = list(config_parser.ConfigParser(f"{key} = {value}", _Delegate()))
-  except (SyntaxError, tokenize.TokenError):
-    statements = _statements(f"{key} = {value!r}", f"--gin.{text}")
-  _apply(cfg, statements, {}, f"--gin.{text}", ".")
+def apply(cfg, files: list[str], flags: list[str]) -> None:
+  """Sets the fields that gin `files`, then --gin.KEY=VALUE `flags` (their text after --gin.), bind in `cfg`: the
+  later binding of a field wins, and a macro has its last definition wherever it is used, so a file or flag can
+  change a macro that an included file uses. A flag that defines a macro no binding uses is refused (a mistyped
+  SECTION.FIELD would otherwise change nothing)."""
+  bindings = _Bindings()
+  for path in files:
+    bindings.read_file(path)
+  for text in flags:
+    key, _, value = text.partition("=")
+    if not _:
+      raise UserError(f"--gin.{text} has no value; write --gin.{text}=VALUE")
+    try:
+      statements = list(config_parser.ConfigParser(f"{key} = {value}", _Delegate()))
+    except (SyntaxError, tokenize.TokenError):
+      statements = _statements(f"{key} = {value!r}", f"--gin.{text}")
+    bindings.read(statements, f"--gin.{text}", ".")
+  used = bindings.used_macros()
+  for name, (_, where) in bindings.macros.items():
+    if where.startswith("--gin.") and name not in used:
+      raise UserError(f"{where.rsplit(', line', 1)[0]} defines the macro {name}, which no binding uses; bind a "
+                      "field as --gin.SECTION.FIELD=VALUE")
+  for key, value, where in bindings.fields:
+    config_lib.set_value(cfg, key, bindings.resolve(value, where), f"gin binding {key} ({where})")

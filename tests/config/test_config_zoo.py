@@ -140,6 +140,20 @@ def test_gin_macros_includes_flags_and_errors(tmp_path):
   cfg = _parse([f"--gin_file={tmp_path / 'run.gin'}", "--gin.train.batch_size=8", "--gin.data.objective=ul2"])
   assert (cfg.model.d_model, cfg.model.mlp_dim, cfg.train.steps, cfg.train.batch_size) == (96, 384, 7, 8)
   assert cfg.data.objective == "ul2"
+  # Macros resolve once everything is read, as gin's do: a later file or flag changes one an included file uses,
+  # inside tuples too; a flag's macro that no binding uses is refused (a mistyped SECTION.FIELD).
+  (tmp_path / "wider.gin").write_text("include 'base.gin'\nWIDTH = 128\nSTEP = 3\ntrain.profile_steps = (%STEP, 5)\n")
+  cfg = _parse([f"--gin_file={tmp_path / 'wider.gin'}"])
+  assert (cfg.model.d_model, tuple(cfg.train.profile_steps)) == (128, (3, 5))
+  cfg = _parse([f"--gin_file={tmp_path / 'wider.gin'}", "--gin.WIDTH=64", "--gin.STEP=2"])
+  assert (cfg.model.d_model, tuple(cfg.train.profile_steps)) == (64, (2, 5))
+  with pytest.raises(UserError, match="--gin.TRAIN_STEPS=5 defines the macro TRAIN_STEPS, which no binding uses"):
+    _parse([f"--gin_file={tmp_path / 'run.gin'}", "--gin.TRAIN_STEPS=5"])
+  with pytest.raises(UserError, match="--gin.train.steps has no value; write --gin.train.steps=VALUE"):
+    _parse(["--gin.train.steps", "100"])
+  (tmp_path / "undefined.gin").write_text("model.d_model = %DIM\n")
+  with pytest.raises(UserError, match=r"undefined.gin, line 1: macro %DIM is not defined"):
+    _parse([f"--gin_file={tmp_path / 'undefined.gin'}"])
   (tmp_path / "typo.gin").write_text("model.d_modle = 3\n")
   with pytest.raises(UserError, match=r"gin binding model.d_modle \(.*typo.gin, line 1\): unknown config key "
                                       r"'model.d_modle'; did you mean model.d_model\?"):
