@@ -27,7 +27,8 @@ def main(argv: list[str], prog: str = "pretrain estimate-memory") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--devices", type=cli.at_least(1), help="fake this many CPU devices (set before JAX starts)")
   parser.add_argument("--vocab_size", type=cli.at_least(0), default=0,
-                      help="vocabulary size (default: model.vocab_size, else tokenizer.vocab_size)")
+                      help="vocabulary size, in place of model.vocab_size (default: model.vocab_size, else "
+                           "tokenizer.vocab_size)")
   parser.add_argument("--no_compile", action="store_true", help="skip XLA's estimate of the step's temporaries")
   args, cfg = cli.parse_command_line(parser, argv)
   if args.devices:
@@ -39,6 +40,8 @@ def main(argv: list[str], prog: str = "pretrain estimate-memory") -> None:
   from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top  (not for --help)
   from pretrain.train import memory  # pylint: disable=g-import-not-at-top  (not for --help)
 
+  if args.vocab_size:  # The model's size wins over the vocabulary's (a padded one): the flag stands in for it.
+    cfg.model.vocab_size = args.vocab_size
   run = run_lib.Run.build(cfg, args.vocab_size)
   sizes = dict(zip(mesh_lib.AXES, mesh_lib.mesh_shape(cfg.mesh, jax.device_count())))
   result = memory.estimate(run, compile_step=not args.no_compile)

@@ -99,10 +99,17 @@ def get(cfg: ml_collections.ConfigDict, key: str):
   return node[leaf]
 
 
+# Fields of text that hold a preset's name or a Python literal (parallel/mesh.py reads it): a literal that a gin
+# file or a Python config gives as such is kept as its text.
+LITERALS_AS_TEXT = ("mesh.rules",)
+
+
 def set_value(cfg: ml_collections.ConfigDict, key: str, value, what: str) -> None:
   """Sets the dotted `key` of `cfg` to a parsed value of the field's type."""
   node, leaf = _locate(cfg, key, what, prefix="")
   current = node[leaf]
+  if key in LITERALS_AS_TEXT and isinstance(value, (tuple, list)):
+    value = repr(tuple(value))
   # ml_collections takes None into any field and a bool into a number's (True as 1): a gin binding or a config
   # file's typo would then pass as "off", or as one step.
   mistyped = isinstance(value, bool) and not isinstance(current, (bool, type(None)))

@@ -115,7 +115,7 @@ def rules(mesh_cfg) -> tuple[tuple[str, object], ...]:
   """The logical axis rules of the config (a PRESETS name or (logical, mesh axes) pairs), checked
   against the mesh axes."""
   given = mesh_cfg.rules
-  if isinstance(given, str) and given.lstrip().startswith(("(", "[")):  # Pairs, as --config and gin give them: text.
+  if isinstance(given, str) and given.lstrip().startswith(("(", "[")):  # Pairs, kept as text (config/keys.py).
     try:
       given = ast.literal_eval(given)
     except (ValueError, SyntaxError):

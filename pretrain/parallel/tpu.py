@@ -137,14 +137,15 @@ def target(name: str, slices: int = 1) -> Target:
     shapes = _SHAPES_3D if generation in ("v4", "v5p") else _SHAPES_2D
     if chips not in shapes:
       counts = ", ".join(str(c * (2 if generation in ("v4", "v5p") else 1)) for c in shapes)
+      dims = "AxBxC" if generation in ("v4", "v5p") else "AxB"
       raise UserError(f"--topology={name}: {match[1]} slices this check knows are {match[1]}-N with N in {counts}; "
-                      f"or give the topology itself ({generation}:AxBxC)")
+                      f"or give the topology itself ({generation}:{dims})")
     topology = f"{generation}:{shapes[chips]}"
   else:
     match = re.fullmatch(r"(v4|v5p|v5e|v6e):(\d+(?:x\d+){1,2})", name)
     if not match:
-      raise UserError(f"--topology={name!r} is not a TPU slice this check knows; use {KNOWN} "
-                      "(v2 and v3 are not supported)")
+      raise UserError(f"--topology={name!r} is not a TPU slice or GPU pool this check knows; use {KNOWN} "
+                      "(v2 and v3 are not supported), or h100-N for N H100 GPUs")
     generation, topology = match[1], name
     dims = [int(d) for d in match[2].split("x")]
     if len(dims) != (3 if generation in ("v4", "v5p") else 2):

@@ -219,3 +219,15 @@ def test_inspect_task_with_an_objective_that_imports_tensorflow_prints_its_own_l
   assert "--- inputs" in result.stdout
   assert [line for line in re.split(r"[\r\n]", result.stdout + result.stderr) if NOISE.search(line)] == []
 
+
+
+def test_estimate_memory_s_vocab_size_stands_in_for_the_model_s(capsys):
+  """--vocab_size changes the embedding's bytes also where the config sets model.vocab_size (every C4 zoo run)."""
+  from pretrain.commands import estimate_memory  # pylint: disable=g-import-not-at-top
+  params = {}
+  for flags in ((), ("--vocab_size=1000",)):
+    estimate_memory.main(["--no_compile", "--config.model.vocab_size=4096", "--config.model.d_model=32",
+                          "--config.model.num_layers=1", *flags])
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.split()[:1] == ["params"])
+    params[flags] = int(line.split("(")[1].split()[0].replace(",", ""))
+  assert params[("--vocab_size=1000",)] < params[()]

@@ -133,7 +133,7 @@ def test_tiny_gin_shrinks_every_zoo_run_to_the_bundled_corpus(name):
   assert memory.lower_bound(run) < 2**30
 
 
-def test_gin_macros_includes_flags_and_errors(tmp_path):
+def test_gin_macros_includes_flags_and_errors(tmp_path, monkeypatch):
   from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
   (tmp_path / "base.gin").write_text("WIDTH = 96\nmodel.d_model = %WIDTH\n")
   (tmp_path / "run.gin").write_text("include 'base.gin'\nmodel.mlp_dim = 384\ntrain.steps = 7\n")
@@ -165,6 +165,12 @@ def test_gin_macros_includes_flags_and_errors(tmp_path):
   (tmp_path / "broken.gin").write_text("model.d_model = (3\n")
   with pytest.raises(UserError, match="gin syntax error"):
     _parse([f"--gin_file={tmp_path / 'broken.gin'}"])
+  with monkeypatch.context() as m:  # A built-in one's file name, given where there is no such file.
+    m.chdir(tmp_path)
+    for flag, bare in (("--gin_file", "t5_1_1_small"), ("--config", "lm_125m")):
+      suffix = ".gin" if flag == "--gin_file" else ".py"
+      with pytest.raises(UserError, match=f"does not exist here; the built-in one is {flag}={bare}"):
+        _parse([f"{flag}={bare}{suffix}"])
   (tmp_path / "syntax.py").write_text("def get_config(:\n")
   with pytest.raises(UserError, match="has a syntax error at line 1"):
     _parse([f"--config={tmp_path / 'syntax.py'}"])

@@ -100,8 +100,10 @@ def test_a_step_too_large_for_the_slice_is_refused_in_one_line(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--topology=v9z-8"], "not a TPU slice this check knows"),
+    (["--topology=v9z-8"], "not a TPU slice or GPU pool this check knows"),
     (["--topology=v5p-12"], "v5p-N with N in"),
+    (["--topology=v5e-2"], "or give the topology itself (v5e:AxB)"),  # Two dimensions, as v5e's and v6e's have.
+    (["--topology=a100-8"], "or h100-N for N H100 GPUs"),
     (["--topology=v5e:2x2x2"], "has 2 dimensions"),
     (["--topology=v5e-4", "--slices=0"], "--slices"),
     (["--topology=h100-12"], "a multiple of 8"),

@@ -324,6 +324,7 @@ def test_bad_meshes_and_rules_are_named():
   # Pairs given on the command line (a string field's text), as the field's help shows them.
   pairs = (("activation_batch", ("data", "fsdp")), ("embed", "fsdp"), ("mlp", "tensor"))
   assert mesh_lib.rules(tiny_config(f"--config.mesh.rules={pairs!r}").mesh) == pairs
+  assert mesh_lib.rules(tiny_config(f"--gin.mesh.rules={pairs!r}").mesh) == pairs  # A gin tuple, not text.
   with pytest.raises(UserError, match="is not a Python literal of"):
     mesh_lib.rules(ml_collections.ConfigDict({"rules": "((embed, fsdp),)"}))
 
