@@ -44,8 +44,9 @@ class Curation:
   def __init__(self, source, data_cfg, cache: str):
     self.source, self.filters = source, filters_lib.parse(data_cfg.filters)
     self.dedup, self.threshold = data_cfg.dedup, float(data_cfg.dedup_threshold)
+    # The splits read (a TFDS slice such as train[:1%]) too: the source's content names its whole dataset.
     self.identity = (FORMAT, data_cfg.filters, self.dedup, self.threshold if self.dedup == "near" else None,
-                     _user_rule_digests(self.filters))
+                     _user_rule_digests(self.filters), sorted(source.splits.items()))
     key = json.dumps([source.content, self.identity], sort_keys=True, default=str)
     self.directory = os.path.join(cache, "curation",
                                   f"{source.name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}")

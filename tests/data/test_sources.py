@@ -149,6 +149,13 @@ def test_tfds_dataset_by_name_and_version(cache_dir, corpus_source):
                                    "validation_split": "validation", "text_key": "text"})
   source = sources.make_source(cfg)
   assert source.name == "pretrain_corpus" and next(source.texts("validation"))
+  # Curated, a slice of a split is curated and stored apart from the whole split (the dataset's content is one).
+  curated = [sources.make_source(ml_collections.ConfigDict({**cfg.to_dict(), "train_split": split,
+                                                             "filters": "words=5:100000", "dedup": "",
+                                                             "dedup_threshold": 0.8, "cache_dir": cache_dir}))
+             for split in ("train", "train[:50%]")]
+  assert curated[0].curation.directory != curated[1].curation.directory
+  assert curated[0].content != curated[1].content  # Which names the token store.
   cfg.validation_split = "test"
   with pytest.raises(UserError, match="has no split 'test'"):
     sources.make_source(cfg)
