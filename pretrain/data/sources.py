@@ -238,7 +238,11 @@ def _files_source(data_cfg) -> Source:
                       f"(data.validation_files={data_cfg.validation_files!r}); point it at the files to train on")
   _check_json_key(train_files + (validation_files or []), data_cfg.text_key)
   mode = data_cfg.get("text_documents", "line")
-  lengths = records.check(train_files + (validation_files or []), data_cfg.text_key, data_cfg.bad_records, mode)
+  lengths = records.check(train_files, data_cfg.text_key, data_cfg.bad_records, mode)
+  if not lengths:  # Blank lines only, or every record left out as bad: the tokenizer would fail later, unnamed.
+    raise UserError(f"data.train_files={data_cfg.train_files!r} holds no documents (its {len(train_files)} files "
+                    "have only blank lines, empty texts or bad records); point it at files with text")
+  lengths += records.check(validation_files or [], data_cfg.text_key, data_cfg.bad_records, mode)
   _describe_documents(train_files + (validation_files or []), lengths, mode, data_cfg.get("seq_len", 0))
   checked = data_cfg.bad_records == "error"  # Every record is good, or the check has stopped the run.
 

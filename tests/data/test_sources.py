@@ -71,6 +71,10 @@ def test_a_glob_of_folders_at_any_depth_and_validation_files_the_train_glob_also
   assert list(source.texts("train")) == docs[200:] and list(source.texts("validation")) == docs[:200]
   with pytest.raises(UserError, match=r"data.train_files='.*/a.jsonl' matches only the validation files"):
     sources.make_source(_files_cfg(train_files=f"{path}/a.jsonl", validation_files=f"{path}/*.jsonl"))
+  (path / "blank.txt").write_text("\n  \n\n")
+  (path / "blank.jsonl").write_text('{"text": ""}\n{"text": "  "}\n')
+  with pytest.raises(UserError, match=r"data.train_files='.*/blank\.\*' holds no documents \(its 2 files have only"):
+    sources.make_source(_files_cfg(train_files=f"{path}/blank.*"))
 
 
 def test_compressed_files_read_as_their_text(doc_files, tmp_path_factory):
