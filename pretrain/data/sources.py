@@ -232,10 +232,12 @@ def _files_source(data_cfg) -> Source:
                       if data_cfg.validation_files else None)
   if validation_files:  # Held-out files that the train glob also matches (one folder for both) are not trained on.
     held_out_files = {os.path.realpath(f) for f in validation_files}
-    train_files = [f for f in train_files if os.path.realpath(f) not in held_out_files]
-    if not train_files:
-      raise UserError(f"data.train_files={data_cfg.train_files!r} matches only the validation files "
-                      f"(data.validation_files={data_cfg.validation_files!r}); point it at the files to train on")
+    held_in = [f for f in train_files if os.path.realpath(f) not in held_out_files]
+    if held_in:
+      train_files = held_in
+    else:  # Asked for by name: a run that measures how well it fits its own text.
+      log(f"warning: data.validation_files={data_cfg.validation_files!r} are the training files, so the evaluation "
+          "measures the training text")
   _check_json_key(train_files + (validation_files or []), data_cfg.text_key)
   mode = data_cfg.get("text_documents", "line")
   lengths = records.check(train_files, data_cfg.text_key, data_cfg.bad_records, mode)
