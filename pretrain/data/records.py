@@ -20,6 +20,7 @@ POLICIES = ("error", "skip")
 
 
 MODES = ("line", "paragraph", "file")
+BOM = "\ufeff"  # The byte order mark that some editors put at a UTF-8 file's start: not text.
 
 
 def is_jsonl(path: str) -> bool:
@@ -52,7 +53,7 @@ def documents(path: str, text_key: str, mode: str):
 def text_of(raw: bytes, jsonl: bool, text_key: str) -> tuple[str | None, str]:
   """(the document, "") of one line, or (None, what is wrong with it); blank lines are (None, "")."""
   try:
-    line = raw.decode("utf-8")
+    line = raw.decode("utf-8").removeprefix(BOM)
   except UnicodeDecodeError as e:
     return None, f"is not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1})"
   if not line.strip():

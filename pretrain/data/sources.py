@@ -177,7 +177,7 @@ def _check_json_key(files: list[str], text_key: str) -> None:
     return
   try:
     with records.open_bytes(path) as f:  # Bytes: a bad record further on is records.check's to name.
-      line = next((l for l in f if l.strip()), b"{}").decode("utf-8", errors="replace")
+      line = next((l for l in f if l.strip()), b"{}").decode("utf-8", errors="replace").removeprefix(records.BOM)
   except (OSError, EOFError) as e:  # gzip's (not gzip, or cut short), or a file that cannot be read.
     raise records.unreadable(path, e) from None
   try:
@@ -206,6 +206,8 @@ def _read_lines(files: list[str], text_key: str, checked: bool, mode: str = "lin
     if records.is_jsonl(path) or not checked:
       jsonl = tf.constant(records.is_jsonl(path))
       lines = lines.map(lambda l, jsonl=jsonl: tf.reshape(tf.py_function(parse, [l, jsonl], tf.string), []))
+    else:  # Read as they are: only the byte order mark of a file's first line goes (records.BOM).
+      lines = lines.map(lambda l: tf.strings.regex_replace(l, "^" + records.BOM, ""))
     datasets.append(lines.filter(lambda l: tf.strings.length(tf.strings.strip(l)) > 0))
   dataset = datasets[0]
   for other in datasets[1:]:

@@ -117,6 +117,17 @@ def test_a_text_file_is_read_by_lines_paragraphs_or_whole(tmp_path, capsys, mode
   assert ("warning: the documents are short for rows of 128 tokens" in out) == (mode == "line")
 
 
+@pytest.mark.parametrize("mode", ["line", "paragraph"])
+def test_a_byte_order_mark_is_not_text(tmp_path, mode):
+  """Some editors start a UTF-8 file with one; JSON refused it, and a text file's first document began with it."""
+  (tmp_path / "a.jsonl").write_bytes(b"\xef\xbb\xbf" + b'{"text": "First."}\n{"text": "Second."}\n')
+  (tmp_path / "b.txt").write_bytes(b"\xef\xbb\xbfThird.\n\nFourth.\n")
+  source = sources.make_source(_files_cfg(train_files=f"{tmp_path}/a.jsonl", validation_files=f"{tmp_path}/b.txt",
+                                          text_documents=mode))
+  assert list(source.texts("train")) == ["First.", "Second."]
+  assert list(source.texts("validation")) == ["Third.", "Fourth."]
+
+
 def test_jsonl_without_the_text_field(doc_files):
   path, _ = doc_files
   with pytest.raises(UserError, match="no field 'body'.*data.text_key"):
