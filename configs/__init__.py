@@ -28,8 +28,8 @@ def path(name_or_path: str, kind: str = "py") -> str:
   """The file of a built-in config named `name_or_path`, or the path itself when it is one (ends in .py or .gin, or
   holds a directory)."""
   if name_or_path.endswith(f".{kind}") or "/" in name_or_path or os.sep in name_or_path:
-    bare = os.path.basename(name_or_path)[:-len(kind) - 1]
-    if not os.path.exists(name_or_path) and name_or_path == f"{bare}.{kind}" and bare in names(kind):
+    bare = name_or_path.removesuffix(f".{kind}")
+    if bare in names(kind) and not os.path.exists(name_or_path):
       flag = "--config" if kind == "py" else "--gin_file"
       raise UserError(f"{flag}={name_or_path!r} does not exist here; the built-in one is {flag}={bare}")
     return name_or_path

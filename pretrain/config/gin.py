@@ -68,39 +68,22 @@ class _Bindings:
       text = f.read()
     self.read(_statements(text, path), path, os.path.dirname(path), (*including, os.path.realpath(path)))
 
-  def resolve(self, value, where: str, seen: tuple = ()):
-    """`value` with every %MACRO in it (inside tuples, lists and dicts too) replaced by the macro's value."""
+  def resolve(self, value, where: str, used: set, seen: tuple = ()):
+    """`value` with every %MACRO in it (inside tuples, lists and dicts too) replaced by the macro's value; adds
+    the macros it used to `used`."""
     if isinstance(value, _Macro):
       if value.name not in self.macros:
         raise UserError(f"{where}: macro %{value.name} is not defined")
       if value.name in seen:
         raise UserError(f"{where}: macro %{value.name} is defined by itself ({' -> '.join((*seen, value.name))})")
+      used.add(value.name)
       macro_value, macro_where = self.macros[value.name]
-      return self.resolve(macro_value, macro_where, (*seen, value.name))
+      return self.resolve(macro_value, macro_where, used, (*seen, value.name))
     if isinstance(value, (tuple, list)):
-      return type(value)(self.resolve(v, where, seen) for v in value)
+      return type(value)(self.resolve(v, where, used, seen) for v in value)
     if isinstance(value, dict):
-      return {self.resolve(k, where, seen): self.resolve(v, where, seen) for k, v in value.items()}
+      return {self.resolve(k, where, used, seen): self.resolve(v, where, used, seen) for k, v in value.items()}
     return value
-
-  def used_macros(self) -> set[str]:
-    used = set()
-
-    def visit(value):
-      if isinstance(value, _Macro):
-        if value.name not in used:
-          used.add(value.name)
-          visit(self.macros.get(value.name, (None, ""))[0])
-      elif isinstance(value, (tuple, list)):
-        for v in value:
-          visit(v)
-      elif isinstance(value, dict):
-        for k, v in value.items():
-          visit(k)
-          visit(v)
-    for _, value, _ in self.fields:
-      visit(value)
-    return used
 
 
 def apply(cfg, files: list[str], flags: list[str]) -> None:
@@ -112,18 +95,19 @@ def apply(cfg, files: list[str], flags: list[str]) -> None:
   for path in files:
     bindings.read_file(path)
   for text in flags:
-    key, _, value = text.partition("=")
-    if not _:
+    key, equals, value = text.partition("=")
+    if not equals:
       raise UserError(f"--gin.{text} has no value; write --gin.{text}=VALUE")
     try:
       statements = list(config_parser.ConfigParser(f"{key} = {value}", _Delegate()))
     except (SyntaxError, tokenize.TokenError):
       statements = _statements(f"{key} = {value!r}", f"--gin.{text}")
     bindings.read(statements, f"--gin.{text}", ".")
-  used = bindings.used_macros()
+  used = set()
+  values = [(key, bindings.resolve(value, where, used), where) for key, value, where in bindings.fields]
   for name, (_, where) in bindings.macros.items():
     if where.startswith("--gin.") and name not in used:
       raise UserError(f"{where.rsplit(', line', 1)[0]} defines the macro {name}, which no binding uses; bind a "
                       "field as --gin.SECTION.FIELD=VALUE")
-  for key, value, where in bindings.fields:
-    config_lib.set_value(cfg, key, bindings.resolve(value, where), f"gin binding {key} ({where})")
+  for key, value, where in values:
+    config_lib.set_value(cfg, key, value, f"gin binding {key} ({where})")
