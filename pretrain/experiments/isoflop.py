@@ -47,21 +47,9 @@ def profile(budget: float, n, loss) -> Profile:
 
 @dataclasses.dataclass(frozen=True)
 class Frontier:
-  """N_opt = exp(intercept) x C^exponent through one seed's profiles with a minimum, and D_opt = C / (6 N_opt)."""
+  """N_opt = exp(intercept) x C^exponent through one seed's profiles with a minimum."""
   exponent: float
   intercept: float
-  budgets: tuple[float, ...]
-  n_opt: tuple[float, ...]
-
-  @property
-  def d_exponent(self) -> float:
-    return 1.0 - self.exponent
-
-  def n_at(self, budget):
-    return np.exp(self.intercept) * np.asarray(budget, np.float64) ** self.exponent
-
-  def d_at(self, budget):
-    return np.asarray(budget, np.float64) / (6 * self.n_at(budget))
 
 
 def frontier(profiles: list[Profile]) -> Frontier | None:
@@ -71,7 +59,7 @@ def frontier(profiles: list[Profile]) -> Frontier | None:
     return None
   budgets, n_opt = np.array([p.budget for p in found]), np.array([p.n_opt for p in found])
   exponent, intercept = np.polyfit(np.log(budgets), np.log(n_opt), 1)
-  return Frontier(float(exponent), float(intercept), tuple(budgets.tolist()), tuple(n_opt.tolist()))
+  return Frontier(float(exponent), float(intercept))
 
 
 def tokens_per_parameter(budget: float, n_opt: float) -> float:

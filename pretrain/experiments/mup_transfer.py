@@ -130,6 +130,22 @@ def plot(rows: list[dict], lrs: list[float], path: str) -> None:
         ax.legend(fontsize=8)
 
 
+def page(rows: list[dict], widths: list[int], lrs: list[float], seeds: list[int], commands: list[str], args,
+         argv: list[str], load: str) -> str:
+  """The page in markdown: the table of `rows` (analyse's), the optima's shifts and the sweeps' `commands`."""
+  return runs.report("mup_transfer", argv, load, [
+      "# Learning-rate transfer across width: standard parameterization and muP",
+      f"{len(widths)} widths x {len(lrs)} peak learning rates x {len(seeds)} seeds per family and parameterization, "
+      f"each run {args.steps} steps of {args.batch_size} x {args.seq_len} tokens of the bundled corpus (AdamW, "
+      f"warm-up {max(1, args.steps // 10)} steps then cosine decay; muP's base width {widths[0]}). The loss is the "
+      "final validation loss (nats per target token) of the run's own objective; the untrained models score about "
+      "8.3 (uniform over the vocabulary). Whether an optimum moves is a Welch test over the seeds of the smallest "
+      "and the largest width, Holm-corrected over the list below.",
+      table(rows, lrs), "\n".join(shifts(rows, widths, lrs)),
+      "Each width's sweep: `" + "`, `".join(commands[:2]) + "`, ... (one per setting).",
+      f"![learning rate against loss per width]({os.path.basename(args.out)}.png)"])
+
+
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain experiment mup_transfer") -> int:
   parser = cli.parser_for(prog, __doc__)
@@ -165,15 +181,6 @@ def main(argv: list[str], prog: str = "pretrain experiment mup_transfer") -> int
                 f"{stats.text([r['loss'] for r in measured])}", flush=True)
   rows = analyse(results, widths, lrs, seeds)
   text = "\n".join([table(rows, lrs), *shifts(rows, widths, lrs)])
-  runs.write_report(args.out, lambda path: plot(rows, lrs, path), runs.report(prog, argv, load, [
-      "# Learning-rate transfer across width: standard parameterization and muP",
-      f"{len(widths)} widths x {len(lrs)} peak learning rates x {len(seeds)} seeds per family and parameterization, "
-      f"each run {args.steps} steps of {args.batch_size} x {args.seq_len} tokens of the bundled corpus (AdamW, "
-      f"warm-up {max(1, args.steps // 10)} steps then cosine decay; muP's base width {widths[0]}). The loss is the "
-      "final validation loss (nats per target token) of the run's own objective; the untrained models score about "
-      "8.3 (uniform over the vocabulary). Whether an optimum moves is a Welch test over the seeds of the smallest "
-      "and the largest width, Holm-corrected over the list below.",
-      table(rows, lrs), "\n".join(shifts(rows, widths, lrs)),
-      "Each width's sweep: `" + "`, `".join(commands[:2]) + "`, ... (one per setting).",
-      f"![learning rate against loss per width]({os.path.basename(args.out)}.png)"]), text)
+  runs.write_report(args.out, lambda path: plot(rows, lrs, path),
+                    page(rows, widths, lrs, seeds, commands, args, argv, load), text)
   return 0

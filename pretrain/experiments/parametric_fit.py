@@ -43,9 +43,6 @@ class Law:
     g = (self.alpha * self.A / (self.beta * self.B)) ** (1 / (self.alpha + self.beta))
     return g * (np.asarray(budget, np.float64) / 6) ** self.n_exponent
 
-  def as_dict(self) -> dict:
-    return dataclasses.asdict(self)
-
 
 def _objective(theta, log_n, log_d, log_loss):
   """The summed Huber loss of the log-space residuals and its gradient in theta = (a, b, e, alpha, beta)."""
