@@ -14,7 +14,8 @@ from pretrain.workdir.run_files import differences, file_sha256, resumed_config
 # Config sections that fix the shapes of a checkpoint, and fields of theirs that only say how a step computes;
 # other fields that fix the checkpoint's tree (the optimizer's state: AdamW's moments, Adafactor's factors).
 _SHAPE_SECTIONS = ("model", "tokenizer")
-_NOT_SHAPES = ("model.attention",)
+_NOT_SHAPES = ("model.attention", "model.dtype", "model.remat", "model.dropout", "model.moe_capacity_factor",
+               "model.moe_grouped_matmul", "model.moe_router_jitter")
 _STATE_FIELDS = ("optimizer.name",)
 # Fields whose being zero or not adds or removes a link of the optimizer's chain, and so a part of its state
 # (train/optimizer.py): {field: whether it is a link, from the optimizer section}.
