@@ -116,6 +116,11 @@ CASES = [
      "its preprocess raised ValueError: no span here at "),
     # Rules between fields, refused with the config (pretrain/config/rules.py): muP where it is not defined, shapes
     # that do not divide, an evaluation the model cannot take; `pretrain config` refuses them as train does.
+    ("T5 with tied embeddings",
+     [*TRAIN, "--config.data.objective=span_corruption", "--config.model.tie_embeddings=True"],
+     "model.tie_embeddings=True: the encoder-decoder's output projection is its own"),
+    ("import from a bucket", [*TRAIN, "--config.train.init_from_hf=gs://bucket/llama"],
+     "'gs://bucket/llama' is not a local directory: a Hugging Face import reads local files"),
     ("muP with tied embeddings", [*TRAIN, "--config.model.parameterization=mup", "--config.model.tie_embeddings=True"],
      "model.parameterization=mup needs untied embeddings"),
     ("muP with Adafactor", [*TRAIN, "--config.model.parameterization=mup", "--config.optimizer.name=adafactor"],

@@ -33,6 +33,9 @@ def check_with_family(cfg, family) -> None:
   require(cfg.model.feed_forward == "gated" or family.architecture == "t5",
           f"model.feed_forward={cfg.model.feed_forward!r} is for the encoder-decoder (T5 v1.0, Switch); the "
           f"{family.name} model's feed-forward layers are gated: set model.feed_forward='gated'")
+  require(not cfg.model.tie_embeddings or family.architecture != "t5",
+          "model.tie_embeddings=True: the encoder-decoder's output projection is its own (T5 v1.1's, untied); set "
+          "model.tie_embeddings=False")
   require(not cfg.model.moe_experts or family.moe,
           f"model.moe_experts={cfg.model.moe_experts}: the {family.name} objective's loss does not take the experts' "
           "balancing terms; set model.moe_experts=0 (a dense model) or train another objective")

@@ -17,6 +17,9 @@ from pretrain.vocab import hf_export as tokenizer
 def read_config(hf_dir: str) -> tuple[object, dict]:
   """(the architecture's module, config.json) of a Hugging Face directory, or a UserError naming what is
   wrong."""
+  if "://" in hf_dir:
+    raise UserError(f"{hf_dir!r} is not a local directory: a Hugging Face import reads local files",
+                    fix="copy it to this machine first (gcloud storage cp -r, or huggingface-cli download)")
   path = os.path.join(hf_dir, "config.json")
   if not os.path.exists(path):
     raise UserError(f"{hf_dir!r} has no config.json; give a directory written by save_pretrained or pretrain export")
@@ -46,7 +49,12 @@ def import_config(cfg, hf_dir: str):
   for key, value in settings.items():
     cfg.model[key] = value
   cfg.tokenizer.path = path
-  cfg.tokenizer.kind = vocab.checked(path)[1].name  # As the file says (tokenizer.json: one of several kinds).
+  try:
+    cfg.tokenizer.kind = vocab.checked(path)[1].name  # As the file says (tokenizer.json: one of several kinds).
+  except UserError:  # Its weights belong to its own ids: another vocabulary cannot stand in.
+    raise UserError(f"{path!r} does not put pad, EOS and unknown at ids {(vocab.PAD_ID, vocab.EOS_ID, vocab.UNK_ID)} "
+                    "as T5's vocabulary does and this project's models read it (Meta's and Mistral's own tokenizers "
+                    "put unknown, BOS and EOS there), so its model cannot be imported") from None
   tokenizer_config = os.path.join(hf_dir, "tokenizer_config.json")
   if os.path.exists(tokenizer_config):
     with open(tokenizer_config) as f:

@@ -56,8 +56,11 @@ def moe_config(model_cfg, vocab_size: int, max_length: int) -> dict:
 def model_config(hf: dict) -> tuple[dict, list[str]]:
   """(our model.* settings, the features of the config.json we cannot reproduce) of a Llama-layout config."""
   heads = hf["num_attention_heads"]
-  rope = hf.get("rope_parameters") or {"rope_theta": hf.get("rope_theta", 10000.0), "rope_type": "default"}
-  unsupported = {"rope_parameters.rope_type": rope.get("rope_type", "default") != "default",
+  # transformers 5 writes rope_parameters; a config.json saved by transformers 4 has rope_theta and rope_scaling
+  # (null, or a scaling such as Llama 3's: {'rope_type': 'llama3', ...}, older ones {'type': 'linear', ...}).
+  scaling = "rope_parameters" if hf.get("rope_parameters") else "rope_scaling"
+  rope = hf.get("rope_parameters") or {**(hf.get("rope_scaling") or {}), "rope_theta": hf.get("rope_theta", 10000.0)}
+  unsupported = {f"{scaling}.rope_type": rope.get("rope_type", rope.get("type", "default")) != "default",
                  "attention_bias": hf.get("attention_bias", False), "mlp_bias": hf.get("mlp_bias", False),
                  "hidden_act": hf.get("hidden_act", "silu") != "silu"}
   return {"d_model": hf["hidden_size"], "mlp_dim": hf["intermediate_size"], "num_layers": hf["num_hidden_layers"],

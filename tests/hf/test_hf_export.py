@@ -199,6 +199,22 @@ def test_a_mixtral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   _import_and_compare_logits(tmp_path / "mixtral", settings, theirs)
 
 
+def test_a_llama_whose_tokenizer_has_metas_ids_is_refused_by_name(tmp_path):
+  """Meta's and Mistral's SentencePiece models put unknown, BOS and EOS at ids 0, 1, 2, where T5's (and ours) put
+  pad, EOS and unknown: the import names that, not a vocabulary to train."""
+  import sentencepiece as spm  # pylint: disable=g-import-not-at-top  (only this test trains one)
+  (tmp_path / "llama").mkdir()
+  (tmp_path / "text.txt").write_text("".join(f"line {i} of a few words, some longer than others\n" for i in range(200)))
+  spm.SentencePieceTrainer.train(input=str(tmp_path / "text.txt"), model_prefix=str(tmp_path / "llama" / "tokenizer"),
+                                 vocab_size=60, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2)
+  (tmp_path / "llama" / "config.json").write_text(json.dumps(
+      {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 32, "intermediate_size": 64,
+       "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 60, "rope_theta": 1e4}))
+  with pytest.raises(UserError, match=r"tokenizer.model' does not put pad, EOS and unknown at ids \(0, 1, 2\).*"
+                                      "Meta's and Mistral's own tokenizers"):
+    hf.import_config(tiny_config(), str(tmp_path / "llama"))
+
+
 def test_a_mistral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   """Mistral without its sliding window is Llama's model under another name; with a window it is refused."""
   hf_config = transformers.MistralConfig(vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
@@ -212,6 +228,13 @@ def test_a_mistral_made_by_transformers_imports_and_gives_its_logits(tmp_path):
   assert hf.imported(saved["model_type"]) is hf.mistral
   settings, unsupported = hf.mistral.model_config(saved)
   assert not unsupported and hf.mistral.model_config({**saved, "sliding_window": 16})[1] == ["sliding_window"]
+  # A transformers 4 config.json with a RoPE scaling (Llama 3's) is refused, not read as plain RoPE.
+  older = {k: v for k, v in saved.items() if k != "rope_parameters"}
+  llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+  assert hf.llama.model_config({**older, "rope_theta": 5e5, "rope_scaling": None})[0]["rope_theta"] == 5e5
+  assert hf.llama.model_config({**older, "rope_scaling": llama3})[1] == ["rope_scaling.rope_type"]
+  linear = {"type": "linear", "factor": 2.0}
+  assert hf.llama.model_config({**older, "rope_scaling": linear})[1] == ["rope_scaling.rope_type"]
   _import_and_compare_logits(tmp_path / "mistral", settings, theirs)
 
 
