@@ -11,7 +11,8 @@ token, token accuracy, perplexity and bits per byte; for causal LM over the
 whole split, also the per-word perplexity of word-level language modelling:
 exp(nats / words), the words split at white space plus one end of sentence
 per document, 82,430 on the Penn Treebank's test split), and writes
-them to WORKDIR/eval/TASK-SPLIT-stepN.json. A task is `{source}_{objective}`
+them to WORKDIR/eval/TASK-SPLIT-stepN.json (-batchesN before -step: part of
+the split). A task is `{source}_{objective}`
 over the run's data source (e.g. corpus_prefix_lm_decoder), for any objective
 of the run's model family.
 
@@ -92,7 +93,8 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
         values["loss"] * values["tokens"] / words)} if words else {})} for order, values in references.items()}
   if jax.process_index() == 0:
     windowed = f"-window{window}-stride{stride or window}" if window else ""
-    files.write_atomically(os.path.join(workdir, "eval", f"{task}-{split}{windowed}-step{step}.json"),
+    part = f"-batches{max_batches}" if max_batches is not None else ""  # Apart from the whole split's figures.
+    files.write_atomically(os.path.join(workdir, "eval", f"{task}-{split}{windowed}{part}-step{step}.json"),
                            json.dumps(summary, indent=2).encode())
   return summary
 

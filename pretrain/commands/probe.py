@@ -29,7 +29,8 @@ a fixed budget (a seed draws the head and the order).
 One run is one replicate: the seeds here are the probe's or fine-tuning's
 own (the evaluation's noise, averaged within the run); comparing
 pre-training settings takes several runs (pretrain sweep, the experiments).
-Writes both rows, every value, to WORKDIR/eval/probe-TASK-stepN.json.
+Writes both rows, every value, to WORKDIR/eval/probe-TASK-stepN.json (with
+--limit, --split or --documents: probe-TASK-limitN-stepN.json, ...).
 """
 
 import json
@@ -41,6 +42,8 @@ from pretrain.config import POSITIVE
 from pretrain.system import files
 from pretrain.system.errors import UserError, exit_on_user_error
 
+SEEDS, FINETUNE_STEPS = 5, 300  # Where the flags leave them out.
+
 
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain probe") -> None:
@@ -50,17 +53,18 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
                       help="zero_shot: minimal pairs and a cloze scored by likelihood; same_document: do two "
                            "passages share a document (linear probe); packages: which package a passage comes "
                            "from (24 classes; probe, and with --finetune fine-tuned)")
-  parser.add_argument("--seeds", type=cli.at_least(1), default=5,
-                      help="probe seeds (same_document) or fine-tuning seeds")
+  parser.add_argument("--seeds", type=cli.at_least(1), default=None,
+                      help=f"probe seeds (same_document) or fine-tuning seeds (packages --finetune); default "
+                           f"{SEEDS}; the other measures draw nothing")
   parser.add_argument("--finetune", action="store_true", help="packages: also fine-tune the whole model")
-  parser.add_argument("--finetune_steps", type=cli.at_least(1), default=300,
-                      help="packages: fine-tuning steps of 32 passages")
+  parser.add_argument("--finetune_steps", type=cli.at_least(1), default=None,
+                      help=f"packages: fine-tuning steps of 32 passages (default {FINETUNE_STEPS})")
   parser.add_argument("--finetune_lr", type=cli.number(POSITIVE), default=None,
                       help="packages: the fine-tuning's peak learning rate (default: 3e-3, "
                            "pretrain/downstream/finetune.py's, chosen on a decoder-only model)")
   parser.add_argument("--split", default=None, help="same_document: whose documents (default: held out)")
-  parser.add_argument("--documents", type=cli.at_least(6), default=2000,
-                      help="same_document: at most this many documents")
+  parser.add_argument("--documents", type=cli.at_least(6), default=None,
+                      help="same_document: at most this many documents (default 2000)")
   parser.add_argument("--limit", type=cli.at_least(0), default=0,
                       help="zero_shot: score the first LIMIT items of each task (0: all; a quick look, as lm-eval's "
                            "--limit)")
@@ -70,6 +74,16 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
   if args.finetune_lr is not None and not args.finetune:
     raise UserError(f"--finetune_lr={args.finetune_lr:g} is the fine-tuning's rate; add --finetune "
                     "(and --task=packages)")
+  if args.finetune_steps is not None and not args.finetune:
+    raise UserError(f"--finetune_steps={args.finetune_steps} counts the fine-tuning's steps; add --finetune "
+                    "(and --task=packages)")
+  for flag in ("split", "documents"):
+    if getattr(args, flag) is not None and args.task != "same_document":
+      raise UserError(f"--{flag} chooses the same-document probe's documents; add --task=same_document, or leave "
+                      "it out")
+  if args.seeds is not None and not (args.task == "same_document" or args.finetune):
+    raise UserError(f"--seeds: --task={args.task}{' without --finetune' if args.task == 'packages' else ''} draws "
+                    "nothing (one value per measure); leave it out")
   if args.task != "zero_shot" and args.limit:
     raise UserError("--limit counts the zero-shot tasks' items; add --task=zero_shot, or leave it out")
   import jax  # pylint: disable=g-import-not-at-top  (not for --help)
@@ -82,13 +96,17 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
   rows = {}
   for name, row_params in ((f"model (step {step})", params), ("random init", run.create_state().params)):
     print(f"Probing {name} ({args.task})...", flush=True)  # Each takes a minute or two.
-    rows[name] = evaluation.measure(run, row_params, args.task, args.seeds, args.finetune and args.finetune_steps,
-                                    args.split, args.documents, scorer, args.limit or None, args.finetune_lr)
+    rows[name] = evaluation.measure(run, row_params, args.task, args.seeds or SEEDS,
+                                    args.finetune and (args.finetune_steps or FINETUNE_STEPS), args.split,
+                                    scorer=scorer, limit=args.limit or None, finetune_lr=args.finetune_lr,
+                                    **({"max_documents": args.documents} if args.documents else {}))
   about = next(iter(rows.values())).pop("about")
   for row in rows.values():
     row.pop("about", None)
+  # A measure of part of the items or of other documents is kept apart: a sweep reads the whole one's file.
+  part = "".join(f"-{flag}{getattr(args, flag)}" for flag in ("limit", "split", "documents") if getattr(args, flag))
   if jax.process_index() == 0:
-    files.write_atomically(os.path.join(args.workdir, "eval", f"probe-{args.task}-step{step}.json"),
+    files.write_atomically(os.path.join(args.workdir, "eval", f"probe-{args.task}{part}-step{step}.json"),
                            json.dumps({"step": step, "task": args.task, **about, "rows": rows}, indent=2).encode())
   measures = list(next(iter(rows.values())))
   chance = about.pop("chance", None)

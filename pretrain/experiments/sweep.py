@@ -79,7 +79,8 @@ def _train_point(cfg, workdir: str, trained: bool, probe: str | None, probe_seed
       results = report_lib.probe_file(workdir, probe, cfg.train.steps)
       if os.path.lexists(results):  # There, but not a probe's results (probed() said so): kept aside.
         aside.move(results, "is not a probe's results", "the point is probed again")
-      probe_command.main([f"--workdir={workdir}", f"--task={probe}", f"--seeds={probe_seeds}"])
+      seeds = [f"--seeds={probe_seeds}"] if probe == "same_document" else []  # The others draw nothing.
+      probe_command.main([f"--workdir={workdir}", f"--task={probe}", *seeds])
 
 
 @exit_on_user_error
@@ -91,7 +92,8 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
                                                              "(any column of sweep.csv)")
   parser.add_argument("--probe", choices=("zero_shot", "same_document", "packages"), default=None,
                       help="also measure each point downstream (pretrain probe --task=PROBE) when it finishes")
-  parser.add_argument("--probe_seeds", type=cli.at_least(1), default=3, help="the probe's seeds")
+  parser.add_argument("--probe_seeds", type=cli.at_least(1), default=3,
+                      help="the same-document probe's seeds (the other probes draw nothing)")
   parser.add_argument("--launch", default=None, help="hand each point to `pretrain launch` with these flags, "
                                                      "e.g. \"slurm --nodes=1 --gpus_per_node=8\"")
   parser.add_argument("--run", action="store_true", help="with --launch: submit, not only print")

@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import os
+import re
 
 from pretrain.downstream import stats
 from pretrain.experiments import figures, runs
@@ -34,7 +35,8 @@ def point_values(workdir: str, steps: int) -> dict[str, float]:
             if isinstance(v, (int, float)) and (k.startswith("eval/") or k == "train/loss")}
   probe_dir = os.path.join(workdir, "eval")
   for name in sorted(os.listdir(probe_dir)) if os.path.isdir(probe_dir) else []:
-    if name.startswith("probe-") and name.endswith(f"-step{steps}.json"):
+    # probe-TASK-stepN.json: the whole measure (one of part of it, probe-TASK-limitL-stepN.json, is not the point's).
+    if re.fullmatch(rf"probe-[a-z_]+-step{steps}\.json", name):
       rows = probe_rows(os.path.join(probe_dir, name)) or {}
       for row, measures in rows.items():
         for measure, seeds in measures.items():

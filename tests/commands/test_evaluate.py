@@ -21,7 +21,7 @@ def test_evaluate_matches_the_training_evaluation_and_names_bad_tasks(trained_ru
   evaluate = lambda *args: run_pretrain("eval", f"--workdir={workdir}", *args)
   result = evaluate("--task=corpus_clm", "--batches=3")
   assert result.returncode == 0, result.stderr
-  saved = json.load(open(workdir / "eval" / "corpus_clm-validation-step3.json"))
+  saved = json.load(open(workdir / "eval" / "corpus_clm-validation-batches3-step3.json"))  # Part of the split.
   logged = [r for r in metrics.read(str(workdir)) if r["step"] == 3 and "eval/loss" in r][0]
   assert abs(saved["loss"] - logged["eval/loss"]) < 1e-5 and saved["batches"] == 3
   assert f"perplexity {saved['perplexity']:.2f}" in result.stdout

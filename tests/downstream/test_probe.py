@@ -116,7 +116,7 @@ def test_the_probe_command_reports_the_model_beside_its_initial_parameters(run_t
   result = run_train(workdir, *SMALL)
   assert result.returncode == 0, result.stderr
   probe_command.main([f"--workdir={workdir}", "--limit=100"])  # Each task's first 100 items (of 134 to 400).
-  saved = json.loads((workdir / "eval" / "probe-zero_shot-step300.json").read_text())
+  saved = json.loads((workdir / "eval" / "probe-zero_shot-limit100-step300.json").read_text())  # Part: apart.
   trained, initial = saved["rows"]["model (step 300)"], saved["rows"]["random init"]
   assert saved["version"] == zero_shot.VERSION and set(saved["items"].values()) == {100}
   assert set(trained) == set(saved["chance"]) == {"pairs_swap", "pairs_replace", "pairs_lines", "cloze"}
@@ -139,8 +139,14 @@ def test_the_probe_command_reports_the_model_beside_its_initial_parameters(run_t
 
 
 @pytest.mark.slow
-def test_a_fine_tuning_rate_without_fine_tuning_is_refused(trained_run, capsys):
+@pytest.mark.parametrize("flags, said", [
+    (["--task=packages", "--finetune_lr=1e-3"], "--finetune_lr=0.001 is the fine-tuning's rate; add --finetune"),
+    (["--task=packages", "--finetune_steps=50"], "--finetune_steps=50 counts the fine-tuning's steps; add --finetune"),
+    (["--task=zero_shot", "--split=validation"], "--split chooses the same-document probe's documents"),
+    (["--task=packages", "--documents=100"], "--documents chooses the same-document probe's documents"),
+    (["--task=zero_shot", "--seeds=3"], "--seeds: --task=zero_shot draws nothing"),
+    (["--task=packages", "--seeds=3"], "--seeds: --task=packages without --finetune draws nothing")])
+def test_a_flag_the_measure_does_not_read_is_refused(trained_run, capsys, flags, said):
   with pytest.raises(SystemExit):
-    probe_command.main([f"--workdir={trained_run}", "--task=packages", "--finetune_lr=1e-3"])
-  assert "--finetune_lr=0.001 is the fine-tuning's rate; add --finetune (and --task=packages)" in \
-      capsys.readouterr().err
+    probe_command.main([f"--workdir={trained_run}", *flags])
+  assert said in capsys.readouterr().err

@@ -69,6 +69,9 @@ def test_a_damaged_probe_result_or_metrics_line_counts_as_not_there(tmp_path):
   probe.write_text('{"rows": {"trained": {"pairs": [0.7, 0.8]}}}')
   assert sweep_report.probed(str(tmp_path), "zero_shot", 3)
   assert sweep_report.point_values(str(tmp_path), 3) == {"probe/pairs": pytest.approx(0.75)}
+  # A probe of part of the items (pretrain probe --limit) is not the point's measure.
+  (tmp_path / "eval" / "probe-packages-limit20-step3.json").write_text('{"rows": {"trained": {"lines": [0.1]}}}')
+  assert sweep_report.point_values(str(tmp_path), 3) == {"probe/pairs": pytest.approx(0.75)}
   probe.write_text('{"rows": {"trained": {"pairs": [0.7, 0.')
   assert not sweep_report.probed(str(tmp_path), "zero_shot", 3) and sweep_report.point_values(str(tmp_path), 3) == {}
   (tmp_path / "metrics.jsonl").write_text('{"step": 1, "eval/loss": 2.0}\n{garbage\n{"step": 3, "eval/loss": 1.0}\n')
