@@ -199,6 +199,8 @@ CASES = [
      "argument --top_p: give a mass in (0, 1]"),
     ("export into a file", ["export", f"--workdir={RUN}", f"--out={DATA}/raises.py"],
      "raises.py' is a file, not a directory"),
+    ("prepare for the replay pipeline", ["prepare-data", *TINY, "--config.data.pipeline=replay"],
+     "data.pipeline=replay reads its examples through seqio as it trains, not from a token store"),
     ("inspect a negative number", ["inspect-task", "--task=corpus_clm", "--num=-1"], "argument --num: give at least 1, not -1"),
     ("unknown subcommand", ["trian"], "unknown subcommand 'trian'; did you mean 'train'?"),
     # A workdir's files edited or damaged (each case's DAMAGE, before the snapshot), and settings that would

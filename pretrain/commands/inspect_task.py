@@ -32,7 +32,8 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--task", help="task name, e.g. corpus_ul2")
   parser.add_argument("--list", action="store_true", help="print the registered task names")
-  parser.add_argument("--split", default="validation", choices=("train", "validation"), help="which split")
+  parser.add_argument("--split", default="validation", choices=("train", "validation", "test", "downstream"),
+                      help="which split (test: the Penn Treebank's; downstream: the bundled corpus's held-out one)")
   parser.add_argument("--num", type=cli.at_least(1), default=3, help="examples to print")
   parser.add_argument("--inputs_length", type=cli.at_least(1),
                       help="default: data.inputs_length (data.seq_len for mlm)")
@@ -52,6 +53,9 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
   from pretrain.vocab import pipeline as vocab  # pylint: disable=g-import-not-at-top  (not for --help)
 
   source = sources.make_source(cfg.data)
+  if args.split not in source.splits:
+    raise UserError(f"--split={args.split}: the source {source.name} has no such split; use one of "
+                    f"{', '.join(source.splits)}")
   vocabulary = vocab.get_vocabulary(cfg, source, objectives.pieces(cfg))
   families, described = {}, {}  # task name -> its family, and how --list shows it
   for spec in objectives.known(cfg):

@@ -24,6 +24,10 @@ from pretrain.system.errors import UserError, exit_on_user_error
 
 
 def _check_preparable(cfg) -> None:
+  if cfg.data.pipeline == "replay":
+    raise UserError("data.pipeline=replay reads its examples through seqio as it trains, not from a token store: "
+                    "there is none to prepare; prepare for the indexed pipeline (the default) or leave prepare-data "
+                    "out")
   if cfg.data.task:
     raise UserError(f"data.task={cfg.data.task!r} is read with data.pipeline=replay (its preprocessors are its own): "
                     "it has no token store to prepare")

@@ -191,8 +191,13 @@ class PretrainLM(TemplateLM):
     self.backend = check_model(run.family, run.task_lengths, mode)
     self.mode_ids = [vocab.single_piece_id(run.vocabulary, mode)] if mode else []
     self.batch = int(batch_size) if str(batch_size).isdigit() else likelihood.BATCH
-    self._max_length = int(max_length) if max_length else (
-        sum(run.task_lengths.values()) if self.backend == "causal" else run.task_lengths["inputs"])
+    trained = sum(run.task_lengths.values()) if self.backend == "causal" else run.task_lengths["inputs"]
+    self._max_length = int(max_length) if max_length else trained
+    # Positions a causal model (RoPE) never trained at give scores that are not the model's; T5's relative
+    # positions share their farthest bucket, and lm-eval's hf backend reads T5's max_length as 2048.
+    if self.backend == "causal" and self._max_length > trained:
+      raise UserError(f"model_args max_length={self._max_length} is longer than the run's rows of {trained} tokens, "
+                      f"the longest context it trained at; give max_length={trained} or less")
     self.max_gen_toks = int(max_gen_toks)
     if stride is not None and not (str(stride).isdigit() and 1 <= int(stride) <= self._max_length):
       raise UserError(f"model_args stride={stride}: give the tokens each rolling window scores, from 1 to "

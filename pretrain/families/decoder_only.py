@@ -41,8 +41,9 @@ class CausalLM(Family):
                         batch["decoder_positions"], batch.get("decoder_causal_attention"), dropout_rng=dropout_rng)
 
   def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths) -> None:
+    # The model reads its BOS, the prompt and all new tokens but the last: position prompt + new - 1 at most.
     limit = sum(task_lengths.values())
-    if prompt_tokens + 1 + max_new_tokens > limit:
+    if prompt_tokens + max_new_tokens > limit:
       raise UserError(f"the prompt has {prompt_tokens} tokens and {max_new_tokens} new tokens are asked, more than "
                       f"the {limit} positions the model was trained on; shorten the prompt or --max_new_tokens")
 

@@ -227,6 +227,22 @@ def test_inspect_task_shows_a_steps_members(cache_dir, vocabulary, monkeypatch, 
   assert shown.count("=== step 3, row ") == 4 and "--- targets" in shown
 
 
+def test_inspect_task_reads_any_split_of_the_source_and_names_a_missing_one(cache_dir, vocabulary, monkeypatch,
+                                                                              capsys):
+  """The bundled corpus's held-out split is inspected as pretrain eval reads it; the test split, which only the
+  Penn Treebank has, is refused by name."""
+  del vocabulary
+  from pretrain.commands import inspect_task  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
+  flags = ["--task=corpus_clm", "--num=1", "--config=configs/quickstart.py", "--config.data.seq_len=32"]
+  inspect_task.main([*flags, "--split=downstream"])
+  assert "=== corpus_clm example 0 (downstream)" in capsys.readouterr().out
+  with pytest.raises(SystemExit):
+    inspect_task.main([*flags, "--split=test"])
+  assert "--split=test: the source corpus has no such split; use one of train, validation, downstream" in \
+      capsys.readouterr().err
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("pipeline", ["indexed", "replay"])
 def test_a_fixed_mixture_trains_with_either_pipeline(cache_dir, vocabulary, tmp_path, pipeline):

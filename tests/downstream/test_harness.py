@@ -132,6 +132,8 @@ def test_a_generation_longer_than_the_model_is_refused_not_cut_from_its_prompt(v
   left cut went wrong (an empty or an uncut prompt, silently); lm-eval's hf backend refuses it too."""
   from lm_eval.api.instance import Instance  # pylint: disable=g-import-not-at-top
   run = run_lib.Run.build(tiny_config(), vocabulary=vocabulary)
+  with pytest.raises(UserError, match="max_length=33 is longer than the run's rows of 32 tokens"):
+    harness.PretrainLM(run=run, params=None, max_length=33)  # As pretrain eval --window refuses it.
   ours = harness.PretrainLM(run=run, params=run.create_state().params, max_length=32)
   request = Instance("generate_until", {}, ("The cat sat on the", {"until": ["."], "max_gen_toks": 32}), 0)
   with pytest.raises(UserError, match="asks for 32 new tokens .* no room for its prompt in the model's 32 positions"):

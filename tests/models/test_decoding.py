@@ -118,3 +118,14 @@ def test_end_of_run_samples_that_do_not_fit_the_rows_are_named_not_printed(capsy
   assert sampling.samples(run, params=None) == []
   assert ("No end-of-run samples: sample.prompt_tokens=20 and sample.max_new_tokens=20 do not fit the rows (the "
           "prompt has 20 tokens and 20 new tokens are asked, more than the 32 positions") in capsys.readouterr().out
+
+
+def test_a_prompt_and_its_new_tokens_may_fill_the_trained_positions():
+  """The decoder reads BOS, the prompt and every new token but the last (_recompute's last logits are at
+  position prompt + new - 1): 2 + 30 fit 32 trained positions, 3 + 30 do not."""
+  from pretrain import objectives  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
+  family = objectives.get("clm").family
+  family.check_prompt(2, 30, {"targets": 32})
+  with pytest.raises(UserError, match="the prompt has 3 tokens and 30 new tokens are asked, more than the 32"):
+    family.check_prompt(3, 30, {"targets": 32})
