@@ -321,12 +321,13 @@ class Run:
     n-th document into its rows, so each host reads the whole text in order and keeps its share of the rows."""
     return "examples" if (objective_ or self.objective).in_order else self.cfg.data.host_sharding
 
-  def restore(self, saver: checkpoint.Checkpointer, step: int, what: str):
-    """The state saved at `step`, after checking its parameters' shapes against the model's."""
+  def restore(self, saver: checkpoint.Checkpointer, step: int, what: str, params_only: bool = False):
+    """The state saved at `step` (with `params_only`, its parameters alone), after checking their shapes against
+    the model's."""
     target = self.abstract_state()
     models.check_shapes(saver.saved_params(step), target.params, what)
     with self.activated():
-      return saver.restore(step, target)
+      return saver.restore_params(step, target.params) if params_only else saver.restore(step, target)
 
   def member_tasks(self) -> list:
     """(seqio task, source, objective) of each member of the schedule (one for a single source), registered."""
@@ -370,7 +371,8 @@ def load(workdir: str, pipeline: bool = True, step: int | None = None,
   """(run, parameters, step) of the latest checkpoint of a training run's workdir (or of `step`). Its vocabulary
   is a seqio vocabulary, for the data pipelines; with `pipeline` False, for commands that only encode and decode
   text, read without TensorFlow (text_vocab). With `dropless`, a mixture of experts trained with capacity
-  dispatch routes every token to its experts (model.moe_capacity_factor=0), as its Hugging Face export does."""
+  dispatch routes every token to its experts (model.moe_capacity_factor=0), as its Hugging Face export does.
+  Only the parameters are read, not the optimizer state."""
   cfg = saved_config(workdir)
   if dropless:
     cfg.model.moe_capacity_factor = 0.0
@@ -392,7 +394,7 @@ def load(workdir: str, pipeline: bool = True, step: int | None = None,
     if step is not None:
       saver.check_has(step, workdir)
     step = latest if step is None else step
-    state = run.restore(saver, step, f"the checkpoint of step {step} in {workdir!r}")
+    params = run.restore(saver, step, f"the checkpoint of step {step} in {workdir!r}", params_only=True)
   finally:
     saver.close()
-  return run, state.params, step
+  return run, params, step

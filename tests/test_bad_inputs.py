@@ -179,6 +179,8 @@ CASES = [
      "is not the one the checkpoints in"),
     ("resume without clipping", ["train", f"--workdir={RUN}", *TINY, "--config.optimizer.grad_clip=0"],
      "optimizer.grad_clip=1.0, not 0.0: one of them is 0"),
+    ("export over a written directory", ["export", f"--workdir={RUN}", f"--out={RUN}"],
+     "exists and is not an empty directory; give a new directory"),
     ("export in shards of no size", ["export", f"--workdir={RUN}", f"--out={TMP}/hf", "--max_shard_size=5XB"],
      "'5XB' is not a size: give a number and KB, MB, GB or TB"),
     ("export to a bucket", ["export", f"--workdir={RUN}", "--out=gs://bucket/model"],

@@ -45,6 +45,7 @@ def main(argv: list[str], prog: str = "pretrain export") -> None:
 
   from pretrain import hf, run as run_lib  # pylint: disable=g-import-not-at-top  (not for --help)
 
+  hf.refuse_written(args.out)  # Before the minutes of reading a large run.
   run, params, step = run_lib.load(args.workdir, pipeline=False)
   if run.family.prefix_lm:
     print(f"warning: {run.cfg.data.objective} trained a prefix-LM; LlamaForCausalLM attends causally everywhere, so "

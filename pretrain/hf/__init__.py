@@ -14,8 +14,8 @@ tokenizer.json (pretrain/vocab/hf_export.py), with a SentencePiece vocabulary's
 """
 
 from pretrain.hf.architectures import ARCHITECTURES, WEIGHTS, architecture, imported, scaled_queries
-from pretrain.hf.exporting import export
+from pretrain.hf.exporting import export, refuse_written
 from pretrain.hf.importing import import_config, import_params, init_config, load_weights, read_config
 
 __all__ = ["ARCHITECTURES", "WEIGHTS", "architecture", "export", "import_config", "import_params", "imported",
-           "init_config", "load_weights", "read_config", "scaled_queries"]
+           "init_config", "load_weights", "read_config", "refuse_written", "scaled_queries"]

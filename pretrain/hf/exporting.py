@@ -22,6 +22,12 @@ from pretrain.vocab import hf_export as tokenizer
 MAX_SHARD_SIZE = "5GB"
 
 
+def refuse_written(out_dir: str) -> None:
+  """An export writes a new (or empty) directory: one that holds anything is refused."""
+  if os.path.exists(out_dir) and not (os.path.isdir(out_dir) and not os.listdir(out_dir)):
+    raise UserError(f"--out={out_dir!r} exists and is not an empty directory; give a new directory")
+
+
 def export(out_dir: str, run, params, vocabulary=None, max_shard_size: int | str = MAX_SHARD_SIZE) -> str:
   """Writes config.json, model.safetensors (or shards of at most `max_shard_size` and their index, as
   transformers writes them) and the tokenizer files of a run (pretrain.run.Run; its vocabulary unless
@@ -33,8 +39,7 @@ def export(out_dir: str, run, params, vocabulary=None, max_shard_size: int | str
   run.family.check_exportable()
   model_cfg, max_length = run.cfg.model, sum(run.task_lengths.values())
   module = architecture(run.family.hf, model_cfg)
-  if os.path.exists(out_dir) and not (os.path.isdir(out_dir) and not os.listdir(out_dir)):
-    raise UserError(f"--out={out_dir!r} exists and is not an empty directory; give a new directory")
+  refuse_written(out_dir)
   params = jax.tree.map(np.asarray, jax.device_get(nn.meta.unbox(params)))
   models.check_shapes(params, run.abstract_state().params, "the checkpoint")
   config = module.hf_config(model_cfg, run.model.config.vocab_size, max_length)  # Refuses what it cannot write.

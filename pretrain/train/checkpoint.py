@@ -169,6 +169,14 @@ class Checkpointer:
     """The state, restored into the shapes, dtypes and shardings of `abstract_state`."""
     return self.manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state))).state
 
+  def restore_params(self, step: int, abstract_params):
+    """The parameters alone, restored into the shapes, dtypes and shardings of `abstract_params`: what reads a
+    run (export, eval, generate) holds no optimizer state, two or three times the parameters' memory."""
+    item = {"params": abstract_params}
+    args = ocp.args.PyTreeRestore(item=item, restore_args=ocp.checkpoint_utils.construct_restore_args(item),
+                                  partial_restore=True)
+    return ocp.PyTreeCheckpointer().restore(epath.Path(self.directory, str(step), "state"), args=args)["params"]
+
   def restore_data(self, step: int) -> dict | None:
     """The data position saved at `step` (None if the checkpoint has none)."""
     return self._restore_json(step, "data")

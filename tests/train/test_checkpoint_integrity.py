@@ -120,3 +120,25 @@ def test_a_step_without_its_orbax_metadata_is_read_around_and_resumed(trained, t
   resumed = run_train(workdir, *ARGS, "--config.train.steps=5")
   assert resumed.returncode == 0, resumed.stderr
   assert "Resuming from the checkpoint at step 4" in resumed.stdout + resumed.stderr
+
+
+@pytest.mark.slow
+def test_reading_a_run_restores_its_parameters_not_its_optimizer_state(trained, monkeypatch):
+  """export, eval, generate and probe read the parameters alone (the optimizer's moments are twice their size):
+  equal to a full restore's, and read even where the config's optimizer would have another state."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.train import checkpoint  # pylint: disable=g-import-not-at-top
+  from tests.conftest import tiny_config  # pylint: disable=g-import-not-at-top
+  run = run_lib.Run.build(run_lib.saved_config(str(trained)))
+  saver = checkpoint.Checkpointer(str(trained / "checkpoints"), 2, move_aside=False)
+  full = run.restore(saver, 4, "the checkpoint").params
+  adafactor = run_lib.Run.build(tiny_config(*ARGS, "--config.optimizer.name=adafactor"), vocabulary=run.vocabulary)
+  alone = adafactor.restore(saver, 4, "the checkpoint", params_only=True)
+  saver.close()
+  with monkeypatch.context() as patched:
+    patched.setattr(checkpoint.Checkpointer, "restore", lambda *_: pytest.fail("load restored the optimizer state"))
+    _, loaded, step = run_lib.load(str(trained))
+  assert step == 4
+  for params in (alone, loaded):
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(full)))
