@@ -18,7 +18,7 @@ from pretrain import config as config_lib
 from pretrain.system import files
 from pretrain.system.errors import UserError
 from pretrain.train import checkpoint
-from pretrain.workdir import resumed_config, saved_config
+from pretrain.workdir import resumed_config, saved_config, vocabulary_file
 
 # Fields the branch sets from its parent and the command's --from_step and --steps; overriding them would make
 # another run.
@@ -54,6 +54,9 @@ def config(parent: str, step: int, steps: int) -> ml_collections.ConfigDict:
     saver.close()
   config_lib.update(cfg, {"train.steps": step + steps, "optimizer.decay_steps": steps, "train.parent":
                           location(parent), "train.parent_step": step, "train.keep_steps": ()}, "the branch")
+  if cfg.train.init_from_hf:  # The parent's checkpoint and its copy of the vocabulary hold the import: the
+    # directory, perhaps gone with a preempted machine's disk or relative to another folder, is not read again.
+    config_lib.update(cfg, {"train.init_from_hf": "", "tokenizer.path": vocabulary_file(parent)}, "the branch")
   return cfg
 
 

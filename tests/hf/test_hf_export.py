@@ -335,7 +335,7 @@ def _eval_losses(workdir):
 
 
 @pytest.mark.slow
-def test_trained_llama_exports_and_continues_from_the_export(tmp_path, run_train, corpus_source):
+def test_trained_llama_exports_and_continues_from_the_export(tmp_path, run_train, run_pretrain, corpus_source):
   first = tmp_path / "first"
   assert run_train(first, "--config.train.steps=3", "--config.model.num_kv_heads=1").returncode == 0
   out = tmp_path / "hf"
@@ -360,12 +360,21 @@ def test_trained_llama_exports_and_continues_from_the_export(tmp_path, run_train
   arms.refuse_another_run(tiny_config("--config.train.steps=1", f"--config.train.init_from_hf={out}",
                                       "--config.model.d_model=64", "--config.model.num_kv_heads=2",
                                       "--config.model.moe_experts=4", "--config.model.moe_mlp_dim=32"), str(second))
+  stable = tmp_path / "stable"  # A wsd run from the export, for a cooldown branch below.
+  result = run_train(stable, "--config.train.steps=2", f"--config.train.init_from_hf={out}",
+                     "--config.optimizer.schedule=wsd", "--config.optimizer.warmup_steps=0",
+                     "--config.train.checkpoint_every=1")
+  assert result.returncode == 0, result.stderr
   # Resumed once the directory is gone (a preempted machine's disk): as the checkpoints record the import.
   shutil.rmtree(out)
   result = run_train(second, "--config.train.steps=2", f"--config.train.init_from_hf={out}")
   assert result.returncode == 0, result.stderr
   assert "is gone: resuming with the model its import set" in result.stdout + result.stderr
   assert "Resuming from the checkpoint at step 1" in result.stdout + result.stderr
+  # A cooldown branch of a run that started from the export needs the directory no more either.
+  branch = run_pretrain("cooldown", f"--workdir={stable}", "--from_step=1", "--steps=1", f"--out={tmp_path}/branch")
+  assert branch.returncode == 0, branch.stderr
+  assert json.load(open(tmp_path / "branch" / "config.json"))["model"]["d_model"] == 32
 
 
 @pytest.mark.slow
