@@ -208,3 +208,11 @@ def test_a_page_of_results_names_its_data_and_says_so_at_its_top_when_the_data_h
       top = " ".join(text.split("\n\n")[1].split())
       assert top.startswith("**Not re-run since") and f"predate corpus {today}" in top, page
   assert checked >= 12
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/guide/commands.md"])
+def test_the_command_tables_list_every_subcommand(page):
+  """Each table of commands has a row per subcommand (`pretrain NAME ...`), as the CLI's overview does."""
+  with open(os.path.join(REPO, page)) as f:
+    listed = {line.split("`")[1].split()[1] for line in f if line.startswith("| `pretrain ")}
+  assert set(cli.SUBCOMMANDS) <= listed, sorted(set(cli.SUBCOMMANDS) - listed)
