@@ -19,6 +19,7 @@ import re
 import shutil
 
 import jax
+from jax.experimental import multihost_utils
 import orbax.checkpoint as ocp
 from etils import epath
 from orbax.checkpoint.checkpoint_managers import preservation_policy as preservation
@@ -37,6 +38,12 @@ def _cause(error: Exception) -> str:
   if code:
     return os.strerror(int(code.group(1)))
   return str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+
+
+def _all_processes_reach(name: str) -> None:
+  """A barrier of a multi-process run's processes (nothing with one)."""
+  if jax.process_count() > 1:
+    multihost_utils.sync_global_devices(name)
 
 
 class Checkpointer:
@@ -79,12 +86,18 @@ class Checkpointer:
                         "them from a copy, or start a new --workdir")
       return None
     if damaged:
-      if self.move_aside and jax.process_index() == 0:
-        for bad in damaged:
-          path = os.path.join(self.directory, str(bad))
-          aside_path = aside.name(path)
-          files.rename(path, aside_path)
-          damaged[bad] += f", moved to {aside_path}"
+      if self.move_aside:
+        # Every process found the same damage (one shared directory): they finish reading it before process 0
+        # moves it, then all forget it, or a process whose manager still knew the damaged step would skip the
+        # saves up to it while process 0 waits for it in each.
+        _all_processes_reach("checkpoints checked")
+        if jax.process_index() == 0:
+          for bad in damaged:
+            path = os.path.join(self.directory, str(bad))
+            aside_path = aside.name(path)
+            files.rename(path, aside_path)
+            damaged[bad] += f", moved to {aside_path}"
+        _all_processes_reach("damaged checkpoints moved aside")
         self.manager.reload()
       log(f"warning: the checkpoint of {'; '.join(damaged.values())}; "
           + f"{'resuming from' if self.move_aside else 'using'} step {step}")

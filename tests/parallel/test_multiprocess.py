@@ -4,6 +4,7 @@ as one device does, up to the order of the sums, and checkpoints move
 between process counts and meshes."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -82,10 +83,16 @@ def test_two_processes_match_one_and_checkpoints_move_between_them(tmp_path, run
   out = _train(two, cache_dir, 1, 8, "--config.train.steps=4", "--config.data.streams=2", "--config.mesh.data=1",
                "--config.mesh.fsdp=8")
   assert "Resuming from the checkpoint at step 2" in out
-  # ... and the reverse, ending with a sample decoded from parameters sharded over both processes.
+  # ... and the reverse, ending with a sample decoded from parameters sharded over both processes. A damaged
+  # newer step (a save cut short) is moved aside for all: a process that still knew it skipped the save of step 6,
+  # where process 0 waited for it.
+  shutil.copytree(two / "checkpoints" / "4", two / "checkpoints" / "6")
+  state = two / "checkpoints" / "6" / "state"
+  largest = max((p for p in state.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+  os.truncate(largest, largest.stat().st_size // 2)
   out = _train(two, cache_dir, 2, 4, "--config.train.steps=6", "--config.data.streams=2", "--config.mesh.data=2",
                "--config.mesh.fsdp=2", "--config.mesh.tensor=2", "--config.sample.num=1")
-  assert "Resuming from the checkpoint at step 4" in out and "\n>>> " in out
+  assert "Resuming from the checkpoint at step 4" in out and "\n>>> " in out and "moved to" in out
   resumed = train_losses(two, with_eval=True)
   numerics.assert_close([resumed[s] for s in range(7)], [expected[s] for s in range(7)], terms=terms)
 
