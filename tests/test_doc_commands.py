@@ -32,7 +32,11 @@ SHRINK = {
     "pretrain sweep": (*TINY, *STEPS, "--probe_seeds=1"),
     "pretrain bench": (*TINY, "--steps=1", "--warmup=0"),
     "pretrain lm-eval": ("--limit=2",),
-    "pretrain probe": ("--seeds=1", "--finetune_steps=2", "--documents=60"),
+    # Each measure takes its own (probe refuses a flag its measure does not read).
+    "pretrain probe --task=zero_shot": ("--limit=20",),
+    "pretrain probe --task=same_document": ("--seeds=1", "--documents=60"),
+    "pretrain probe --task=packages": (),
+    "pretrain probe --task=packages --finetune": ("--seeds=1", "--finetune_steps=2"),
     "pretrain train-tokenizer": ("--config.tokenizer.vocab_size=512",),  # data/*.jsonl holds too little for 32000
     "pretrain generate": ("--max_new_tokens=8",),  # The shared tiny run was trained on 32 positions.
     "pretrain.downstream.harness": ("--limit", "2"),
@@ -140,7 +144,11 @@ TOOL_WRITTEN = re.compile(r"runs/data_quality/data/|--workdir=runs/(cooldown|sca
 
 
 def _key(words: list[str]) -> str:
-  """The row of SHRINK a command takes: `pretrain SUBCOMMAND`, a tool's path, or a module run with -m."""
+  """The row of SHRINK a command takes: `pretrain SUBCOMMAND` (a probe: with its measure), a tool's path, or a
+  module run with -m."""
+  if words[:2] == ["pretrain", "probe"]:
+    task = next((w.split("=", 1)[1] for w in words if w.startswith("--task=")), "zero_shot")
+    return f"pretrain probe --task={task}" + (" --finetune" if "--finetune" in words else "")
   if words[0] == "pretrain":
     return f"pretrain {words[1]}"
   return words[2] if words[1] == "-m" else words[1]
