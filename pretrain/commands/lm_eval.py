@@ -10,7 +10,7 @@ pretrain_pairs_lines and pretrain_cloze (the zero-shot tasks of pretrain probe, 
 pretrain_cloze_gen (the cloze's word generated) and pretrain_documents (the held-out passages' rolling
 log-likelihood: bits per byte, word and byte perplexity). lm-eval's own tasks work where their data can be
 downloaded; --include_path adds a directory of task YAMLs (e.g. local JSON data: dataset_path: json,
-dataset_kwargs: {data_files: ...}). --mode names an encoder-decoder's mode token, e.g. [S2S] for UL2.
+dataset_kwargs: {data_files: ...}). --mode names a UL2 run's mode token, e.g. [S2S] (an encoder-decoder's, or a prefix-LM decoder's).
 
 Writes lm-eval's results JSON to WORKDIR/eval/lm_eval-stepN.json (or --output) and prints its table.
 """
@@ -58,7 +58,7 @@ def main(argv: list[str], prog: str = "pretrain lm-eval") -> None:
   parser.add_argument("--output", type=cli.output_file, default=None,
                       help="the results JSON (default WORKDIR/eval/lm_eval-stepN.json)")
   parser.add_argument("--step", type=cli.at_least(0), default=None, help="a checkpoint's step (default: the latest)")
-  parser.add_argument("--mode", default=None, help="an encoder-decoder's mode token before each context, e.g. [S2S]")
+  parser.add_argument("--mode", default=None, help="a UL2 run's mode token before each context, e.g. [S2S]")
   parser.add_argument("--include_path", default=None, help="a directory of more task YAMLs")
   parser.add_argument("--batch_size", type=cli.at_least(1), default=None, help="rows per scoring batch")
   parser.add_argument("--dropless", action="store_true", help="a mixture of experts trained with capacity dispatch "

@@ -130,14 +130,16 @@ def task_directory(cache: str, tasks: list[str] | None = None) -> str:
 
 def check_model(family, task_lengths: dict[str, int], mode: str | None) -> str:
   """lm-eval's backend for a model family, `causal` or `seq2seq`; a family that writes no text is refused, and so
-  is a mode token where no encoder reads it."""
+  is a mode token where the model never read one (a causal LM: UL2's modes begin the inputs of an encoder-decoder
+  or a prefix-LM decoder)."""
   if not family.generates:
     raise UserError(f"lm-eval scores text with a language model; an {family.name} run has none: evaluate "
                     "decoder-only or encoder-decoder runs (pretrain probe --task=zero_shot scores masked LMs)")
   backend = "causal" if "inputs" not in family.row_lengths(task_lengths) else "seq2seq"
-  if mode and backend == "causal":
-    raise UserError(f"--mode={mode} puts a mode token before an encoder-decoder's inputs; this {family.name} run "
-                    "reads its contexts as they are: drop --mode (model_args mode=)")
+  if mode and backend == "causal" and not family.prefix_lm:
+    raise UserError(f"--mode={mode} puts a mode token before the inputs of a model trained with one (UL2's, of an "
+                    f"encoder-decoder or a prefix-LM decoder); this {family.name} run reads its contexts as they "
+                    "are: drop --mode (model_args mode=)")
   return backend
 
 
@@ -199,10 +201,12 @@ class PretrainLM(TemplateLM):
       raise UserError(f"model_args max_length={self._max_length} is longer than the run's rows of {trained} tokens, "
                       f"the longest context it trained at; give max_length={trained} or less")
     self.max_gen_toks = int(max_gen_toks)
-    if stride is not None and not (str(stride).isdigit() and 1 <= int(stride) <= self._max_length):
+    # A rolling window's tokens: a causal model's mode token takes one of its positions.
+    self._window = self._max_length - (len(self.mode_ids) if self.backend == "causal" else 0)
+    if stride is not None and not (str(stride).isdigit() and 1 <= int(stride) <= self._window):
       raise UserError(f"model_args stride={stride}: give the tokens each rolling window scores, from 1 to "
-                      f"max_length ({self._max_length})")
-    self.stride = int(stride) if stride is not None else self._max_length
+                      f"{self._window} (max_length{', less the mode token' if self._window < self._max_length else ''})")
+    self.stride = int(stride) if stride is not None else self._window
     self.scorer = likelihood.Scorer(run, rows=self._rows, batch=self.batch)
     self.hf_tokenizer = hf_export.build(run.vocabulary, bos=self.backend == "causal")
 
@@ -246,7 +250,11 @@ class PretrainLM(TemplateLM):
     if self.backend == "seq2seq":
       encoder = [*self.mode_ids, *families.cut_left(context, self._max_length - len(self.mode_ids))]
       return [families.encoder_decoder_row(encoder, continuation, 0)]
-    whole = np.asarray([*context, *continuation][-(self._max_length + 1):], np.int32)
+    tokens = [*context, *continuation]
+    if self.mode_ids:  # After the BOS, as the run's examples begin their inputs; it stays when the text is cut.
+      text = tokens[1:] if context[:1] == [vocab.PAD_ID] else tokens
+      tokens = [vocab.PAD_ID, *self.mode_ids, *text[-(self._max_length - len(self.mode_ids)):]]
+    whole = np.asarray(tokens[-(self._max_length + 1):], np.int32)
     inputs, scored_from = whole[:-1], len(whole) - 1 - len(continuation)
     row = {"decoder_input_tokens": inputs, "decoder_target_tokens": whole[1:],
            "decoder_loss_weights": (np.arange(len(inputs)) >= scored_from).astype(np.int32),
@@ -277,8 +285,8 @@ class PretrainLM(TemplateLM):
     for i, (string,) in enumerate(request.args for request in requests):
       text_ids = self.tok_encode(string, add_special_tokens=False if self.backend == "causal" else None)
       for context, continuation in map(lm_utils.make_disjoint_window, lm_utils.get_rolling_token_windows(
-          token_list=text_ids, prefix_token=self.prefix_token_id, max_seq_len=self.max_length,
-          context_len=self.max_length - self.stride + 1)):
+          token_list=text_ids, prefix_token=self.prefix_token_id, max_seq_len=self._window,
+          context_len=self._window - self.stride + 1)):
         windows.append((None, context, continuation))
         owners.append(i)
     totals = np.zeros(len(requests))
@@ -299,12 +307,13 @@ class PretrainLM(TemplateLM):
       # As lm-eval's hf backend reads them: max_gen_toks or its aliases (max_new_tokens, ...), the stops a list.
       gen_kwargs = normalize_gen_kwargs(gen_kwargs, self.max_gen_toks)
       max_gen_toks = gen_kwargs["max_gen_toks"]
-      if self.backend == "causal" and max_gen_toks >= self.max_length - 1:  # Else the prompt's cut goes wrong.
+      room = self.max_length - len(self.mode_ids)  # The positions of a causal model's prompt and new tokens.
+      if self.backend == "causal" and max_gen_toks >= room - 1:  # Else the prompt's cut goes wrong.
         raise UserError(f"the task asks for {max_gen_toks} new tokens (max_gen_toks), which leave no room for its "
                         f"prompt in the model's {self.max_length} positions; give fewer (--gen_kwargs "
                         "max_gen_toks=N) or a longer max_length, as the run's rows allow")
       if self.backend == "causal":
-        prompt = self.tok_encode(context, left_truncate_len=self.max_length - max_gen_toks)[1:]  # Its own BOS.
+        prompt = [*self.mode_ids, *self.tok_encode(context, left_truncate_len=room - max_gen_toks)[1:]]  # Own BOS.
         new_tokens = max_gen_toks
       else:
         context_ids = self.tok_encode(context, left_truncate_len=self._max_length - len(self.mode_ids))

@@ -127,6 +127,37 @@ def test_every_filter_of_a_task_is_logged():
 
 
 @pytest.mark.slow  # Initialises a model.
+def test_a_ul2_decoder_reads_its_mode_token_after_the_bos_as_the_probe_scores_it(vocabulary):
+  """model_args mode=[S2S] on a prefix-LM decoder trained with UL2's modes: the mode token follows the BOS, where
+  the run's examples have it, so a request scores as the zero-shot probe scores it (UL2's S-denoiser form); a
+  rolling window is a position shorter, and still scores each of its tokens."""
+  from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top
+  run = run_lib.Run.build(tiny_config("--config.data.objective=ul2_decoder", "--config.data.inputs_length=16",
+                                      "--config.data.targets_length=16"), vocabulary=vocabulary)
+  params = run.create_state().params
+  context, continuation = vocabulary.encode("The cat sat on the"), vocabulary.encode(" mat, and then")
+  probe = likelihood.Scorer(run)(params, [(context, continuation)])[0][0]
+  ours, plain = (harness.PretrainLM(run=run, params=params, **mode) for mode in ({"mode": "[S2S]"}, {}))
+  request = [(None, [vocab.PAD_ID, *context], continuation)]
+  assert ours._loglikelihood_tokens(request)[0][0] == pytest.approx(probe, abs=1e-4)
+  assert abs(plain._loglikelihood_tokens(request)[0][0] - probe) > 1e-3
+  window = list(range(100, 131))  # A first rolling window: the BOS, then 31 tokens to score.
+  row, = ours._rows([vocab.PAD_ID], window)
+  assert ours.stride == 31 and len(row["decoder_input_tokens"]) == 32 and row["decoder_loss_weights"].sum() == 31
+  assert list(row["decoder_input_tokens"][:3]) == [vocab.PAD_ID, vocab.single_piece_id(vocabulary, "[S2S]"), 100]
+  # Generation reads the mode token first too (the decoder puts the BOS before the prompt itself).
+  from lm_eval.api.instance import Instance  # pylint: disable=g-import-not-at-top
+  from pretrain import families  # pylint: disable=g-import-not-at-top
+  from pretrain.models import decoding  # pylint: disable=g-import-not-at-top
+  written = ours.generate_until([Instance("generate_until", {}, ("The cat sat on the", {"until": ["\n\n"],
+                                                                                        "max_gen_toks": 4}), 0)])[0]
+  prompt = np.asarray([[vocab.single_piece_id(vocabulary, "[S2S]"), *context]], np.int32)
+  with run.activated():
+    new = decoding.generate(run.model, params, prompt, 4, jax.random.key(0), prefix_lm=True, num_valid=run.vocab_size)
+  assert written == ours.tok_decode(families.until_eos(new)[0])  # Where generation stops, as the model type cuts.
+
+
+@pytest.mark.slow  # Initialises a model.
 def test_a_generation_longer_than_the_model_is_refused_not_cut_from_its_prompt(vocabulary):
   """lm-eval's tasks ask for 256 new tokens unless they say otherwise: beyond the model's positions, the prompt's
   left cut went wrong (an empty or an uncut prompt, silently); lm-eval's hf backend refuses it too."""
@@ -197,8 +228,8 @@ def _eval_a_file(run, tmp_path):
                     "not 0.0"),
     (["--limit=-4"], "argument --limit: give a number of documents (1, 2, ...) or a fraction of them in (0, 1), "
                      "not -4.0"),
-    (["--mode=[S2S]"], "--mode=[S2S] puts a mode token before an encoder-decoder's inputs; this decoder-only run reads "
-                       "its contexts as they are"),
+    (["--mode=[S2S]"], "--mode=[S2S] puts a mode token before the inputs of a model trained with one (UL2's, of an "
+                       "encoder-decoder or a prefix-LM decoder); this decoder-only run reads its contexts as they are"),
     (["--output={tmp}/run/config.json/results.json"], "config.json is a file"),
     (_eval_a_file, "the results ({run}/eval/lm_eval-stepN.json) cannot be written in {run}/eval (File exists)"),
     (["--tasks=pretrain_clozee"], "unknown lm-eval task 'pretrain_clozee' (did you mean pretrain_cloze, "
