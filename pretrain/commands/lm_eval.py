@@ -10,7 +10,8 @@ pretrain_pairs_lines and pretrain_cloze (the zero-shot tasks of pretrain probe, 
 pretrain_cloze_gen (the cloze's word generated) and pretrain_documents (the held-out passages' rolling
 log-likelihood: bits per byte, word and byte perplexity). lm-eval's own tasks work where their data can be
 downloaded; --include_path adds a directory of task YAMLs (e.g. local JSON data: dataset_path: json,
-dataset_kwargs: {data_files: ...}). --mode names a UL2 run's mode token, e.g. [S2S] (an encoder-decoder's, or a prefix-LM decoder's).
+dataset_kwargs: {data_files: ...}). --mode names a UL2 run's mode token, e.g. [S2S] (an encoder-decoder's,
+or a prefix-LM decoder's).
 
 Writes lm-eval's results JSON to WORKDIR/eval/lm_eval-stepN.json (or --output) and prints its table.
 """

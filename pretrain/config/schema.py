@@ -275,10 +275,10 @@ SCHEMA = {
         "harness_every": Field(0, NOT_NEGATIVE, "steps between the harness evaluations (0: train.eval_every)",
                                older=0),
         "harness_limit": Field(0, NOT_NEGATIVE, "documents of each harness task (0: all)", older=0),
-        "init_from_hf": Field("", None, "A local Hugging Face directory (Llama, Mistral, Mixtral, Qwen2-MoE, T5 v1.1 or "
-                                        "Switch Transformers) to start from: its "
-                                        "model shape and tokenizer replace the model and tokenizer sections, its "
-                                        "weights the random initialisation."),
+        "init_from_hf": Field("", None, "A local Hugging Face directory (Llama, Mistral, Mixtral, Qwen2-MoE, T5 "
+                                        "v1.1 or Switch Transformers) to start from: its model shape and tokenizer "
+                                        "replace the model and tokenizer sections, its weights the random "
+                                        "initialisation."),
         "parent": Field("", None, "a cooldown branch's parent: the workdir whose checkpoint of parent_step it "
                                   "continues (set by pretrain cooldown)", older=""),
         "parent_step": Field(0, NOT_NEGATIVE, "", older=0),

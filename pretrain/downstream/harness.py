@@ -204,8 +204,9 @@ class PretrainLM(TemplateLM):
     # A rolling window's tokens: a causal model's mode token takes one of its positions.
     self._window = self._max_length - (len(self.mode_ids) if self.backend == "causal" else 0)
     if stride is not None and not (str(stride).isdigit() and 1 <= int(stride) <= self._window):
+      less = ", less the mode token" if self._window < self._max_length else ""
       raise UserError(f"model_args stride={stride}: give the tokens each rolling window scores, from 1 to "
-                      f"{self._window} (max_length{', less the mode token' if self._window < self._max_length else ''})")
+                      f"{self._window} (max_length{less})")
     self.stride = int(stride) if stride is not None else self._window
     self.scorer = likelihood.Scorer(run, rows=self._rows, batch=self.batch)
     self.hf_tokenizer = hf_export.build(run.vocabulary, bos=self.backend == "causal")
