@@ -308,13 +308,14 @@ class PretrainLM(TemplateLM):
       # As lm-eval's hf backend reads them: max_gen_toks or its aliases (max_new_tokens, ...), the stops a list.
       gen_kwargs = normalize_gen_kwargs(gen_kwargs, self.max_gen_toks)
       max_gen_toks = gen_kwargs["max_gen_toks"]
-      room = self.max_length - len(self.mode_ids)  # The positions of a causal model's prompt and new tokens.
-      if self.backend == "causal" and max_gen_toks >= room - 1:  # Else the prompt's cut goes wrong.
+      # self._window: a causal model's positions for the prompt and the new tokens (less the mode token's).
+      if self.backend == "causal" and max_gen_toks >= self._window - 1:  # Else the prompt's cut goes wrong.
         raise UserError(f"the task asks for {max_gen_toks} new tokens (max_gen_toks), which leave no room for its "
                         f"prompt in the model's {self.max_length} positions; give fewer (--gen_kwargs "
                         "max_gen_toks=N) or a longer max_length, as the run's rows allow")
       if self.backend == "causal":
-        prompt = [*self.mode_ids, *self.tok_encode(context, left_truncate_len=room - max_gen_toks)[1:]]  # Own BOS.
+        # [1:]: without tok_encode's BOS, which the decoder puts before the prompt itself.
+        prompt = [*self.mode_ids, *self.tok_encode(context, left_truncate_len=self._window - max_gen_toks)[1:]]
         new_tokens = max_gen_toks
       else:
         context_ids = self.tok_encode(context, left_truncate_len=self._max_length - len(self.mode_ids))
