@@ -3,9 +3,9 @@
 A reader of the output that goes away (`pretrain train | head`, or a `| tee` that the same Ctrl-C ended) fails the
 next write with BrokenPipeError. Raised in a training step (by a signal handler's message, a progress bar, an
 evaluation's output), it would lose the steps since the last checkpoint. So the training loop writes through
-Output, which sends a stream whose reader has gone to /dev/null, and the process learns of it as a shell would tell
-it, by SIGPIPE, which the loop takes as a request to save and stop (pretrain/train/signals.py). Elsewhere the error
-is raised, and the command ends quietly (cli.entry), with nothing to save.
+Output, which sends a stream whose reader has gone to /dev/null and tells the loop, which saves and stops
+(pretrain/train/signals.py: StopRequest.reader_gone). Elsewhere the error is raised, and the command ends quietly
+(cli.entry), with nothing to save.
 """
 
 import os
@@ -23,10 +23,11 @@ def log(message: str) -> None:
 
 class Output:
   """sys.stdout or sys.stderr as the training loop writes them (contextlib.redirect_stdout): quiet once their
-  reader has gone (above)."""
+  reader has gone (above), when they call on_gone()."""
 
-  def __init__(self, stream):
+  def __init__(self, stream, on_gone=lambda: None):
     self._stream = stream
+    self._on_gone = on_gone
 
   def write(self, text: str):
     try:
@@ -44,6 +45,7 @@ class Output:
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, self._stream.fileno())  # Its later text (and what its buffer holds) goes nowhere, without error.
     os.close(null)
+    self._on_gone()
 
   def __getattr__(self, name):  # isatty, fileno, encoding: the stream's.
     return getattr(self._stream, name)

@@ -35,11 +35,11 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, account, ex
   writer = metrics.MetricsWriter(workdir, enabled=jax.process_index() == 0)
   writer.truncate_after(start if start else -1)  # Records after the checkpoint, or of an attempt that saved none.
   with run.activated(), contextlib.ExitStack() as stack:
-    # Every write of the loop (messages, bars, an evaluation's output) goes quiet when its reader goes away, rather
-    # than failing a step; SIGPIPE then asks for a save and a stop (pretrain/system/console.py).
-    stack.enter_context(contextlib.redirect_stdout(console.Output(sys.stdout)))
-    stack.enter_context(contextlib.redirect_stderr(console.Output(sys.stderr)))
     stop = stack.enter_context(signals.StopRequest())
+    # Every write of the loop (messages, bars, an evaluation's output) goes quiet when its reader goes away, rather
+    # than failing a step, and asks for a save and a stop (pretrain/system/console.py).
+    stack.enter_context(contextlib.redirect_stdout(console.Output(sys.stdout, stop.reader_gone)))
+    stack.enter_context(contextlib.redirect_stderr(console.Output(sys.stderr, stop.reader_gone)))
     eval_sets = evaluation.eval_sets(run)
     if start == 0:
       writer.write(0, evaluation.evaluate_all(run, state.params, eval_sets))

@@ -1,6 +1,10 @@
-"""SIGTERM, the first Ctrl-C and a reader of the output gone (SIGPIPE: pretrain/system/console.py) become a
-request to checkpoint and stop, which the processes of a run agree on (StopRequest.agreed); a second Ctrl-C stops
-at once."""
+"""SIGTERM, the first Ctrl-C and a reader of the output gone (StopRequest.reader_gone, which
+pretrain/system/console.py calls) become a request to checkpoint and stop, which the processes of a run agree on
+(StopRequest.agreed); a second Ctrl-C stops at once.
+
+SIGPIPE itself stays ignored, as Python sets it: the kernel sends it for a write to any closed pipe or socket of
+the process, including those a library closes and ignores the error of (asyncio's wake-up sockets in Orbax's
+threads), so it does not say that the output's reader went away."""
 
 import signal
 
@@ -10,8 +14,8 @@ import numpy as np
 
 from pretrain.system.console import log
 
-_WHY = {signal.SIGTERM: "Received SIGTERM", signal.SIGINT: "Received SIGINT",
-        signal.SIGPIPE: "The output's reader went away (SIGPIPE)"}
+_WHY = {signal.SIGTERM: "Received SIGTERM", signal.SIGINT: "Received SIGINT"}
+GONE = signal.SIGPIPE  # A reader gone stops the run as a shell's SIGPIPE would: exit code 128 + 13.
 
 
 class StopRequest:
@@ -26,12 +30,16 @@ class StopRequest:
 
   def _handle(self, signum, frame):
     del frame
-    if signum != signal.SIGPIPE:  # A second Ctrl-C ends the process at once, even in native code.
-      signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # A second Ctrl-C ends the process at once, even in native code.
     if self.signal is None:  # The first one says why the run stops (its exit code: 128 + it).
       self.signal = signum
-      log(f"{_WHY[signum]}: saving a checkpoint, then stopping"
-          + (" (Ctrl-C again to stop at once)." if signum != signal.SIGPIPE else "."))
+      log(f"{_WHY[signum]}: saving a checkpoint, then stopping (Ctrl-C again to stop at once).")
+
+  def reader_gone(self) -> None:
+    """A write of the loop found its reader gone (console.Output): save and stop, unless a signal already asked."""
+    if self.signal is None:
+      self.signal = GONE
+      log("The output's reader went away: saving a checkpoint, then stopping.")
 
   def agreed(self, step: int, every: int) -> int | None:
     """The signal that stops the run at `step`, as every process sees it: at once in a run of one process; in a
