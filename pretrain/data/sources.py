@@ -84,17 +84,20 @@ def make_source(data_cfg) -> Source:
 
 
 def _curated(source: Source, data_cfg) -> Source:
-  """`source` less the documents that the stage of data.filters and data.dedup removes."""
+  """`source` less the documents of its train and validation splits that the stage of data.filters and data.dedup
+  removes. Its other splits (test, downstream) are read whole: a benchmark's split is the published one."""
   curation = curation_lib.Curation(source, data_cfg, cache_dir(data_cfg))
 
   def dataset_fn(split, shuffle_files, seed=None):
     del shuffle_files, seed  # The decisions follow the source's order; examples are shuffled by the task.
-    keep = tf.constant(curation.keep(split))
     dataset = source.data_source.get_dataset(source.splits[split], shuffle=False)
+    if split not in curation_lib.SPLITS:
+      return dataset
+    keep = tf.constant(curation.keep(split))
     return dataset.enumerate().filter(lambda i, _: keep[i]).map(lambda _, example: example)
 
-  data_source = seqio.FunctionDataSource(dataset_fn, splits=[TRAIN, VALIDATION])
-  return dataclasses.replace(source, data_source=data_source, splits={TRAIN: TRAIN, VALIDATION: VALIDATION},
+  data_source = seqio.FunctionDataSource(dataset_fn, splits=list(source.splits))
+  return dataclasses.replace(source, data_source=data_source, splits={split: split for split in source.splits},
                              content=(source.content, curation.identity), curation=curation)
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from pretrain import objectives, vocab
-from pretrain.data import ptb
+from pretrain.data import ptb, sources
 from pretrain.downstream import ngram
-from tests.conftest import REPO
+from tests.conftest import REPO, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +182,13 @@ def test_git_keeps_the_page_runs_figures_and_not_their_checkpoints():
   ignored = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=REPO, capture_output=True,
                            text=True).stdout.split()
   assert ignored == paths[2:]
+
+
+def test_curation_leaves_the_test_split_whole(tmp_path):
+  """data.filters and data.dedup decide the train and validation documents; the test split stays the published
+  one (it was dropped: `pretrain eval --split=test` refused a curated run)."""
+  cfg = tiny_config("--config.data.source=ptb", "--config.data.dedup=exact", f"--config.data.cache_dir={tmp_path}")
+  source = sources.make_source(cfg.data)
+  assert source.curation is not None and set(source.splits) == set(ptb.SPLITS)
+  assert sources.words(source, "test") == 82_430
+  assert sum(1 for _ in source.texts("train")) < 42_068  # Repeated sentences went.
