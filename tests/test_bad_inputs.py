@@ -227,6 +227,13 @@ CASES = [
      f"TFDS dataset '{CORPUS}' is damaged: the train split's files hold"),
     ("UL2 targets too short for its X-denoisers", [*TRAIN, "--config.data.objective=ul2",
                                                    "--config.data.targets_length=40"], "X-denoiser"),
+    ("UL2 denoiser whose span length is text", [*TRAIN, "--config.data.objective=ul2",
+                                                "--config.data.ul2_denoisers=(('R', 'x', 0.15, 1.0),)"],
+     "data.ul2_denoisers row ('R', 'x', 0.15, 1.0) is invalid"),
+    ("streams that do not divide the batch", [*TRAIN, "--config.data.streams=3"],
+     "train.batch_size=4 does not split into data.streams=3 streams"),
+    ("split name of a source that has its own", [*TRAIN, "--config.data.validation_split=test"],
+     "data.validation_split='test': only a TFDS source reads the split names, and this run's (corpus) has its own"),
     ("sentence pairs from Penn Treebank's one-sentence lines", [*TRAIN, "--config=ptb_small",
                                                                  "--config.data.objective=sop"],
      "of the first 200 documents of the source hold two sentences (ending in . ! or ?), fewer than half"),
@@ -257,6 +264,7 @@ def _file_for_checkpoints(tmp: pathlib.Path) -> None:
 # Objectives' settings and rules between fields: refused with the config, before the workdir is made.
 REFUSED_BEFORE_ANY_WORK = {"unregistered objective", "an objective's setting out of range",
                            "pairs too short to mask a token", "UL2 targets too short for its X-denoisers",
+                           "UL2 denoiser whose span length is text", "streams that do not divide the batch",
                            "muP with tied embeddings", "muP with Adafactor", "heads not divisible by kv heads",
                            "batch not divisible by microbatches", "lm-eval's tasks in an MLM run",
                            "vocabulary too small"}

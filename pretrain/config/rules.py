@@ -20,6 +20,9 @@ def check(cfg) -> None:
   _train(cfg.train)
   _mup(cfg)
   _moe(cfg.model, cfg.mesh)
+  require(cfg.data.pipeline != "indexed" or cfg.train.batch_size % cfg.data.streams == 0,
+          f"train.batch_size={cfg.train.batch_size} does not split into data.streams={cfg.data.streams} streams "
+          f"(each stream fills a share of every batch); use a multiple of {cfg.data.streams}")
   if cfg.optimizer.schedule == "wsd":
     _wsd(cfg.optimizer, cfg.train.steps)
   else:

@@ -134,6 +134,7 @@ def mixture_sources(data_cfg) -> list[tuple[Source, float]]:
 def schedule_sources(data_cfg, members) -> list[Source]:
   """The source of each member of a schedule (pretrain/data/schedule.py); members over one source share it. Without
   data.schedule, those of data.mixture_sources."""
+  _check_splits_read(data_cfg, {m.source for m in members})
   if not data_cfg.schedule:
     return [source for source, _ in mixture_sources(data_cfg)]
   kinds = list(dict.fromkeys((m.source, m.where) for m in members))
@@ -141,6 +142,17 @@ def schedule_sources(data_cfg, members) -> list[Source]:
                                     f"data.schedule's source ({kind!r}, {where!r})")
           for i, (kind, where) in enumerate(kinds)}
   return [made[m.source, m.where] for m in members]
+
+
+def _check_splits_read(data_cfg, kinds: set[str]) -> None:
+  """data.train_split and data.validation_split name a TFDS dataset's splits (or slices, train[:1%]); the other
+  sources' splits are their own, so a changed one is refused where no source of the run reads it."""
+  changed = [f"data.{ours}_split={data_cfg[ours + '_split']!r}" for ours in (TRAIN, VALIDATION)
+             if data_cfg[ours + "_split"] != ours]
+  if changed and "tfds" not in kinds:
+    raise UserError(f"{' and '.join(changed)}: only a TFDS source reads the split names, and this run's "
+                    f"({', '.join(sorted(kinds))}) has its own; leave them at their defaults (to evaluate another "
+                    "split: pretrain eval --split)")
 
 
 def _source_of(data_cfg, kind: str, where: str, prefix: str, row: str) -> Source:

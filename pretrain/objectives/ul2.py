@@ -47,10 +47,12 @@ def parse_denoisers(rows) -> tuple[Denoiser, ...]:
   """Denoisers from config rows (kind, mean_noise_span_length, noise_density, rate)."""
   denoisers = []
   for row in rows:
-    if len(row) != 4 or row[0] not in MODE_TOKENS:
+    numbers = row[1:] if len(row) == 4 else ()
+    if len(row) != 4 or row[0] not in MODE_TOKENS or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
       raise UserError(f"data.ul2_denoisers row {tuple(row)} is invalid; write (kind, mean_noise_span_length, "
-                      "noise_density, rate) with kind R, X or S")
-    denoisers.append(Denoiser(row[0], float(row[1]), float(row[2]), float(row[3])))
+                      "noise_density, rate) with kind R, X or S and three numbers")
+    denoisers.append(Denoiser(row[0], *map(float, numbers)))
   if not denoisers or any(d.rate < 0 for d in denoisers) or sum(d.rate for d in denoisers) <= 0:
     raise UserError("data.ul2_denoisers needs at least one denoiser and non-negative rates with a positive sum")
   return tuple(denoisers)
