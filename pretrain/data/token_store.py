@@ -24,6 +24,7 @@ store and the fix.
 """
 
 import contextlib
+import functools
 import glob
 import hashlib
 import json
@@ -38,6 +39,7 @@ from array_record.python import array_record_module
 from pretrain.system import data_cache, files, tf_loader
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
+from pretrain.vocab.long_texts import MAX_DOCUMENT_BYTES, pieces
 
 FORMAT = 1             # Bump when the stored records change meaning.
 META = "store.json"
@@ -116,6 +118,7 @@ def _write_shard(task, source, split: str, vocabulary, path: str, index: int, co
   dataset = source.data_source.get_dataset(source.splits[split], shuffle=False)
   if count > 1:
     dataset = dataset.shard(count, index)
+  cut = _cut_documents(dataset, source.text_key) if count > 1 else []
   dataset = task.preprocess_precache(dataset).map(lambda ex: ex["targets"])
   dtype, documents, tokens = _dtype(vocabulary), 0, 0
   temporary = f"{path}.tmp-{uuid.uuid4().hex}"
@@ -138,8 +141,19 @@ def _write_shard(task, source, split: str, vocabulary, path: str, index: int, co
     raise UserError(f"the {split} split of {source.name} holds no documents for shard {index + 1} of {count}; "
                     "add data or build fewer shards")
   os.replace(temporary, path)
-  files.write_atomically(path + ".json", json.dumps({"documents": documents, "tokens": tokens,
+  files.write_atomically(path + ".json", json.dumps({"documents": documents, "tokens": tokens, "cut": cut,
                                                      "bytes": os.path.getsize(path), "sha256": _digest(path)}).encode())
+
+
+def _cut_documents(dataset, text_key: str) -> list[list[int]]:
+  """[index in the shard, records] of each of the shard's source documents that the task cuts into several records
+  (pretrain/data/long_documents.py), which read_in_order needs to find the source's order across shards."""
+  tf = tf_loader.tensorflow()
+  key = text_key
+  long_texts = dataset.map(lambda ex: tf.cond(tf.strings.length(ex[key]) > MAX_DOCUMENT_BYTES,
+                                              lambda: ex[key], lambda: tf.constant(b"")))
+  return [[i, len(pieces(text))] for i, text in enumerate(long_texts.as_numpy_iterator())
+          if text and len(pieces(text)) > 1]
 
 
 def _finish(store_dir: str, source, split: str, vocabulary, count: int) -> None:
@@ -154,6 +168,7 @@ def _finish(store_dir: str, source, split: str, vocabulary, count: int) -> None:
           "dtype": _dtype(vocabulary).str, "shards": [os.path.basename(s) for s in shards],
           "documents": [c["documents"] for c in counts], "tokens": sum(c["tokens"] for c in counts),
           "bytes": [c.get("bytes") for c in counts], "sha256": [c.get("sha256") for c in counts],
+          "cut": [c.get("cut", []) for c in counts] if all("cut" in c for c in counts) else None,
           # What the curation stage removed from the source (counts per rule), if it went through one.
           "curation": source.curation.report()[split] if source.curation else None}
   files.write_atomically(os.path.join(store_dir, META), json.dumps(meta, indent=1).encode())
@@ -203,11 +218,46 @@ class TokenStore:
             np.array([len(d) for d in documents], np.int64))
 
   def read_in_order(self, positions) -> tuple[np.ndarray, np.ndarray]:
-    """read() of the documents at `positions` in the source's order: shard i of n holds the source's documents
-    i, i + n, i + 2n, ... (build_shard), so position p is document p // n of shard p % n."""
-    positions = np.asarray(positions, np.int64)
-    shards = len(self._readers)
-    return self.read(self.starts[positions % shards] + positions // shards)
+    """read() of the records at `positions` in the source's order (a long document's records in a row)."""
+    return self.read(self._in_order(np.asarray(positions, np.int64)))
+
+  def _in_order(self, positions: np.ndarray) -> np.ndarray:
+    """The store indices of the records at `positions` in the source's order. Shard s of n holds the source's
+    documents s, s + n, s + 2n, ... (build_shard), each one record but those the task cut into several (store.json's
+    'cut': [index in the shard, records] of each)."""
+    n = len(self._readers)
+    if n == 1:
+      return positions
+    if self.meta.get("cut") is None:
+      raise UserError(f"the token store {self.directory} of {n} shards was built before it recorded the documents "
+                      "cut into pieces, which reading it in order (data.context=stream) needs; delete it and rerun "
+                      "pretrain prepare-data: it is built again")
+    (document, extra, first, before), per_shard = self._cut_tables
+    source_document, piece = positions, np.zeros_like(positions)
+    if len(document):
+      j = np.maximum(np.searchsorted(first, positions, side="right") - 1, 0)  # The last cut one at or before.
+      at_or_after = positions >= first[j]
+      inside = at_or_after & (positions - first[j] <= extra[j])
+      source_document = np.where(inside, document[j], positions - np.where(at_or_after, before[j + 1], 0))
+      piece = np.where(inside, positions - first[j], 0)
+    shard, local = source_document % n, source_document // n
+    index = np.empty_like(positions)
+    for s, (cut_local, extra_before) in enumerate(per_shard):  # Shard s's records before document `local`.
+      mine = shard == s
+      index[mine] = self.starts[s] + local[mine] + extra_before[np.searchsorted(cut_local, local[mine])] + piece[mine]
+    return index
+
+  @functools.cached_property
+  def _cut_tables(self):
+    """((the cut source documents, their extra records, the position of their first record, the extra records
+    before each and in all), per shard (the index in it of its cut documents, the extra records before each))."""
+    n, shards = len(self._readers), self.meta["cut"]
+    cut = sorted((local * n + s, records - 1) for s, shard in enumerate(shards) for local, records in shard)
+    document, extra = np.array([c[0] for c in cut], np.int64), np.array([c[1] for c in cut], np.int64)
+    before = np.concatenate([[0], np.cumsum(extra)]).astype(np.int64)
+    per_shard = [(np.array([local for local, _ in shard], np.int64),
+                  np.concatenate([[0], np.cumsum([r - 1 for _, r in shard])]).astype(np.int64)) for shard in shards]
+    return (document, extra, document + before[:-1], before), per_shard
 
 
 def _read_meta(path: str) -> dict:

@@ -15,7 +15,7 @@ from pretrain import run as run_lib
 from pretrain.data import indexed, token_store
 from pretrain.system import data_cache
 from pretrain.system.errors import UserError
-from pretrain.vocab import pipeline as vocab
+from pretrain.vocab import long_texts, pipeline as vocab
 from tests.conftest import tiny_config
 
 
@@ -183,6 +183,31 @@ def test_a_store_is_keyed_by_its_vocabulary_and_an_interrupted_build_is_rebuilt(
   assert token_store.directory(cache_dir, source, "validation", other) != store_dir
   with pytest.raises(UserError, match="another vocabulary"):
     token_store.TokenStore(store_dir, other)
+
+
+def test_a_store_of_any_shards_reads_in_the_source_s_order_with_documents_cut_into_pieces(cache_dir, vocabulary,
+                                                                                          tmp_path):
+  """Documents over MAX_DOCUMENT_BYTES become several records of their shard: read in order (data.context=stream),
+  every record of the text comes once, each long document's pieces in a row, whatever the shards."""
+  long_text = lambda word: " ".join([word] * (long_texts.MAX_DOCUMENT_BYTES // len(word) + 2000))
+  lines = [f"zebra {i} yak" for i in range(11)]
+  lines[3], lines[8] = long_text("giraffe"), long_text("okapi")  # In shards 0 and 2 of 3 (documents 3 and 8).
+  (tmp_path / "long.txt").write_text("\n".join(lines))
+  run = _run(cache_dir, "--config.data.source=files", f"--config.data.train_files={tmp_path}/long.txt",
+             f"--config.data.validation_files={tmp_path}/long.txt",
+             f"--config.tokenizer.path={vocabulary.sentencepiece_model_file}")
+  task, source, _ = run.member_tasks()[0]
+  whole = [d["targets"] for d in task.preprocess_precache(source.data_source.get_dataset("train", shuffle=False))
+           .as_numpy_iterator()]
+  assert len(whole) >= len(lines) + 2  # Each long document is several records.
+  for count in (1, 2, 3):
+    store_dir = os.path.join(str(tmp_path), f"shards{count}")
+    for index in range(count):
+      token_store.build_shard(task, source, "train", vocabulary, store_dir, index, count)
+    store = token_store.TokenStore(store_dir, vocabulary)
+    tokens, sizes = store.read_in_order(np.arange(len(store)))
+    assert sizes.tolist() == [len(d) for d in whole], count
+    np.testing.assert_array_equal(tokens, np.concatenate(whole))
 
 
 def test_two_shards_make_the_store(cache_dir, vocabulary, zebra_files):
