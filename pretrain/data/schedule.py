@@ -24,14 +24,14 @@ import numpy as np
 
 from pretrain.system.errors import UserError
 
-SOURCES = ("corpus", "files", "tfds")
+SOURCES = ("corpus", "files", "tfds", "ptb")
 RAMP = "ramp"
 
 
 @dataclasses.dataclass(frozen=True)
 class Member:
   objective: str
-  source: str    # corpus | files | tfds
+  source: str    # corpus | files | tfds | ptb
   where: str     # the files glob or TFDS NAME:VERSION ('' for the corpus)
 
 
@@ -91,7 +91,7 @@ def rows(value, key: str, form: str) -> list[tuple]:
   return [tuple(row) for row in value]
 
 
-MEMBER_FORM = "(objective, rate) or (objective, corpus | files | tfds, files glob or TFDS NAME:VERSION, rate)"
+MEMBER_FORM = "(objective, rate) or (objective, corpus | files | tfds | ptb, files glob or TFDS NAME:VERSION, rate)"
 
 
 def _member(data_cfg, row, step: int) -> tuple[Member, float]:
@@ -112,7 +112,7 @@ def mixture_members(data_cfg) -> list[tuple[Member, float]]:
     if (len(row) != 3 or row[0] not in SOURCES or isinstance(row[2], bool) or not isinstance(row[2], (int, float))
         or not row[2] >= 0):
       raise UserError(f"data.mixture row {row} is invalid; write (source, files glob or TFDS name, rate) "
-                      "with source corpus, files or tfds and a non-negative rate")
+                      "with source corpus, files, tfds or ptb and a non-negative rate")
     members.append((Member(data_cfg.objective, row[0], row[1]), float(row[2])))
   if not sum(rate for _, rate in members) > 0:
     raise UserError(f"data.mixture's rates sum to 0 ({data_cfg.mixture}); give at least one row a positive rate")

@@ -156,7 +156,7 @@ def _check_splits_read(data_cfg, kinds: set[str]) -> None:
 
 
 def _source_of(data_cfg, kind: str, where: str, prefix: str, row: str) -> Source:
-  """data_cfg's source made `kind` (corpus, files or tfds) at `where` (the files glob or TFDS NAME:VERSION), its
+  """data_cfg's source made `kind` (corpus, files, tfds or ptb) at `where` (the files glob or TFDS NAME:VERSION), its
   name prefixed (sources of a mixture are told apart); a refusal names the `row` that gave it, which is what to
   fix."""
   member_cfg = data_cfg.copy_and_resolve_references()

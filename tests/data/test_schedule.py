@@ -37,6 +37,9 @@ def test_stages_ramps_and_the_one_stage_default():
   np.testing.assert_allclose(s.rates_at(15), [0.5, 0.25, 0.25])  # Halfway along the ramp.
   np.testing.assert_allclose(s.rates_at(25), [0, 0.5, 0.5])
   assert "from step 10: clm@0 1.00, moving linearly to step 20's" in s.describe()
+  over_ptb = schedule.parse(_data(source="ptb", schedule=((0, (("clm", 1.0),)), (5, (("prefix_lm_decoder", 1.0),)))))
+  assert {m.source for m in over_ptb.members} == {"ptb"}  # The Penn Treebank was refused as a member's source.
+  assert schedule.parse(_data(mixture=(("ptb", "", 1.0), ("corpus", "", 1.0)))).members[0].source == "ptb"
 
 
 @pytest.mark.parametrize("stages, message", [
