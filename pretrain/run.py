@@ -53,7 +53,7 @@ def check_context_split(cfg, family: Family, split: int) -> None:
     return
   lengths = family.task_lengths(cfg.data)
   rows = family.row_lengths(lengths)
-  for stage in schedule_lib.length_stages(cfg.data, lengths, cfg.train.batch_size)[:-1]:
+  for stage in schedule_lib.length_stages(cfg.data, family, lengths, cfg.train.batch_size)[:-1]:
     rows.update({f"{name} from step {stage.step} (data.length_schedule)": n
                  for name, n in family.row_lengths(stage.scaled(lengths)).items()})
   uneven = [f"{name} ({n} tokens)" for name, n in rows.items() if n % split]
@@ -151,7 +151,7 @@ class Run:
   @functools.cached_property
   def length_stages(self) -> tuple:
     """The stages of data.length_schedule (one at the config's lengths without it): rows and their length."""
-    return schedule_lib.length_stages(self.cfg.data, self.task_lengths, self.cfg.train.batch_size)
+    return schedule_lib.length_stages(self.cfg.data, self.family, self.task_lengths, self.cfg.train.batch_size)
 
   @property
   def members_reported(self) -> int:

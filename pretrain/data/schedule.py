@@ -166,20 +166,24 @@ def parse(data_cfg) -> Schedule:
 class LengthStage:
   """A stage of data.length_schedule: from `step` on, rows of length/full of the config's lengths, `rows` a step."""
   step: int
-  length: int   # tokens of a row (all its features)
+  length: int   # tokens of a row (the model's, Family.row_lengths: an MLM row's features are one sequence)
   full: int     # tokens of a row at the config's lengths
   rows: int     # rows per step
+  labels: tuple[str, ...] = ()  # features that are a label, not tokens: unscaled (Family.label_features)
 
   def scaled(self, lengths: dict[str, int]) -> dict[str, int]:
     """Feature lengths (the config's, of any member) at this stage's row length."""
-    return {k: v * self.length // self.full for k, v in lengths.items()}
+    return {k: v if k in self.labels else v * self.length // self.full for k, v in lengths.items()}
 
 
-def length_stages(data_cfg, lengths: dict[str, int], batch_size: int) -> tuple[LengthStage, ...]:
-  """The stages of data.length_schedule, ((from_step, row length), ...), for the run's task `lengths` (one stage at
-  the config's lengths without it). Sequence-length warmup (Li et al. 2022): the row length grows to the config's;
-  data.length_warmup='tokens' keeps a step's tokens (batch_size x full / length rows), 'rows' its rows."""
-  full = sum(lengths.values())
+def length_stages(data_cfg, family, lengths: dict[str, int], batch_size: int) -> tuple[LengthStage, ...]:
+  """The stages of data.length_schedule, ((from_step, row length), ...), for the run's task `lengths` of the model
+  `family` (one stage at the config's lengths without it). Sequence-length warmup (Li et al. 2022): the row length
+  grows to the config's; data.length_warmup='tokens' keeps a step's tokens (batch_size x full / length rows),
+  'rows' its rows."""
+  full = sum(family.row_lengths(lengths).values())
+  labels = tuple(k for k in family.label_features if k in lengths)
+  tokens = {k: v for k, v in lengths.items() if k not in labels}
   form = (f"((from_step, row length), ...), e.g. ((0, {max(full // 4, 1)}), (100, {max(full // 2, 1)}), "
           f"(200, {full}))")
   given = rows(data_cfg.get("length_schedule", ()), "data.length_schedule", form) or [(0, full)]
@@ -195,11 +199,11 @@ def length_stages(data_cfg, lengths: dict[str, int], batch_size: int) -> tuple[L
                     "and the memory check use")
   stages = []
   for step, length in given:
-    if not 0 < length <= full or full % length or any(v * length % full for v in lengths.values()):
+    if not 0 < length <= full or full % length or any(v * length % full for v in tokens.values()):
       raise UserError(f"data.length_schedule's row of {length} tokens (from step {step}) must divide the row of "
-                      f"{full} so that every feature ({lengths}) shrinks by a whole factor; e.g. {full // 2}")
+                      f"{full} so that every feature ({tokens}) shrinks by a whole factor; e.g. {full // 2}")
     stages.append(LengthStage(step, length, full, batch_size * full // length
-                              if data_cfg.get("length_warmup", "tokens") == "tokens" else batch_size))
+                              if data_cfg.get("length_warmup", "tokens") == "tokens" else batch_size, labels))
   return tuple(stages)
 
 

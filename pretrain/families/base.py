@@ -34,6 +34,7 @@ class Family:
   architecture: str   # families of one architecture train the same model (and evaluate each other's tasks)
   hf: str | None      # the Hugging Face architecture it exports to (the FAMILY of pretrain.hf.ARCHITECTURES), or None
   task_features: tuple[str, ...] = ("inputs", "targets")
+  label_features: tuple[str, ...] = ()  # Task features of one value per example, not tokens of the row.
   inputs_end_with_eos: bool = False
   generates: bool = True   # whether its model writes text (generate, samples)
   prefix_lm: bool = False  # a decoder-only model reading a bidirectional prefix

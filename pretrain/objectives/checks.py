@@ -24,7 +24,7 @@ def validate(cfg) -> None:
   family = run_family(cfg)
   config_lib.check_with_family(cfg, family)
   _check_eval_objectives(cfg)
-  if schedule_lib.length_stages(cfg.data, family.task_lengths(cfg.data), cfg.train.batch_size)[1:] and (
+  if schedule_lib.length_stages(cfg.data, family, family.task_lengths(cfg.data), cfg.train.batch_size)[1:] and (
       cfg.data.task or cfg.data.pipeline != "indexed"):
     raise UserError("data.length_schedule packs rows of each length from the token store: it needs "
                     "data.pipeline=indexed over data.source (not data.task)")

@@ -227,6 +227,7 @@ class SentencePairs(families.EncoderOnly):
   architecture = "encoder-only with a pair head"
   mixes = False
   task_features = ("inputs", "targets", "weights", "pair_label")
+  label_features = ("pair_label",)
 
   def __init__(self, name: str):
     self.name = name

@@ -192,6 +192,20 @@ def test_sequence_length_warmup(cache_dir, vocabulary, warmup, rows):
   assert run.train_step._cache_size() == 3  # pylint: disable=protected-access
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("objective", ["mlm", "nsp"])
+def test_sequence_length_warmup_of_an_encoder_s_row(cache_dir, vocabulary, objective):
+  """An MLM row's three task features are one sequence of data.seq_len, and NSP's label is no token: the stages
+  are lengths of that row (they were measured as the features' sum, 96 here, and NSP's every shorter stage refused)."""
+  del vocabulary
+  run = _run(cache_dir, f"--config.data.objective={objective}", "--config.data.length_schedule=((0, 16), (2, 32))")
+  batches = run.train_batches()
+  taken = [next(batches) for _ in range(3)]
+  assert [b["encoder_input_tokens"].shape for b in taken] == [(8, 16), (8, 16), (4, 32)]
+  if objective == "nsp":
+    assert [b["encoder_pair_labels"].shape for b in taken] == [(8, 1), (8, 1), (4, 1)]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--config.data.length_schedule=((0, 8), (4, 16))"], "its last stage must be the config's row of 32"),
     (["--config.data.length_schedule=((0, 12), (4, 32))"], "must divide the row of 32"),
