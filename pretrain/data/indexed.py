@@ -291,9 +291,11 @@ class IndexedBatches:
     return {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
 
   def continue_at(self, step: int) -> None:
-    """The next batch is of model step `step` (for the schedules); the rows read so far stay read, so the data
-    reads on past them (a spike guard's rollback skips the batches of its bad window)."""
+    """The next batch is of model step `step` (a spike guard's rollback skips the batches of its bad window): the
+    rows read so far stay read, and the data reads on past them as a run resumed there at `step` would, the
+    schedule's draws and the length stage those of `step`, not of the batches read."""
     self._step = step
+    self._start_stage(schedule.stage_at(self._stages, step))
 
   def position(self) -> dict:
     """The position after the batches taken so far, the same on every process."""

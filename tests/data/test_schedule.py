@@ -193,6 +193,22 @@ def test_sequence_length_warmup(cache_dir, vocabulary, warmup, rows):
 
 
 @pytest.mark.slow
+def test_after_a_rollback_the_schedule_follows_the_model_s_step(cache_dir, vocabulary):
+  """A spike guard's rollback to step 0 after 6 batches: the next rows are drawn at step 0's rates (clm), as a run
+  resumed there from the data's position reads them, not at the data's step 6 (prefix LM)."""
+  del vocabulary
+  run = _run(cache_dir, *DECODER, "--config.data.schedule=((0, (('clm', 1.0),)), (4, (('prefix_lm_decoder', 1.0),)))")
+  batches = run.train_batches()
+  assert {int(next(batches)["member"].max()) for _ in range(6)} == {0, 1}
+  resumed = run.train_batches(batches.position(), step=0)
+  batches.continue_at(0)
+  after, want = next(batches), next(resumed)
+  assert not after["member"].any()  # Every row clm's, member 0.
+  for k in want:
+    np.testing.assert_array_equal(after[k], want[k])
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["mlm", "nsp"])
 def test_sequence_length_warmup_of_an_encoder_s_row(cache_dir, vocabulary, objective):
   """An MLM row's three task features are one sequence of data.seq_len, and NSP's label is no token: the stages
