@@ -4,6 +4,7 @@ import collections
 import itertools
 
 import jax
+from jax.experimental import multihost_utils
 import numpy as np
 
 from pretrain.parallel import mesh as mesh_lib
@@ -26,15 +27,20 @@ def evaluate(family, eval_step, params, eval_batches) -> dict[str, float]:
 
 def global_batches(run, task: str, objective, split: str, max_batches: int | None) -> list:
   """Up to `max_batches` (None: all) global batches of a split of `task`, read once."""
-  local = itertools.islice(run.batches(split, task, objective, shuffle=False, repeat=False, whole=True), max_batches)
+  local = list(itertools.islice(run.batches(split, task, objective, shuffle=False, repeat=False, whole=True),
+                                max_batches))
   if run.family.rows_named:  # A joint family's rows say their member: here all are of `objective`'s.
     member = next(i for i, m in enumerate(run.schedule.members) if m.objective == objective.name)
-    local = ({**b, "member": np.full_like(run.family.targets_and_weights(b)[0], member)} for b in local)
-  batches = [mesh_lib.global_batch(b, run.batch_sharding) for b in local]
-  if not batches:
+    local = [{**b, "member": np.full_like(run.family.targets_and_weights(b)[0], member)} for b in local]
+  # Each evaluation step is a collective of every process, and a host's share of a small split may end a batch
+  # sooner than another's: all take as many batches as the most, the missing ones empty (no tokens, no loss).
+  counts = multihost_utils.process_allgather(np.int32(len(local))) if jax.process_count() > 1 else [len(local)]
+  if not min(counts):
     raise UserError(f"the {split} split of {task} holds less than one batch of {run.cfg.train.batch_size} "
-                    "sequences; add data or lower train.batch_size")
-  return batches
+                    "sequences" + (" (for some of the processes)" if max(counts) else "")
+                    + "; add data or lower train.batch_size")
+  local += [{k: np.zeros_like(v) for k, v in local[0].items()}] * (int(max(counts)) - len(local))
+  return [mesh_lib.global_batch(b, run.batch_sharding) for b in local]
 
 
 def eval_sets(run) -> dict[str, list]:

@@ -113,6 +113,27 @@ def test_replay_with_two_processes_reading_their_own_shards(tmp_path, cache_dir,
 
 
 @pytest.mark.slow
+def test_two_processes_evaluate_a_split_whose_shares_end_at_other_batches(tmp_path, cache_dir, vocabulary):
+  """The whole validation split of two documents, one long and one short, each process reading its own
+  (data.host_sharding=source): one's rows fill more batches than the other's, and both evaluate as many (the
+  missing ones empty) rather than wait for each other's next step for ever."""
+  (tmp_path / "train.txt").write_text("\n".join(f"the zebra number {i} eats grass in the field" for i in range(200)))
+  (tmp_path / "validation.txt").write_text(" ".join(["a zebra eats grass"] * 60) + "\nthe field\n")
+  files = ("--config.data.source=files", f"--config.data.train_files={tmp_path}/train.txt",
+           f"--config.data.validation_files={tmp_path}/validation.txt",
+           f"--config.tokenizer.path={vocabulary.sentencepiece_model_file}", "--config.data.host_sharding=source",
+           "--config.train.eval_batches=1000", "--config.train.steps=2")
+  running = _start(tmp_path / "run", cache_dir, 2, 4, *files)
+  try:
+    outputs = [p.communicate(timeout=300) for p in running]
+  finally:
+    for p in running:
+      p.kill()
+  assert [p.returncode for p in running] == [0, 0], [err[-2000:] for _, err in outputs]
+  assert all(np.isfinite(loss) for loss in train_losses(tmp_path / "run", with_eval=True).values())
+
+
+@pytest.mark.slow
 def test_sigterm_to_one_process_stops_both_at_one_checkpoint(tmp_path, cache_dir, vocabulary):
   """A preemption's SIGTERM reaches each host at its own moment; here only process 1's: the two agree on the stop
   (every log_every steps), save the same step together and exit 128 + SIGTERM, and the rerun resumes from it. A
