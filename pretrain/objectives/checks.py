@@ -24,12 +24,28 @@ def validate(cfg) -> None:
   family = run_family(cfg)
   config_lib.check_with_family(cfg, family)
   _check_eval_objectives(cfg)
-  if schedule_lib.length_stages(cfg.data, family, family.task_lengths(cfg.data), cfg.train.batch_size)[1:] and (
-      cfg.data.task or cfg.data.pipeline != "indexed"):
+  stages = schedule_lib.length_stages(cfg.data, family, family.task_lengths(cfg.data), cfg.train.batch_size)
+  if stages[1:] and (cfg.data.task or cfg.data.pipeline != "indexed"):
     raise UserError("data.length_schedule packs rows of each length from the token store: it needs "
                     "data.pipeline=indexed over data.source (not data.task)")
+  for stage in stages[:-1]:
+    _check_stage(cfg, stage)
   if not (cfg.tokenizer.path or cfg.data.task or cfg.train.init_from_hf):  # Else the vocabulary is given.
     vocab.check_size(cfg.tokenizer.kind, cfg.tokenizer.vocab_size, cfg.tokenizer.extra_ids, pieces(cfg))
+
+
+def _check_stage(cfg, stage) -> None:
+  """The named objectives' own checks at a stage of data.length_schedule: its rows' lengths are the config's
+  (data.seq_len, inputs_length, targets_length), each shrunk by the stage's factor."""
+  shrunk = cfg.copy_and_resolve_references()
+  for field in ("seq_len", "inputs_length", "targets_length"):
+    shrunk.data[field] = max(1, cfg.data[field] * stage.length // stage.full)
+  try:
+    for spec in named(shrunk):
+      spec.check(shrunk)
+  except UserError as e:
+    raise UserError(f"data.length_schedule's rows of {stage.length} tokens (from step {stage.step}; every length "
+                    f"of the row shrunk by {stage.full // stage.length}): {e}") from None
 
 
 def _check_eval_objectives(cfg) -> None:

@@ -169,6 +169,10 @@ RULES = [
     (["--config.data.pipeline=replay", "--config.data.length_schedule=((0, 64), (10, 128))"],
      "data.length_schedule packs rows of each length from the token store"),
     (["--config.data.length_schedule=((0, 48), (10, 128))"], "must divide the row of 128"),
+    (["--config.data.objective=span_corruption", "--config.data.inputs_length=128", "--config.data.targets_length=32",
+      "--config.data.length_schedule=((0, 10), (100, 160))"],
+     r"data.length_schedule's rows of 10 tokens \(from step 0; every length of the row shrunk by 16\): "
+     "targets_length=2 is too short"),
     (["--config.tokenizer.vocab_size=200"], "tokenizer.vocab_size=200 is too small"),
     (["--config.optimizer.schedule=wsd", "--config.optimizer.decay_steps=290"], "exceed train.steps=300"),
     (["--config.optimizer.learning_rate=inf"], "optimizer.learning_rate must be a finite number, got inf"),
