@@ -139,6 +139,21 @@ def muon(opt_cfg, lr, axes_tree) -> optax.GradientTransformation:
   return optax.partition({"muon": hidden, "adamw": rest}, labels)
 
 
+def decoupled_weight_decay(rate: float, lr) -> optax.GradientTransformation:
+  """AdamW's decoupled weight decay for another optimizer: -lr(step) x rate x the parameter added to its update,
+  on the parameters of decay_mask."""
+  def init(params):
+    del params
+    return optax.ScaleByScheduleState(count=jnp.zeros([], jnp.int32))
+
+  def update(updates, state, params):
+    factor = lr(state.count) * rate
+    updates = jax.tree.map(lambda u, p, decayed: u - factor * p if decayed else u, updates, params, decay_mask(params))
+    return updates, optax.ScaleByScheduleState(count=optax.safe_increment(state.count))
+
+  return optax.GradientTransformation(init, update)
+
+
 def make(opt_cfg, total_steps: int, axes_tree=None, lr_scales=None) -> optax.GradientTransformation:
   """The optimizer; `axes_tree`: every parameter's logical axis names (Muon needs them), `lr_scales`: a factor
   per parameter that multiplies its update (muP), or None."""
@@ -152,8 +167,9 @@ def make(opt_cfg, total_steps: int, axes_tree=None, lr_scales=None) -> optax.Gra
   elif name == "adafactor":
     # T5's settings: factored second moments, decay 0.8, update clipping at 1, no momentum,
     # steps scaled by the parameter's root-mean-square.
-    update = optax.adafactor(lr, decay_rate=0.8, clipping_threshold=1.0, multiply_by_parameter_scale=True,
-                             weight_decay_rate=opt_cfg.weight_decay or None, weight_decay_mask=decay_mask)
+    update = optax.adafactor(lr, decay_rate=0.8, clipping_threshold=1.0, multiply_by_parameter_scale=True)
+    if opt_cfg.weight_decay:  # Not optax's own, which comes after the learning rate: 0.1 took a tenth a step.
+      update = optax.chain(update, decoupled_weight_decay(opt_cfg.weight_decay, lr))
   else:
     raise UserError(f"optimizer.name={name!r} is unknown; use one of {', '.join(NAMES)}")
   chain = [optax.clip_by_global_norm(opt_cfg.grad_clip)] if opt_cfg.grad_clip else []  # 0: no clipping

@@ -10,6 +10,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from pretrain import cli
@@ -341,6 +342,22 @@ def test_adamw_s_epsilon_is_the_config_s():
     updates, _ = transform.update(grads, transform.init(grads), grads)
     steps_of[eps] = float(jnp.abs(updates["w"]).max())
   assert steps_of[1e-2] < 0.2 * steps_of[1e-8]  # |g| / (|g| + eps): 1e-3 / (1e-3 + 1e-2) of the full step.
+
+
+def test_adafactor_s_weight_decay_is_scaled_by_the_learning_rate_as_adamw_s():
+  """With no gradient, one step of decay 0.1 at a learning rate of 0.01 takes 0.1% of a weight matrix (it took 10%
+  when optax's Adafactor added the decay after the learning rate), and leaves norm scales."""
+  cfg = tiny_run(*STEP_ARGS).cfg
+  cfg.optimizer.learning_rate, cfg.optimizer.weight_decay, cfg.optimizer.warmup_steps = 0.01, 0.1, 0
+  params = {"w": jnp.ones((4, 4)), "norm": {"scale": jnp.ones((4, 4))}}
+  zeros = jax.tree.map(jnp.zeros_like, params)
+  for name in ("adamw", "adafactor"):
+    cfg.optimizer.name = name
+    transform = optimizer.make(cfg.optimizer, 10)
+    updates, _ = transform.update(zeros, transform.init(params), params)
+    stepped = optax.apply_updates(params, updates)
+    numerics.assert_close(float(stepped["w"][0, 0]), 1 - 0.01 * 0.1, terms=4)
+    assert float(stepped["norm"]["scale"][0, 0]) == 1.0
 
 
 def test_adafactor_and_the_rsqrt_schedule():
