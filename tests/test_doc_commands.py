@@ -109,7 +109,6 @@ NOT_RUN = {
     "python tools/zero_shot_tasks.py --leak --split_by=document --out=/tmp/v1/pretrain/downstream/zero_shot_v1":
         "reads version 1's files, which the line before it extracts from the repository's history into /tmp/v1",
     "pretrain experiment ptb": PTB_EXPERIMENT,
-    "pretrain experiment ptb --medium_seeds=": PTB_EXPERIMENT,
     "pretrain experiment compare_objectives": EXPERIMENT,
     "pretrain experiment compare_objectives --objectives=clm,mlm,span_corruption --seeds=0,1,2 --lr_grid= "
     "--finetune_seeds=3 --out=docs/compare_objectives_finetuned --out_dir=runs/compare_objectives_finetuned":
