@@ -31,11 +31,11 @@ def main(argv: list[str], prog: str = "pretrain estimate-memory") -> None:
                            "tokenizer.vocab_size)")
   parser.add_argument("--no_compile", action="store_true", help="skip XLA's estimate of the step's temporaries")
   args, cfg = cli.parse_command_line(parser, argv)
-  if args.devices:
-    os.environ["JAX_PLATFORMS"] = "cpu"
+  import jax  # pylint: disable=g-import-not-at-top  (not for --help)
+  if args.devices:  # Before the backends start (the config's parsing imported JAX, but started none).
+    jax.config.update("jax_platforms", "cpu")  # JAX read $JAX_PLATFORMS as it was imported: too early to set.
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + f" --xla_force_host_platform_device_count={args.devices}")
-  import jax  # pylint: disable=g-import-not-at-top  (not for --help)
   from pretrain import run as run_lib  # pylint: disable=g-import-not-at-top  (not for --help)
   from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top  (not for --help)
   from pretrain.train import memory  # pylint: disable=g-import-not-at-top  (not for --help)

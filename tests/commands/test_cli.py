@@ -231,3 +231,17 @@ def test_estimate_memory_s_vocab_size_stands_in_for_the_model_s(capsys):
     line = next(l for l in capsys.readouterr().out.splitlines() if l.split()[:1] == ["params"])
     params[flags] = int(line.split("(")[1].split()[0].replace(",", ""))
   assert params[("--vocab_size=1000",)] < params[()]
+
+
+@pytest.mark.slow
+def test_estimate_memory_s_devices_are_cpu_devices_on_any_machine():
+  """--devices fakes CPU devices: $JAX_PLATFORMS, set after the config's parsing had imported JAX, was read too
+  late, and a machine with a GPU or TPU sized the mesh for its own devices."""
+  code = ("import jax\nfrom pretrain.commands import estimate_memory\n"
+          "estimate_memory.main(['--devices=2', '--no_compile', '--config.model.d_model=32', "
+          "'--config.model.num_layers=1'])\nprint('platforms', jax.config.jax_platforms, jax.device_count())\n")
+  env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "XLA_FLAGS")}
+  shown = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=300)
+  assert shown.returncode == 0, shown.stderr[-3000:]
+  assert shown.stdout.splitlines()[-1] == "platforms cpu 2", shown.stdout[-2000:]
