@@ -205,7 +205,10 @@ def parse_command_line(parser, argv: list[str]):
   if rest:
     raise UserError(f"unknown arguments {rest}; see --help for the flags, and set config fields "
                     "with --config.KEY=VALUE")
-  return args, with_overrides(cfg, overrides)
+  cfg = with_overrides(cfg, overrides)
+  from pretrain import objectives  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+  objectives.refuse_unknown_keys(cfg)  # The command line's keys were checked as they were set; the file's here.
+  return args, cfg
 
 
 def with_overrides(cfg, overrides: list[tuple[str, str]]):

@@ -53,7 +53,23 @@ def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigD
   module = load_module(path, verbose=verbose)
   if not hasattr(module, "get_config"):
     raise UserError(f"config file {path!r} defines no get_config(); add one that returns a ConfigDict")
-  return with_newer_fields(_run_config_code(path, module.get_config, verbose))
+  cfg = _run_config_code(path, module.get_config, verbose)
+  if not isinstance(cfg, ml_collections.ConfigDict):
+    raise UserError(f"config file {path!r}: get_config() returned a {type(cfg).__name__}; return an "
+                    "ml_collections.ConfigDict, e.g. pretrain.config.schema.defaults() with your changes")
+  return with_defaults(with_newer_fields(cfg))
+
+
+def with_defaults(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """`cfg` with every field it lacks at its default (schema.py): a config file may declare only what it changes."""
+  with cfg.unlocked():
+    for section, entries in schema.SCHEMA.items():
+      if section not in cfg:
+        cfg[section] = ml_collections.ConfigDict()
+      for name, field in entries.items():
+        if name not in cfg[section]:
+          cfg[section][name] = field.default
+  return cfg
 
 
 # Fields added after runs and config files were first written, with the value that keeps their behaviour:

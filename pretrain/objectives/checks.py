@@ -1,6 +1,7 @@
 """Every check of a config before anything is built: the fields, the rules between them with the run's family,
 the named objectives' own checks, their schedule, their evaluation objectives and the vocabulary they need."""
 
+import difflib
 import json
 
 from pretrain import config as config_lib, vocab
@@ -32,6 +33,18 @@ def validate(cfg) -> None:
     _check_stage(cfg, stage)
   if not (cfg.tokenizer.path or cfg.data.task or cfg.train.init_from_hf):  # Else the vocabulary is given.
     vocab.check_size(cfg.tokenizer.kind, cfg.tokenizer.vocab_size, cfg.tokenizer.extra_ids, pieces(cfg))
+
+
+def refuse_unknown_keys(cfg) -> None:
+  """A UserError naming a field of `cfg` (as a config file wrote it) that no part of the project reads: a mistyped
+  one (train.step) would otherwise leave the field meant (train.steps) at its value, unsaid."""
+  fields = {*config_lib.flat_keys(config_lib.schema.defaults()), *settings(known(cfg))}
+  unknown = [key for key in config_lib.flat_keys(cfg) if key not in fields]
+  if unknown:
+    close = difflib.get_close_matches(unknown[0], sorted(fields), n=1, cutoff=0.4)
+    raise UserError(f"the config sets {', '.join(unknown)}, which no part of the project reads"
+                    + (f"; did you mean {close[0]}?" if close else "")
+                    + " (`pretrain config --fields` lists the fields)")
 
 
 def _check_stage(cfg, stage) -> None:

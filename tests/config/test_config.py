@@ -109,6 +109,26 @@ def test_a_config_file_that_raises_is_one_line(tmp_path, capsys):
     config.load_config_file(str(broken))
 
 
+def test_a_config_file_s_mistyped_field_is_refused_and_a_missing_one_is_its_default(tmp_path):
+  """A config file that sets train.step (for train.steps) trained at the default step count, unsaid; one that
+  leaves a field out ended in a KeyError's traceback."""
+  import argparse  # pylint: disable=g-import-not-at-top
+  from pretrain import cli  # pylint: disable=g-import-not-at-top
+  mistyped = tmp_path / "mistyped.py"
+  mistyped.write_text("from pretrain.config import schema\ndef get_config():\n  cfg = schema.defaults()\n"
+                      "  cfg.train.step = 1000\n  return cfg\n")
+  with pytest.raises(UserError, match=r"the config sets train.step, which no part of the project reads; did you "
+                                      r"mean train.steps\?"):
+    cli.parse_command_line(argparse.ArgumentParser(), [f"--config={mistyped}"])
+  partial = tmp_path / "partial.py"
+  partial.write_text("import ml_collections\ndef get_config():\n"
+                     "  return ml_collections.ConfigDict({'train': {'steps': 7}, 'data': {'noise_density': 0.3}})\n")
+  _, cfg = cli.parse_command_line(argparse.ArgumentParser(), [f"--config={partial}",
+                                                                  "--config.data.objective=span_corruption"])
+  assert cfg.train.steps == 7 and cfg.data.noise_density == 0.3  # An objective's setting is a field too.
+  assert cfg.model.d_model == config.schema.defaults().model.d_model
+
+
 def test_a_run_saved_before_a_field_existed_reads_as_its_default_and_resumes(cfg, tmp_path):
   """A config.json (or a config file) from before model.attention existed holds 'auto', and a resume may
   change the attention implementation (it computes the step, it shapes no parameter) but not the width."""
