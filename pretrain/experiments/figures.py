@@ -1,6 +1,9 @@
 """The experiments' figures: each page's one PNG, drawn with matplotlib, which is imported only to draw."""
 
 import contextlib
+import io
+
+from pretrain.system import files
 
 
 @contextlib.contextmanager
@@ -13,11 +16,11 @@ def drawn(path: str, cols: int = 1, size=(8, 4.8), rows: int = 1, dpi: int = 100
   fig, axes = plt.subplots(rows, cols, figsize=size, **subplots)
   try:
     yield axes
-    if crop:
-      fig.savefig(path, dpi=dpi, bbox_inches="tight")
-    else:
+    if not crop:
       fig.tight_layout()
-      fig.savefig(path, dpi=dpi)
+    image = io.BytesIO()  # Written through files: a sweep's workdir may be an object store (gs://).
+    fig.savefig(image, format="png", dpi=dpi, **({"bbox_inches": "tight"} if crop else {}))
+    files.write_atomically(path, image.getvalue())
   finally:
     plt.close(fig)
 

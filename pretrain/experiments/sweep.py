@@ -39,7 +39,7 @@ from pretrain.commands import probe as probe_command
 from pretrain.commands import launch
 from pretrain.experiments import sweep_grid
 from pretrain.parallel import mesh
-from pretrain.system import aside
+from pretrain.system import aside, files
 from pretrain.system.errors import UserError, exit_on_user_error
 
 BASE_FLAGS = ("--config", "--gin_file", "--config.", "--gin.")
@@ -108,6 +108,9 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
     return
   if not grid:
     raise UserError("give the swept fields as --grid.KEY=V1,V2 (e.g. --grid.data.mlm_rate=0.1,0.15,0.3)")
+  if args.launch and args.probe:
+    raise UserError("--probe measures the points that train here; with --launch, probe each finished point with "
+                    "pretrain probe --workdir=POINT --task=TASK, then run --report")
   grid = sweep_grid.in_saved_order(args.workdir, grid)
   points = sweep_grid.point_names(grid)
   configs = {name: _point_config(base, settings) for name, settings in points}  # Every point checked first.
@@ -181,8 +184,11 @@ def config_flags(argv: list[str]) -> list[str]:
 def _launch(args, base: list[str], points) -> None:
   for name, settings in points:
     print(f"# {name}")
-    launch.main([*shlex.split(args.launch), f"--workdir={os.path.join(args.workdir, name)}", *base,
-                 *(f"--config.{k}={v}" for k, v in settings.items()), *(["--run"] if args.run else [])])
+    code = launch.main([*shlex.split(args.launch), f"--workdir={os.path.join(args.workdir, name)}", *base,
+                        *(f"--config.{k}={v}" for k, v in settings.items()), *(["--run"] if args.run else [])])
+    if code:
+      raise UserError(f"launching point {name} failed (above); the points before it are launched: fix the cause "
+                      "and rerun this command")
   print(f"When the jobs are done: pretrain sweep --workdir={args.workdir} --report")
 
 
@@ -196,8 +202,7 @@ def _report(args, command: str, configs: dict | None = None, show: bool = True) 
   report_lib.report(args.workdir, points, args.metric, command)
   if not show:
     return
-  with open(os.path.join(args.workdir, "sweep.md")) as f:
-    print(f.read())
+  print(files.read_text(os.path.join(args.workdir, "sweep.md")))
   print(f"Wrote {', '.join(os.path.join(args.workdir, f) for f in ('sweep.md', 'sweep.csv', 'sweep.png'))}")
 
 

@@ -79,7 +79,7 @@ def point_names(grid: dict[str, list[str]]) -> list[tuple[str, dict[str, str]]]:
 def in_saved_order(sweep_dir: str, grid: dict[str, list[str]]) -> dict[str, list[str]]:
   """`grid` in the order of its axes in the sweep already in `sweep_dir`, where it is the same grid: points are
   named in the order of the axes, which a rerun's flags may give otherwise."""
-  if not os.path.exists(os.path.join(sweep_dir, MANIFEST)):
+  if not files.exists(os.path.join(sweep_dir, MANIFEST)):
     return grid
   saved = read_manifest(sweep_dir)["grid"]
   return {key: grid[key] for key in saved} if saved == grid else grid
@@ -111,13 +111,13 @@ def check_manifest(sweep_dir: str, base: list[str], grid: dict[str, list[str]], 
   (480, 540, )) are the same sweep."""
   path = os.path.join(sweep_dir, MANIFEST)
   wanted = {"base": base, "grid": grid}
-  if os.path.exists(path):
+  if files.exists(path):
     saved = read_manifest(sweep_dir)
     if saved != wanted and not _same_config(resolve, saved, wanted):
       raise UserError(f"{sweep_dir} holds another sweep ({shlex.join(saved['base'])}, grid {saved['grid']}); rerun "
                       "that command to continue it, or choose another --workdir")
     return
-  os.makedirs(sweep_dir, exist_ok=True)
+  files.makedirs(sweep_dir)
   files.write_atomically(path, json.dumps(wanted, indent=2).encode())
 
 
@@ -134,13 +134,15 @@ def _same_config(resolve, saved: dict, wanted: dict) -> bool:
 def read_manifest(sweep_dir: str) -> dict:
   path = os.path.join(sweep_dir, MANIFEST)
   try:
-    with open(path) as f:
-      manifest = json.load(f)
-    if not isinstance(manifest.get("base"), list) or not isinstance(manifest.get("grid"), dict):
+    manifest = json.loads(files.read_text(path))
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("base"), list) or not isinstance(
+        manifest.get("grid"), dict):
       raise ValueError("no base flags or grid")
-  except FileNotFoundError:
+  except files.not_found():
     raise UserError(f"{sweep_dir} holds no sweep ({MANIFEST} is missing); run pretrain sweep with --grid flags "
                     "first") from None
+  except files.errors() as e:  # A file given as the sweep's directory, a directory as its sweep.json.
+    raise UserError(f"{path} cannot be read ({files.reason(e)}); give the sweep's --workdir") from None
   except ValueError as e:
     raise UserError(f"{path} is damaged ({e}); delete it and rerun the sweep's command (finished points are "
                     "kept)") from None

@@ -3,6 +3,7 @@ sweep.md (a row per setting, the mean and 95% interval over the seed axes) and s
 first swept setting that is not a seed), written in the sweep's directory (pretrain/experiments/sweep.py)."""
 
 import csv
+import io
 import json
 import math
 import os
@@ -21,10 +22,10 @@ def final_record(workdir: str, steps: int) -> dict | None:
   finished means that its final checkpoint is committed and intact too (a process killed after logging its last
   evaluation, while that checkpoint was still being written, has not finished)."""
   # Its readable records: a damaged line does not stop the sweep (training the point moves such a file aside).
-  records = [r for r in metrics_lib.read(workdir, strict=False) if r["step"] == steps] if os.path.isdir(workdir) else []
+  records = [r for r in metrics_lib.read(workdir, strict=False) if r["step"] == steps] if files.isdir(workdir) else []
   merged = {k: v for r in records for k, v in r.items()}
   final = os.path.join(workdir, "checkpoints", str(steps))
-  return merged if "eval/loss" in merged and os.path.isdir(final) and not checksums.problem(final) else None
+  return merged if "eval/loss" in merged and files.isdir(final) and not checksums.problem(final) else None
 
 
 def point_values(workdir: str, steps: int) -> dict[str, float]:
@@ -34,7 +35,7 @@ def point_values(workdir: str, steps: int) -> dict[str, float]:
   values = {k: v for k, v in record.items()
             if isinstance(v, (int, float)) and (k.startswith("eval/") or k == "train/loss")}
   probe_dir = os.path.join(workdir, "eval")
-  for name in sorted(os.listdir(probe_dir)) if os.path.isdir(probe_dir) else []:
+  for name in sorted(os.path.basename(p) for p in files.glob(os.path.join(probe_dir, "probe-*.json"))):
     # probe-TASK-stepN.json: the whole measure (one of part of it, probe-TASK-limitL-stepN.json, is not the point's).
     if re.fullmatch(rf"probe-[a-z_]+-step{steps}\.json", name):
       rows = probe_rows(os.path.join(probe_dir, name)) or {}
@@ -48,11 +49,10 @@ def probe_rows(path: str) -> dict | None:
   """{row: {measure: each seed's value}} of a probe's results file (pretrain probe), None where it is missing or
   damaged (the point counts as not probed: the sweep probes it again)."""
   try:
-    with open(path) as f:
-      rows = json.load(f)["rows"]
+    rows = json.loads(files.read_text(path))["rows"]
     if all(isinstance(v, (int, float)) for measures in rows.values() for seeds in measures.values() for v in seeds):
       return rows
-  except (OSError, ValueError, TypeError, KeyError, AttributeError):  # Cut short, edited, a directory.
+  except (*files.errors(), ValueError, TypeError, KeyError, AttributeError):  # Cut short, edited, a directory.
     pass
   return None
 
@@ -83,11 +83,12 @@ def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> lis
   measured = list(dict.fromkeys(k for p in finished for k in p["values"]))
   if metric not in measured:
     raise UserError(f"--metric={metric} was not logged by the sweep's runs; choose one of {', '.join(measured)}")
-  with open(os.path.join(sweep_dir, "sweep.csv"), "w", newline="") as f:
-    writer = csv.writer(f)
-    writer.writerow(["point", *grid, *measured])
-    for p in points:
-      writer.writerow([p["name"], *p["settings"].values(), *(p["values"].get(m, "") for m in measured)])
+  table = io.StringIO(newline="")
+  writer = csv.writer(table)
+  writer.writerow(["point", *grid, *measured])
+  for p in points:
+    writer.writerow([p["name"], *p["settings"].values(), *(p["values"].get(m, "") for m in measured)])
+  files.write_atomically(os.path.join(sweep_dir, "sweep.csv"), table.getvalue().encode())
   swept = [k for k in grid if not is_seed(k)]
   seeds = [k for k in grid if is_seed(k)]
   groups = {}  # setting -> {its seeds' values: the run's values}

@@ -158,3 +158,35 @@ def test_launch_hands_each_point_to_slurm(tmp_path, capsys):
   assert out.count("#SBATCH --nodes=1") == 2
   assert f"--workdir={tmp_path}/s/seq_len=64" in out and "--config.data.seq_len=128" in out
   assert "--config.train.steps=7" in out and "--report" in out
+
+
+@pytest.mark.slow
+def test_a_launched_sweep_on_an_object_store_is_refused_as_another_and_reported(tmp_path, capsys, monkeypatch):
+  """A sweep whose points run on a TPU slice keeps its workdir in gs:// (TF's ram:// stands in): sweep.json was
+  read with the local filesystem, so a rerun with another grid went unrefused and --report found no sweep. A
+  failed launch (here: an sbatch that refuses the job) stopped nothing and said 'When the jobs are done'; --probe, which
+  only a sweep trained here runs, was dropped."""
+  where = "ram://sweeps/s"
+  sweep_command.main([f"--workdir={where}", "--launch=slurm --nodes=1 --gpus_per_node=8",
+                      "--config.train.steps=7", "--grid.data.seq_len=64,128"])
+  assert "When the jobs are done" in capsys.readouterr().out
+  with pytest.raises(UserError, match="holds another sweep"):
+    sweep_command.main.__wrapped__([f"--workdir={where}", "--launch=slurm --nodes=1 --gpus_per_node=8",
+                                    "--config.train.steps=7", "--grid.data.seq_len=32,64"])
+  with pytest.raises(UserError, match="no point of the sweep in ram://sweeps/s has finished"):
+    sweep_command.main.__wrapped__([f"--workdir={where}", "--report"])
+  (tmp_path / "bin").mkdir()
+  (tmp_path / "bin" / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: invalid partition' >&2\nexit 1\n")
+  (tmp_path / "bin" / "sbatch").chmod(0o755)
+  monkeypatch.setenv("PATH", f"{tmp_path}/bin:{os.environ['PATH']}")
+  with pytest.raises(UserError, match="launching point seq_len=64 failed"):
+    sweep_command.main.__wrapped__([f"--workdir={tmp_path}/t", "--run", "--config.train.steps=7",
+                                    f"--launch=slurm --nodes=1 --gpus_per_node=8 --out={tmp_path}/job.sh",
+                                    "--grid.data.seq_len=64,128"])
+  assert "When the jobs are done" not in capsys.readouterr().out
+  with pytest.raises(UserError, match="--probe measures the points that train here"):
+    sweep_command.main.__wrapped__([f"--workdir={tmp_path}/u", "--launch=slurm", "--probe=zero_shot",
+                                    "--config.train.steps=7", "--grid.data.seq_len=64,128"])
+  (tmp_path / "a_file").write_text("")
+  with pytest.raises(UserError, match="cannot be read"):
+    sweep_command.main.__wrapped__([f"--workdir={tmp_path}/a_file", "--report"])
