@@ -82,8 +82,25 @@ def _check_config(config: str, gin_files: list[str], overrides: list[str]):
   return cli.parse_command_line(argparse.ArgumentParser(), argv + overrides)[1]
 
 
+def _branch_config(args, overrides: list[str]):
+  """The config that a cooldown branch in a local --workdir resumes with (its own, with the overrides), or None:
+  `pretrain train` refuses --config and gin files for a branch. (A gs:// workdir is not read from here.)"""
+  from pretrain import configs, config as config_lib  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+  from pretrain.workdir import branch  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+  saved = branch.saved(args.workdir) if os.path.isdir(args.workdir) else None
+  if saved is None:
+    return None
+  if args.config != configs.DEFAULT or args.gin_file:
+    raise UserError(f"--workdir={args.workdir} holds a cooldown branch of {saved.train.parent!r}, which resumes with "
+                    "its own config; drop --config and --gin_file (--config.KEY=VALUE overrides still apply)")
+  return cli.with_overrides(saved, config_lib.parse_overrides(overrides)[0])
+
+
 def _train_args(args, overrides: list[str], inside: bool) -> list[str]:
-  """The trainer's flags, the same on every host: config, gin files, workdir, overrides."""
+  """The trainer's flags, the same on every host: config, gin files, workdir, overrides (a cooldown branch's
+  workdir: no config or gin files)."""
+  if _branch_config(args, overrides) is not None:
+    return [f"--workdir={args.workdir}", *overrides]
   config = _config_file(args.config, "--config", inside)
   gin_files = [_config_file(g, "--gin_file", inside, "gin") for g in args.gin_file]
   _check_config(config, gin_files, overrides)
@@ -148,7 +165,7 @@ def _compile_check(args, overrides: list[str]) -> None:
   if importlib.util.find_spec("libtpu") is None:
     raise UserError(f"launch tpu-vm compiles the run for the {args.accelerator_type} slice first, which needs "
                     "libtpu: pip install -e '.[tpu]' (it runs nothing here), or pass --no_compile_check")
-  cfg = _check_config(args.config, args.gin_file, overrides)
+  cfg = _branch_config(args, overrides) or _check_config(args.config, args.gin_file, overrides)
   facts = compile_lib.check(cfg, tpu.target(args.accelerator_type))
   if not facts["fits"]:
     raise UserError(f"{facts['target']}: the step needs {facts['total'] / 2**30:,.1f} GiB per device, over the "

@@ -272,3 +272,21 @@ def test_help_explains_every_flag_without_importing_jax():
   for flag in ("--name", "--zone", "--accelerator_type", "--create", "--allow_local_workdir", "--nodes",
                "--gpus_per_node", "--port", "--venv", "--out", "--run", "--workdir", "--config", "--gin_file"):
     assert f"  {flag} " in shown.stdout or f"  {flag}\n" in shown.stdout, flag
+
+
+def test_a_cooldown_branch_launches_with_its_own_config(capsys, tmp_path):
+  """pretrain train refuses --config for a cooldown branch's workdir, and launch always passed one: every host's
+  trainer failed once the job started. A branch launches with its workdir and overrides alone."""
+  from pretrain.config import schema  # pylint: disable=g-import-not-at-top
+  saved = schema.defaults().to_dict()
+  saved["train"]["parent"] = str(tmp_path / "parent")
+  (tmp_path / "branch").mkdir()
+  (tmp_path / "branch" / "config.json").write_text(json.dumps(saved))
+  script = _slurm_script(capsys, tmp_path, "--nodes=2", "--gpus_per_node=8", f"--workdir={tmp_path}/branch",
+                         "--config.train.log_every=5")
+  srun = shlex.split(script[script.index("\nsrun "):].replace("\\\n", " "))
+  assert f"--workdir={tmp_path}/branch" in srun and "--config.train.log_every=5" in srun
+  assert not [a for a in srun if a.startswith(("--config=", "--gin_file="))]
+  code, _, err = _launch(capsys, "slurm", "--nodes=2", "--gpus_per_node=8", f"--workdir={tmp_path}/branch",
+                         "--config=lm_125m")
+  assert code == 2 and "holds a cooldown branch" in err
