@@ -89,8 +89,8 @@ SCHEMA = {
                                            "steps) beside data.objective, of the same model family, e.g. "
                                            '("prefix_lm_decoder", "fim") for clm; metrics eval/TASK/loss, ...'),
         "mixture": Field((), None, "Several sources mixed at rates: rows of (corpus | files | tfds | ptb, files glob "
-                                   'or TFDS NAME:VERSION, rate), e.g. (("corpus", "", 1.0), ("files", "data/*.jsonl", 3.0)). '
-                                   "Empty: data.source alone."),
+                                   'or TFDS NAME:VERSION, rate), e.g. (("corpus", "", 1.0), '
+                                   '("files", "data/*.jsonl", 3.0)). Empty: data.source alone.'),
         "schedule": Field((), None, "A curriculum: the mixture as a function of the step (pretrain/data/schedule.py, "
                                     'README "Curricula"), stages (from_step, members) or (from_step, members, "ramp"), '
                                     "a member (objective, rate) over data.source or (objective, source, files glob or "

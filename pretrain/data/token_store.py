@@ -149,11 +149,10 @@ def _cut_documents(dataset, text_key: str) -> list[list[int]]:
   """[index in the shard, records] of each of the shard's source documents that the task cuts into several records
   (pretrain/data/long_documents.py), which read_in_order needs to find the source's order across shards."""
   tf = tf_loader.tensorflow()
-  key = text_key
-  long_texts = dataset.map(lambda ex: tf.cond(tf.strings.length(ex[key]) > MAX_DOCUMENT_BYTES,
-                                              lambda: ex[key], lambda: tf.constant(b"")))
-  return [[i, len(pieces(text))] for i, text in enumerate(long_texts.as_numpy_iterator())
-          if text and len(pieces(text)) > 1]
+  long_texts = dataset.map(lambda ex: tf.cond(tf.strings.length(ex[text_key]) > MAX_DOCUMENT_BYTES,
+                                              lambda: ex[text_key], lambda: tf.constant(b"")))
+  records = (len(pieces(text)) if text else 1 for text in long_texts.as_numpy_iterator())
+  return [[i, n] for i, n in enumerate(records) if n > 1]
 
 
 def _finish(store_dir: str, source, split: str, vocabulary, count: int) -> None:
