@@ -247,6 +247,11 @@ class Run:
   def batch_sharding(self):
     return mesh_lib.batch_sharding(self.mesh, self.rules)
 
+  @functools.cached_property
+  def data_share(self) -> mesh_lib.DataShare:
+    """The block of every batch's rows that this process reads (parallel/mesh.py)."""
+    return mesh_lib.data_share(self.batch_sharding)
+
   def abstract_state(self):
     with self.activated():
       return state_lib.abstract(self.model, self.tx, self.example_args, self.init_scales, self.state_shardings)
@@ -263,7 +268,8 @@ class Run:
 
   def random_batch(self) -> dict:
     """A global batch of random tokens, shaped as the data pipeline's."""
-    local = self.family.random_batch(self.cfg.train.batch_size, self.task_lengths, self.vocab_size)
+    local = self.family.random_batch(self.cfg.train.batch_size // self.data_share.count, self.task_lengths,
+                                     self.vocab_size)
     if self.members_reported:
       local["member"] = np.zeros_like(self.family.targets_and_weights(local)[0])
     return mesh_lib.global_batch(local, self.batch_sharding)
@@ -314,7 +320,7 @@ class Run:
     c, objective_ = self.cfg, objective_ or self.objective
     return replay.batches(task or self.task, split, objective_.family.task_lengths(c.data), c.train.batch_size,
                           objective_.family, seed=c.train.seed, host_sharding=self.host_sharding(objective_),
-                          **kwargs)
+                          share=self.data_share, **kwargs)
 
   def host_sharding(self, objective_=None) -> str:
     """data.host_sharding, but 'examples' in a stream context: a host's shard of the documents would join every
@@ -351,14 +357,15 @@ class Run:
       # pylint: disable-next=g-import-not-at-top  (data stack: not for generate)
       from pretrain.data.replay import ReplayBatches
       return ReplayBatches(self.task, self.task_lengths, self.family, batch_size=c.train.batch_size,
-                           seed=c.train.seed, host_sharding=self.host_sharding(), position=position)
+                           seed=c.train.seed, host_sharding=self.host_sharding(), share=self.data_share,
+                           position=position)
     # pylint: disable-next=g-import-not-at-top  (data stack: not for generate)
     from pretrain.data.indexed import IndexedBatches
     members = [(task, source, o.family.converter(), o.family.task_lengths(c.data), o.in_order)
                for task, source, o in self.member_tasks()]
     return IndexedBatches(members, self.schedule, self.vocabulary, self.family, self.task_lengths, task=self.task,
-                          batch_size=c.train.batch_size, streams=c.data.streams, seed=c.train.seed,
-                          cache=data_cache.cache_dir(c.data), saved_position=position, step=step,
+                          batch_size=c.train.batch_size, streams=c.data.streams, share=self.data_share,
+                          seed=c.train.seed, cache=data_cache.cache_dir(c.data), saved_position=position, step=step,
                           report_members=bool(self.members_reported), length_stages=self.length_stages)
 
   def flops_per_example(self, params, task_lengths: dict[str, int] | None = None) -> float:

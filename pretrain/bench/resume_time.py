@@ -76,5 +76,5 @@ def _replay(run, rows: int):
   from pretrain.data.replay import ReplayBatches  # pylint: disable=g-import-not-at-top  (bench runs without TF)
   c = run.cfg
   return ReplayBatches(run.task, run.task_lengths, run.family, batch_size=c.train.batch_size, seed=c.train.seed,
-                       host_sharding=c.data.host_sharding,
+                       host_sharding=c.data.host_sharding, share=run.data_share,
                        position={"task": run.task, "examples": rows, "batch_size": c.train.batch_size, "processes": 1})

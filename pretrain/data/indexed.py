@@ -200,11 +200,11 @@ def resume_position(saved: dict, fresh: dict) -> dict:
 
 
 class IndexedBatches:
-  """This host's part of each global batch, as numpy arrays; position() is where the stream stands after the
+  """This process's block of each global batch (`share`: Run.data_share), as numpy arrays; position() is where the stream stands after the
   batches taken so far (call it on every process: it gathers the streams each knows)."""
 
   def __init__(self, members: list, plan, vocabulary, family, lengths: dict[str, int], *, task: str,
-               batch_size: int, streams: int, seed: int, cache: str, saved_position: dict | None = None,
+               batch_size: int, streams: int, share, seed: int, cache: str, saved_position: dict | None = None,
                step: int = 0, report_members: bool = False, length_stages: tuple = ()):
     """members: (seqio task, source, its family's converter, its task lengths, whether its objective reads the
     documents in order: Objective.in_order) of each member of the schedule
@@ -218,7 +218,8 @@ class IndexedBatches:
     if any(stage.rows % streams for stage in self._stages):
       raise UserError(f"train.batch_size={batch_size} does not split into data.streams={streams} streams; "
                       f"use a multiple of {streams}")
-    self._family, self._report_members, self._plan, self._seed = family, report_members, plan, seed
+    self._family, self._report_members, self._plan, self._seed, self._share = family, report_members, plan, seed, \
+        share
     self._members, self._features, self._streams, self._step = members, tuple(family.model_lengths(lengths)), \
         streams, step
     self._stores = [token_store.open_or_build(member_task, source, "train", vocabulary, cache)
@@ -248,11 +249,12 @@ class IndexedBatches:
                            self._seed, member, self._features, size, in_order)
                for member, ((member_task, _, converter, member_lengths, in_order), store, size)
                in enumerate(zip(self._members, self._stores, self._windows))]
-    # Rows [lo, hi) of the global batch are this host's; stream s fills [s * per_stream, (s + 1) * per_stream).
-    hosts, host = jax.process_count(), jax.process_index()
-    if stage.rows % hosts:
-      raise UserError(f"train.batch_size={stage.rows} does not divide across {hosts} hosts")
-    lo, hi = host * stage.rows // hosts, (host + 1) * stage.rows // hosts
+    # Rows [lo, hi) of the global batch are this process's; stream s fills [s * per_stream, (s + 1) * per_stream).
+    blocks, block = self._share.count, self._share.index
+    if stage.rows % blocks:
+      raise UserError(f"train.batch_size={stage.rows} does not divide into the {blocks} blocks of rows that the "
+                      "processes read; use a multiple of it")
+    lo, hi = block * stage.rows // blocks, (block + 1) * stage.rows // blocks
     self._parts = []  # (stream, rows of its batch this host keeps, iterator)
     for s in range(streams):
       first, last = max(lo, s * self._per_stream), min(hi, (s + 1) * self._per_stream)

@@ -55,19 +55,18 @@ def text_of(task, lengths: dict[str, int], split: str) -> np.ndarray:
 
 
 def global_batches(run, text: np.ndarray, window: int, stride: int) -> list:
-  """The windows' rows as global batches of train.batch_size rows (the last padded with empty rows), each host
-  holding its part."""
-  import jax  # pylint: disable=g-import-not-at-top  (JAX: only when scoring)
+  """The windows' rows as global batches of train.batch_size rows (the last padded with empty rows), each process
+  holding its block (Run.data_share)."""
   from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top  (JAX: only when scoring)
   width = run.task_lengths["targets"]
   if window > width:
     raise UserError(f"--window={window} is longer than the run's rows of {width} tokens (data.seq_len), the "
                     f"longest context it trained at; give --window={width} or less")
   all_rows = rows(text, window, stride, width)
-  size, hosts, host = run.cfg.train.batch_size, jax.process_count(), jax.process_index()
+  size, (block, blocks) = run.cfg.train.batch_size, run.data_share
   count = -(-len(all_rows["decoder_target_tokens"]) // size) * size
   padded = {name: np.pad(value, ((0, count - len(value)), (0, 0))) for name, value in all_rows.items()}
-  per_host = size // hosts
-  return [mesh_lib.global_batch({name: value[b + host * per_host:b + (host + 1) * per_host]
+  per_block = size // blocks
+  return [mesh_lib.global_batch({name: value[b + block * per_block:b + (block + 1) * per_block]
                                  for name, value in padded.items()}, run.batch_sharding)
           for b in range(0, count, size)]

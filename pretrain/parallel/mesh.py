@@ -15,6 +15,7 @@ a contiguous block of layers (models/pipeline.py).
 
 import ast
 import math
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -179,6 +180,22 @@ def data_parallel_size(mesh, axis_rules) -> int:
   return axes_size(mesh, batch_sharding(mesh, axis_rules).spec[0])
 
 
+class DataShare(NamedTuple):
+  """The rows of every global batch that this process reads: block `index` of `count` equal blocks."""
+  index: int
+  count: int
+
+
+def data_share(sharding: NamedSharding) -> DataShare:
+  """This process's block of a batch laid out by `sharding`: the rows its devices hold. Processes whose devices
+  hold the same rows (a stage, context or tensor axis that spans processes) read the same block; with the batch
+  axes across processes, each reads its own. The mesh's axis order (AXES) keeps each process's rows one block."""
+  shards = axes_size(sharding.mesh, sharding.spec[0])  # A batch of one row per shard.
+  held = sorted({row for index in sharding.addressable_devices_indices_map((shards,)).values()
+                 for row in range(shards)[index[0]]})
+  return DataShare(held[0] // len(held), shards // len(held))
+
+
 def global_batch(local_batch: dict[str, np.ndarray], sharding: NamedSharding) -> dict[str, jax.Array]:
-  """Assembles each process's rows of a batch into global jax.Arrays."""
+  """Assembles each process's rows of a batch (its data_share) into global jax.Arrays."""
   return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local_batch.items()}

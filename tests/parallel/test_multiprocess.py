@@ -98,6 +98,21 @@ def test_two_processes_match_one_and_checkpoints_move_between_them(tmp_path, run
 
 
 @pytest.mark.slow
+def test_a_pipeline_stage_axis_across_processes_trains_on_the_whole_batch(tmp_path, run_train, cache_dir):
+  """mesh.stage spanning the two processes (each holds one stage of every row): both read the same rows, the whole
+    batch, and the run is one device's. Each read its own half before, a batch of 4 rows that differed."""
+  pipeline = ["--config.model.num_layers=2", "--config.model.scan_layers=True", "--config.train.microbatches=2",
+              "--config.train.steps=3"]
+  one = tmp_path / "one"
+  result = run_train(one, *ARGS, *pipeline)
+  assert result.returncode == 0, result.stderr[-3000:]
+  two = tmp_path / "two"
+  _train(two, cache_dir, 2, 4, *pipeline, "--config.mesh.data=1", "--config.mesh.stage=2", "--config.mesh.fsdp=4")
+  terms = 3 * numerics.gradient_terms(tiny_run(*pipeline[:2]).model.config, 8, 32)
+  numerics.assert_close(train_losses(two, with_eval=True), train_losses(one, with_eval=True), terms=terms)
+
+
+@pytest.mark.slow
 def test_replay_with_two_processes_reading_their_own_shards(tmp_path, cache_dir, vocabulary):
   """data.pipeline=replay with data.host_sharding=source: each process reads its shard of the documents."""
   del vocabulary
