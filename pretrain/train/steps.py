@@ -20,7 +20,8 @@ def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: 
   summed over target tokens and divided by their number (the family's weight), or by `loss.normalizing_factor`
   when that is set (T5X's loss_normalizing_factor).
   With `num_microbatches` > 1 the gradients of the summed loss are accumulated
-  over microbatches, one at a time, and divided once: the full batch's gradient.
+  over microbatches, one at a time, and divided once: the full batch's gradient of the token loss (a term that
+  is a mean of its own, as NSP's pair loss or the MoE losses, enters as each microbatch's mean times its weight).
   Dropout masks derive from the state's RNG key, the step and the microbatch, so
   a resumed run draws the same ones. A step whose loss or gradient is not finite changes
   nothing and reports finite=False. `members` > 0: a schedule's members, whose losses are reported one by one
@@ -65,13 +66,21 @@ def make_train_step(family, model, tx, lr_schedule, loss_cfg, num_microbatches: 
       apply, guard, verdict = spike_guard_lib.judge(spike_guard, guard, metrics["loss"], grad_norm, finite,
                                                     state.step)
       metrics.update(verdict)
-      kept = state.replace(step=state.step + 1)  # A skipped step still counts: the state's step is the loop's.
+      # A skipped step still counts: the state's step is the loop's, and the optimizer's counts (its schedule's,
+      # Adam's) keep pace, so the learning rate applied at each step is the one logged and the schedule ends on time.
+      kept = state.replace(step=state.step + 1, opt_state=_with_counts(opt_state, state.opt_state))
     new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
                               opt_state=opt_state)
     new_state = jax.tree.map(lambda new, old: jnp.where(apply, new, old), new_state, kept)
     return (new_state, metrics) if guard is None else (new_state, metrics, guard)
 
   return train_step
+
+
+def _with_counts(new_opt_state, old_opt_state):
+  """`old_opt_state` with the step counts (the fields optax names 'count') of `new_opt_state`."""
+  return jax.tree_util.tree_map_with_path(
+      lambda path, new, old: new if getattr(path[-1], "name", None) == "count" else old, new_opt_state, old_opt_state)
 
 
 def make_eval_step(family, model, loss_cfg, bytes_per_id=None):

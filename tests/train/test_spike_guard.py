@@ -3,10 +3,13 @@ resumes, are in tests/train/test_train.py."""
 
 import types
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from pretrain.train import spike_guard
+from tests.conftest import tiny_run
 
 CFG = types.SimpleNamespace(spike_window=4, spike_threshold=6.0, spike_rollback_after=2)
 
@@ -46,3 +49,18 @@ def test_spikes_are_judged_against_the_applied_steps():
 def test_a_flat_curve_does_not_make_noise_a_spike():
   """A deviation counts as at least 1% of the mean: 6 x 1% above a perfectly flat loss is not yet a spike."""
   assert [_verdicts([(5.0, 1.0)] * 4 + [(loss, 1.0)])[0][-1]["spike"] for loss in (5.29, 5.31)] == [False, True]
+
+
+@pytest.mark.slow
+def test_a_skipped_step_advances_the_optimizer_s_counts_with_the_step():
+  """The schedule follows the step: after a skipped spike, the learning rate applied is the step's, as logged."""
+  run = tiny_run("--config.train.spike_guard=True", "--config.train.spike_window=2",
+                 "--config.train.spike_test_batches=(2,)")
+  state, guard, batch = run.create_state(), {k: jnp.asarray(v) for k, v in spike_guard.initial().items()}, \
+      run.random_batch()
+  for _ in range(3):
+    state, metrics, guard = run.guarded_step(state, batch, guard)
+  assert bool(metrics["spike"]) and int(state.step) == 3
+  counts = [int(leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(state.opt_state)
+            if getattr(path[-1], "name", None) == "count"]
+  assert counts and set(counts) == {3}
