@@ -194,13 +194,17 @@ def parse_command_line(parser, argv: list[str]):
   parser.add_argument("--gin_file", action="append", default=[],
                       help="gin file (or built-in gin twin, by name) of SECTION.FIELD = value bindings over --config "
                            "(repeatable)")
+  parser.add_argument("--gin_search_paths", default="",
+                      help="comma-separated folders where a gin include's relative path is also looked for, after "
+                           "the including file's folder and the current directory (as T5X's flag)")
   _add_verbose(parser)
   parser.epilog = ("Any config field can be set with --config.SECTION.FIELD=VALUE, e.g. --config.train.steps=100, "
                    "or --gin.SECTION.FIELD=VALUE.")
   args, rest = parser.parse_known_args(argv)
   cfg = configs.load(args.config, args.verbose)
   gin_config.apply(cfg, [configs.path(path, kind="gin") for path in args.gin_file],
-                   [a[len("--gin."):] for a in rest if a.startswith("--gin.")])
+                   [a[len("--gin."):] for a in rest if a.startswith("--gin.")],
+                   [path for path in args.gin_search_paths.split(",") if path])
   overrides, rest = config_lib.parse_overrides([a for a in rest if not a.startswith("--gin.")])
   if rest:
     raise UserError(f"unknown arguments {rest}; see --help for the flags, and set config fields "

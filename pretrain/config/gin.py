@@ -39,14 +39,15 @@ class _Bindings:
   """What gin files and --gin flags say, in order: field bindings, and macros resolved only once everything is
   read, as gin resolves them (the last definition of a macro wins wherever it is used)."""
 
-  def __init__(self):
+  def __init__(self, search_paths=()):
+    self.search_paths = tuple(search_paths)  # Where an include's relative path is looked for, after its file's folder.
     self.fields: list[tuple[str, object, str]] = []  # (SECTION.FIELD, value, where)
     self.macros: dict[str, tuple[object, str]] = {}  # NAME -> (value, where)
 
   def read(self, statements, where: str, directory: str, including: tuple = ()) -> None:
     for statement in statements:
       if isinstance(statement, config_parser.IncludeStatement):
-        self.read_file(os.path.join(directory, statement.filename), including)
+        self.read_file(self.included(statement.filename, where, directory), including)
         continue
       if not isinstance(statement, config_parser.BindingStatement):
         raise UserError(f"{where}: line {statement.location.line_num}: only bindings, macros and includes are "
@@ -56,6 +57,17 @@ class _Bindings:
         self.fields.append((f"{statement.selector}.{statement.arg_name}", statement.value, line))
       else:  # NAME = value defines a macro.
         self.macros[statement.selector] = (statement.value, line)
+
+  def included(self, name: str, where: str, directory: str) -> str:
+    """The file an `include` names: a relative path from the including file's folder, else (as gin and T5X's
+    --gin_search_paths look for it) from the current directory or a search path."""
+    places = [directory, ".", *self.search_paths]
+    found = next((os.path.join(place, name) for place in places if os.path.isfile(os.path.join(place, name))), None)
+    if found is None:
+      raise UserError(f"{where}: the included gin file {name!r} is in none of {', '.join(map(repr, places))}",
+                      fix="give its path from the including file's folder or the current directory, or add its "
+                          "folder with --gin_search_paths")
+    return found
 
   def read_file(self, path: str, including: tuple = ()) -> None:
     """A gin file's statements; `including`: the files whose includes led here (a cycle is refused)."""
@@ -86,12 +98,12 @@ class _Bindings:
     return value
 
 
-def apply(cfg, files: list[str], flags: list[str]) -> None:
+def apply(cfg, files: list[str], flags: list[str], search_paths=()) -> None:
   """Sets the fields that gin `files`, then --gin.KEY=VALUE `flags` (their text after --gin.), bind in `cfg`: the
   later binding of a field wins, and a macro has its last definition wherever it is used, so a file or flag can
   change a macro that an included file uses. A flag that defines a macro no binding uses is refused (a mistyped
   SECTION.FIELD would otherwise change nothing)."""
-  bindings = _Bindings()
+  bindings = _Bindings(search_paths)
   for path in files:
     bindings.read_file(path)
   for text in flags:

@@ -151,6 +151,23 @@ def test_gin_macros_includes_flags_and_errors(tmp_path, monkeypatch):
     _parse([f"--gin_file={tmp_path / 'run.gin'}", "--gin.TRAIN_STEPS=5"])
   with pytest.raises(UserError, match="--gin.train.steps has no value; write --gin.train.steps=VALUE"):
     _parse(["--gin.train.steps", "100"])
+  # An include's path is looked for from its file's folder, then, as gin and T5X look, from the current directory
+  # and --gin_search_paths; a file in none of them is named with where it was looked for.
+  (tmp_path / "nested").mkdir()
+  (tmp_path / "nested" / "from_cwd.gin").write_text("include 'base.gin'\ninclude 'nested/deeper.gin'\n")
+  (tmp_path / "nested" / "deeper.gin").write_text("train.steps = 9\n")
+  (tmp_path / "shared").mkdir()
+  (tmp_path / "shared" / "common.gin").write_text("model.mlp_dim = 192\n")
+  (tmp_path / "nested" / "searched.gin").write_text("include 'common.gin'\n")
+  with monkeypatch.context() as m:
+    m.chdir(tmp_path)
+    cfg = _parse(["--gin_file=nested/from_cwd.gin"])
+    assert (cfg.model.d_model, cfg.train.steps) == (96, 9)
+    cfg = _parse(["--gin_file=nested/searched.gin", "--gin_search_paths=elsewhere,shared"])
+    assert cfg.model.mlp_dim == 192
+    with pytest.raises(UserError, match=r"searched.gin: the included gin file 'common.gin' is in none of "
+                                        r"'nested', '\.'; .*--gin_search_paths"):
+      _parse(["--gin_file=nested/searched.gin"])
   (tmp_path / "undefined.gin").write_text("model.d_model = %DIM\n")
   with pytest.raises(UserError, match=r"undefined.gin, line 1: macro %DIM is not defined"):
     _parse([f"--gin_file={tmp_path / 'undefined.gin'}"])
