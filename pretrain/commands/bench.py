@@ -212,6 +212,9 @@ def main(argv: list[str], prog: str = "pretrain bench") -> None:
                       help="also time the step's matrix products alone, each compiled by itself (with --compare=hf, "
                            "also through torch): a floor for the step with this machine's matmul kernels")
   args, cfg = cli.parse_command_line(parser, argv)
+  if args.only and args.compare != "hf":
+    raise UserError(f"--only={args.only} picks what --compare=hf times; add --compare=hf, or leave --only out to "
+                    "time the --config")
   if args.compare in COUNTERPARTS:
     return compare_counterpart(args, cfg)
   if not args.compare:

@@ -99,8 +99,11 @@ def test_the_unsplit_counterpart_puts_the_stage_and_context_devices_on_the_data_
     bench.unsplit_counterpart(tiny_config())
 
 
-def test_bench_refuses_an_encoder_only_model():
+def test_bench_refuses_an_encoder_only_model_and_only_without_compare_hf():
   from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
+  for compare in ([], ["--compare=dense"]):  # --only picks among transformers' peers; it was ignored here.
+    with pytest.raises(UserError, match="--only=t5 picks what --compare=hf times"):
+      bench.main.__wrapped__(["--only=t5", *compare])
   with pytest.raises(UserError, match="not 'mlm'"):
     bench.main.__wrapped__([*TINY, *FAMILY_ARGS["mlm"], "--steps=1", "--warmup=0"])
 
