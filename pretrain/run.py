@@ -258,7 +258,8 @@ class Run:
 
   def create_state(self):
     with self.activated():
-      return state_lib.create(self.model, self.tx, self.example_args, self.init_scales, self.state_shardings, self.cfg.train.seed)
+      return state_lib.create(self.model, self.tx, self.example_args, self.init_scales, self.state_shardings,
+                              self.cfg.train.seed)
 
   def abstract_batch(self) -> dict:
     batch = self.family.abstract_batch(self.cfg.train.batch_size, self.task_lengths, self.batch_sharding)

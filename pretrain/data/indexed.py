@@ -200,8 +200,8 @@ def resume_position(saved: dict, fresh: dict) -> dict:
 
 
 class IndexedBatches:
-  """This process's block of each global batch (`share`: Run.data_share), as numpy arrays; position() is where the stream stands after the
-  batches taken so far (call it on every process: it gathers the streams each knows)."""
+  """This process's block of each global batch (`share`: Run.data_share), as numpy arrays; position() is where
+  the stream stands after the batches taken so far (call it on every process: it gathers the streams each knows)."""
 
   def __init__(self, members: list, plan, vocabulary, family, lengths: dict[str, int], *, task: str,
                batch_size: int, streams: int, share, seed: int, cache: str, saved_position: dict | None = None,

@@ -46,10 +46,18 @@ BASE_FLAGS = ("--config", "--gin_file", "--config.", "--gin.")
 
 
 def _base(rest: list[str]) -> list[str]:
-  """The base config flags among a command line's (those every point shares); anything else is an error."""
-  base, unknown = [], []
-  for arg in rest:
-    (base if arg.startswith(BASE_FLAGS) else unknown).append(arg)
+  """The base config flags among a command line's (those every point shares), each as FLAG=VALUE (train takes
+  `--config X` and `--config.KEY VALUE` too); anything else is an error."""
+  base, unknown, i = [], [], 0
+  while i < len(rest):
+    arg, i = rest[i], i + 1
+    if not arg.startswith(BASE_FLAGS):
+      unknown.append(arg)
+    elif "=" in arg or arg.startswith("--gin.") or i == len(rest) or rest[i].startswith("--"):
+      base.append(arg)
+    else:
+      base.append(f"{arg}={rest[i]}")
+      i += 1
   if unknown:
     raise UserError(f"unknown arguments {unknown}; see pretrain sweep --help (config fields: --config.KEY=VALUE, "
                     "swept ones: --grid.KEY=V1,V2)")

@@ -153,7 +153,7 @@ def test_a_point_that_fails_is_reported_and_the_others_go_on(tmp_path, cache_dir
 @pytest.mark.slow
 def test_launch_hands_each_point_to_slurm(tmp_path, capsys):
   sweep_command.main([f"--workdir={tmp_path}/s", "--launch=slurm --nodes=1 --gpus_per_node=8",
-                      "--config.train.steps=7", "--grid.data.seq_len=64,128"])
+                      "--config.train.steps", "7", "--grid.data.seq_len=64,128"])  # A value after a space too.
   out = capsys.readouterr().out
   assert out.count("#SBATCH --nodes=1") == 2
   assert f"--workdir={tmp_path}/s/seq_len=64" in out and "--config.data.seq_len=128" in out
@@ -168,7 +168,7 @@ def test_a_launched_sweep_on_an_object_store_is_refused_as_another_and_reported(
   only a sweep trained here runs, was dropped."""
   where = "ram://sweeps/s"
   sweep_command.main([f"--workdir={where}", "--launch=slurm --nodes=1 --gpus_per_node=8",
-                      "--config.train.steps=7", "--grid.data.seq_len=64,128"])
+                      "--config.train.steps", "7", "--grid.data.seq_len=64,128"])  # A value after a space too.
   assert "When the jobs are done" in capsys.readouterr().out
   with pytest.raises(UserError, match="holds another sweep"):
     sweep_command.main.__wrapped__([f"--workdir={where}", "--launch=slurm --nodes=1 --gpus_per_node=8",
@@ -186,7 +186,7 @@ def test_a_launched_sweep_on_an_object_store_is_refused_as_another_and_reported(
   assert "When the jobs are done" not in capsys.readouterr().out
   with pytest.raises(UserError, match="--probe measures the points that train here"):
     sweep_command.main.__wrapped__([f"--workdir={tmp_path}/u", "--launch=slurm", "--probe=zero_shot",
-                                    "--config.train.steps=7", "--grid.data.seq_len=64,128"])
+                                    "--config.train.steps", "7", "--grid.data.seq_len=64,128"])  # A value after a space too.
   (tmp_path / "a_file").write_text("")
   with pytest.raises(UserError, match="cannot be read"):
     sweep_command.main.__wrapped__([f"--workdir={tmp_path}/a_file", "--report"])
