@@ -96,15 +96,17 @@ def _branch_config(args, overrides: list[str]):
   return cli.with_overrides(saved, config_lib.parse_overrides(overrides)[0])
 
 
-def _train_args(args, overrides: list[str], inside: bool) -> list[str]:
-  """The trainer's flags, the same on every host: config, gin files, workdir, overrides (a cooldown branch's
-  workdir: no config or gin files)."""
-  if _branch_config(args, overrides) is not None:
-    return [f"--workdir={args.workdir}", *overrides]
+def _train_args(args, overrides: list[str], inside: bool):
+  """(The trainer's flags, the same on every host: config, gin files, workdir, overrides (a cooldown branch's
+  workdir: no config or gin files); the config they resolve to, checked)."""
+  branch_config = _branch_config(args, overrides)
+  if branch_config is not None:
+    return [f"--workdir={args.workdir}", *overrides], branch_config
   config = _config_file(args.config, "--config", inside)
   gin_files = [_config_file(g, "--gin_file", inside, "gin") for g in args.gin_file]
-  _check_config(config, gin_files, overrides)
-  return [f"--config={config}", *(f"--gin_file={g}" for g in gin_files), f"--workdir={args.workdir}", *overrides]
+  cfg = _check_config(config, gin_files, overrides)
+  return [f"--config={config}", *(f"--gin_file={g}" for g in gin_files), f"--workdir={args.workdir}",
+          *overrides], cfg
 
 
 def _add_train_flags(parser, run_help: str, config_help: str) -> None:
@@ -156,8 +158,9 @@ def tpu_vm_commands(args, train_args: list[str]) -> tuple[TpuSlice, list[list[st
   return tpu, commands
 
 
-def _compile_check(args, overrides: list[str]) -> None:
-  """Compiles the run for the slice's topology (pretrain compile) and refuses one that does not fit or compile."""
+def _compile_check(args, cfg) -> None:
+  """Compiles the run of `cfg` for the slice's topology (pretrain compile) and refuses one that does not fit or
+  compile."""
   from pretrain.commands import compile as compile_lib  # pylint: disable=g-import-not-at-top  (JAX)
   if args.accelerator_type.startswith(("v2-", "v3-")):
     print(f"# {args.accelerator_type}: not compiled first (libtpu compiles for v4 and newer)", flush=True)
@@ -165,7 +168,6 @@ def _compile_check(args, overrides: list[str]) -> None:
   if importlib.util.find_spec("libtpu") is None:
     raise UserError(f"launch tpu-vm compiles the run for the {args.accelerator_type} slice first, which needs "
                     "libtpu: pip install -e '.[tpu]' (it runs nothing here), or pass --no_compile_check")
-  cfg = _branch_config(args, overrides) or _check_config(args.config, args.gin_file, overrides)
   facts = compile_lib.check(cfg, tpu.target(args.accelerator_type))
   if not facts["fits"]:
     raise UserError(f"{facts['target']}: the step needs {facts['total'] / 2**30:,.1f} GiB per device, over the "
@@ -177,10 +179,10 @@ def _compile_check(args, overrides: list[str]) -> None:
 
 
 def _tpu_vm(args, overrides: list[str]) -> int:
-  train_args = _train_args(args, overrides, inside=True)
+  train_args, cfg = _train_args(args, overrides, inside=True)
   tpu, commands = tpu_vm_commands(args, train_args)
   if not args.no_compile_check:
-    _compile_check(args, overrides)
+    _compile_check(args, cfg)
   joined = "; every host runs the trainer, and jax.distributed finds the others itself" if tpu.hosts > 1 else ""
   print(f"# {tpu.accelerator_type}: {tpu.hosts} host{'s' if tpu.hosts > 1 else ''}, {tpu.devices} JAX devices "
         f"({tpu.chips} chips){joined}", flush=True)
@@ -243,7 +245,7 @@ def _slurm(args, overrides: list[str], argv: list[str]) -> int:
   if "://" not in args.workdir:
     args.workdir = os.path.abspath(args.workdir)  # The job runs in the repository, not where this ran.
   args.log = os.path.abspath(args.log)
-  script = slurm_script(args, _train_args(args, overrides, inside=False), argv)
+  script = slurm_script(args, _train_args(args, overrides, inside=False)[0], argv)
   if "%" not in os.path.dirname(args.log):
     os.makedirs(os.path.dirname(args.log), exist_ok=True)  # Slurm does not create it, and fails the job without.
   if not args.out:

@@ -8,6 +8,7 @@ line. The compiling tests need libtpu (the `tpu` extra, which `make test` instal
 
 import importlib.util
 import json
+import os
 
 import pytest
 
@@ -15,6 +16,7 @@ from pretrain import cli
 from pretrain.commands import compile as compile_lib, launch
 from pretrain.parallel import gpu, tpu
 from pretrain.train import compiled
+from tests.conftest import REPO
 
 needs_cuda_plugin = pytest.mark.skipif(not gpu.cuda_plugin_installed(),
                                        reason="JAX's CUDA plugin is not installed (pip install -e '.[gpu-compile]')")
@@ -211,16 +213,19 @@ def test_matmul_flops_count_each_loop_iteration_and_leave_out_a_window_s_padding
 
 
 @needs_libtpu
-def test_launch_tpu_vm_compiles_for_the_slice_first(capsys):
+def test_launch_tpu_vm_compiles_for_the_slice_first(capsys, monkeypatch):
   """The launcher builds the run over the slice's devices before anything starts: a mesh the slice's chips
-  cannot hold is refused in one line, nothing printed to run."""
+  cannot hold is refused in one line, nothing printed to run. A config file is read where the hosts' flags find
+  it, also given from another directory than the repository's (the check looked for it in the repository)."""
   argv = ["tpu-vm", "--name=t", "--zone=z", "--accelerator_type=v5litepod-4", "--workdir=gs://b/r",
           "--config.mesh.data=8", *SMALL]
-  with pytest.raises(SystemExit) as e:
-    launch.main(argv)
-  out, err = capsys.readouterr()
-  assert e.value.code == 2 and not out and len(err.strip().splitlines()) == 1
-  assert "has 8 devices but 4 are available" in err
+  for directory, config in ((REPO, []), (os.path.join(REPO, "configs"), ["--config=./quickstart.py"])):
+    monkeypatch.chdir(directory)
+    with pytest.raises(SystemExit) as e:
+      launch.main([*argv, *config])
+    out, err = capsys.readouterr()
+    assert e.value.code == 2 and not out and len(err.strip().splitlines()) == 1
+    assert "has 8 devices but 4 are available" in err
 
 
 @needs_libtpu
