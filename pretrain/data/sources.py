@@ -176,8 +176,11 @@ def _source_of(data_cfg, kind: str, where: str, prefix: str, row: str) -> Source
 
 
 def _matching_files(pattern: str, key: str) -> list[str]:
-  # Not directories; `**` matches any depth of folders, as a user of shell globs expects.
-  files = sorted(f for f in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(f))
+  # Not directories; `**` matches any depth of folders, as a user of shell globs expects. As in a shell, a pattern
+  # that matches nothing but names a file is that file (brackets in its name: part[1].jsonl).
+  path = os.path.expanduser(pattern)
+  files = sorted(f for f in glob.glob(path, recursive=True) if os.path.isfile(f)) or \
+      ([path] if pattern and os.path.isfile(path) else [])
   if not pattern or not files:
     raise UserError(f"data.{key}={pattern!r} matches no files; set --config.data.{key}='path/*.jsonl' "
                     "(text files: one document per line; JSONL: one object per line)")

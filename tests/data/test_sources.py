@@ -57,6 +57,10 @@ def test_files_with_a_validation_glob(doc_files):
   source = sources.make_source(_files_cfg(train_files=f"{path}/*.jsonl", validation_files=f"{path}/*.txt"))
   assert list(source.texts("train")) == docs[:200]
   assert list(source.texts("validation")) == docs[200:]
+  # A file whose name holds brackets, given by its name: glob reads [1] as a set of characters and matches nothing.
+  (path / "b.txt").rename(path / "b[1].txt")
+  source = sources.make_source(_files_cfg(train_files=f"{path}/*.jsonl", validation_files=f"{path}/b[1].txt"))
+  assert list(source.texts("validation")) == docs[200:]
 
 
 def test_a_glob_of_folders_at_any_depth_and_validation_files_the_train_glob_also_matches(doc_files, capsys):
