@@ -154,6 +154,32 @@ def decoupled_weight_decay(rate: float, lr) -> optax.GradientTransformation:
   return optax.GradientTransformation(init, update)
 
 
+def adafactor(lr, axes_tree=None) -> optax.GradientTransformation:
+  """optax.adafactor with T5's settings (factored second moments, decay 0.8, update clipping at 1, no momentum,
+  steps scaled by the parameter's root-mean-square), the clipping and the parameter's scale measured per weight
+  matrix: each scanned layer's or stacked expert's on its own (their batch axes, models/mup.py), as T5X's
+  Adafactor treats a 'layers' axis, where optax's measures a whole stack. The state is optax's."""
+  batch_axes = None if axes_tree is None else jax.tree.map(lambda names: mup.split_axes(names)[0], axes_tree,
+                                                          is_leaf=mup.is_names)
+
+  def per_matrix(scale):
+    """A stateless transform: each update times scale(update, parameter, the parameter's root-mean-square)."""
+    def update(updates, state, params=None):
+      axes = batch_axes if batch_axes is not None else jax.tree.map(lambda _: (), updates)
+      rms = lambda x, batch: jnp.sqrt(jnp.mean(jnp.square(x), axis=tuple(
+          i for i in range(x.ndim) if i not in batch), keepdims=True))
+      return jax.tree.map(lambda u, p, batch: scale(u, rms, batch, p), updates,
+                          params if params is not None else updates, axes), state
+    return optax.GradientTransformation(optax.init_empty_state, update)
+
+  return optax.chain(
+      optax.scale_by_factored_rms(decay_rate=0.8),
+      per_matrix(lambda u, rms, batch, p: u / jnp.maximum(1.0, rms(u, batch) / 1.0)),  # Clipping at 1.
+      optax.scale_by_learning_rate(lr, flip_sign=False),
+      per_matrix(lambda u, rms, batch, p: u * jnp.maximum(rms(p, batch), 1e-3)),  # The parameter's scale.
+      optax.scale(-1))
+
+
 def make(opt_cfg, total_steps: int, axes_tree=None, lr_scales=None) -> optax.GradientTransformation:
   """The optimizer; `axes_tree`: every parameter's logical axis names (Muon needs them), `lr_scales`: a factor
   per parameter that multiplies its update (muP), or None."""
@@ -165,9 +191,7 @@ def make(opt_cfg, total_steps: int, axes_tree=None, lr_scales=None) -> optax.Gra
   elif name == "muon":
     update = muon(opt_cfg, lr, axes_tree)
   elif name == "adafactor":
-    # T5's settings: factored second moments, decay 0.8, update clipping at 1, no momentum,
-    # steps scaled by the parameter's root-mean-square.
-    update = optax.adafactor(lr, decay_rate=0.8, clipping_threshold=1.0, multiply_by_parameter_scale=True)
+    update = adafactor(lr, axes_tree)
     if opt_cfg.weight_decay:  # Not optax's own, which comes after the learning rate: 0.1 took a tenth a step.
       update = optax.chain(update, decoupled_weight_decay(opt_cfg.weight_decay, lr))
   else:

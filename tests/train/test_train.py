@@ -360,6 +360,30 @@ def test_adafactor_s_weight_decay_is_scaled_by_the_learning_rate_as_adamw_s():
     assert float(stepped["norm"]["scale"][0, 0]) == 1.0
 
 
+def test_adafactor_measures_each_scanned_layer_on_its_own_as_t5x():
+  """A stack of three layers of very different scales steps as each layer alone would (T5X's Adafactor takes the
+  'layers' axis as a batch axis): the clipping and the parameter's scale are each layer's. optax's Adafactor, which
+  measures the whole stack, is the same for a parameter without such an axis."""
+  cfg = tiny_run(*STEP_ARGS).cfg
+  cfg.optimizer.name, cfg.optimizer.weight_decay, cfg.optimizer.warmup_steps = "adafactor", 0.0, 0
+  cfg.optimizer.grad_clip = 0.0  # The global norm's clipping is the whole tree's by design.
+  scales = jnp.array([0.01, 1.0, 100.0])[:, None, None]
+  stack = {"w": scales * jax.random.normal(jax.random.key(0), (3, 8, 256))}
+  grads = {"w": scales * jax.random.normal(jax.random.key(1), (3, 8, 256))}
+  stacked = optimizer.make(cfg.optimizer, 10, {"w": ("layers", "embed", "mlp")})
+  updates, _ = stacked.update(grads, stacked.init(stack), stack)
+  alone = optimizer.make(cfg.optimizer, 10, {"w": ("embed", "mlp")})
+  for layer in range(3):
+    layer_of = lambda tree: {"w": tree["w"][layer]}  # pylint: disable=cell-var-from-loop
+    expected, _ = alone.update(layer_of(grads), alone.init(layer_of(stack)), layer_of(stack))
+    numerics.assert_close(updates["w"][layer], expected["w"], terms=8 * 256)
+  plain = optax.adafactor(optimizer.schedule(cfg.optimizer, 10), decay_rate=0.8, clipping_threshold=1.0,
+                          multiply_by_parameter_scale=True)
+  numerics.assert_close(alone.update(layer_of(grads), alone.init(layer_of(stack)), layer_of(stack))[0],
+                        plain.update(layer_of(grads), plain.init(layer_of(stack)), layer_of(stack))[0], terms=8 * 256)
+  assert jax.tree.structure(stacked.init(stack)[-1]) == jax.tree.structure(plain.init(stack))  # Checkpoints resume.
+
+
 def test_adafactor_and_the_rsqrt_schedule():
   cfg = tiny_run(*STEP_ARGS).cfg
   cfg.optimizer.name, cfg.optimizer.schedule, cfg.optimizer.learning_rate = "adafactor", "rsqrt", 0.01
