@@ -18,7 +18,7 @@ setup(
     package_dir={"pretrain.configs": "configs"},
     package_data={"pretrain.configs": ["gin/*.gin"], "pretrain.downstream": ["zero_shot_v*/*"]},
     python_requires=">=3.11",
-    entry_points={"console_scripts": ["pretrain = pretrain.cli:entry"]},
+    entry_points={"console_scripts": ["pretrain = pretrain.__main__:entry"]},
     install_requires=[
         "jax>=0.10,<0.11",
         "flax>=0.12,<0.13",

@@ -124,7 +124,7 @@ def test_replay_with_two_processes_reading_their_own_shards(tmp_path, cache_dir,
   assert position == {"task": "corpus_clm", "examples": 16, "batch_size": 8, "processes": 2}
   assert all(np.isfinite(loss) for loss in train_losses(workdir, with_eval=True).values())
   out = _train(workdir, cache_dir, 1, 8, "--config.train.steps=3", *replay)
-  assert "Resuming from the checkpoint at step 2" in out and "each host's order of examples changes" in out
+  assert "Resuming from the checkpoint at step 2" in out and "each block's order of examples changes" in out
 
 
 @pytest.mark.slow
