@@ -75,6 +75,20 @@ LONGEST_FIRST = ("test_multiprocess.py", "test_mesh_layouts.py", "test_train.py"
                  "test_install.py", "test_curriculum.py", "test_decoding.py", "test_decoder_only.py")
 
 
+def pytest_sessionfinish(session):
+  """Under `make coverage`, this process's lines are saved as its tests end: execnet ends a pytest-xdist worker that
+  is slow to finish (10 s) with os._exit, which skips coverage's own save at exit, and the lines of every file that
+  worker ran were lost (about a third of the suite's, a different third in each run)."""
+  del session
+  try:
+    import coverage  # pylint: disable=g-import-not-at-top  (the test extra; measured only under `make coverage`)
+  except ImportError:
+    return
+  measuring = coverage.Coverage.current()
+  if measuring is not None:
+    measuring.save()
+
+
 def pytest_collection_modifyitems(items):
   unmarked = sorted({item.nodeid.split("[")[0] for item in items if not item.get_closest_marker("slow") and (
       SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("extended"))})

@@ -61,3 +61,15 @@ def test_make_coverage_runs_make_tests_tests_and_measures_the_processes_they_sta
   with open(os.path.join(REPO, "pretrain", "cli.py")) as f:
     usage_line = next(i for i, line in enumerate(f, 1) if "print(usage())" in line)
   assert usage_line in cli["executed_lines"]
+  # A test process ended by os._exit, as execnet ends a pytest-xdist worker slow to finish, keeps its lines.
+  (tmp_path / "exit_at_end.py").write_text("import os\n\ndef pytest_unconfigure(config):\n  os._exit(0)\n")
+  for data in tmp_path.glob(".coverage*"):
+    data.unlink()
+  ended = {**env, "PYTHONPATH": str(tmp_path)}
+  test = "tests/config/test_config.py::test_unknown_key_names_the_nearest"
+  for command in (["run", "-m", "pytest", "-q", "-p", "exit_at_end", "-p", "no:cacheprovider", test],
+                  ["combine", "-q"], ["json", "-q", "-o", str(tmp_path / "coverage.json")]):
+    subprocess.run([sys.executable, "-m", "coverage", *command], cwd=REPO, env=ended, check=True, timeout=300)
+  measured = json.loads((tmp_path / "coverage.json").read_text())["files"]
+  assert any(name.endswith(os.path.join("pretrain", "config", "keys.py")) and v["executed_lines"]
+             for name, v in measured.items())
