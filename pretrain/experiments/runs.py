@@ -169,7 +169,9 @@ def measure(run, workdir: str, wall: float) -> dict:
                       for x in jax.tree.leaves(sub))
   records = metrics.read(workdir)
   logged = [r["train/step_seconds"] for r in records if "train/step_seconds" in r]
-  step_seconds = logged[1:] or logged  # The first logged interval holds the compilation.
+  # The first logged interval held the compilation in runs trained before the loop left it out; dropped in
+  # all, so that the saved runs and new ones measure alike.
+  step_seconds = logged[1:] or logged
   yardstick_key = next((k for k in (records[-1] if records else {}) if k.startswith("eval/")
                         and k.endswith(f"_{YARDSTICK}/loss")), None)
   curve = [(r["step"] * tokens_per_step, r["eval/loss"]) for r in records if "eval/loss" in r]

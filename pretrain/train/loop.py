@@ -187,6 +187,8 @@ class _Loop:
     # The previous step's verdict is read once this one is queued behind it, so the host never idles the device.
     self.settle()
     self.account.mark("step" if self.compiled else "compile")  # The first call compiles the step.
+    if not self.compiled:  # The logged rates start after compiling (and the first batch's wait), as steps run.
+      self.interval.restart()
     self.compiled = True
     self.step += 1
     self.unchecked = (self.step, self.step_metrics)

@@ -107,6 +107,9 @@ def test_train_resume_and_continue(tmp_path, run_train):
   records = metrics.read(str(workdir))
   assert records[0]["step"] == 0 and "eval/perplexity" in records[0]
   assert {"train/loss", "train/tokens_per_second", "eval/loss"} <= set(records[2])
+  # The first record's rates leave out compiling the step: its step time is a step's, not the compile's.
+  compiled = goodput.read(str(workdir))["attempts"][0]["compile"]
+  assert records[1]["train/step_seconds"] < compiled / 2, (records[1], compiled)
 
   position = checkpoint.Checkpointer(str(workdir / "checkpoints"), keep=2).restore_data(3)  # The data item.
   assert position["task"] == "corpus_clm" and position["streams"] == [{"rows": 3 * 4, "members": [[0, 12]]}]
