@@ -51,10 +51,11 @@ def _split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
   return overrides, rest
 
 
-def _in_repo(path: str, flag: str, inside: bool) -> str:
-  """A file the hosts read, as they see it: relative to the repository they run in (absolute if outside)."""
+def _in_repo(path: str, flag: str, inside: bool, exists=os.path.isfile) -> str:
+  """A file (or, with exists=os.path.isdir, a folder) the hosts read, as they see it: relative to the repository
+  they run in (absolute if outside)."""
   for candidate in (os.path.abspath(path), os.path.join(REPO, path)):
-    if os.path.isfile(candidate):
+    if exists(candidate):
       break
   else:
     raise UserError(f"{flag}={path} does not exist (relative paths are looked up from the current directory, "
@@ -74,12 +75,17 @@ def _config_file(path: str, flag: str, inside: bool, kind: str = "py") -> str:
   return path if configs.path(path, kind) != path else _in_repo(path, flag, inside)
 
 
-def _check_config(config: str, gin_files: list[str], overrides: list[str]):
+def _check_config(config: str, gin_files: list[str], search_paths: list[str], overrides: list[str]):
   """Resolves the config as the trainer will, so a mistyped key fails here and not on every host."""
   from pretrain import configs  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
   local = lambda path, kind: path if configs.path(path, kind) != path else os.path.join(REPO, path)
-  argv = [f"--config={local(config, 'py')}", *(f"--gin_file={local(g, 'gin')}" for g in gin_files)]
+  argv = [f"--config={local(config, 'py')}", *(f"--gin_file={local(g, 'gin')}" for g in gin_files),
+          *_search_flag([os.path.join(REPO, p) for p in search_paths])]
   return cli.parse_command_line(argparse.ArgumentParser(), argv + overrides)[1]
+
+
+def _search_flag(paths: list[str]) -> list[str]:
+  return [f"--gin_search_paths={','.join(paths)}"] if paths else []
 
 
 def _branch_config(args, overrides: list[str]):
@@ -104,9 +110,11 @@ def _train_args(args, overrides: list[str], inside: bool):
     return [f"--workdir={args.workdir}", *overrides], branch_config
   config = _config_file(args.config, "--config", inside)
   gin_files = [_config_file(g, "--gin_file", inside, "gin") for g in args.gin_file]
-  cfg = _check_config(config, gin_files, overrides)
-  return [f"--config={config}", *(f"--gin_file={g}" for g in gin_files), f"--workdir={args.workdir}",
-          *overrides], cfg
+  search_paths = [_in_repo(p, "--gin_search_paths", inside, os.path.isdir)
+                  for p in args.gin_search_paths.split(",") if p]
+  cfg = _check_config(config, gin_files, search_paths, overrides)
+  return [f"--config={config}", *(f"--gin_file={g}" for g in gin_files), *_search_flag(search_paths),
+          f"--workdir={args.workdir}", *overrides], cfg
 
 
 def _add_train_flags(parser, run_help: str, config_help: str) -> None:
@@ -118,6 +126,9 @@ def _add_train_flags(parser, run_help: str, config_help: str) -> None:
                           "%(default)s)")
   group.add_argument("--gin_file", action="append", default=[],
                      help="gin file of SECTION.FIELD = value bindings over --config (repeatable)")
+  group.add_argument("--gin_search_paths", default="",
+                     help="comma-separated folders where a gin include's relative path is also looked for (as "
+                          "`pretrain train` takes it)")
   group.add_argument("--run", action="store_true", help=run_help)
 
 

@@ -8,7 +8,7 @@ metrics, grouped over seeds with their 95% intervals.
 
 --grid.KEY=V1,V2 (repeatable) gives a config field's values; the points are
 every combination, each trained in WORKDIR/NAME (e.g. mlm_rate=0.1,seed=0)
-with the base flags (--config, --gin_file, --config.KEY=VALUE) plus its
+with the base flags (--config, --gin_file, --gin_search_paths, --config.KEY=VALUE) plus its
 values. The points run one after another in this process, their console
 output in NAME/train.log (appended to, each attempt from a line that marks
 it). A finished point is not run again and an interrupted one resumes, so a
@@ -42,7 +42,7 @@ from pretrain.parallel import mesh
 from pretrain.system import aside, files
 from pretrain.system.errors import UserError, exit_on_user_error
 
-BASE_FLAGS = ("--config", "--gin_file", "--config.", "--gin.")
+BASE_FLAGS = ("--config", "--gin_file", "--gin_search_paths", "--config.", "--gin.")
 
 
 def _base(rest: list[str]) -> list[str]:

@@ -290,3 +290,23 @@ def test_a_cooldown_branch_launches_with_its_own_config(capsys, tmp_path):
   code, _, err = _launch(capsys, "slurm", "--nodes=2", "--gpus_per_node=8", f"--workdir={tmp_path}/branch",
                          "--config=lm_125m")
   assert code == 2 and "holds a cooldown branch" in err
+
+
+def test_gin_search_paths_reach_the_check_and_every_host(capsys, tmp_path):
+  """A gin include found through --gin_search_paths (as T5X's launches pass it): the config is checked with the
+  folders and every host's trainer gets them; launch refused the flag before."""
+  (tmp_path / "shared").mkdir()
+  (tmp_path / "run.gin").write_text("include 'base.gin'\ntrain.log_every = 5\n")
+  (tmp_path / "shared" / "base.gin").write_text("train.steps = 7\n")
+  script = _slurm_script(capsys, tmp_path, "--nodes=2", "--gpus_per_node=8", f"--workdir={tmp_path}/run",
+                         f"--gin_file={tmp_path}/run.gin", f"--gin_search_paths={tmp_path}/shared")
+  srun = shlex.split(script[script.index("\nsrun "):].replace("\\\n", " "))
+  assert f"--gin_search_paths={tmp_path}/shared" in srun and f"--gin_file={tmp_path}/run.gin" in srun
+  (tmp_path / "shared" / "base.gin").write_text("train.stepz = 7\n")  # The check reads the included file.
+  code, _, err = _launch(capsys, "slurm", "--nodes=2", "--gpus_per_node=8", f"--workdir={tmp_path}/run",
+                         f"--out={tmp_path}/again.sh", f"--gin_file={tmp_path}/run.gin",
+                         f"--gin_search_paths={tmp_path}/shared")
+  assert code == 2 and "stepz" in err and not (tmp_path / "again.sh").exists()
+  code, _, err = _launch(capsys, "tpu-vm", "--name=n", "--zone=z", "--accelerator_type=v4-8", "--workdir=gs://b/r",
+                         "--no_compile_check", f"--gin_search_paths={tmp_path}/shared")
+  assert code == 2 and "--gin_search_paths=" in err and "outside the repository" in err

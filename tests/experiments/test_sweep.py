@@ -153,11 +153,12 @@ def test_a_point_that_fails_is_reported_and_the_others_go_on(tmp_path, cache_dir
 @pytest.mark.slow
 def test_launch_hands_each_point_to_slurm(tmp_path, capsys):
   sweep_command.main([f"--workdir={tmp_path}/s", "--launch=slurm --nodes=1 --gpus_per_node=8",
-                      "--config.train.steps", "7", "--grid.data.seq_len=64,128"])  # A value after a space too.
+                      "--config.train.steps", "7", "--grid.data.seq_len=64,128",  # A value after a space too.
+                      "--gin_search_paths", str(tmp_path)])
   out = capsys.readouterr().out
   assert out.count("#SBATCH --nodes=1") == 2
   assert f"--workdir={tmp_path}/s/seq_len=64" in out and "--config.data.seq_len=128" in out
-  assert "--config.train.steps=7" in out and "--report" in out
+  assert "--config.train.steps=7" in out and "--report" in out and f"--gin_search_paths={tmp_path}" in out
 
 
 @pytest.mark.slow
