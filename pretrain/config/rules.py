@@ -45,6 +45,14 @@ def check_with_family(cfg, family) -> None:
   require(not cfg.train.harness_tasks or family.generates,
           f"train.harness_tasks runs lm-eval's tasks, which score text with a language model; an {family.name} run "
           "has none: leave train.harness_tasks empty (pretrain probe --task=zero_shot scores masked LMs)")
+  mode = cfg.train.harness_mode
+  require(not mode or cfg.train.harness_tasks,
+          f"train.harness_mode={mode!r} puts a mode token before the contexts of train.harness_tasks, which names no "
+          "task: name the tasks, or leave train.harness_mode empty")
+  require(not mode or family.prefix_lm or "inputs" in family.row_lengths(family.task_lengths(cfg.data)),
+          f"train.harness_mode={mode!r} puts a mode token before the inputs of a model trained with one (UL2's, of "
+          f"an encoder-decoder or a prefix-LM decoder); this {family.name} run reads its contexts as they are: "
+          "leave train.harness_mode empty")
 
 
 def _integer(value) -> bool:

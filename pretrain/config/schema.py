@@ -275,6 +275,8 @@ SCHEMA = {
         "harness_every": Field(0, NOT_NEGATIVE, "steps between the harness evaluations (0: train.eval_every)",
                                older=0),
         "harness_limit": Field(0, NOT_NEGATIVE, "documents of each harness task (0: all)", older=0),
+        "harness_mode": Field("", None, "a UL2 run's mode token before each context of the harness tasks, e.g. "
+                                        "'[S2S]' (pretrain lm-eval --mode's; '': none)", older=""),
         "init_from_hf": Field("", None, "A local Hugging Face directory (Llama, Mistral, Mixtral, Qwen2-MoE, T5 "
                                         "v1.1 or Switch Transformers) to start from: its model shape and tokenizer "
                                         "replace the model and tokenizer sections, its weights the random "

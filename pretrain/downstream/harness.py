@@ -482,13 +482,18 @@ class InLoop:
 
   def __init__(self, run, cache: str):
     t = run.cfg.train
-    self.run, self.cache, self.tasks = run, cache, list(t.harness_tasks)
+    self.run, self.cache, self.tasks, self.mode = run, cache, list(t.harness_tasks), t.harness_mode or None
     self.every, self.limit = t.harness_every or t.eval_every, t.harness_limit or None
-    task_manager(self.tasks, cache)  # An unknown task fails now, before any step.
+    task_manager(self.tasks, cache)  # An unknown task fails now, before any step, and so does a mode token that
+    if self.mode:  # is not one piece of the vocabulary.
+      vocab.single_piece_id(run.vocabulary, self.mode)
+
+  def model(self, params, step: int) -> "PretrainLM":
+    """lm-eval's model of the run at `step` with `params` (and the mode token of train.harness_mode)."""
+    return PretrainLM(run=self.run, params=params, step=step, mode=self.mode)
 
   def __call__(self, params, step: int) -> dict[str, float]:
-    model = PretrainLM(run=self.run, params=params, step=step)
-    return metrics(evaluate(None, self.tasks, limit=self.limit, model=model, cache=self.cache,
+    return metrics(evaluate(None, self.tasks, limit=self.limit, model=self.model(params, step), cache=self.cache,
                             verbose=not tf_loader.quiet))
 
 

@@ -334,6 +334,25 @@ def test_a_missing_data_file_a_run_without_checkpoints_and_a_masked_lm_are_refus
     harness.PretrainLM(run=mlm, params=None)
 
 
+def test_the_in_loop_harness_puts_a_ul2_run_s_mode_token_before_each_context(vocabulary, cache_dir):
+  """train.harness_mode: the in-loop tasks read a UL2 run's contexts after its mode token, as `pretrain lm-eval
+  --mode` does; refused where no task runs or the model never read one."""
+  tasks, lengths = "--config.train.harness_tasks=('pretrain_pairs_swap',)", ("--config.data.inputs_length=64",
+                                                                            "--config.data.targets_length=64")
+  ul2 = run_lib.Run.build(tiny_config("--config.data.objective=ul2", *lengths, tasks,
+                                      "--config.train.harness_mode=[S2S]"), vocabulary=vocabulary)
+  model = harness.InLoop(ul2, cache_dir).model(None, 0)
+  assert model.mode_ids == [vocab.single_piece_id(vocabulary, "[S2S]")] and model.backend == "seq2seq"
+  with pytest.raises(UserError, match="this decoder-only run reads its contexts as they are"):
+    tiny_config(tasks, "--config.train.harness_mode=[S2S]")
+  with pytest.raises(UserError, match="which names no task"):
+    tiny_config("--config.data.objective=ul2", *lengths, "--config.train.harness_mode=[S2S]")
+  spelled = run_lib.Run.build(tiny_config("--config.data.objective=ul2", *lengths, tasks,
+                                          "--config.train.harness_mode=[S2Z]"), vocabulary=vocabulary)
+  with pytest.raises(UserError, match=r"encodes '\[S2Z\]' as \d+ pieces"):
+    harness.InLoop(spelled, cache_dir)
+
+
 _IN_LOOP = ("--config.train.steps=16", "--config.train.checkpoint_every=8", "--config.train.eval_every=8",
             "--config.train.harness_tasks=('pretrain_pairs_swap',)", "--config.train.harness_every=8",
             "--config.train.harness_limit=6")
