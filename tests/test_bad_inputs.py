@@ -137,6 +137,12 @@ CASES = [
     # Data.
     ("files that match nothing", [*FILES, "--config.data.train_files=/nonexistent/*.txt"], "matches no files"),
     ("empty files", [*FILES, f"--config.data.train_files={DATA}/empty/*.txt"], "every matching file is empty"),
+    ("validation files of blank lines", [*FILES, f"--config.data.train_files={DATA}/letters.txt",
+                                         f"--config.data.validation_files={DATA}/blank.txt"],
+     "blank.txt' holds no documents (its 1 files have only blank lines"),
+    ("a held-out share without documents", [*FILES, f"--config.data.train_files={DATA}/two.txt",
+                                            f"--config.tokenizer.path={RUN}/spm.model"],
+     "the validation split of files_clm yields no examples; add documents to it"),
     ("JSONL line that is not JSON", [*FILES, f"--config.data.train_files={DATA}/not_json.jsonl"],
      "not_json.jsonl:2: the record is not JSON"),
     ("JSONL record without the text field", [*FILES, f"--config.data.train_files={DATA}/no_text.jsonl"],
@@ -279,6 +285,9 @@ def _write_data(data: pathlib.Path) -> None:
   good = '{"text": "A document of plain words."}\n'
   (data / "empty").mkdir(parents=True)
   (data / "empty" / "a.txt").write_text("")
+  (data / "blank.txt").write_text("\n \n\n")
+  # Two documents that the files source's held-out 5% (a hash of the text) both leaves in the train split.
+  (data / "two.txt").write_text("first of two short documents here\nthe second of the two short documents\n")
   (data / "not_json.jsonl").write_text(good + "{not json\n")
   (data / "no_text.jsonl").write_text(good + good + '{"body": "words"}\n')
   (data / "null.jsonl").write_text(good + '{"text": null}\n')

@@ -260,11 +260,14 @@ def _files_source(data_cfg) -> Source:
           "measures the training text")
   _check_json_key(train_files + (validation_files or []), data_cfg.text_key)
   mode = data_cfg.get("text_documents", "line")
-  lengths = records.check(train_files, data_cfg.text_key, data_cfg.bad_records, mode)
-  if not lengths:  # Blank lines only, or every record left out as bad: the tokenizer would fail later, unnamed.
-    raise UserError(f"data.train_files={data_cfg.train_files!r} holds no documents (its {len(train_files)} files "
-                    "have only blank lines, empty texts or bad records); point it at files with text")
-  lengths += records.check(validation_files or [], data_cfg.text_key, data_cfg.bad_records, mode)
+  lengths = []
+  for key, found in (("train_files", train_files), ("validation_files", validation_files or [])):
+    documents = records.check(found, data_cfg.text_key, data_cfg.bad_records, mode)
+    if found and not documents:  # Blank lines only, or every record left out as bad: the tokenizer (train) or the
+      # first evaluation (validation) would fail later, with no word of the files.
+      raise UserError(f"data.{key}={data_cfg[key]!r} holds no documents (its {len(found)} files have only blank "
+                      "lines, empty texts or bad records); point it at files with text")
+    lengths += documents
   _describe_documents(train_files + (validation_files or []), lengths, mode, data_cfg.get("seq_len", 0))
   checked = data_cfg.bad_records == "error"  # Every record is good, or the check has stopped the run.
 

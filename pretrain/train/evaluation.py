@@ -35,10 +35,12 @@ def global_batches(run, task: str, objective, split: str, max_batches: int | Non
   # Each evaluation step is a collective of every process, and a host's share of a small split may end a batch
   # sooner than another's: all take as many batches as the most, the missing ones empty (no tokens, no loss).
   counts = multihost_utils.process_allgather(np.int32(len(local))) if jax.process_count() > 1 else [len(local)]
-  if not min(counts):
-    raise UserError(f"the {split} split of {task} holds less than one batch of {run.cfg.train.batch_size} "
-                    "sequences" + (" (for some of the processes)" if max(counts) else "")
-                    + "; add data or lower train.batch_size")
+  if not min(counts):  # The last rows of a split fill a padded batch: only a split (or share) without any stops.
+    raise UserError(f"the {split} split of {task} yields no examples" + (
+        " for some of the processes: each reads its share of the split's documents, and a split of fewer documents "
+        "than processes leaves some without; add documents to it" if max(counts) else
+        "; add documents to it (a files source without data.validation_files holds out 5% of the train documents: "
+        "name held-out files there)"))
   local += [{k: np.zeros_like(v) for k, v in local[0].items()}] * (int(max(counts)) - len(local))
   return [mesh_lib.global_batch(b, run.batch_sharding) for b in local]
 
