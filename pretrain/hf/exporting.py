@@ -44,7 +44,7 @@ def export(out_dir: str, run, params, vocabulary=None, max_shard_size: int | str
   models.check_shapes(params, run.abstract_state().params, "the checkpoint")
   config = module.hf_config(model_cfg, run.model.config.vocab_size, max_length)  # Refuses what it cannot write.
   params = scaled_queries(params, mup.query_scale(model_cfg))
-  state = {k: np.ascontiguousarray(v, np.float32) for k, v in module.to_hf(params, model_cfg).items()}
+  state = module.to_hf(params, model_cfg)  # Views of the parameters, mostly (transposed): copied shard by shard.
   parent = os.path.dirname(os.path.abspath(out_dir))
   os.makedirs(parent, exist_ok=True)
   staging = tempfile.mkdtemp(dir=parent, prefix=".export-")
@@ -70,13 +70,15 @@ def export(out_dir: str, run, params, vocabulary=None, max_shard_size: int | str
 
 
 def _save_weights(state: dict[str, np.ndarray], directory: str, max_shard_size: int | str) -> None:
-  """model.safetensors, or shards (model-00001-of-0000N.safetensors) and model.safetensors.index.json."""
+  """model.safetensors, or shards (model-00001-of-0000N.safetensors) and model.safetensors.index.json, in float32:
+  each shard's contiguous copies are made as it is written, so the host holds one shard of them at a time beside
+  the parameters, not a second model."""
   split = serialization.split_state_dict_into_shards_factory(
-      state, get_storage_size=lambda array: array.nbytes, max_shard_size=max_shard_size,
+      state, get_storage_size=lambda array: np.size(array) * 4, max_shard_size=max_shard_size,
       filename_pattern=WEIGHTS.replace(".safetensors", "{suffix}.safetensors"))
   for filename, names in split.filename_to_tensors.items():
-    safetensors.numpy.save_file({name: state[name] for name in names}, os.path.join(directory, filename),
-                                metadata={"format": "pt"})
+    safetensors.numpy.save_file({name: np.ascontiguousarray(state[name], np.float32) for name in names},
+                                os.path.join(directory, filename), metadata={"format": "pt"})
   if split.is_sharded:
     with open(os.path.join(directory, WEIGHTS + ".index.json"), "w") as f:
       json.dump({"metadata": split.metadata, "weight_map": split.tensor_to_filename}, f, indent=2)
