@@ -39,8 +39,8 @@ def global_batches(run, task: str, objective, split: str, max_batches: int | Non
     raise UserError(f"the {split} split of {task} yields no examples" + (
         " for some of the processes: each reads its share of the split's documents, and a split of fewer documents "
         "than processes leaves some without; add documents to it" if max(counts) else
-        "; add documents to it (a files source without data.validation_files holds out 5% of the train documents: "
-        "name held-out files there)"))
+        "; add documents to it (a files source without data.validation_files holds out a share of the train "
+        "documents: name held-out files there)"))
   local += [{k: np.zeros_like(v) for k, v in local[0].items()}] * (int(max(counts)) - len(local))
   return [mesh_lib.global_batch(b, run.batch_sharding) for b in local]
 
