@@ -135,12 +135,11 @@ def check_model(family, task_lengths: dict[str, int], mode: str | None) -> str:
   if not family.generates:
     raise UserError(f"lm-eval scores text with a language model; an {family.name} run has none: evaluate "
                     "decoder-only or encoder-decoder runs (pretrain probe --task=zero_shot scores masked LMs)")
-  backend = "causal" if "inputs" not in family.row_lengths(task_lengths) else "seq2seq"
-  if mode and backend == "causal" and not family.prefix_lm:
+  if mode and not family.reads_mode_tokens(task_lengths):
     raise UserError(f"--mode={mode} puts a mode token before the inputs of a model trained with one (UL2's, of an "
                     f"encoder-decoder or a prefix-LM decoder); this {family.name} run reads its contexts as they "
                     "are: drop --mode (model_args mode=)")
-  return backend
+  return "causal" if "inputs" not in family.row_lengths(task_lengths) else "seq2seq"
 
 
 def check_run(workdir: str, mode: str | None = None) -> None:

@@ -147,6 +147,11 @@ class Family:
     a decoder (a prefix-LM row holds inputs and targets; an MLM row is one sequence)."""
     return {"targets": sum(task_lengths.values())}
 
+  def reads_mode_tokens(self, task_lengths: dict[str, int]) -> bool:
+    """Whether a UL2 mode token can begin what its model reads: the inputs of an encoder-decoder or a prefix-LM
+    decoder (a causal LM reads its contexts as they are)."""
+    return self.prefix_lm or "inputs" in self.row_lengths(task_lengths)
+
   def flops_per_example(self, params, model_cfg, task_lengths: dict[str, int]) -> float:
     return flops.flops_per_example(params, model_cfg, self.row_lengths(task_lengths))
 

@@ -345,6 +345,7 @@ def test_the_in_loop_harness_puts_a_ul2_run_s_mode_token_before_each_context(voc
   assert model.mode_ids == [vocab.single_piece_id(vocabulary, "[S2S]")] and model.backend == "seq2seq"
   with pytest.raises(UserError, match="this decoder-only run reads its contexts as they are"):
     tiny_config(tasks, "--config.train.harness_mode=[S2S]")
+  tiny_config("--config.data.objective=ul2_decoder", *lengths, tasks, "--config.train.harness_mode=[S2S]")  # Prefix LM.
   with pytest.raises(UserError, match="which names no task"):
     tiny_config("--config.data.objective=ul2", *lengths, "--config.train.harness_mode=[S2S]")
   spelled = run_lib.Run.build(tiny_config("--config.data.objective=ul2", *lengths, tasks,
