@@ -80,6 +80,11 @@ CASES = [
     ("config file that raises", [*TRAIN, f"--config={DATA}/raises.py"], "raised KeyError: 'model' (--verbose shows"),
     ("config file with a syntax error", [*TRAIN, f"--config={DATA}/syntax.py"], "has a syntax error at line 2"),
     ("config file without get_config", [*TRAIN, f"--config={DATA}/empty.py"], "defines no get_config()"),
+    ("gin file as the config", [*TRAIN, "--config=configs/gin/lm_125m.gin"],
+     "--config=configs/gin/lm_125m.gin is a gin file; pass it with --gin_file=configs/gin/lm_125m.gin"),
+    ("a run's config.json as the config", [*TRAIN, f"--config={DATA}/config.json"],
+     "is a run's saved config; to resume that run, give its --workdir without --config"),
+    ("config file that is not Python", [*TRAIN, f"--config={DATA}/two.txt"], "two.txt' is not a Python file"),
     ("missing gin file", [*TRAIN, "--gin_file=/nonexistent/run.gin"], "/nonexistent/run.gin"),
     ("unknown gin key", [*TRAIN, "--gin.train.stepz=3"], "unknown config key 'train.stepz'"),
     # Numbers the libraries cannot take, and structured flags of the wrong shape (all of their kind).
@@ -298,6 +303,7 @@ def _write_data(data: pathlib.Path) -> None:
   (data / "raises.py").write_text("def get_config():\n  return {}['model']\n")
   (data / "syntax.py").write_text("def get_config():\n  return (\n")
   (data / "empty.py").write_text("x = 1\n")
+  (data / "config.json").write_text("{}\n")
   letters = random.Random(0)  # Text enough for the quickstart's 4096 pieces, none of them the corpus's vocabulary.
   (data / "letters.txt").write_text("\n".join(" ".join("".join(letters.choices("abcdefghij", k=letters.randint(2, 7)))
                                                       for _ in range(12)) for _ in range(4000)))

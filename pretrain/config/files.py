@@ -35,6 +35,8 @@ def load_module(path: str, name: str = "_pretrain_run_config", verbose: bool = F
   private one: it goes in sys.modules, where AutoGraph finds a function's module to read a lambda's source; a
   lambda of a module it cannot find is not converted, with a four-line warning each time it is traced)."""
   spec = importlib.util.spec_from_file_location(name, path)
+  if spec is None:  # Python imports .py files only.
+    raise UserError(f"{what} {path!r} is not a Python file; give the path of a .py file")
   module = importlib.util.module_from_spec(spec)
   sys.modules[name] = module
   try:
@@ -50,6 +52,12 @@ def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigD
   if not os.path.isfile(path):
     raise UserError(f"config file {path!r} does not exist; pass --config=quickstart (or another built-in config) "
                     "or the path of a config file")
+  if path.endswith(".gin"):
+    raise UserError(f"--config={path} is a gin file; pass it with --gin_file={path} (over --config's built-in "
+                    "config, quickstart by default)")
+  if os.path.basename(path) == "config.json":
+    raise UserError(f"--config={path} is a run's saved config; to resume that run, give its --workdir without "
+                    "--config (it resumes with its own), or start a new run from a built-in config or a .py file")
   module = load_module(path, verbose=verbose)
   if not hasattr(module, "get_config"):
     raise UserError(f"config file {path!r} defines no get_config(); add one that returns a ConfigDict")
