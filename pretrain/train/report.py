@@ -18,7 +18,7 @@ def report(workdir: str, step: int, final: dict, pairs, eval_batches: int, vocab
     if "eval/perplexity" in final:
       lines = [f"Trained {step} steps. Validation loss {final['eval/loss']:.3f}, "
                f"perplexity {final['eval/perplexity']:.1f}"
-               + (f" (step 0: {initial:.1f}, {initial / final['eval/perplexity']:.0f}x lower)" if initial else "")]
+               + (f" (step 0: {initial:.1f}, {_change(initial, final['eval/perplexity'])})" if initial else "")]
     else:  # An objective without a token loss (pretrain/families/): its own metrics.
       lines = [f"Trained {step} steps. Validation " + ", ".join(
           f"{k.split('/', 1)[1].replace('_', ' ')} {v:.3f}" for k, v in final.items() if k.count("/") == 1)]
@@ -31,3 +31,9 @@ def report(workdir: str, step: int, final: dict, pairs, eval_batches: int, vocab
               f"{vocabulary_file}, {os.path.basename(plot)}"]
     print("\n".join(lines), flush=True)
   return {"step": step, **final, "initial_perplexity": initial, "samples": pairs}
+
+
+def _change(initial: float, final: float) -> str:
+  """How a perplexity moved, as a ratio: '1.3x lower', '139x lower', '6.4x higher'."""
+  ratio = initial / final if initial >= final else final / initial
+  return f"{ratio:.{1 if ratio < 10 else 0}f}x {'lower' if initial >= final else 'higher'}"

@@ -100,6 +100,11 @@ def test_train_resume_and_continue(tmp_path, run_train):
                     "--config.train.keep_checkpoints=1", "--config.optimizer.warmup_steps=1")
   assert first.returncode == 0, first.stderr
   assert "Trained 3 steps" in first.stdout and "perplexity" in first.stdout
+  # Its perplexity against step 0's, as the ratio of the two figures printed (a whole number was '1x lower').
+  final, initial, ratio, way = re.search(r"perplexity ([\d.]+) \(step 0: ([\d.]+), (\d+\.\d)x (lower|higher)\)",
+                                         first.stdout).groups()
+  assert abs(float(ratio) - max(float(initial), float(final)) / min(float(initial), float(final))) <= 0.051
+  assert way == ("lower" if float(final) <= float(initial) else "higher")
   # TINY's train.eval_batches=2: the summary says its loss is of those batches, not of the whole split.
   assert "; on 2 batches of the validation split (at most train.eval_batches" in first.stdout
   for output in ("metrics.jsonl", "curves.png", "config.json", "checkpoints/3", "tensorboard"):
