@@ -18,6 +18,7 @@ import time
 
 from pretrain import cli
 from pretrain.parallel import gpu, tpu
+from pretrain.system import files
 from pretrain.system.errors import UserError, exit_on_user_error
 
 
@@ -149,8 +150,7 @@ def main(argv: list[str], prog: str = "pretrain compile") -> int:
   facts = check(cfg, target)
   print(report(facts), flush=True)
   if args.json:
-    with open(args.json, "w") as f:
-      json.dump(facts, f, indent=1)
+    files.write_atomically(args.json, json.dumps(facts, indent=1).encode())  # Its missing folders made.
   if not facts["fits"]:
     print(f"error: {facts['target']}: the step does not fit: it needs {_gib(facts['total'])} per device, over the chip's "
           f"{_gib(facts['hbm'])}; raise train.microbatches, set model.remat=full, or shard over more chips "

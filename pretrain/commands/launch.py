@@ -21,6 +21,7 @@ import tempfile
 from pretrain import cli
 from pretrain.parallel import tpu
 from pretrain.parallel.tpu import ACCEPTED, TpuSlice, tpu_slice
+from pretrain.system import files
 from pretrain.system.errors import UserError, exit_on_user_error
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -262,8 +263,7 @@ def _slurm(args, overrides: list[str], argv: list[str]) -> int:
   if not args.out:
     sys.stdout.write(script)
     return 0
-  with open(args.out, "w") as f:
-    f.write(script)
+  files.write_atomically(args.out, script.encode())  # Its missing folders made.
   os.chmod(args.out, 0o755)
   print(f"Wrote {args.out}; submit it with: sbatch {shlex.quote(args.out)}", flush=True)
   if not args.run:

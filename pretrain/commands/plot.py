@@ -19,7 +19,8 @@ from pretrain.system.errors import exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain plot") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, help="a run of pretrain train (it reads its metrics.jsonl)")
-  parser.add_argument("--out", type=cli.output_file, help="the PNG file to write (default: WORKDIR/curves.png)")
+  parser.add_argument("--out", type=cli.output_file,
+                      help="the image to write, .png, .pdf or .svg (default: WORKDIR/curves.png)")
   args = parser.parse_args(argv)
 
   from pretrain.train import metrics  # pylint: disable=g-import-not-at-top  (not for --help)

@@ -190,15 +190,28 @@ def busiest_expert(record: dict) -> dict[str, float]:
   return {f"eval/moe_busiest/{layer}": max(values) * len(values) for layer, values in shares.items()}
 
 
+IMAGE_FORMATS = ("png", "pdf", "svg")  # What plot_curves writes, by the file's suffix.
+
+
+def image_format(path: str) -> str:
+  """The image format of a file name's suffix (one of IMAGE_FORMATS); a UserError for another."""
+  suffix = os.path.splitext(path)[1].lstrip(".").lower()
+  if suffix not in IMAGE_FORMATS:
+    raise UserError(f"{path!r}: name an image file ending in {', '.join('.' + f for f in IMAGE_FORMATS)}")
+  return suffix
+
+
 def plot_curves(workdir: str, out: str | None = None) -> str:
-  """Writes the run's learning curves (curves_figure) to `out`, by default WORKDIR/curves.png; returns its path."""
+  """Writes the run's learning curves (curves_figure) to `out` (.png, .pdf or .svg), by default WORKDIR/curves.png;
+  returns its path."""
+  path = out or os.path.join(workdir, CURVES_FILE)
+  kind = image_format(path)
   records = read(workdir)
   if not records:
     raise UserError(f"{workdir!r} holds no metrics ({METRICS_FILE} is missing or empty); give the --workdir of a "
                     "training run")
   fig = curves_figure(records, title=workdir)
   image = io.BytesIO()
-  fig.savefig(image, format="png", dpi=100)
-  path = out or os.path.join(workdir, CURVES_FILE)
+  fig.savefig(image, format=kind, dpi=100)
   files.write_atomically(path, image.getvalue())
   return path

@@ -274,6 +274,15 @@ def test_help_explains_every_flag_without_importing_jax():
     assert f"  {flag} " in shown.stdout or f"  {flag}\n" in shown.stdout, flag
 
 
+def test_the_script_s_missing_folders_are_made(capsys, tmp_path):
+  """--out in a folder not made yet (as --help says of it): written there, where it was a FileNotFoundError."""
+  out = tmp_path / "jobs" / "week1" / "job.sh"
+  code, _, err = _launch(capsys, "slurm", "--nodes=1", "--gpus_per_node=8", f"--workdir={tmp_path}/run", f"--out={out}",
+                         f"--log={tmp_path}/%j.out")
+  assert code == 0 and out.read_text().startswith("#!/bin/bash"), err
+  assert os.access(out, os.X_OK)
+
+
 def test_a_cooldown_branch_launches_with_its_own_config(capsys, tmp_path):
   """pretrain train refuses --config for a cooldown branch's workdir, and launch always passed one: every host's
   trainer failed once the job started. A branch launches with its workdir and overrides alone."""

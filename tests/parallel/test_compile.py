@@ -85,9 +85,9 @@ def test_the_sharded_step_gathers_parameters_and_reduces_gradients(decoder):
 def test_t5_compiles_for_the_slice_and_fits(capsys, tmp_path):
   code = compile_lib.main(["--topology=v5e:2x4", "--config=t5_1_1_small", *SMALL, *AXES, "--config.train.microbatches=1",
                            "--config.data.inputs_length=128", "--config.data.targets_length=32",
-                           "--config.model.num_decoder_layers=2", f"--json={tmp_path}/t5.json"])
+                           "--config.model.num_decoder_layers=2", f"--json={tmp_path}/out/t5.json"])  # Its folder made.
   out = capsys.readouterr().out
-  facts = json.loads((tmp_path / "t5.json").read_text())
+  facts = json.loads((tmp_path / "out" / "t5.json").read_text())
   assert code == 0 and facts["fits"] and "fits" in out and "roofline per step" in out
   assert facts["attention"] == ["xla"]  # T5's relative-position bias: no kernel can take it.
   assert facts["mesh"]["tensor"] == 2 and facts["compiler_flops"] > 0

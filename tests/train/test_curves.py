@@ -76,6 +76,13 @@ def test_plot_command_writes_curves_png(tmp_path, capsys):
   out = tmp_path / "elsewhere" / "run.png"
   assert cli.main(["plot", f"--workdir={tmp_path}", f"--out={out}"]) == 0
   assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  # The format the name asks for (a .pdf was a PNG under that name), and a name of no image format refused.
+  assert cli.main(["plot", f"--workdir={tmp_path}", f"--out={tmp_path / 'run.pdf'}"]) == 0
+  assert (tmp_path / "run.pdf").read_bytes()[:5] == b"%PDF-"
+  with pytest.raises(SystemExit):
+    cli.main(["plot", f"--workdir={tmp_path}", f"--out={tmp_path / 'run.txt'}"])
+  assert capsys.readouterr().err.endswith("run.txt': name an image file ending in .png, .pdf, .svg\n")
+  assert not os.path.exists(tmp_path / "run.txt")
 
 
 @pytest.mark.parametrize("records", [None, []], ids=["no metrics.jsonl", "an empty one"])
