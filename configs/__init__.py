@@ -15,6 +15,7 @@ from pretrain import config as config_lib, objectives
 from pretrain.system.errors import UserError
 
 DIRECTORY = os.path.dirname(os.path.abspath(__file__))
+GIN_DIRECTORY = os.path.join(DIRECTORY, "gin")  # The built-in gin files: a user's gin file includes them by name.
 DEFAULT = "quickstart"
 
 
@@ -39,7 +40,7 @@ def path(name_or_path: str, kind: str = "py") -> str:
     nearest = difflib.get_close_matches(name_or_path, known, n=1, cutoff=0.0)[0]
     raise UserError(f"{flag}={name_or_path!r} is not a built-in config; did you mean {nearest!r}? (the built-in "
                     f"ones are {', '.join(known)}; or give the path of a .{kind} file)")
-  return os.path.join(DIRECTORY, *(["gin"] if kind == "gin" else []), f"{name_or_path}.{kind}")
+  return os.path.join(GIN_DIRECTORY if kind == "gin" else DIRECTORY, f"{name_or_path}.{kind}")
 
 
 def load(name_or_path: str = DEFAULT, verbose: bool = False):

@@ -204,11 +204,11 @@ def parse_command_line(parser, argv: list[str]):
   cfg = configs.load(args.config, args.verbose)
   gin_config.apply(cfg, [configs.path(path, kind="gin") for path in args.gin_file],
                    [a[len("--gin."):] for a in rest if a.startswith("--gin.")],
-                   [path for path in args.gin_search_paths.split(",") if path])
+                   [*(path for path in args.gin_search_paths.split(",") if path), configs.GIN_DIRECTORY])
   overrides, rest = config_lib.parse_overrides([a for a in rest if not a.startswith("--gin.")])
   if rest:
     raise UserError(f"unknown arguments {rest}; see --help for the flags, and set config fields "
-                    "with --config.KEY=VALUE")
+                    "with --config.KEY=VALUE (or --gin.KEY=VALUE)")
   cfg = with_overrides(cfg, overrides)
   from pretrain import objectives  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
   objectives.refuse_unknown_keys(cfg)  # The command line's keys were checked as they were set; the file's here.

@@ -53,6 +53,10 @@ class _Bindings:
         raise UserError(f"{where}: line {statement.location.line_num}: only bindings, macros and includes are "
                         "supported in run configs")
       line = f"{where}, line {statement.location.line_num}"
+      if statement.scope:  # gin would bind it only inside that scope; a run config has one value per field.
+        name = f"{statement.selector}.{statement.arg_name}" if statement.arg_name else statement.selector
+        raise UserError(f"{line}: the scoped binding {statement.scope}/{name} is not supported: a run config has "
+                        f"one value per field; bind {name} without the scope")
       if statement.arg_name:
         self.fields.append((f"{statement.selector}.{statement.arg_name}", statement.value, line))
       else:  # NAME = value defines a macro.

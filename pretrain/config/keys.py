@@ -113,13 +113,14 @@ def set_value(cfg: ml_collections.ConfigDict, key: str, value, what: str) -> Non
   # ml_collections takes None into any field and a bool into a number's (True as 1): a gin binding or a config
   # file's typo would then pass as "off", or as one step.
   mistyped = isinstance(value, bool) and not isinstance(current, (bool, type(None)))
-  if (value is None and current is not None) or mistyped:
-    raise UserError(f"{what}: {value!r} is not a value of this field; give a {type(current).__name__}, e.g. "
+  wrong = UserError(f"{what}: {value!r} is not a value of this field; give a {type(current).__name__}, e.g. "
                     f"{current!r}")
+  if (value is None and current is not None) or mistyped:
+    raise wrong
   try:
     node[leaf] = value
-  except TypeError as e:
-    raise UserError(f"{what}: {e}") from None
+  except TypeError:  # ml_collections' own words name its internals ("original type ... cannot be casted").
+    raise wrong from None
 
 
 def update(cfg: ml_collections.ConfigDict, overrides: dict, where: str) -> ml_collections.ConfigDict:

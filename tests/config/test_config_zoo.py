@@ -166,8 +166,16 @@ def test_gin_macros_includes_flags_and_errors(tmp_path, monkeypatch):
     cfg = _parse(["--gin_file=nested/searched.gin", "--gin_search_paths=elsewhere,shared"])
     assert cfg.model.mlp_dim == 192
     with pytest.raises(UserError, match=r"searched.gin: the included gin file 'common.gin' is in none of "
-                                        r"'nested', '\.'; .*--gin_search_paths"):
+                                        r"'nested', '\.', '.*configs/gin'; .*--gin_search_paths"):
       _parse(["--gin_file=nested/searched.gin"])
+  # A built-in gin file, included by its name (as --gin_file takes it), under a user's own bindings.
+  (tmp_path / "small.gin").write_text("include 't5_1_1_small.gin'\nmodel.d_model = 96\n")
+  cfg = _parse([f"--gin_file={tmp_path / 'small.gin'}"])
+  assert (cfg.data.objective, cfg.model.d_model) == ("span_corruption", 96)
+  (tmp_path / "scoped.gin").write_text("encoder/model.d_model = 40\n")  # gin's scope would bind it there only.
+  with pytest.raises(UserError, match=r"scoped.gin, line 1: the scoped binding encoder/model.d_model is not "
+                                      r"supported: a run config has one value per field; bind model.d_model"):
+    _parse([f"--gin_file={tmp_path / 'scoped.gin'}"])
   (tmp_path / "undefined.gin").write_text("model.d_model = %DIM\n")
   with pytest.raises(UserError, match=r"undefined.gin, line 1: macro %DIM is not defined"):
     _parse([f"--gin_file={tmp_path / 'undefined.gin'}"])
@@ -175,7 +183,8 @@ def test_gin_macros_includes_flags_and_errors(tmp_path, monkeypatch):
   with pytest.raises(UserError, match=r"gin binding model.d_modle \(.*typo.gin, line 1\): unknown config key "
                                       r"'model.d_modle'; did you mean model.d_model\?"):
     _parse([f"--gin_file={tmp_path / 'typo.gin'}"])
-  for binding, kind in (("model.dropout = None", "float, e.g. 0.0"), ("train.steps = True", "int, e.g. 300")):
+  for binding, kind in (("model.dropout = None", "float, e.g. 0.0"), ("train.steps = True", "int, e.g. 300"),
+                        ("train.steps = 1e3", "int, e.g. 300"), ("model.scan_layers = 'true'", "bool, e.g. False")):
     (tmp_path / "typed.gin").write_text(binding + "\n")
     with pytest.raises(UserError, match=f"is not a value of this field; give a {kind}"):
       _parse([f"--gin_file={tmp_path / 'typed.gin'}"])
