@@ -7,6 +7,7 @@ import json
 from pretrain import config as config_lib, vocab
 from pretrain.data import schedule as schedule_lib
 from pretrain.objectives.registry import get, known, named, pieces, run_family, settings, unread_settings
+from pretrain.parallel import mesh as mesh_lib
 from pretrain.system.errors import UserError
 
 
@@ -24,6 +25,7 @@ def validate(cfg) -> None:
   check_schedule(cfg)
   family = run_family(cfg)
   config_lib.check_with_family(cfg, family)
+  mesh_lib.rules(cfg.mesh)  # A preset's name or (logical axis, mesh axes) pairs, before a mesh is built.
   _check_eval_objectives(cfg)
   stages = schedule_lib.length_stages(cfg.data, family, family.task_lengths(cfg.data), cfg.train.batch_size)
   if stages[1:] and (cfg.data.task or cfg.data.pipeline != "indexed"):

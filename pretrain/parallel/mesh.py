@@ -66,12 +66,18 @@ def mesh_shape(mesh_cfg, num_devices: int) -> tuple[int, ...]:
   if -1 in sizes:
     if num_devices % known:
       raise UserError(f"mesh {dict(zip(AXES, sizes))} does not divide the {num_devices} devices; "
-                      f"choose sizes whose product divides {num_devices}")
+                      f"choose sizes whose product divides {num_devices}" + _FEWER * (known > num_devices))
     sizes[sizes.index(-1)] = num_devices // known
   if math.prod(sizes) != num_devices:
     raise UserError(f"mesh {dict(zip(AXES, sizes))} has {math.prod(sizes)} devices but {num_devices} are "
-                    f"available; make the product of {_listed('mesh.' + a for a in AXES)} equal that, or set one to -1")
+                    f"available; make the product of {_listed('mesh.' + a for a in AXES)} equal that, or set "
+                    "mesh.data=-1 to take the devices the others leave" + _FEWER * (math.prod(sizes) > num_devices))
   return tuple(sizes)
+
+
+# Where a mesh asks for more devices than a CPU has: how to try it there.
+_FEWER = (" (on a CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N makes N devices; estimate-memory takes "
+          "--devices=N and compile a TPU --topology)")
 
 
 def split_over_slices(sizes: tuple[int, ...], dcn: tuple[int, ...]) -> tuple[int, ...]:

@@ -10,6 +10,7 @@ import optax
 from jax.sharding import PartitionSpec as P
 
 from pretrain.parallel import mesh as mesh_lib
+from pretrain.system.errors import UserError
 
 
 class TrainState(flax.struct.PyTreeNode):
@@ -63,7 +64,33 @@ def shardings(model, tx, example_args, init_scales, mesh, axis_rules):
   params = jax.tree.map(lambda box: box.value, abstract.params, is_leaf=lambda x: isinstance(x, nn.meta.AxisMetadata))
   specs = TrainState(step=P(), params=param_specs,
                      opt_state=_optimizer_specs(abstract.opt_state, params, param_specs), rng=P())
-  return mesh_lib.logical_shardings(specs, mesh, axis_rules)
+  named = mesh_lib.logical_shardings(specs, mesh, axis_rules)
+  _check_divisible(params, param_specs, named.params, mesh)
+  return named
+
+
+# The config field behind each logical axis of a parameter, for the fix of a size that its mesh axes do not divide.
+_SIZE_FIELDS = {"heads": "model.num_heads", "kv_heads": "model.num_kv_heads", "mlp": "model.mlp_dim",
+                "embed": "model.d_model", "vocab": "the vocabulary size (model.vocab_size, or the tokenizer's)",
+                "exp": "model.moe_experts", "layers": "model.num_layers", "kv": "model.head_dim"}
+
+
+def _check_divisible(params, param_specs, param_shardings, mesh) -> None:
+  """A UserError naming the first parameter whose dimension its mesh axes do not divide (JAX would raise an
+  IndivisibleError traceback at the first array placed), the config field behind it and the mesh axes."""
+  leaves = jax.tree_util.tree_flatten_with_path(params)[0]
+  for (path, leaf), names, sharding in zip(leaves, jax.tree.leaves(param_specs, is_leaf=_is_spec),
+                                           jax.tree.leaves(param_shardings)):
+    for dim, name, axes in zip(leaf.shape, names, sharding.spec):
+      split = mesh_lib.axes_size(mesh, axes)
+      if dim % split:
+        axes = axes if isinstance(axes, tuple) else (axes,)
+        sizes = " x ".join(f"mesh.{a}={mesh.shape[a]}" for a in axes)
+        where = "/".join(str(getattr(k, "key", k)) for k in path)
+        raise UserError(f"parameter {where} of shape {leaf.shape}: its {name!r} axis of {dim} does not split over "
+                        f"{sizes} ({split} ways, mesh.rules); make {_SIZE_FIELDS.get(name, f'its {name} size')} "
+                        f"a multiple of {split}, or shrink "
+                        f"{' and '.join('mesh.' + a for a in axes)}")
 
 
 def abstract(model, tx, example_args, init_scales, state_shardings):

@@ -284,6 +284,13 @@ def test_estimate_memory_tool():
   bad = subprocess.run([sys.executable, "-m", "pretrain", "estimate-memory", "--devices=8", "--config.mesh.data=3"],
                        cwd=REPO, capture_output=True, text=True, timeout=600)
   assert bad.returncode == 2 and "has 3 devices but 8 are available" in bad.stderr
+  # Four KV heads over a tensor axis of 8: one line naming the field, where JAX's IndivisibleError was a traceback.
+  indivisible = subprocess.run([sys.executable, "-m", "pretrain", "estimate-memory", "--devices=8", *MODEL,
+                                "--config.mesh.data=1", "--config.mesh.tensor=8"],
+                               cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert indivisible.returncode == 2 and indivisible.stderr.startswith(
+      "error: parameter layer_0/attention/key of shape (32, 4, 8): its 'kv_heads' axis of 4 does not split over "
+      "mesh.tensor=8 (8 ways, mesh.rules); make model.num_kv_heads a multiple of 8"), indivisible.stderr
 
 
 if __name__ == "__main__":
@@ -316,6 +323,11 @@ def test_bad_meshes_and_rules_are_named():
                                         "tensor": 1, "rules": "megatron"})
   with pytest.raises(UserError, match="does not divide the 8 devices"):
     mesh_lib.mesh_shape(mesh_cfg, 8)
+  mesh_cfg.data, mesh_cfg.fsdp = 1, 4  # More devices than there are: how to make them on a CPU.
+  with pytest.raises(UserError, match=r"or set mesh.data=-1 .*\(on a CPU, XLA_FLAGS=--xla_force_host_platform_dev"):
+    mesh_lib.mesh_shape(mesh_cfg, 1)
+  with pytest.raises(UserError, match="'megatron' is not a preset"):  # Checked with the config, before any mesh.
+    tiny_config("--config.mesh.rules=megatron")
   with pytest.raises(UserError, match="'megatron' is not a preset; use one of fsdp_tensor, t5x, data_parallel"):
     mesh_lib.rules(mesh_cfg)
   mesh_cfg = ml_collections.ConfigDict({"rules": (("embed", "model"),)})
