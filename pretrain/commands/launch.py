@@ -170,6 +170,15 @@ def tpu_vm_commands(args, train_args: list[str]) -> tuple[TpuSlice, list[list[st
   return tpu, commands
 
 
+def _check_mesh(cfg, devices: int, where: str) -> None:
+  """Refuses a mesh that does not cover the job's devices here, not once the job has started on every host."""
+  from pretrain.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+  try:
+    mesh_lib.mesh_shape(cfg.mesh, devices)
+  except UserError as e:
+    raise UserError(f"{where}: {e}") from None
+
+
 def _compile_check(args, cfg) -> None:
   """Compiles the run of `cfg` for the slice's topology (pretrain compile) and refuses one that does not fit or
   compile."""
@@ -193,6 +202,7 @@ def _compile_check(args, cfg) -> None:
 def _tpu_vm(args, overrides: list[str]) -> int:
   train_args, cfg = _train_args(args, overrides, inside=True)
   tpu, commands = tpu_vm_commands(args, train_args)
+  _check_mesh(cfg, tpu.devices, tpu.accelerator_type)
   if not args.no_compile_check:
     _compile_check(args, cfg)
   joined = "; every host runs the trainer, and jax.distributed finds the others itself" if tpu.hosts > 1 else ""
@@ -257,7 +267,9 @@ def _slurm(args, overrides: list[str], argv: list[str]) -> int:
   if "://" not in args.workdir:
     args.workdir = os.path.abspath(args.workdir)  # The job runs in the repository, not where this ran.
   args.log = os.path.abspath(args.log)
-  script = slurm_script(args, _train_args(args, overrides, inside=False)[0], argv)
+  train_args, cfg = _train_args(args, overrides, inside=False)
+  _check_mesh(cfg, args.nodes * args.gpus_per_node, f"{args.nodes} nodes x {args.gpus_per_node} GPUs")
+  script = slurm_script(args, train_args, argv)
   if "%" not in os.path.dirname(args.log):
     os.makedirs(os.path.dirname(args.log), exist_ok=True)  # Slurm does not create it, and fails the job without.
   if not args.out:

@@ -252,6 +252,9 @@ def test_slurm_refuses_mistakes_with_the_fix(capsys, argv, message):
 @pytest.mark.parametrize("rule, message", [
     (["--config.model.parameterization=mup", "--config.optimizer.name=adafactor"], "mup is defined for optimizer.name"),
     (["--config.data.objective=mlm", "--config.train.harness_tasks=('pretrain_cloze',)"], "train.harness_tasks"),
+    (["--config.mesh.fsdp=3"], "2 nodes x 8 GPUs: mesh {'data': -1, 'stage': 1, 'fsdp': 3, 'expert': 1, 'context': 1, "
+                               "'tensor': 1} does not divide the 16 devices"),
+    (["--config.mesh.rules=megatron"], "mesh.rules='megatron' is not a preset"),
 ])
 def test_slurm_writes_no_script_for_a_config_that_breaks_a_rule(capsys, tmp_path, rule, message):
   """The hosts would fail as they build the model: the config's rules between fields are checked here first."""
