@@ -148,6 +148,9 @@ CASES = [
     ("a held-out share without documents", [*FILES, f"--config.data.train_files={DATA}/two.txt",
                                             f"--config.tokenizer.path={RUN}/spm.model"],
      "the validation split of files_clm yields no examples; add documents to it"),
+    # SentencePiece's limit counts pieces; the fix is in tokenizer.vocab_size's terms (sentinels too).
+    ("text too short for a vocabulary", [*FILES, f"--config.data.train_files={DATA}/two.txt"],
+     "<= 288.); give more text: it makes 288 pieces, too few for the smallest tokenizer.vocab_size, 396"),
     ("JSONL line that is not JSON", [*FILES, f"--config.data.train_files={DATA}/not_json.jsonl"],
      "not_json.jsonl:2: the record is not JSON"),
     ("JSONL record without the text field", [*FILES, f"--config.data.train_files={DATA}/no_text.jsonl"],
@@ -176,7 +179,7 @@ CASES = [
      "vocabulary file '/nonexistent/spm.model' does not exist"),
     ("vocabulary that is not SentencePiece", [*TRAIN, f"--config.tokenizer.path={DATA}/raises.py"],
      "is neither a SentencePiece model nor a tokenizer.json"),
-    ("vocabulary too small", [*TRAIN, "--config.tokenizer.vocab_size=200"], "tokenizer.vocab_size=200 is too small"),
+    ("vocabulary too small", [*TRAIN, "--config.tokenizer.vocab_size=200"], "tokenizer.vocab_size=200 is too small: give at least 396"),
     # Workdirs and runs.
     ("workdir under a file", ["train", f"--workdir={DATA}/raises.py/run", *TINY], "cannot be written"),
     ("resume with another width", ["train", f"--workdir={RUN}", *TINY, "--config.model.d_model=48"],

@@ -83,9 +83,15 @@ def from_bytes(path: str, data: bytes, extra_ids: int = EXTRA_IDS):
 
 def check_size(kind: str, vocab_size: int, extra_ids: int, special: tuple[str, ...]) -> None:
   """Refuses a `kind` vocabulary of `vocab_size` ids too small to learn any pieces (checked with the config)."""
-  if KINDS[kind].learns and vocab_size - extra_ids < len(special) + _MIN_LEARNED:
-    raise UserError(f"tokenizer.vocab_size={vocab_size} is too small: it must exceed {extra_ids} sentinels, "
-                    "3 control ids, the special tokens and 256 byte pieces by a few dozen pieces")
+  if KINDS[kind].learns and vocab_size < smallest_size(extra_ids, special):
+    raise UserError(f"tokenizer.vocab_size={vocab_size} is too small: give at least "
+                    f"{smallest_size(extra_ids, special)} ({extra_ids} sentinels, {len(special)} special tokens, "
+                    "3 control ids, 256 byte pieces and a few dozen learned)")
+
+
+def smallest_size(extra_ids: int, special: tuple[str, ...]) -> int:
+  """The smallest tokenizer.vocab_size of a kind that learns pieces."""
+  return extra_ids + len(special) + _MIN_LEARNED
 
 
 def train(texts, kind: str, vocab_size: int, model_type: str, extra_ids: int, special: tuple[str, ...]) -> bytes:
@@ -93,4 +99,11 @@ def train(texts, kind: str, vocab_size: int, model_type: str, extra_ids: int, sp
   documents, `special` tokens single pieces."""
   check_size(kind, vocab_size, extra_ids, special)
   spec = KINDS[kind]
-  return spec.train(texts, spec.size(vocab_size, extra_ids, special), special, model_type)
+  try:
+    return spec.train(texts, spec.size(vocab_size, extra_ids, special), special, model_type)
+  except sentencepiece.TooFewPieces as e:
+    largest, least = vocab_size - (e.pieces - e.most), smallest_size(extra_ids, special)
+    raise UserError(e.problem, f"set tokenizer.vocab_size to at most {largest} (the text makes {e.most} pieces), "
+                               "or give more text" if largest >= least else
+                    f"give more text: it makes {e.most} pieces, too few for the smallest tokenizer.vocab_size, "
+                    f"{least}") from None

@@ -116,6 +116,16 @@ def _training_lines(texts):
           yield piece.decode("utf-8")
 
 
+class TooFewPieces(UserError):
+  """The text makes fewer pieces than asked (`most` of `pieces`): its fix is in tokenizer.vocab_size's terms, which
+  count the sentinels too (vocab.kinds.train)."""
+
+  def __init__(self, problem: str, pieces: int, most: int):
+    super().__init__(problem, f"the text makes at most {most} pieces: lower tokenizer.vocab_size by "
+                              f"{pieces - most} or more, or give more text")
+    self.pieces, self.most = pieces, most
+
+
 def train(texts, pieces: int, model_type: str, special: tuple[str, ...]) -> bytes:
   """A model of `pieces` pieces (the sentinels not counted) trained on an iterable of documents, `special` the
   tokens made single pieces."""
@@ -134,8 +144,12 @@ def train(texts, pieces: int, model_type: str, special: tuple[str, ...]) -> byte
         model_type=model_type, num_threads=os.cpu_count() or 1, minloglevel=2,
         logstream=open(os.devnull, "w"), **trainer_options(special))
   except RuntimeError as e:
-    raise UserError(f"SentencePiece could not train a {pieces}-piece model on {fed['chars']:,} characters in "
-                    f"{fed['lines']:,} lines of text ({e}); lower tokenizer.vocab_size or give more text") from None
+    problem = (f"SentencePiece could not train a {pieces}-piece model on {fed['chars']:,} characters in "
+               f"{fed['lines']:,} lines of text ({e})")
+    most = re.search(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)", str(e))
+    if most:
+      raise TooFewPieces(problem, pieces, int(most[1])) from None
+    raise UserError(problem, "lower tokenizer.vocab_size or give more text") from None
   return model.getvalue()
 
 

@@ -1,11 +1,12 @@
 import itertools
 import os
+import random
 
 import pytest
 
 from pretrain import objectives
 from pretrain.system.errors import UserError
-from pretrain.vocab import pipeline as vocab
+from pretrain.vocab import kinds, pipeline as vocab
 
 
 def test_special_ids(vocabulary):
@@ -102,3 +103,17 @@ def test_a_vocabulary_file_says_its_kind_and_the_run_records_it(vocabulary, cach
   workdir_lib.check_same_model(tiny_config(*given), str(tmp_path))
   cfg.tokenizer.kind = "byte_bpe"  # A config the command line did not resolve (a gs:// path, say): the run does.
   assert run_lib.Run.build_with_data(cfg).cfg.tokenizer.kind == "sentencepiece"
+
+
+def test_a_text_too_small_for_the_vocabulary_says_the_largest_size_it_takes():
+  """SentencePiece's limit counts the pieces it learns; the fix names tokenizer.vocab_size, which counts the
+  sentinels too (its number trains: it once sent a user to a size that was refused as too small)."""
+  letters = random.Random(0)
+  texts = [" ".join("".join(letters.choices("abcdefghij", k=letters.randint(2, 7))) for _ in range(12))
+           for _ in range(60)]
+  special = objectives.pieces()
+  with pytest.raises(UserError, match=r"<= (\d+)\.\); set tokenizer.vocab_size to at most (\d+) \(the text makes "
+                                      r"\1 pieces\), or give more text") as error:
+    kinds.train(texts, "sentencepiece", 3996, "unigram", 100, special)
+  largest = int(str(error.value).split("at most ")[1].split(" ")[0])
+  assert kinds.train(texts, "sentencepiece", largest, "unigram", 100, special)
