@@ -179,7 +179,8 @@ CASES = [
      "vocabulary file '/nonexistent/spm.model' does not exist"),
     ("vocabulary that is not SentencePiece", [*TRAIN, f"--config.tokenizer.path={DATA}/raises.py"],
      "is neither a SentencePiece model nor a tokenizer.json"),
-    ("vocabulary too small", [*TRAIN, "--config.tokenizer.vocab_size=200"], "tokenizer.vocab_size=200 is too small: give at least 396"),
+    ("vocabulary too small", [*TRAIN, "--config.tokenizer.vocab_size=200"],
+     "tokenizer.vocab_size=200 is too small: give at least 396"),
     # Workdirs and runs.
     ("workdir under a file", ["train", f"--workdir={DATA}/raises.py/run", *TINY], "cannot be written"),
     ("resume with another width", ["train", f"--workdir={RUN}", *TINY, "--config.model.d_model=48"],
