@@ -49,10 +49,6 @@ def check_with_family(cfg, family) -> None:
   require(not mode or cfg.train.harness_tasks,
           f"train.harness_mode={mode!r} puts a mode token before the contexts of train.harness_tasks, which names no "
           "task: name the tasks, or leave train.harness_mode empty")
-  require(not mode or family.reads_mode_tokens(family.task_lengths(cfg.data)),
-          f"train.harness_mode={mode!r} puts a mode token before the inputs of a model trained with one (UL2's, of "
-          f"an encoder-decoder or a prefix-LM decoder); this {family.name} run reads its contexts as they are: "
-          "leave train.harness_mode empty")
 
 
 def _integer(value) -> bool:

@@ -128,27 +128,23 @@ def task_directory(cache: str, tasks: list[str] | None = None) -> str:
   return directory
 
 
-def check_model(family, task_lengths: dict[str, int], mode: str | None) -> str:
-  """lm-eval's backend for a model family, `causal` or `seq2seq`; a family that writes no text is refused, and so
-  is a mode token where the model never read one (a causal LM: UL2's modes begin the inputs of an encoder-decoder
-  or a prefix-LM decoder)."""
+def check_model(family, task_lengths: dict[str, int]) -> str:
+  """lm-eval's backend for a model family, `causal` or `seq2seq`; a family that writes no text is refused."""
   if not family.generates:
     raise UserError(f"lm-eval scores text with a language model; an {family.name} run has none: evaluate "
                     "decoder-only or encoder-decoder runs (pretrain probe --task=zero_shot scores masked LMs)")
-  if mode and not family.reads_mode_tokens(task_lengths):
-    raise UserError(f"--mode={mode} puts a mode token before the inputs of a model trained with one (UL2's, of an "
-                    f"encoder-decoder or a prefix-LM decoder); this {family.name} run reads its contexts as they "
-                    "are: drop --mode (model_args mode=)")
   return "causal" if "inputs" not in family.row_lengths(task_lengths) else "seq2seq"
 
 
 def check_run(workdir: str, mode: str | None = None) -> None:
-  """check_model on the run in `workdir`, from its config.json alone (before its model loads)."""
+  """check_model on the run in `workdir`, and its --mode against the mode tokens it trained with, from its
+  config.json alone (before its model loads)."""
   # pylint: disable-next=g-import-not-at-top  (only when lm-eval builds a model)
   from pretrain import objectives, run as run_lib
   cfg = run_lib.saved_config(workdir)
   family = objectives.run_family(cfg)
-  check_model(family, family.task_lengths(cfg.data), mode)
+  check_model(family, family.task_lengths(cfg.data))
+  objectives.check_mode(cfg, mode, "--mode")
 
 
 # What lm-eval passes to every model type besides its model_args (lm_eval.api.model.LM.create_from_arg_string).
@@ -189,7 +185,7 @@ class PretrainLM(TemplateLM):
       run, params, step = run_lib.load(workdir, pipeline=False, step=int(step) if step is not None else None,
                                        dropless=str(dropless).lower() in ("true", "1", "yes"))
     self.run, self.params, self.step, self.workdir = run, params, step, workdir
-    self.backend = check_model(run.family, run.task_lengths, mode)
+    self.backend = check_model(run.family, run.task_lengths)  # Its mode: check_run, or the run's config.
     self.mode_ids = [vocab.single_piece_id(run.vocabulary, mode)] if mode else []
     self.batch = int(batch_size) if str(batch_size).isdigit() else likelihood.BATCH
     trained = sum(run.task_lengths.values()) if self.backend == "causal" else run.task_lengths["inputs"]

@@ -26,6 +26,7 @@ def validate(cfg) -> None:
   family = run_family(cfg)
   config_lib.check_with_family(cfg, family)
   mesh_lib.rules(cfg.mesh)  # A preset's name or (logical axis, mesh axes) pairs, before a mesh is built.
+  check_mode(cfg, cfg.train.harness_mode, "train.harness_mode")
   _check_eval_objectives(cfg)
   stages = schedule_lib.length_stages(cfg.data, family, family.task_lengths(cfg.data), cfg.train.batch_size)
   if stages[1:] and (cfg.data.task or cfg.data.pipeline != "indexed"):
@@ -35,6 +36,27 @@ def validate(cfg) -> None:
     _check_stage(cfg, stage)
   if not (cfg.tokenizer.path or cfg.data.task or cfg.train.init_from_hf):  # Else the vocabulary is given.
     vocab.check_size(cfg.tokenizer.kind, cfg.tokenizer.vocab_size, cfg.tokenizer.extra_ids, pieces(cfg))
+
+
+def check_mode(cfg, mode: str | None, flag: str) -> None:
+  """Refuses a mode token (lm-eval's --mode, train.harness_mode) that the run's examples never began with: its
+  trained objectives' (data.objective and data.schedule's) mode tokens; a user's own seqio task (data.task) is
+  taken at its word where its model family reads inputs at all."""
+  if not mode:
+    return
+  family = run_family(cfg)
+  if cfg.data.task:
+    if not family.reads_mode_tokens(family.task_lengths(cfg.data)):
+      raise UserError(f"{flag}={mode!r} puts a mode token before the inputs of a model trained with one; this "
+                      f"{family.name} run reads its contexts as they are: leave {flag} empty")
+    return
+  scheduled = schedule_lib.parse(cfg.data).objectives if cfg.data.get("schedule") else ()
+  modes = list(dict.fromkeys(t for name in (cfg.data.objective, *scheduled) for t in get(name).mode_tokens))
+  if mode not in modes:
+    raise UserError(f"{flag}={mode!r} is not a mode token this run trained with: "
+                    + (f"its examples begin with {', '.join(modes)}; give one of them" if modes else
+                       f"its objectives ({', '.join(dict.fromkeys((cfg.data.objective, *scheduled)))}) put none "
+                       f"before their inputs; leave {flag} empty"))
 
 
 def refuse_unknown_keys(cfg) -> None:

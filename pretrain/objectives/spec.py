@@ -26,6 +26,7 @@ class Objective:
   family: Family | None = None            # the model it trains
   settings: dict[str, Setting] = {}       # dotted config keys ('data.noise_density') it reads
   pieces: tuple[str, ...] = ()            # special tokens it needs as single pieces of the vocabulary
+  mode_tokens: tuple[str, ...] = ()       # the tokens that begin its inputs, each naming a mode (UL2's)
   # How a row of inputs + targets of a given size is best split (pretrain/experiments/compare_objectives.py):
   # 'half', or 'longest_inputs' where the targets are the shorter (span corruption: the longest inputs whose
   # targets still fit hold the most text).

@@ -120,6 +120,7 @@ def ul2(dataset, sequence_length, output_features, *, denoisers: tuple[Denoiser,
 class UL2(Objective):
   """The mixture of denoisers for the encoder-decoder."""
   name, family, pieces = "ul2", families.ENCODER_DECODER, tuple(MODE_TOKENS.values())
+  mode_tokens = pieces
   row_split = "longest_inputs"
   settings = {"data.ul2_denoisers": Setting(DENOISERS, help="rows (kind, mean_noise_span_length, noise_density, "
                                                            "rate); kind R, X or S (prefix LM)")}

@@ -228,8 +228,8 @@ def _eval_a_file(run, tmp_path):
                     "not 0.0"),
     (["--limit=-4"], "argument --limit: give a number of documents (1, 2, ...) or a fraction of them in (0, 1), "
                      "not -4.0"),
-    (["--mode=[S2S]"], "--mode=[S2S] puts a mode token before the inputs of a model trained with one (UL2's, of an "
-                       "encoder-decoder or a prefix-LM decoder); this decoder-only run reads its contexts as they are"),
+    (["--mode=[S2S]"], "--mode='[S2S]' is not a mode token this run trained with: its objectives (clm) put none "
+                       "before their inputs; leave --mode empty"),
     (["--output={tmp}/run/config.json/results.json"], "config.json is a file"),
     (_eval_a_file, "the results ({run}/eval/lm_eval-stepN.json) cannot be written in {run}/eval (File exists)"),
     (["--tasks=pretrain_clozee"], "unknown lm-eval task 'pretrain_clozee' (did you mean pretrain_cloze, "
@@ -343,15 +343,18 @@ def test_the_in_loop_harness_puts_a_ul2_run_s_mode_token_before_each_context(voc
                                       "--config.train.harness_mode=[S2S]"), vocabulary=vocabulary)
   model = harness.InLoop(ul2, cache_dir).model(None, 0)
   assert model.mode_ids == [vocab.single_piece_id(vocabulary, "[S2S]")] and model.backend == "seq2seq"
-  with pytest.raises(UserError, match="this decoder-only run reads its contexts as they are"):
+  with pytest.raises(UserError, match=r"its objectives \(clm\) put none before their inputs"):
     tiny_config(tasks, "--config.train.harness_mode=[S2S]")
+  # An encoder-decoder that never read a mode token (span corruption's inputs begin with the text) is refused too,
+  # and a mode written without its brackets is named with the run's own.
+  with pytest.raises(UserError, match=r"its objectives \(span_corruption\) put none before their inputs"):
+    tiny_config("--config.data.objective=span_corruption", *lengths, tasks, "--config.train.harness_mode=[S2S]")
+  with pytest.raises(UserError, match=r"'S2S' is not a mode token .*: its examples begin with \[NLU\], \[NLG\], "
+                                      r"\[S2S\]; give one of them"):
+    tiny_config("--config.data.objective=ul2", *lengths, tasks, "--config.train.harness_mode=S2S")
   tiny_config("--config.data.objective=ul2_decoder", *lengths, tasks, "--config.train.harness_mode=[S2S]")  # Prefix LM.
   with pytest.raises(UserError, match="which names no task"):
     tiny_config("--config.data.objective=ul2", *lengths, "--config.train.harness_mode=[S2S]")
-  spelled = run_lib.Run.build(tiny_config("--config.data.objective=ul2", *lengths, tasks,
-                                          "--config.train.harness_mode=[S2Z]"), vocabulary=vocabulary)
-  with pytest.raises(UserError, match=r"encodes '\[S2Z\]' as \d+ pieces"):
-    harness.InLoop(spelled, cache_dir)
 
 
 _IN_LOOP = ("--config.train.steps=16", "--config.train.checkpoint_every=8", "--config.train.eval_every=8",
