@@ -93,9 +93,9 @@ def _locate(cfg: ml_collections.ConfigDict, key: str, what: str = "", prefix: st
   return node, leaf
 
 
-def get(cfg: ml_collections.ConfigDict, key: str):
-  """The value of the dotted `key`."""
-  node, leaf = _locate(cfg, key)
+def get(cfg: ml_collections.ConfigDict, key: str, prefix: str = "--config."):
+  """The value of the dotted `key`; an unknown key's error names the nearest as PREFIX.KEY (the flag it came in)."""
+  node, leaf = _locate(cfg, key, prefix=prefix)
   return node[leaf]
 
 

@@ -34,7 +34,7 @@ import os
 import shlex
 import sys
 
-from pretrain import cli
+from pretrain import cli, config as config_lib
 from pretrain.commands import probe as probe_command
 from pretrain.commands import launch
 from pretrain.experiments import sweep_grid
@@ -119,6 +119,9 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
   if args.launch and args.probe:
     raise UserError("--probe measures the points that train here; with --launch, probe each finished point with "
                     "pretrain probe --workdir=POINT --task=TASK, then run --report")
+  base_config = _point_config(base, {})
+  for key in grid:  # A mistyped key is named as the --grid flag it came in.
+    config_lib.get(base_config, key, prefix=sweep_grid.GRID_PREFIX)
   grid = sweep_grid.in_saved_order(args.workdir, grid)
   points = sweep_grid.point_names(grid)
   configs = {name: _point_config(base, settings) for name, settings in points}  # Every point checked first.
