@@ -62,7 +62,8 @@ def test_a_malformed_grid_is_refused(argv, message):
      "this config does not train or evaluate"),
     (["--grid.data.mlm_rate=0.15,0.4", "--grid.data.objective=clm,mlm"], "data.mlm_rate=0.4 is read only by mlm"),
     (["--grid.mesh.fsdp=1,2"], "point fsdp=2: mesh {'data': -1, 'stage': 1, 'fsdp': 2"),  # On this process's one device.
-    (["--grid.train.sed=0,1"], "unknown config key 'train.sed'; did you mean --grid.train.seed?"),  # The flag it came in.
+    # A mistyped key, named as the flag it came in.
+    (["--grid.train.sed=0,1"], "unknown config key 'train.sed'; did you mean --grid.train.seed?"),
 ])
 def test_every_point_is_checked_before_any_trains(tmp_path, capsys, argv, message):
   with pytest.raises(SystemExit):  # exit_on_user_error: one error line, exit 2
