@@ -186,7 +186,8 @@ CASES = [
     ("resume with another width", ["train", f"--workdir={RUN}", *TINY, "--config.model.d_model=48"],
      "model.d_model=32, not 48"),
     ("resume with another family", ["train", f"--workdir={RUN}", *TINY, "--config.data.objective=span_corruption"],
-     "decoder-only model"),
+     "a decoder-only model (objective 'clm'), which data.objective='span_corruption' cannot continue; resume it with "
+     "the config it trained with (its config.json), or use a new --workdir"),
     ("resume past its steps", ["train", f"--workdir={RUN}", *TINY, "--config.train.steps=1"],
      "train.steps=1 ends before the checkpoint of step 2"),
     ("resume on another source's vocabulary", ["train", f"--workdir={RUN}", *TINY, "--config.data.source=files",

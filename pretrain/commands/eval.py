@@ -124,7 +124,8 @@ def main(argv: list[str], prog: str = "pretrain eval") -> None:
                      f"{k} {v:.4f}" for k, v in s.items() if k not in ("task", "split", "step", "batches", "ngram", "window",
                                                                        "stride"))
   windows = f", windows of {s['window']} tokens scoring {s['stride']}" if "window" in s else ""
-  print(f"{s['task']} ({s['split']}, step {s['step']}, {s['batches']} batches{windows}): {values}")
+  batches = f"{s['batches']} batch{'es' * (s['batches'] != 1)}"
+  print(f"{s['task']} ({s['split']}, step {s['step']}, {batches}{windows}): {values}")
   for name, reference in s.get("ngram", {}).items():
     word = f", word_perplexity {reference['word_perplexity']:.2f}" if "word_perplexity" in reference else ""
     print(f"  {name:<44} loss {reference['loss']:.4f}, bits_per_byte {reference['bits_per_byte']:.4f}{word}")

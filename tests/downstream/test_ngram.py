@@ -107,6 +107,9 @@ def test_eval_prints_the_reference_rows(trained_run, cache_dir, monkeypatch, cap
   unigram, bigram = (float(re.search(rf"{name} \(counts.*bits_per_byte ([0-9.]+)", out).group(1))
                      for name in ("unigram", "bigram"))
   assert bigram < unigram < 4, out
+  assert "corpus_clm (validation, step 3, 2 batches):" in out
+  eval_command.main([f"--workdir={trained_run}", "--task=corpus_clm", "--batches=1"])
+  assert "corpus_clm (validation, step 3, 1 batch):" in capsys.readouterr().out
 
 
 def test_score_is_the_continuation_given_its_context():
