@@ -167,6 +167,9 @@ CASES = [
      "a binary file given as text"),
     ("JSONL without the configured field", [*FILES, f"--config.data.train_files={DATA}/no_text.jsonl",
                                             "--config.data.text_key=body"], "records have no field 'body'"),
+    # Every file's records, not only the first file's (its advice was data.bad_records=skip: all of the file).
+    ("a second JSONL file naming its text otherwise", [*FILES, f"--config.data.train_files={DATA}/named/*.jsonl"],
+     "b.jsonl: records have no field 'text' (fields: ['content']); set --config.data.text_key"),
     ("unknown filter", [*TRAIN, "--config.data.filters=gopher,wordz"],
      "data.filters: unknown filter 'wordz' (did you mean 'words'?)"),
     ("filter threshold out of range", [*TRAIN, "--config.data.filters=alphabetic_words=1.5"],
@@ -300,6 +303,9 @@ def _write_data(data: pathlib.Path) -> None:
   (data / "two.txt").write_text("first of two short documents here\nthe second of the two short documents\n")
   (data / "not_json.jsonl").write_text(good + "{not json\n")
   (data / "no_text.jsonl").write_text(good + good + '{"body": "words"}\n')
+  (data / "named").mkdir()
+  (data / "named" / "a.jsonl").write_text(good)
+  (data / "named" / "b.jsonl").write_text('{"content": "words"}\n')
   (data / "null.jsonl").write_text(good + '{"text": null}\n')
   (data / "number.jsonl").write_text(good + '{"text": 3}\n')
   (data / "list.jsonl").write_text(good + '{"text": ["a", "b"]}\n')

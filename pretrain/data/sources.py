@@ -190,9 +190,14 @@ def _matching_files(pattern: str, key: str) -> list[str]:
 
 
 def _check_json_key(files: list[str], text_key: str) -> None:
-  path = next((f for f in files if records.is_jsonl(f) and os.path.getsize(f) > 0), None)
-  if path is None:
-    return
+  """The first record of every JSONL file has the field `text_key` (a file whose records name the text otherwise
+  needs data.text_key, not data.bad_records=skip, which would leave out all of it)."""
+  for path in files:
+    if records.is_jsonl(path) and os.path.getsize(path) > 0:
+      _check_first_record(path, text_key)
+
+
+def _check_first_record(path: str, text_key: str) -> None:
   try:
     with records.open_bytes(path) as f:  # Bytes: a bad record further on is records.check's to name.
       line = next((l for l in f if l.strip()), b"{}").decode("utf-8", errors="replace").removeprefix(records.BOM)
