@@ -7,7 +7,8 @@ Builds the run as it would run on that slice (its mesh over the slice's chips, t
 experts' matmul a TPU run chooses) and compiles the same train step, from abstract inputs: libtpu's compiler,
 nothing allocated, no TPU needed (pip install -e '.[tpu]'). Prints per device: memory against the chip's HBM,
 the compiler's FLOPs beside the model-FLOPs formula that MFU uses, the collectives by kind, and a roofline
-bound on the step time (so an upper bound on MFU) from the chip's datasheet. Exits 1 when the step does not fit.
+bound on the step time (so an upper bound on MFU) from the chip's datasheet. Exits 1 when the step does not fit
+(over the chip's HBM, or refused by XLA for its memory), with --json's "fits": false; 2 for any other error.
 --topology takes an accelerator type (v4-32, v5p-128, v5litepod-16, v6e-256) or a topology (v5p:4x4x4).
 """
 
@@ -24,6 +25,18 @@ from pretrain.system.errors import UserError, exit_on_user_error
 
 def _gib(n: float) -> str:
   return f"{n / 2**30:,.2f} GiB" if n >= 2**27 else f"{n / 2**20:,.1f} MiB"
+
+
+class DoesNotFit(UserError):
+  """XLA refused to compile the step for the chip's memory (RESOURCE_EXHAUSTED): no figures, but the same verdict
+  as a step that compiles over the chip's HBM."""
+
+  def __init__(self, target: str, message: str):
+    super().__init__(f"{target}: the step does not fit: {message}", _FIT_FIX)
+    self.facts = {"target": target, "fits": False, "error": message}
+
+
+_FIT_FIX = "raise train.microbatches, set model.remat=full, or shard over more chips (mesh.fsdp)"
 
 
 def check(cfg, target) -> dict:
@@ -55,8 +68,7 @@ def check(cfg, target) -> dict:
     except jax.errors.JaxRuntimeError as e:
       message = str(e).splitlines()[0]
       if "RESOURCE_EXHAUSTED" in message:
-        raise UserError(f"{target.describe()}: the step does not fit: {message}; raise train.microbatches, set "
-                        "model.remat=full, or shard over more chips (mesh.fsdp)") from None
+        raise DoesNotFit(target.describe(), message) from None
       raise UserError(f"{target.describe()}: XLA cannot compile the step: {message}") from None
     finally:
       jax.config.update("jax_enable_compilation_cache", cached)
@@ -147,14 +159,18 @@ def main(argv: list[str], prog: str = "pretrain compile") -> int:
   parser.add_argument("--json", type=cli.output_file, help="also write the figures to this JSON file")
   args, cfg = cli.parse_command_line(parser, argv)
   target = gpu.target(args.topology, args.slices) or tpu.target(args.topology, args.slices)
-  facts = check(cfg, target)
-  print(report(facts), flush=True)
+  try:
+    facts = check(cfg, target)
+  except DoesNotFit as e:  # XLA's refusal: the same exit status and --json verdict as a step over the HBM.
+    facts, refused = e.facts, str(e)
+  else:
+    print(report(facts), flush=True)
+    refused = (f"{facts['target']}: the step does not fit: it needs {_gib(facts['total'])} per device, over the "
+               f"chip's {_gib(facts['hbm'])}; {_FIT_FIX}")
   if args.json:
     files.write_atomically(args.json, json.dumps(facts, indent=1).encode())  # Its missing folders made.
   if not facts["fits"]:
-    print(f"error: {facts['target']}: the step does not fit: it needs {_gib(facts['total'])} per device, over the chip's "
-          f"{_gib(facts['hbm'])}; raise train.microbatches, set model.remat=full, or shard over more chips "
-          "(mesh.fsdp)", file=sys.stderr)
+    print(f"error: {refused}", file=sys.stderr)
     return 1
   return 0
 

@@ -95,10 +95,14 @@ def test_t5_compiles_for_the_slice_and_fits(capsys, tmp_path):
 
 @pytest.mark.slow
 @needs_libtpu
-def test_a_step_too_large_for_the_slice_is_refused_in_one_line(capsys):
-  code = _exit_code(compile_lib.main, ["--topology=v5e-4", "--config.mesh.fsdp=2", "--config.mesh.data=2", *TOO_LARGE])
+def test_a_step_too_large_for_the_slice_is_refused_in_one_line(capsys, tmp_path):
+  """XLA refuses to lay out its temporaries in the chip's memory (RESOURCE_EXHAUSTED): the step does not fit, exit
+  1 as --help says (it was 2, with no --json), one line, and --json's verdict."""
+  code = _exit_code(compile_lib.main, ["--topology=v5e-4", "--config.mesh.fsdp=2", "--config.mesh.data=2", *TOO_LARGE,
+                                       f"--json={tmp_path}/facts.json"])
   err = capsys.readouterr().err.strip().splitlines()
-  assert code != 0 and len(err) == 1 and err[0].startswith("error: ") and "fit" in err[0], err
+  assert code == 1 and len(err) == 1 and err[0].startswith("error: ") and "does not fit" in err[0], err
+  assert json.loads((tmp_path / "facts.json").read_text())["fits"] is False
 
 
 @pytest.mark.parametrize("argv, message", [
