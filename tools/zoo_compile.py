@@ -58,14 +58,16 @@ def main() -> None:
         print(f"| {name} | {s.tpu} | | | not compiled in {args.timeout:.0f} s | | | {s.estimate_gib} | | | | |",
               flush=True)
         continue
-      if not os.path.exists(out):
+      facts = {}
+      if os.path.exists(out):
+        with open(out) as f:
+          facts = json.load(f)
+      if "total" not in facts:  # Not compiled: an error, or XLA's refusal for memory (its JSON: fits false).
         failed = True
         error = (result.stderr.strip().splitlines() or ["no output"])[-1].replace("|", "/")[:200]
         print(f"| {name} | {s.tpu} | | | {error} | | **no** | {s.estimate_gib} ({s.hardware}) | | | | "
               f"{time.time() - start:.0f} |", flush=True)
         continue
-      with open(out) as f:
-        facts = json.load(f)
     failed |= not facts["fits"] or abs(facts["total"] / 2**30 - s.tpu_gib) > 0.1 * s.tpu_gib
     mesh = " x ".join(f"{axis} {size}" for axis, size in facts["mesh"].items() if size > 1)
     bound = facts["roofline"]
