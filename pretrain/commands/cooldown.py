@@ -37,6 +37,8 @@ def main(argv: list[str], prog: str = "pretrain cooldown") -> int:
   overrides, flags = config_lib.parse_overrides(argv)
   args = parser.parse_args(flags)
   from pretrain import training  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
+  # pylint: disable-next=g-import-not-at-top  (not for --help)
+  from pretrain import workdir as workdir_lib
   from pretrain.workdir import branch  # pylint: disable=g-import-not-at-top  (not for --help)
   fixed = [key for key, _ in overrides if key in branch.SET_BY_BRANCH]
   if fixed:
@@ -44,8 +46,12 @@ def main(argv: list[str], prog: str = "pretrain cooldown") -> int:
                     "drop it")
   cfg = branch.existing(args.out, args.workdir, args.from_step, args.steps)
   distributed.initialize(args)  # Before branch.config opens the parent's checkpoints: that starts JAX's backend.
-  cfg = cfg or branch.config(args.workdir, args.from_step, args.steps)
-  cfg = cli.with_overrides(cfg, overrides)
+  if cfg is None:  # A new branch: its overrides may not change what the parent's checkpoint holds.
+    cfg = cli.with_overrides(branch.config(args.workdir, args.from_step, args.steps), overrides)
+    workdir_lib.check_same_model(cfg, args.workdir, "a branch continues its parent's parameters and optimizer "
+                                                    "state: drop that override")
+  else:
+    cfg = cli.with_overrides(cfg, overrides)
   return distributed.exit_code(training.train, cfg, args.out)
 
 

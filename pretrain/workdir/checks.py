@@ -44,9 +44,9 @@ def check_layout(workdir: str) -> None:
                     "another --workdir")
 
 
-def check_same_model(cfg, workdir: str) -> None:
+def check_same_model(cfg, workdir: str, fix: str = "use a new --workdir or the old value") -> None:
   """A workdir with checkpoints only resumes a run of the same model and vocabulary (as its newest checkpoint
-  records them, or its config.json: resumed_config)."""
+  records them, or its config.json: resumed_config); `fix`: what to do about a field that differs."""
   if not files.exists(os.path.join(workdir, "checkpoints")):
     return
   saved = resumed_config(workdir)
@@ -68,7 +68,7 @@ def check_same_model(cfg, workdir: str) -> None:
     value = current[section][key]
     if saved.get(section, {}).get(key) != value:
       raise UserError(f"workdir {workdir!r} holds checkpoints of a run with {field}="
-                      f"{saved.get(section, {}).get(key)!r}, not {value!r}; use a new --workdir or the old value")
+                      f"{saved.get(section, {}).get(key)!r}, not {value!r}", fix)
   for field, link in _STATE_LINKS.items():
     if link(saved.get("optimizer", {})) != link(current["optimizer"]):
       theirs = saved.get("optimizer", {}).get(field.split(".")[1])

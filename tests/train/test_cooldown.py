@@ -86,6 +86,10 @@ def test_a_branch_continues_its_parent_and_resumes_bit_identically_after_a_kill(
     (["--from_step=6", "--steps=4", "--out={parent}/checkpoints/6"], "is inside the parent's workdir"),
     (["--from_step=6", "--steps=4", "--out={parent}/checkpoints"], "is inside the parent's workdir"),
     (["--from_step=6", "--steps=4", "--config.train.steps=30"], "--config.train.steps is set by the branch"),
+    # An override of the parent's shapes: its checkpoint would not restore (and a checkpoints folder was left).
+    (["--from_step=6", "--steps=4", "--config.model.mlp_dim=128"],
+     "holds checkpoints of a run with model.mlp_dim=64, not 128; a branch continues its parent's parameters and "
+     "optimizer state: drop that override"),
 ])
 def test_a_branch_that_cannot_be_made_is_refused_in_one_line(parent, branch, tmp_path, args, message):
   """Before anything is written; a run of its own in --out is refused too (here a config.json alone)."""
