@@ -19,13 +19,17 @@ from pretrain.config import Valid
 from pretrain.system.errors import UserError, exit_on_user_error
 
 
+DEFAULT_NEW_TOKENS = 40
+
+
 @exit_on_user_error
 def main(argv: list[str], prog: str = "pretrain generate") -> None:
   parser = cli.parser_for(prog, __doc__)
   parser.add_argument("--workdir", required=True, type=cli.run_workdir,
                       help="a run of pretrain train (its latest checkpoint)")
   parser.add_argument("--prompt", required=True, help="text to continue (encoder-decoder: to fill a span after)")
-  parser.add_argument("--max_new_tokens", type=cli.at_least(1), default=40, help="tokens to generate")
+  parser.add_argument("--max_new_tokens", type=cli.at_least(1),
+                      help=f"tokens to generate (default: {DEFAULT_NEW_TOKENS}, or as many as the run's rows leave)")
   parser.add_argument("--temperature", type=cli.number(Valid(lambda v: v >= 0, "at least 0 (0: greedy)")),
                       help="sampling temperature (default: greedy)")
   parser.add_argument("--top_k", type=cli.at_least(0), default=0, help="sample among the k most likely tokens")
@@ -46,8 +50,9 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
 
   run, params, _ = run_lib.load(args.workdir, pipeline=False, dropless=args.dropless)
   prompt = run.vocabulary.encode(args.prompt)
-  run.family.check_prompt(len(prompt), args.max_new_tokens, run.task_lengths)
-  [tokens] = run.family.generate(run.model, params, [prompt], args.max_new_tokens, jax.random.key(args.seed),
+  new = args.max_new_tokens or max(1, min(DEFAULT_NEW_TOKENS, run.family.room(len(prompt), run.task_lengths)))
+  run.family.check_prompt(len(prompt), new, run.task_lengths)
+  [tokens] = run.family.generate(run.model, params, [prompt], new, jax.random.key(args.seed),
                                  sentinel=text_vocab.sentinel_id(run.vocabulary, 0), temperature=temperature,
                                  top_k=args.top_k, top_p=args.top_p, num_valid=run.vocabulary.vocab_size)
   print(run.family.generated_text(run.vocabulary, prompt, tokens))

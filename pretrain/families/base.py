@@ -169,6 +169,10 @@ class Family:
                            capture_intermediates=lambda module, method: module.name == "final_norm")
     return state["intermediates"]["final_norm"]["__call__"][0]
 
+  def room(self, prompt_tokens: int, task_lengths: dict[str, int]) -> int:
+    """How many new tokens the rows the model was trained on leave after a prompt."""
+    return 0
+
   def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths: dict[str, int]) -> None:
     """Refuses a prompt and continuation longer than the rows the model was trained on."""
     raise UserError(f"an {self.name} model does not generate text; generate with a decoder-only or "

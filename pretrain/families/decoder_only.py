@@ -40,6 +40,9 @@ class CausalLM(Family):
     return models.apply(model, params, batch["decoder_input_tokens"], batch["decoder_segment_ids"],
                         batch["decoder_positions"], batch.get("decoder_causal_attention"), dropout_rng=dropout_rng)
 
+  def room(self, prompt_tokens: int, task_lengths) -> int:
+    return sum(task_lengths.values()) - prompt_tokens
+
   def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths) -> None:
     # The model reads its BOS, the prompt and all new tokens but the last: position prompt + new - 1 at most.
     limit = sum(task_lengths.values())

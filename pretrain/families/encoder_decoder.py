@@ -48,6 +48,9 @@ class EncoderDecoder(Family):
   def representations(self, model, params, tokens_BL):
     return model.apply({"params": params}, tokens_BL, method="encode")  # The encoder's output.
 
+  def room(self, prompt_tokens, task_lengths):
+    return task_lengths["targets"]
+
   def check_prompt(self, prompt_tokens, max_new_tokens, task_lengths):
     inputs = prompt_tokens + 2  # <extra_id_0> and EOS follow.
     if inputs > task_lengths["inputs"] or max_new_tokens > task_lengths["targets"]:

@@ -74,6 +74,9 @@ def test_generate_tool(tmp_path, trained_run, run_pretrain):
   assert greedy[0].stdout == greedy[1].stdout
   sampled = generate("--prompt=Return the", "--max_new_tokens=5", "--temperature=1.0", "--top_k=10")
   assert sampled.returncode == 0, sampled.stderr
+  # Without --max_new_tokens: 40, or what the 32 positions leave after the prompt (40 was refused here).
+  room = generate("--prompt=Return the")
+  assert room.returncode == 0 and room.stdout.startswith(greedy[0].stdout.rstrip("\n")), room.stderr
   too_long = generate("--prompt=" + "word " * 40, "--max_new_tokens=5")  # The tiny model trains on 32 tokens.
   assert too_long.returncode == 2 and "more than the 32 positions" in too_long.stderr
   missing = generate("--prompt=x", "--workdir=" + str(tmp_path / "nothing"))
