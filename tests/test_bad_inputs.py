@@ -182,6 +182,9 @@ CASES = [
      "vocabulary file '/nonexistent/spm.model' does not exist"),
     ("vocabulary that is not SentencePiece", [*TRAIN, f"--config.tokenizer.path={DATA}/raises.py"],
      "is neither a SentencePiece model nor a tokenizer.json"),
+    ("too few sentinels for the spans", [*TRAIN, "--config.data.objective=span_corruption",
+                                         "--config.tokenizer.extra_ids=2"],
+     "makes up to 7 spans, but the vocabulary has 2 sentinels; raise tokenizer.extra_ids to 7 or more"),
     ("vocabulary too small", [*TRAIN, "--config.tokenizer.vocab_size=200"],
      "tokenizer.vocab_size=200 is too small: give at least 396"),
     # Workdirs and runs.

@@ -127,8 +127,8 @@ def check_lengths(spec: SpanCorruption, inputs_length: int, targets_length: int,
   spans = lengths_of(segment_length, spec)[2]
   if spans > num_sentinels:
     raise UserError(f"{name} {spec.describe()} at inputs_length={inputs_length} makes up to {spans} spans, "
-                    f"but the vocabulary has {num_sentinels} sentinels; lower inputs_length or raise "
-                    "mean_noise_span_length")
+                    f"but the vocabulary has {num_sentinels} sentinels; raise tokenizer.extra_ids to {spans} or "
+                    "more, lower inputs_length or raise mean_noise_span_length")
   return segment_length
 
 
