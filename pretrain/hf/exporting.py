@@ -53,8 +53,8 @@ def export(out_dir: str, run, params, vocabulary=None, max_shard_size: int | str
     with open(os.path.join(staging, "config.json"), "w") as f:
       json.dump(config, f, indent=2)
     if run.family.generates:
-      generation = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
-                    if k in config}
+      generation = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id",
+                                           "use_cache") if k in config}
       if generation.get("pad_token_id") is None:  # A batch of generations ends with EOS: pad with it.
         generation["pad_token_id"] = config["eos_token_id"]
       with open(os.path.join(staging, "generation_config.json"), "w") as f:

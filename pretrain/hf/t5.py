@@ -33,6 +33,9 @@ def base_config(model_cfg, vocab_size: int) -> dict:
       "layer_norm_epsilon": 1e-6, "dropout_rate": float(m.dropout), "tie_word_embeddings": False,
       "is_encoder_decoder": True, "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0,
       "dtype": "float32",
+      # transformers' T5 cache is sized by the encoder's depth and fails a deeper or shallower decoder: generate
+      # without it (generation_config.json takes this too).
+      **({"use_cache": False} if (m.num_decoder_layers or m.num_layers) != m.num_layers else {}),
   }
 
 
