@@ -51,13 +51,21 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
 
   run, params, step = run_lib.load(workdir)
   members = sources.mixture_sources(run.cfg.data)
-  available = {}
+  available, unfit = {}, {}  # unfit: the tasks whose examples the run's lengths cannot hold, and why.
   if run.cfg.data.task:  # A task of the user's code: importing it registers it.
     available[tasks.user_task(run.cfg.data, run.cfg.tokenizer, run.family)[0]] = run.objective
   for spec in objectives.known(run.cfg):
     objective = spec(run.cfg.data, run.cfg.train.seed)
     if objective.family.trains_same_model(run.family):
-      available[tasks.register_mixture(members, run.vocabulary, objective)] = objective
+      name = tasks.register_mixture(members, run.vocabulary, objective)
+      try:
+        spec.check(run.cfg)  # Its lengths and noise, at the run's data.inputs_length and targets_length.
+        available[name] = objective
+      except UserError as e:
+        unfit[name] = str(e)
+  if task in unfit:
+    raise UserError(f"--task={task!r}: the run's lengths cannot hold its examples ({unfit[task]}); eval reads a "
+                    f"task at the lengths the run trained on: use one of {', '.join(sorted(available))}")
   if task not in available:
     raise UserError(f"--task={task!r} is not a task this {run.family.architecture} run can be evaluated on; use one "
                     f"of {', '.join(sorted(available))}")
@@ -66,8 +74,10 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
     raise UserError(f"--split={split}: the source {missing[0]} has no such split; use one of "
                     f"{', '.join(members[0][0].splits)}")
   if window and not (available[task].scores_every_word and len(members) == 1 and not run.cfg.data.task):
+    causal = [name for name, objective in available.items() if objective.scores_every_word]
     raise UserError(f"--window reads the split as one text, for a causal LM over one source: --task={task} is not "
-                    "one; use the run's SOURCE_clm task, or drop --window")
+                    "one; " + (f"use {causal[0]}, or drop --window" if causal and len(members) == 1 else
+                               f"this {run.family.name} run has none to read so: drop --window"))
   with run.activated():
     if window:
       from pretrain.downstream import sliding  # pylint: disable=g-import-not-at-top  (not for --help)

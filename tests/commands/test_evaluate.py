@@ -102,5 +102,6 @@ def test_sliding_windows_of_the_row_length_are_the_stream_context_rows(trained_r
   assert "windows of 32 tokens scoring 8" in overlapping.stdout
   refused = run_pretrain("eval", f"--workdir={trained_run}", "--task=corpus_prefix_lm_decoder", "--window=32")
   assert refused.returncode == 2 and "--window reads the split as one text, for a causal LM" in refused.stderr
+  assert "use corpus_clm, or drop --window" in refused.stderr  # The run's own causal task, by its name.
   longer = run_pretrain("eval", f"--workdir={trained_run}", "--task=corpus_clm", "--window=64")
   assert longer.returncode == 2 and "--window=64 is longer than the run's rows of 32 tokens" in longer.stderr
