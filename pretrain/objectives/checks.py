@@ -6,7 +6,7 @@ import json
 
 from pretrain import config as config_lib, vocab
 from pretrain.data import schedule as schedule_lib
-from pretrain.objectives.registry import get, known, named, pieces, run_family, settings, unread_settings
+from pretrain.objectives.registry import get, known, named, pieces, run_family, settings, trained, unread_settings
 from pretrain.parallel import mesh as mesh_lib
 from pretrain.system.errors import UserError
 
@@ -50,13 +50,12 @@ def check_mode(cfg, mode: str | None, flag: str) -> None:
       raise UserError(f"{flag}={mode!r} puts a mode token before the inputs of a model trained with one; this "
                       f"{family.name} run reads its contexts as they are: leave {flag} empty")
     return
-  scheduled = schedule_lib.parse(cfg.data).objectives if cfg.data.get("schedule") else ()
-  modes = list(dict.fromkeys(t for name in (cfg.data.objective, *scheduled) for t in get(name).mode_tokens))
+  names = trained(cfg)
+  modes = list(dict.fromkeys(t for name in names for t in get(name).mode_tokens))
   if mode not in modes:
     raise UserError(f"{flag}={mode!r} is not a mode token this run trained with: "
                     + (f"its examples begin with {', '.join(modes)}; give one of them" if modes else
-                       f"its objectives ({', '.join(dict.fromkeys((cfg.data.objective, *scheduled)))}) put none "
-                       f"before their inputs; leave {flag} empty"))
+                       f"its objectives ({', '.join(names)}) put none before their inputs; leave {flag} empty"))
 
 
 def refuse_unknown_keys(cfg) -> None:

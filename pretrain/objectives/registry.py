@@ -51,8 +51,14 @@ def make(name: str, data_cfg, seed: int) -> Objective:
 
 def named(cfg) -> list[type[Objective]]:
   """The objectives a config names: data.objective, data.eval_objectives, then those of data.schedule."""
+  objective, *scheduled = trained(cfg)
+  return list(dict.fromkeys(get(name) for name in (objective, *cfg.data.eval_objectives, *scheduled)))
+
+
+def trained(cfg) -> list[str]:
+  """The names of the objectives a config trains: data.objective, then those of data.schedule, each once."""
   scheduled = schedule_lib.parse(cfg.data).objectives if cfg.data.get("schedule") else ()
-  return list(dict.fromkeys(get(name) for name in (cfg.data.objective, *cfg.data.eval_objectives, *scheduled)))
+  return list(dict.fromkeys((cfg.data.objective, *scheduled)))
 
 
 def known(cfg=None) -> list[type[Objective]]:
