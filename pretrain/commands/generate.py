@@ -1,7 +1,7 @@
 """Generates a continuation of a prompt with the latest checkpoint of a run.
 
   pretrain generate --workdir=runs/quickstart --prompt="Return the" \
-      [--max_new_tokens=40] [--temperature=0.8 --top_k=40 --top_p=0.95] [--seed=0] [--dropless]
+      [--max_new_tokens=40] [--temperature=0.8 --top_k=40 --top_p=0.95] [--seed=0] [--mode=TOKEN] [--dropless]
 
 Greedy unless a sampling flag is given. The prompt's ids are the run's
 vocabulary's encoding of it. A decoder-only model continues the prompt (a
@@ -10,6 +10,12 @@ continuation adds to the prompt's. An encoder-decoder model reads the prompt
 followed by <extra_id_0> and writes what fills that span; its text is printed as
 written, sentinels included ("<extra_id_0> ... <extra_id_1>"), where lm-eval and
 transformers' decode(skip_special_tokens=True) leave them out.
+
+--mode puts a UL2 run's mode token before the prompt, as its examples begin
+(lm-eval's --mode reads contexts alike): [S2S], the S-denoiser's, is UL2's mode
+for continuing text. An encoder-decoder then reads the mode token, the prompt
+and EOS, and its decoder continues the prompt (the S-denoiser's form) instead of
+filling a span after it.
 """
 
 import sys
@@ -37,6 +43,8 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
                                                                               "every token)")),
                       default=1.0, help="sample among the most likely tokens of mass p")
   parser.add_argument("--seed", type=cli.seed, default=0, help="sampling seed")
+  parser.add_argument("--mode", help="a UL2 run's mode token before the prompt, e.g. [S2S] (an encoder-decoder then "
+                                     "continues the prompt rather than filling a span after it)")
   parser.add_argument("--dropless", action="store_true", help="a mixture of experts trained with capacity dispatch "
                                                               "routes every token, as its Hugging Face export does")
   args = parser.parse_args(argv)
@@ -46,14 +54,18 @@ def main(argv: list[str], prog: str = "pretrain generate") -> None:
     raise UserError("--prompt is empty; give the text to continue")
 
   import jax  # pylint: disable=g-import-not-at-top  (not for --help)
-  from pretrain import run as run_lib, vocab as text_vocab  # pylint: disable=g-import-not-at-top  (not for --help)
+  # pylint: disable-next=g-import-not-at-top  (not for --help)
+  from pretrain import objectives, run as run_lib, vocab as text_vocab
 
+  objectives.check_mode(run_lib.saved_config(args.workdir), args.mode, "--mode")  # Before the seconds of loading.
   run, params, _ = run_lib.load(args.workdir, pipeline=False, dropless=args.dropless)
-  prompt = run.vocabulary.encode(args.prompt)
+  mode = [text_vocab.single_piece_id(run.vocabulary, args.mode)] if args.mode else []
+  prompt = [*mode, *run.vocabulary.encode(args.prompt)]
   new = args.max_new_tokens or max(1, min(DEFAULT_NEW_TOKENS, run.family.room(len(prompt), run.task_lengths)))
-  run.family.check_prompt(len(prompt), new, run.task_lengths)
+  run.family.check_prompt(len(prompt), new, run.task_lengths, span=not mode)
   [tokens] = run.family.generate(run.model, params, [prompt], new, jax.random.key(args.seed),
-                                 sentinel=text_vocab.sentinel_id(run.vocabulary, 0), temperature=temperature,
+                                 sentinel=None if mode else text_vocab.sentinel_id(run.vocabulary, 0),
+                                 temperature=temperature,
                                  top_k=args.top_k, top_p=args.top_p, num_valid=run.vocabulary.vocab_size)
   print(run.family.generated_text(run.vocabulary, prompt, tokens))
 

@@ -173,14 +173,18 @@ class Family:
     """How many new tokens the rows the model was trained on leave after a prompt."""
     return 0
 
-  def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths: dict[str, int]) -> None:
-    """Refuses a prompt and continuation longer than the rows the model was trained on."""
+  def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths: dict[str, int], *,
+                   span: bool = True) -> None:
+    """Refuses a prompt and continuation longer than the rows the model was trained on; `span`: as generate's
+    sentinel, an encoder-decoder's span form or prefix form."""
     raise UserError(f"an {self.name} model does not generate text; generate with a decoder-only or "
                     "encoder-decoder run")
 
   def generate(self, model, params, prompts: list[list[int]], max_new_tokens: int, rng, *,
-               sentinel: int, **sampling) -> list[list[int]]:
-    """Continuations of each prompt (token ids), cut at EOS. `sampling`: temperature, top_k, top_p, num_valid."""
+               sentinel: int | None, **sampling) -> list[list[int]]:
+    """Continuations of each prompt (token ids), cut at EOS. `sentinel`: the id an encoder-decoder reads after the
+    prompt, to fill the span it marks (None: it continues the prompt). `sampling`: temperature, top_k, top_p,
+    num_valid."""
     raise UserError(f"an {self.name} model does not generate text")
 
   def generated_text(self, vocabulary, prompt: list[int], tokens: list[int]) -> str:

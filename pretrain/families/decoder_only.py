@@ -43,7 +43,8 @@ class CausalLM(Family):
   def room(self, prompt_tokens: int, task_lengths) -> int:
     return sum(task_lengths.values()) - prompt_tokens
 
-  def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths) -> None:
+  def check_prompt(self, prompt_tokens: int, max_new_tokens: int, task_lengths, *, span=True) -> None:
+    del span
     # The model reads its BOS, the prompt and all new tokens but the last: position prompt + new - 1 at most.
     limit = sum(task_lengths.values())
     if prompt_tokens + max_new_tokens > limit:

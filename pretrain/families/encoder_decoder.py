@@ -51,16 +51,17 @@ class EncoderDecoder(Family):
   def room(self, prompt_tokens, task_lengths):
     return task_lengths["targets"]
 
-  def check_prompt(self, prompt_tokens, max_new_tokens, task_lengths):
-    inputs = prompt_tokens + 2  # <extra_id_0> and EOS follow.
+  def check_prompt(self, prompt_tokens, max_new_tokens, task_lengths, *, span=True):
+    inputs = prompt_tokens + 1 + span  # EOS follows, after <extra_id_0> in the span form.
     if inputs > task_lengths["inputs"] or max_new_tokens > task_lengths["targets"]:
       raise UserError(f"the prompt takes {inputs} input tokens and {max_new_tokens} new tokens are asked; the model "
                       f"was trained on at most {task_lengths['inputs']} and {task_lengths['targets']}: shorten the "
                       "prompt or --max_new_tokens")
 
   def generate(self, model, params, prompts, max_new_tokens, rng, *, sentinel, **sampling):
-    """The encoder reads each prompt followed by <extra_id_0> and EOS; the decoder writes what fills that span."""
-    inputs = [p + [sentinel, EOS_ID] for p in prompts]
+    """The encoder reads each prompt followed by <extra_id_0> and EOS, and the decoder writes what fills that span;
+    with no sentinel (a UL2 mode token's prefix form) the encoder reads the prompt and EOS, the decoder continues."""
+    inputs = [p + ([] if sentinel is None else [sentinel]) + [EOS_ID] for p in prompts]
     longest = max(len(i) for i in inputs)
     inputs = [i + [0] * (longest - len(i)) for i in inputs]  # Id 0 is padding for the encoder.
     return base.until_eos(decoding.generate_encoder_decoder(model, params, jnp.asarray(inputs, jnp.int32),

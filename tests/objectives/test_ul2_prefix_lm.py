@@ -211,3 +211,40 @@ def test_no_example_outgrows_its_lengths_before_trimming(corpus_source, vocabula
   ends_with_eos = ["targets"] * (name not in ("clm", "fim", "mlm", "electra", "contrastive")) + ["inputs"] * objective.family.inputs_end_with_eos
   for feature in ends_with_eos:
     assert all(example[feature][-1] == vocab.EOS_ID for example in examples), feature
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective", ["ul2", "ul2_decoder"])
+def test_generate_with_a_mode_token_reads_the_prompt_as_the_s_denoiser_s_inputs(end_to_end_runs, objective,
+                                                                               corpus_source, vocabulary,
+                                                                               monkeypatch, capsys):
+  """`generate --mode=[S2S]` gives the model the S-denoiser's form of its examples' inputs, the prompt as their
+  text (an encoder-decoder's: mode token, text, EOS, no sentinel; a decoder's: mode token, text); without --mode
+  an encoder-decoder fills a span after the prompt."""
+  from pretrain.commands import generate  # pylint: disable=g-import-not-at-top
+  from pretrain.models import decoding  # pylint: disable=g-import-not-at-top
+  read = []
+  for name in ("generate", "generate_encoder_decoder"):
+    def spied(model, params, rows, *args, _original=getattr(decoding, name), **kwargs):
+      read.append(np.asarray(rows)[0].tolist())
+      return _original(model, params, rows, *args, **kwargs)
+    monkeypatch.setattr(decoding, name, spied)
+  workdir = end_to_end_runs["root"] / objective
+  s2s = vocab.single_piece_id(vocabulary, "[S2S]")
+  [example] = _examples(corpus_source, vocabulary, objective, {"inputs": 48, "targets": 48}, num=1,
+                        ul2_denoisers=(("S", 0, 0, 1.0),))
+  inputs = [int(t) for t in example["inputs"]]
+  assert inputs[0] == s2s and not set(inputs) & {vocab.sentinel_id(vocabulary, i) for i in range(2)}
+  for mode in ("[S2S]", None):
+    generate.main([f"--workdir={workdir}", "--prompt=The cat sat on the", "--max_new_tokens=3",
+                   *([f"--mode={mode}"] if mode else [])])
+    capsys.readouterr()
+    prompt = [*([s2s] if mode else []), *vocabulary.encode("The cat sat on the")]
+    if objective == "ul2":
+      end = [vocab.EOS_ID] if mode else [vocab.sentinel_id(vocabulary, 0), vocab.EOS_ID]
+      assert (inputs[-1] == vocab.EOS_ID) and read.pop() == prompt + end
+    else:
+      assert vocab.EOS_ID not in inputs and read.pop() == prompt
+  with pytest.raises(SystemExit):
+    generate.main([f"--workdir={end_to_end_runs['root'] / 'span_corruption'}", "--prompt=a", "--mode=[S2S]"])
+  assert "'[S2S]' is not a mode token this run trained with" in capsys.readouterr().err
