@@ -70,6 +70,17 @@ def _point_config(base: list[str], settings: dict[str, str]):
                                 [*base, *(f"--config.{k}={v}" for k, v in settings.items())])[1]
 
 
+def _grid_point(base: list[str], name: str, settings: dict[str, str]):
+  """_point_config of a point of the grid; a value the config refuses is named as the --grid flag it came in."""
+  try:
+    return _point_config(base, settings)
+  except UserError as e:
+    message = str(e)
+    for key in settings:
+      message = message.replace(f"--config.{key}", f"--grid.{key}")
+    raise UserError(f"point {name}: {message}") from None
+
+
 class Interrupted(UserError):
   """A stop request (Ctrl-C, SIGTERM) while a point trained: it ends the sweep, unlike a point that fails."""
 
@@ -122,9 +133,12 @@ def main(argv: list[str], prog: str = "pretrain sweep") -> None:
   base_config = _point_config(base, {})
   for key in grid:  # A mistyped key is named as the --grid flag it came in.
     config_lib.get(base_config, key, prefix=sweep_grid.GRID_PREFIX)
+    if any(flag.startswith(f"--config.{key}=") or flag == f"--config.{key}" for flag in base):
+      raise UserError(f"--config.{key} and --grid.{key} both set {key}; the grid's values would replace the "
+                      "other's: give one of them")
   grid = sweep_grid.in_saved_order(args.workdir, grid)
   points = sweep_grid.point_names(grid)
-  configs = {name: _point_config(base, settings) for name, settings in points}  # Every point checked first.
+  configs = {name: _grid_point(base, name, settings) for name, settings in points}  # Every point checked first.
   sweep_grid.same_configs(configs)
   if not args.launch:  # The points train here: each one's mesh over this machine's devices, before any trains.
     import jax  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
@@ -210,7 +224,7 @@ def _report(args, command: str, configs: dict | None = None, show: bool = True) 
     configs = {name: _point_config(manifest["base"], settings)
                for name, settings in sweep_grid.point_names(manifest["grid"])}
   points = report_lib.collect(args.workdir, {name: cfg.train.steps for name, cfg in configs.items()})
-  report_lib.report(args.workdir, points, args.metric, command)
+  report_lib.report(args.workdir, points, args.metric, command, next(iter(configs.values())))
   if not show:
     return
   print(files.read_text(os.path.join(args.workdir, "sweep.md")))

@@ -9,6 +9,7 @@ import math
 import os
 import re
 
+from pretrain import objectives
 from pretrain.downstream import stats
 from pretrain.experiments import figures, runs
 from pretrain.experiments.sweep_grid import is_seed, point_names, read_manifest
@@ -72,10 +73,32 @@ def probed(workdir: str, task: str, steps: int) -> bool:
   return probe_rows(probe_file(workdir, task, steps)) is not None
 
 
-def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> list[str]:
+# Fields that change the examples of a run's own objective (its eval/loss, eval/accuracy, ...: not a yardstick's
+# eval/TASK/..., nor a probe's), besides the objectives' own settings (data.mlm_rate, ...).
+TASK_FIELDS = ("data.objective", "data.schedule", "data.mixture", "data.task", "data.task_module")
+# Fields that change the validation text itself: every eval/ metric.
+TEXT_FIELDS = ("data.source", "data.validation_files", "data.tfds_name", "data.tfds_data_dir",
+               "data.validation_split")
+
+
+def incomparable(metric: str, swept: list[str], cfg=None) -> str:
+  """Why `metric` does not compare across the settings of the `swept` fields ('' where it does): a run's own
+  metrics measure its objective's examples, which the objective and its settings change (those of the objectives
+  `cfg` may name); eval/ metrics measure the validation text, which the data source changes; figures per token
+  count tokens, which the tokenizer changes (bits per byte do not)."""
+  task = re.fullmatch(r"(eval|train)/[^/]+", metric)
+  settings = objectives.settings(objectives.known(cfg))
+  why = [*(f"{k} changes the objective's examples" for k in swept if task and (k in TASK_FIELDS or k in settings)),
+         *(f"{k} changes the validation text" for k in swept if metric.startswith("eval/") and k in TEXT_FIELDS),
+         *(f"{k} changes what a token is" for k in swept if metric.startswith(("eval/", "train/"))
+           and k.startswith("tokenizer.") and not metric.endswith("bits_per_byte"))]
+  return "; ".join(why)
+
+
+def report(sweep_dir: str, points: list[dict], metric: str, command: str, cfg=None) -> list[str]:
   """Writes sweep.csv, sweep.md and sweep.png in `sweep_dir`; returns sweep.md's blocks after its title and
   command (pretrain.experiments.runs.markdown). While points are unfinished (a sweep writes its report after each
-  point) sweep.md says so first and the plot in its title."""
+  point) sweep.md says so first and the plot in its title. `cfg`: a point's config (the objectives it may name)."""
   grid = read_manifest(sweep_dir)["grid"]
   finished = [p for p in points if p["values"]]
   if not finished:
@@ -110,7 +133,14 @@ def report(sweep_dir: str, points: list[dict], metric: str, command: str) -> lis
   by_setting = {label(s): {seed: v[metric] for seed, v in runs_.items() if metric in v} for s, runs_ in groups.items()}
   higher_better = metric.endswith(("accuracy", "probe")) or metric.startswith("probe/")
   replicated = max(len(r) for r in groups.values()) > 1
-  if replicated:
+  unlike = incomparable(metric, swept, cfg)
+  if unlike:
+    alike = [m for m in measured if m != metric and not m.endswith("/init") and not incomparable(m, swept, cfg)]
+    verdict = (f"{metric} is not compared: {unlike}, so its settings measure different things. Compare them on a "
+               "measure alike for all: " + (f"--report --metric={alike[0]}" + "".join(f" or {m}" for m in alike[1:4])
+                                            if alike else "rerun with --probe (probe/...) or, for decoder-only runs, "
+                                            "--config.data.eval_objectives=\"('clm',)\" (eval/TASK/...)") + ".")
+  elif replicated:
     apart = stats.apart(by_setting, higher_better, pair=True)
     verdict = (f"{metric}, {stats.VERDICT[0].lower()}{stats.VERDICT[1:]} "
                + ("; ".join(apart) if apart else "none (every difference is within the runs' spread)") + ".")

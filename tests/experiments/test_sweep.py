@@ -51,7 +51,12 @@ def test_a_malformed_grid_is_refused(argv, message):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("argv, message", [
-    (["--grid.data.mlm_rate=0.1,1.5", "--config.data.objective=mlm"], "data.mlm_rate must be in"),
+    # A value the config refuses, named as the --grid flag it came in.
+    (["--grid.data.mlm_rate=0.1,1.5", "--config.data.objective=mlm"],
+     "point mlm_rate=1.5: data.mlm_rate must be in (0, 1), got 1.5; set --grid.data.mlm_rate to such a value"),
+    # A field both fixed and swept: the grid's values would replace the other's without a word.
+    (["--config.data.objective=mlm", "--config.data.mlm_rate=0.2", "--grid.data.mlm_rate=0.15,0.4"],
+     "--config.data.mlm_rate and --grid.data.mlm_rate both set data.mlm_rate"),
     # A rule between fields that only the grid's second point breaks.
     (["--config.model.parameterization=mup", "--grid.optimizer.name=adamw,adafactor"],
      "mup is defined for optimizer.name"),

@@ -47,6 +47,46 @@ def test_settings_worse_than_their_initial_parameters_are_reported_as_the_better
   assert "Against their own initial parameters (paired, Holm): better mlm_rate=0.15; worse mlm_rate=0.4." in text
 
 
+def _seeded(grid: dict, values) -> tuple[dict, list[dict]]:
+  """The grid over three seeds, and its points' values (values(setting, seed))."""
+  [(key, settings)] = grid.items()
+  points = [{"name": f"{key}={v},seed={s}", "settings": {key: v, "train.seed": str(s)}, "values": values(v, s)}
+            for v in settings for s in range(3)]
+  return {**grid, "train.seed": ["0", "1", "2"]}, points
+
+
+def test_a_run_s_own_loss_is_not_compared_across_settings_that_change_what_it_measures(tmp_path):
+  """MLM's loss at two masking rates is over other tokens, two objectives' over other tasks, a per-token loss over
+  two tokenizers' tokens: no verdict, the measure to compare on named; a yardstick, a probe and bits per byte over
+  two tokenizers are compared."""
+  cases = [({"data.mlm_rate": ["0.15", "0.4"]}, "eval/loss",
+            "eval/loss is not compared: data.mlm_rate changes the objective's examples, so its settings measure "
+            "different things. Compare them on a measure alike for all: --report --metric=eval/corpus_clm/loss or "
+            "probe/same_document_probe."),
+           ({"data.objective": ["clm", "prefix_lm_decoder"]}, "eval/loss",
+            "data.objective changes the objective's examples, so its settings measure different things. Compare "
+            "them on a measure alike for all: --report --metric=eval/corpus_clm/loss or probe/same_document_probe."),
+           ({"tokenizer.vocab_size": ["1000", "4000"]}, "eval/loss",
+            "eval/loss is not compared: tokenizer.vocab_size changes what a token is"),
+           ({"tokenizer.vocab_size": ["1000", "4000"]}, "eval/bits_per_byte", "a difference counts as real where"),
+           ({"data.objective": ["clm", "prefix_lm_decoder"]}, "eval/corpus_clm/loss",
+            "a difference counts as real where"),
+           ({"data.mlm_rate": ["0.15", "0.4"]}, "probe/same_document_probe", "a difference counts as real where")]
+  for grid, metric, said in cases:
+    grid, points = _seeded(grid, lambda v, s: {
+        "eval/loss": 3.0 + 2 * float(v) + 0.01 * s, "eval/bits_per_byte": 1.0 + 2 * float(v) + 0.01 * s,
+        "eval/corpus_clm/loss": 3.0 + 2 * float(v) + 0.01 * s,
+        "probe/same_document_probe": 0.6 + float(v) / 10 + 0.001 * s} if v.replace(".", "").isdigit() else {
+        "eval/loss": {"clm": 3.0, "prefix_lm_decoder": 2.0}[v] + 0.01 * s,
+        "eval/corpus_clm/loss": {"clm": 3.0, "prefix_lm_decoder": 3.5}[v] + 0.01 * s,
+        "probe/same_document_probe": 0.6 + 0.001 * s})
+    (tmp_path / "sweep.json").write_text(json.dumps({"base": [], "grid": grid}))
+    sweep_report.report(str(tmp_path), points, metric, "pretrain sweep ...")
+    text = " ".join((tmp_path / "sweep.md").read_text().split())
+    assert said in text, (grid, metric, text)
+    assert ("a difference counts as real where" in text) == (said == "a difference counts as real where"), text
+
+
 @pytest.mark.slow
 def test_a_point_is_finished_only_once_its_final_checkpoint_is_committed(tmp_path, trained_run):
   """A sweep point killed after logging its final evaluation, while its last checkpoint was being written, is not
