@@ -50,6 +50,17 @@ class Source:
     except tf.errors.OpError as e:
       raise errors.carried(e, f"reading the {split} split of {self.name}", self.fix) from None
 
+  def task_source(self) -> seqio.DataSource:
+    """The data source as a seqio Task reads it, by our split names: a TFDS dataset's own split for each
+    (data.validation_split=train[95%:]) where they differ."""
+    if all(ours == theirs for ours, theirs in self.splits.items()):
+      return self.data_source
+
+    def dataset_fn(split, shuffle_files, seed=None):
+      return self.data_source.get_dataset(self.splits[split], shuffle=shuffle_files, seed=seed)
+
+    return seqio.FunctionDataSource(dataset_fn, splits=list(self.splits))
+
   def identity(self, split: str) -> list:
     """What a split's documents depend on, for keys of caches of them (pretrain/data/token_store.py)."""
     return [self.content, self.splits[split]]

@@ -36,7 +36,7 @@ def register(source: Source, vocabulary: seqio.Vocabulary, objective) -> str:
   seqio.TaskRegistry.remove(name)
   seqio.TaskRegistry.add(
       name,
-      source=source.data_source,
+      source=source.task_source(),
       preprocessors=[functools.partial(seqio.preprocessors.rekey, key_map={"targets": source.text_key}),
                      long_documents.split_long_documents, seqio.preprocessors.tokenize,
                      # What comes before is the token store's (pretrain/data/token_store.py), after it the objective.

@@ -185,6 +185,22 @@ def test_tfds_dataset_by_name_and_version(cache_dir, corpus_source):
     sources.make_source(cfg)
 
 
+def test_a_tfds_task_reads_the_splits_the_config_names(cache_dir, corpus_source, vocabulary):
+  """data.validation_split=train[:1%]: the task's validation split (training's evaluation) is that slice, as the
+  token store's is; it read the dataset's own validation split, or failed where the dataset has none."""
+  import seqio  # pylint: disable=g-import-not-at-top
+  from pretrain import configs, objectives  # pylint: disable=g-import-not-at-top
+  from pretrain.data import tasks  # pylint: disable=g-import-not-at-top
+  cfg = ml_collections.ConfigDict({"source": "tfds", "tfds_name": f"pretrain_corpus:{corpus.PretrainCorpus.VERSION}",
+                                   "tfds_data_dir": f"{cache_dir}/tfds", "train_split": "train[1%:]",
+                                   "validation_split": "train[:1%]", "text_key": "text"})
+  source = sources.make_source(cfg)
+  name = tasks.register(source, vocabulary, objectives.make("clm", configs.load("quickstart").data, 0))
+  read = seqio.get_mixture_or_task(name).source.get_dataset("validation", shuffle=False)
+  first = next(read.as_numpy_iterator())["text"].decode()
+  assert first == next(source.texts("validation")) != next(corpus_source.texts("validation"))
+
+
 @pytest.mark.slow
 def test_train_on_files_with_a_trained_tokenizer(doc_files, run_train, run_pretrain, tmp_path):
   path, _ = doc_files
