@@ -156,7 +156,8 @@ def train(texts, pieces: int, model_type: str, special: tuple[str, ...]) -> byte
 def hf_tokenizer(vocabulary) -> tokenizers.Tokenizer:
   """The tokenizer.json (without its post-processor) that encodes as the SentencePiece model does, id for id, read
   as HF_TOKENIZER_CONFIG says (split_special_tokens: no added token is cut out of the text before the pipeline):
-  SentencePiece's normaliser (the dummy prefix before the whole text, each space a '▁'), its user pieces (the
+  SentencePiece's normaliser (its rules where the model has any, the dummy prefix before the whole text, each space
+  a '▁'), its user pieces (the
   objectives' special pieces, seqio's sentinels '▁<extra_id_N>') cut out whole, its words, its model. Control,
   unknown and byte pieces are never read from text, as in SentencePiece: a text's '</s>' is spelled."""
   with files.open_file(vocabulary.file, "rb") as f:  # The model as trained; seqio's sentinels added as seqio does.
@@ -172,9 +173,16 @@ def hf_tokenizer(vocabulary) -> tokenizers.Tokenizer:
     model = tok_models.Unigram([(p.piece, _unigram_score(p)) for p in proto.pieces], unk_id=ids.UNK_ID,
                                byte_fallback=True)
   tokenizer = tokenizers.Tokenizer(model)
-  dummy_prefix = proto.normalizer_spec.add_dummy_prefix
-  tokenizer.normalizer = normalizers.Sequence([*([normalizers.Prepend(SPACE)] if dummy_prefix else []),
-                                               normalizers.Replace(" ", SPACE)])
+  spec = proto.normalizer_spec
+  dummy_prefix = spec.add_dummy_prefix
+  tokenizer.normalizer = normalizers.Sequence([
+      # A model of another normalisation than the project's identity (a user's, nmt_nfkc by default): its rules,
+      # compiled into the model, and its removal of spaces at the ends and in runs.
+      *([normalizers.Precompiled(spec.precompiled_charsmap)] if spec.precompiled_charsmap else []),
+      *([normalizers.Replace(tokenizers.Regex("^ +| +$"), ""), normalizers.Replace(tokenizers.Regex(" {2,}"), " ")]
+        if spec.remove_extra_whitespaces else []),
+      *([normalizers.Prepend(SPACE)] if dummy_prefix else []),
+      normalizers.Replace(" ", SPACE)])
   # SentencePiece matches its user pieces first, the longest where two start together; then each word is a run
   # of spaces and what follows up to the next space.
   whole = "|".join(re.escape(p) for p in sorted(user, key=len, reverse=True))

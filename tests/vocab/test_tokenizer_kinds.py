@@ -183,6 +183,26 @@ def test_the_export_of_a_sentencepiece_unigram_vocabulary_reads_text_id_for_id(v
   _export_reads_text_id_for_id(vocabulary, False, tmp_path)
 
 
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_the_export_of_a_user_s_sentencepiece_model_reads_text_as_its_normaliser_does(corpus_documents, model_type,
+                                                                                      tmp_path):
+  """A SentencePiece model trained with SentencePiece's own defaults (nmt_nfkc: full-width and compatibility
+  characters folded; spaces removed at the ends and in runs) and the project's ids: the export reads text as it
+  does, not as the project's identity normaliser would."""
+  import io  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+  import sentencepiece as spm  # pylint: disable=g-import-not-at-top
+  model = io.BytesIO()
+  spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus_documents[:300]), model_writer=model, vocab_size=400,
+                                 model_type=model_type, pad_id=0, eos_id=1, unk_id=2, bos_id=-1, byte_fallback=True,
+                                 minloglevel=2, logstream=open(os.devnull, "w"))
+  (tmp_path / "user.model").write_bytes(model.getvalue())
+  user = vocab.load(str(tmp_path / "user.model"))
+  assert user.encode("  two  spaces") == user.encode("two spaces") and user.encode("ｆｉ") == user.encode("fi")
+  (tmp_path / "export").mkdir()
+  _export_reads_text_id_for_id(user, False, tmp_path / "export")
+
+
 @pytest.mark.slow
 def test_a_run_trains_with_a_tokenizers_kind_and_exports_and_imports_it(run_train, tmp_path):
   """A decoder-only run with byte-level BPE: the workdir keeps tokenizer.json; its export tokenizes as the run did
