@@ -196,9 +196,13 @@ CASES = [
      "the config it trained with (its config.json), or use a new --workdir"),
     ("resume past its steps", ["train", f"--workdir={RUN}", *TINY, "--config.train.steps=1"],
      "train.steps=1 ends before the checkpoint of step 2"),
+    # The run's own copy of its vocabulary is named: the settings that learned it learn another from other data.
     ("resume on another source's vocabulary", ["train", f"--workdir={RUN}", *TINY, "--config.data.source=files",
                                                f"--config.data.train_files={DATA}/letters.txt"],
      "is not the one the checkpoints in"),
+    ("resume on changed data", ["train", f"--workdir={RUN}", *TINY, "--config.data.text_documents=paragraph"],
+     "differs where the data changed (its files, or the data.* fields); resume with the run's own vocabulary, "
+     "which its workdir keeps: --config.tokenizer.path="),
     ("resume without clipping", ["train", f"--workdir={RUN}", *TINY, "--config.optimizer.grad_clip=0"],
      "optimizer.grad_clip=1.0, not 0.0: one of them is 0"),
     ("export over a written directory", ["export", f"--workdir={RUN}", f"--out={RUN}"],

@@ -89,11 +89,18 @@ def check_resume(run, workdir: str, start: int) -> None:
                     fix=f"rerun with the run's own settings{own}, or a larger --config.train.steps")
   recorded = checkpoint.recorded_vocabulary(os.path.join(workdir, "checkpoints"))
   if recorded is not None and file_sha256(run.vocabulary.file) != recorded:
+    own_copy = os.path.join(workdir, run.vocabulary.workdir_name)
+    kept = files.exists(own_copy) and file_sha256(own_copy) == recorded
+    learned = saved is not None and not saved.tokenizer.path
     raise UserError(f"the vocabulary {run.vocabulary.file} is not the one the checkpoints in {workdir!r} were trained "
-                    "with (its SHA-256 differs): their token ids would mean other text",
-                    fix="resume with the run's data.source and tokenizer settings"
-                        + (f" (data.source={saved.data.source!r}, tokenizer.path={saved.tokenizer.path!r})"
-                           if saved is not None else ""))
+                    "with (its SHA-256 differs): their token ids would mean other text"
+                    + ("; a vocabulary learned from the data as it is now differs where the data changed (its "
+                       "files, or the data.* fields)" if learned and not run.cfg.tokenizer.path else ""),
+                    fix=(f"resume with the run's own vocabulary, which its workdir keeps: "
+                         f"--config.tokenizer.path={own_copy}" if kept else
+                         "resume with the run's data.source and tokenizer settings"
+                         + (f" (data.source={saved.data.source!r}, tokenizer.path={saved.tokenizer.path!r})"
+                            if saved is not None else "")))
   differ = [d for d in differences(saved, run.cfg) if d[0] != "train.keep_steps"] if saved is not None else []
   if differ:
     shown = "; ".join(f"{key} {theirs!r} -> {ours!r}" for key, theirs, ours in differ[:6])
