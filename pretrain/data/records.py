@@ -37,7 +37,7 @@ def documents(path: str, text_key: str, mode: str):
   current = []
   with open_bytes(path) as f:
     for raw in f:
-      text, _ = text_of(raw, is_jsonl(path), text_key)
+      text, problem = text_of(raw, is_jsonl(path), text_key)
       if is_jsonl(path) or mode == "line":
         if text is not None:
           yield text
@@ -46,6 +46,10 @@ def documents(path: str, text_key: str, mode: str):
       elif mode == "paragraph" and current and not raw.strip():  # A blank line ends a paragraph.
         yield "\n".join(current)
         current = []
+      elif mode == "file" and not problem and current:  # A whole file keeps its blank lines (code's, prose's).
+        current.append(raw.decode("utf-8").rstrip("\r\n"))
+  while current and not current[-1].strip():  # Blank lines at the file's end (at its start none are kept).
+    current.pop()
   if current:
     yield "\n".join(current)
 

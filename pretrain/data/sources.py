@@ -301,7 +301,8 @@ def _files_source(data_cfg) -> Source:
 
   source = seqio.FunctionDataSource(dataset_fn, splits=[TRAIN, VALIDATION])
   content = (tuple(_file_identity(f) for f in train_files), tuple(_file_identity(f) for f in validation_files or ()),
-             data_cfg.text_key, data_cfg.bad_records, HELD_OUT_PERCENT) + ((mode,) if mode != "line" else ())
+             data_cfg.text_key, data_cfg.bad_records, HELD_OUT_PERCENT) + ((mode,) if mode != "line" else ()) + (
+                 ("blank lines kept",) if mode == "file" else ())  # Stores of whole files that dropped them: stale.
   return Source("files", source, "text", {TRAIN: TRAIN, VALIDATION: VALIDATION}, content)
 
 

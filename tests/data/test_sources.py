@@ -107,7 +107,8 @@ HARD_WRAPPED = ("The first paragraph, wrapped\nat a few words\nper line.\n\n  \n
               "The third."]),
     ("paragraph", ["The first paragraph, wrapped\nat a few words\nper line.", "The second one,\nalso wrapped.",
                    "The third."]),
-    ("file", ["The first paragraph, wrapped\nat a few words\nper line.\nThe second one,\nalso wrapped.\nThe third."]),
+    # A whole file, its blank lines kept (they were dropped: code and prose lost their paragraph breaks).
+    ("file", [HARD_WRAPPED.rstrip("\n")]),
 ])
 def test_a_text_file_is_read_by_lines_paragraphs_or_whole(tmp_path, capsys, mode, expected):
   (tmp_path / "book.txt").write_text(HARD_WRAPPED)
