@@ -104,8 +104,19 @@ def _print_example(task, vocabulary, example: dict) -> None:
   seqio = tf_loader.seqio()
   for feature, ids in example.items():
     values = isinstance(task.output_features[feature].vocabulary, seqio.PassThroughVocabulary)  # weights, labels
-    shown = ids.tolist() if values else vocabulary.decode(ids.tolist())
+    shown = ids.tolist() if values else _text(vocabulary, ids.tolist())
     print(f"--- {feature} ({len(ids)} tokens)\n{shown}")
+
+
+def _text(vocabulary, ids: list[int]) -> str:
+  """The ids as text, an EOS that more tokens follow shown as </s>: decoding stops at the first (an NSP or SOP
+  example's second segment follows one)."""
+  segments, start = [], 0
+  for i, token in enumerate(ids):
+    if token == vocabulary.eos_id and i + 1 < len(ids):
+      segments.append(vocabulary.decode(ids[start:i]))
+      start = i + 1
+  return "</s>".join([*segments, vocabulary.decode(ids[start:])])
 
 
 def _scheduled_rows(args, cfg, source) -> None:

@@ -186,6 +186,9 @@ def test_inspect_task(vocabulary, run_pretrain):
   assert len(lines) == 3 and all(len(ex["inputs"]) <= 64 and ex["targets"][0] == 4095 for ex in lines[1:])
   assert "<extra_id_0>" in text[1]
   assert "--- pair_label (1 tokens)\n[" in pairs[1] and "--- weights (" in pairs[1]
+  # Both segments of the pair, the EOS between them shown (decoding stopped at it).
+  inputs = pairs[1].split("--- inputs (")[1].split("\n--- ")[0]
+  assert inputs.count("</s>") == 1 and inputs.split("</s>")[1].strip(), inputs
   assert {"corpus_nsp", "corpus_sop", "corpus_electra", "corpus_contrastive"} <= set(listed[1].split())
 
 
