@@ -136,6 +136,10 @@ def main(argv: list[str], prog: str = "pretrain eval") -> None:
   windows = f", windows of {s['window']} tokens scoring {s['stride']}" if "window" in s else ""
   batches = f"{s['batches']} batch{'es' * (s['batches'] != 1)}"
   print(f"{s['task']} ({s['split']}, step {s['step']}, {batches}{windows}): {values}")
+  if s.get("ngram"):  # Fitted and scored on causal-LM rows, whatever the task: another task's loss is other tokens'.
+    other = "" if s["task"].endswith("_clm") else (f", not {s['task']}'s: compare bits per byte only as a scale, "
+                                                   "the tasks differ")
+    print(f"  count-based references, scored on the split's causal-LM rows{other}:")
   for name, reference in s.get("ngram", {}).items():
     word = f", word_perplexity {reference['word_perplexity']:.2f}" if "word_perplexity" in reference else ""
     print(f"  {name:<44} loss {reference['loss']:.4f}, bits_per_byte {reference['bits_per_byte']:.4f}{word}")

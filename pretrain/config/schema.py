@@ -92,9 +92,10 @@ SCHEMA = {
                                    'or TFDS NAME:VERSION, rate), e.g. (("corpus", "", 1.0), '
                                    '("files", "data/*.jsonl", 3.0)). Empty: data.source alone.'),
         "schedule": Field((), None, "A curriculum: the mixture as a function of the step (pretrain/data/schedule.py, "
-                                    'README "Curricula"), stages (from_step, members) or (from_step, members, "ramp"), '
-                                    "a member (objective, rate) over data.source or (objective, source, files glob or "
-                                    "TFDS NAME:VERSION, rate); data.objective names the member whose model trains. "
+                                    'docs/guide/objectives.md "Curricula"), stages (from_step, members) or '
+                                    '(from_step, members, "ramp"), a member (objective, rate) over data.source or '
+                                    "(objective, source, files glob or TFDS NAME:VERSION, rate); data.objective names "
+                                    "the member whose model trains. "
                                     'E.g. ((0, (("clm", 1.0),)), (800, (("ul2_decoder", 1.0),))). Empty: '
                                     "data.objective alone.", older=()),
         "length_schedule": Field((), None, "Sequence-length warmup: ((from_step, row length), ...) ending at the "

@@ -12,7 +12,7 @@ import os
 
 
 from pretrain.data import corpus, curation as curation_lib, ptb, records, schedule, tfds_files
-from pretrain.system import errors, tf_loader
+from pretrain.system import errors, files, tf_loader
 from pretrain.system.console import log
 from pretrain.system.data_cache import cache_dir
 from pretrain.system.errors import UserError
@@ -321,12 +321,17 @@ def _tfds_source(data_cfg) -> Source:
   if not name:
     raise UserError("data.source='tfds' needs a dataset: set --config.data.tfds_name=NAME:VERSION "
                     "(for example c4/en:3.1.0)")
+  if data_dir and not files.isdir(data_dir):  # TFDS would call the dataset unknown.
+    raise UserError(f"data.tfds_data_dir={data_dir!r} is not a directory; give the one the dataset was built in "
+                    "(tfds build --data_dir=DIR), or leave it empty for TFDS's own (~/tensorflow_datasets)")
   try:
     builder = tfds_files.checked_builder(name, data_dir)
   except UserError:
     raise
   except Exception as e:  # TFDS raises several types for unknown names and versions.
     raise UserError(f"TFDS dataset {name!r} is unknown ({str(e).splitlines()[0]}); check data.tfds_name") from None
+  if ":" not in name:  # seqio reads a dataset by its version only.
+    raise UserError(f"data.tfds_name={name!r} has no version; give NAME:VERSION, e.g. {name}:{builder.version}")
   if not builder.is_prepared():
     raise UserError(f"TFDS dataset {name!r} is not prepared in {builder.data_dir!r}; build it there "
                     "(`tfds build`) or set --config.data.tfds_data_dir to where it is")

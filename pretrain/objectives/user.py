@@ -37,7 +37,7 @@ def load(reference: str, built_in: tuple[str, ...]) -> type[Objective]:
     raise UserError(f"{what}: {where} has no subclass of pretrain.objectives.Objective named {attribute!r}")
   if not spec.name or not isinstance(spec.family, Family) or spec.preprocess is Objective.preprocess:
     raise UserError(f"{what} must set `name` and `family` (e.g. pretrain.families.CAUSAL_LM) and define "
-                    "preprocess(); see the README's 'Your own objective'")
+                    "preprocess(); see docs/guide/objectives.md, 'Your own objective'")
   if spec.name in built_in:
     raise UserError(f"{what} is named {spec.name!r}, as a built-in objective; give it a name of its own")
   for key in spec.settings:

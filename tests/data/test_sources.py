@@ -1,6 +1,7 @@
 import gzip
 import itertools
 import json
+import os
 import re
 
 import ml_collections
@@ -181,6 +182,16 @@ def test_tfds_dataset_by_name_and_version(cache_dir, corpus_source):
   cfg.validation_split = "test"
   with pytest.raises(UserError, match="has no split 'test'"):
     sources.make_source(cfg)
+  cfg.validation_split = "validation"
+  cfg.tfds_name = "pretrain_corpus"  # seqio's traceback before: 'TFDS name must contain a version number'.
+  with pytest.raises(UserError, match=f"has no version; give NAME:VERSION, e.g. pretrain_corpus:"
+                                      f"{re.escape(str(corpus.PretrainCorpus.VERSION))}"):
+    sources.make_source(cfg)
+  cfg.tfds_name = f"pretrain_corpus:{corpus.PretrainCorpus.VERSION}"
+  cfg.tfds_data_dir = f"{cache_dir}/nowhere"  # It was called an unknown dataset.
+  with pytest.raises(UserError, match="data.tfds_data_dir=.*nowhere' is not a directory"):
+    sources.make_source(cfg)
+  os.makedirs(f"{cache_dir}/empty", exist_ok=True)
   cfg.tfds_data_dir = f"{cache_dir}/empty"
   with pytest.raises(UserError, match="not prepared"):
     sources.make_source(cfg)

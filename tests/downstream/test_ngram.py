@@ -108,8 +108,12 @@ def test_eval_prints_the_reference_rows(trained_run, cache_dir, monkeypatch, cap
                      for name in ("unigram", "bigram"))
   assert bigram < unigram < 4, out
   assert "corpus_clm (validation, step 3, 2 batches):" in out
+  assert "count-based references, scored on the split's causal-LM rows:" in out
   eval_command.main([f"--workdir={trained_run}", "--task=corpus_clm", "--batches=1"])
   assert "corpus_clm (validation, step 3, 1 batch):" in capsys.readouterr().out
+  # Another task's rows than the references': said, as its loss is over other tokens.
+  eval_command.main([f"--workdir={trained_run}", "--task=corpus_fim", "--batches=1", "--ngram=1"])
+  assert "causal-LM rows, not corpus_fim's" in capsys.readouterr().out
 
 
 def test_score_is_the_continuation_given_its_context():
