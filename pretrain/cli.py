@@ -212,7 +212,7 @@ def parse_command_line(parser, argv: list[str]):
   cfg = with_overrides(cfg, overrides)
   from pretrain import objectives  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
   objectives.refuse_unknown_keys(cfg)  # The command line's keys were checked as they were set; the file's here.
-  return args, cfg
+  return args, objectives.with_absolute_files(cfg)
 
 
 def with_overrides(cfg, overrides: list[tuple[str, str]]):

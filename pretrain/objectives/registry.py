@@ -49,6 +49,14 @@ def make(name: str, data_cfg, seed: int) -> Objective:
   return get(name)(data_cfg, seed)
 
 
+def with_absolute_files(cfg):
+  """`cfg` with the FILE.py:CLASS objectives of data.objective and data.eval_objectives named by absolute paths
+  (user.absolute). Returns `cfg`."""
+  cfg.data.objective = user.absolute(cfg.data.objective)
+  cfg.data.eval_objectives = tuple(user.absolute(name) for name in cfg.data.eval_objectives)
+  return cfg
+
+
 def named(cfg) -> list[type[Objective]]:
   """The objectives a config names: data.objective, data.eval_objectives, then those of data.schedule."""
   objective, *scheduled = trained(cfg)

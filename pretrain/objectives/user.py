@@ -14,6 +14,17 @@ from pretrain.system import tf_loader
 from pretrain.system.errors import UserError
 
 
+class FileMissing(UserError):
+  """The file of a FILE.py:CLASS objective is not there: the command's, not a damaged config's, problem."""
+
+
+def absolute(reference: str) -> str:
+  """FILE.py:CLASS with FILE made absolute (MODULE:CLASS and built-in names as they are): what config.json keeps, so
+  that eval, generate and a resume from another directory find the file."""
+  where, _, attribute = reference.rpartition(":")
+  return f"{os.path.abspath(where)}:{attribute}" if where.endswith(".py") else reference
+
+
 @functools.cache
 def load(reference: str, built_in: tuple[str, ...]) -> type[Objective]:
   """A user's objective, `reference` = MODULE:CLASS or FILE.py:CLASS, checked (a name other than the `built_in`
@@ -23,7 +34,8 @@ def load(reference: str, built_in: tuple[str, ...]) -> type[Objective]:
   tf_loader.tensorflow()  # First and quietly: a user's module may import TensorFlow (an objective's code runs on it).
   if where.endswith(".py"):
     if not os.path.isfile(where):
-      raise UserError(f"{what}: the file {where!r} does not exist; give FILE.py:CLASS or MODULE:CLASS")
+      here = "" if os.path.isabs(where) else f" in {os.getcwd()} (a relative path is read from the command's directory)"
+      raise FileMissing(f"{what}: the file {where!r} does not exist{here}; give FILE.py:CLASS or MODULE:CLASS")
     module = config_lib.load_module(where, f"_pretrain_objective_{os.path.splitext(os.path.basename(where))[0]}",
                                     what="objective file")
   else:

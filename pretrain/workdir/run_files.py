@@ -100,6 +100,8 @@ def _read_config(path: str) -> tuple[ml_collections.ConfigDict | None, str]:
     return _config(json.loads(files.read_text(path))), ""
   except (ValueError, *files.errors()) as e:  # Not JSON, not UTF-8, a directory.
     return None, f"is not a run's config ({files.reason(e)})"
+  except objectives.FileMissing:  # The file of its objective, which the config names as it was given.
+    raise
   except UserError as e:
     return None, f"is not a run's config ({e})"
 

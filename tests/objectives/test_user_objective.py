@@ -74,6 +74,28 @@ def test_it_trains_resumes_evaluates_and_inspects(reference, tmp_path, run_train
   assert re.search(r"corpus_reverse_span +encoder-decoder +data.reversed_tokens=8", listed), listed
 
 
+def test_a_relative_file_is_kept_absolute_and_a_missing_one_is_not_called_a_damaged_config(tmp_path, monkeypatch):
+  """FILE.py:CLASS given relative to the command's directory is kept as an absolute path (config.json: eval,
+  generate and a resume elsewhere find it); a run's config naming a file not there from here says so, not that
+  the config is damaged."""
+  (tmp_path / "reverse_span.py").write_text(guide_objective())
+  monkeypatch.chdir(tmp_path)
+  import argparse  # pylint: disable=g-import-not-at-top
+  from pretrain import cli  # pylint: disable=g-import-not-at-top
+  cfg = cli.parse_command_line(argparse.ArgumentParser(), [
+      "--config=quickstart", "--config.data.objective=reverse_span.py:ReverseSpan",
+      "--config.data.eval_objectives=('reverse_span.py:ReverseSpan',)", *SHORT])[1]
+  assert cfg.data.objective == f"{tmp_path / 'reverse_span.py'}:ReverseSpan" == cfg.data.eval_objectives[0]
+  from pretrain import config as config_lib, run as run_lib  # pylint: disable=g-import-not-at-top
+  cfg.data.objective = "elsewhere.py:ReverseSpan"  # Relative, as runs before kept it.
+  (tmp_path / "run").mkdir()
+  (tmp_path / "run" / "config.json").write_text(config_lib.to_json(cfg))
+  monkeypatch.chdir(tmp_path / "run")
+  with pytest.raises(objectives.FileMissing, match=f"the file 'elsewhere.py' does not exist in {tmp_path}/run "
+                                                   r"\(a relative path is read from the command's directory\)"):
+    run_lib.saved_config(str(tmp_path / "run"))
+
+
 def test_a_broken_objective_is_named(tmp_path):
   (tmp_path / "broken.py").write_text("from pretrain.objectives import Objective\nclass NoFamily(Objective):\n"
                                       "  name = 'no_family'\nNOT_A_CLASS = 3\n")
