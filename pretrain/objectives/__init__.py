@@ -19,5 +19,5 @@ from pretrain.objectives.spec import Objective, Setting
 from pretrain.objectives.user import FileMissing
 
 __all__ = ["BUILT_IN", "FileMissing", "NAMES", "NAMING_KEYS", "Objective", "Setting", "check_mode", "check_schedule",
-           "get", "known", "make", "named", "pieces", "refuse_unknown_keys", "run_family", "settings", "unread_settings",
-           "validate", "with_absolute_files", "with_settings"]
+           "get", "known", "make", "named", "pieces", "refuse_unknown_keys", "run_family", "settings",
+           "unread_settings", "validate", "with_absolute_files", "with_settings"]
