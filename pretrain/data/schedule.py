@@ -162,6 +162,17 @@ def parse(data_cfg) -> Schedule:
                   tuple(len(row) == 3 for row in stages))
 
 
+def unreached(plan: Schedule, stages, steps: int) -> str | None:
+  """A line for stages of data.schedule and data.length_schedule (`stages`: LengthStage) that start at or after the
+  run's last step, which it never trains, else None."""
+  late = [*(f"data.schedule's stage from step {s}" for s in plan.steps if s >= steps),
+          *(f"data.length_schedule's stage from step {s.step}" for s in stages if s.step >= steps)]
+  if not late:
+    return None
+  return (f"Note: {' and '.join(late)} start{'s' * (len(late) == 1)} at or after train.steps={steps}: the run never "
+          f"trains {'it' if len(late) == 1 else 'them'} (a longer run, or a resume to more steps, does)")
+
+
 @dataclasses.dataclass(frozen=True)
 class LengthStage:
   """A stage of data.length_schedule: from `step` on, rows of length/full of the config's lengths, `rows` a step."""

@@ -88,6 +88,9 @@ def _announce(run, workdir: str, start: int) -> None:
   short = optimizer.warmup_note(run.cfg.optimizer, run.cfg.train.steps)
   if short:
     log(short)
+  late = schedule.unreached(run.schedule, run.length_stages, run.cfg.train.steps)
+  if late:
+    log(late)
   if run.pipeline:
     log(run.pipeline.describe())
   if len(run.schedule.members) > 1:

@@ -234,6 +234,17 @@ def test_an_invalid_length_schedule_is_refused(args, message):
     run_lib.Run.build(tiny_config(*args), 128)
 
 
+def test_stages_the_run_never_reaches_are_said():
+  """A stage from step 10 of a 4-step run trains no row: the whole run is the first stage's, said in one line."""
+  stages = "--config.data.schedule=((0, (('clm', 1.0),)), (10, (('fim', 1.0),)))"
+  run = run_lib.Run.build(tiny_config(stages, "--config.data.length_schedule=((0, 16), (10, 32))",
+                                      "--config.train.steps=4"), 128)
+  assert schedule.unreached(run.schedule, run.length_stages, 4) == (
+      "Note: data.schedule's stage from step 10 and data.length_schedule's stage from step 10 start at or after "
+      "train.steps=4: the run never trains them (a longer run, or a resume to more steps, does)")
+  assert schedule.unreached(run.schedule, run.length_stages, 11) is None
+
+
 def test_a_changed_schedule_on_resume_is_said_and_followed(capsys):
   old = indexed.start_position("corpus_clm", 0, 1, ["s", "s"], [64, 64],
                                {"members": ["corpus_clm", "corpus_fim"], "stages": "from step 0: clm 1.00"})
