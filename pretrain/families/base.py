@@ -142,6 +142,11 @@ class Family:
             "perplexity": math.exp(min(loss, 50.0)), **bits_per_byte(totals),
             **losses.moe_metrics(totals, totals_ratio, per_layer=True)}
 
+  def length_note(self, data_cfg) -> str | None:
+    """A line for a run whose length fields say another row than the family's (data.seq_len beside a prefix-LM
+    decoder's inputs + targets), else None."""
+    return None
+
   def row_lengths(self, task_lengths: dict[str, int]) -> dict[str, int]:
     """Tokens each row puts through the model: {'targets': the row}, or {'inputs', 'targets'} for an encoder and
     a decoder (a prefix-LM row holds inputs and targets; an MLM row is one sequence)."""

@@ -84,6 +84,14 @@ class PrefixLM(CausalLM):
   def task_lengths(self, data_cfg):
     return Family.task_lengths(self, data_cfg)
 
+  def length_note(self, data_cfg) -> str | None:
+    row = data_cfg.inputs_length + data_cfg.targets_length
+    if data_cfg.seq_len == row:
+      return None
+    return (f"Note: a prefix-LM row holds data.inputs_length + data.targets_length = {row} tokens; data.seq_len="
+            f"{data_cfg.seq_len}, a causal-LM row's length, is not read (to compare with a causal LM at its row "
+            "length, set the two to sum to it)")
+
   def converter(self):
     seqio = tf_loader.seqio()
     return seqio.PrefixLMFeatureConverter(pack=True, loss_on_targets_only=True)

@@ -88,9 +88,10 @@ def _announce(run, workdir: str, start: int) -> None:
   short = optimizer.warmup_note(run.cfg.optimizer, run.cfg.train.steps)
   if short:
     log(short)
-  late = schedule.unreached(run.schedule, run.length_stages, run.cfg.train.steps)
-  if late:
-    log(late)
+  for note in (schedule.unreached(run.schedule, run.length_stages, run.cfg.train.steps),
+               None if run.cfg.data.task else run.family.length_note(run.cfg.data)):
+    if note:
+      log(note)
   if run.pipeline:
     log(run.pipeline.describe())
   if len(run.schedule.members) > 1:

@@ -251,3 +251,14 @@ def test_generate_with_a_mode_token_reads_the_prompt_as_the_s_denoiser_s_inputs(
   with pytest.raises(SystemExit):
     generate.main([f"--workdir={end_to_end_runs['root'] / 'span_corruption'}", "--prompt=a", "--mode=[S2S]"])
   assert "'[S2S]' is not a mode token this run trained with" in capsys.readouterr().err
+
+
+def test_a_prefix_lm_decoder_says_that_data_seq_len_is_not_its_row():
+  """data.seq_len=32 beside a prefix-LM decoder's inputs + targets of 64: its rows are 64 tokens, twice a causal
+  LM's of seq_len, said as the run starts (a comparison at 'seq_len=32' was not one)."""
+  cfg = _data_cfg(objective="prefix_lm_decoder", seq_len=32, inputs_length=32, targets_length=32)
+  assert objectives.get("prefix_lm_decoder").family.length_note(cfg).startswith(
+      "Note: a prefix-LM row holds data.inputs_length + data.targets_length = 64 tokens; data.seq_len=32")
+  cfg.seq_len = 64
+  assert objectives.get("prefix_lm_decoder").family.length_note(cfg) is None
+  assert objectives.get("clm").family.length_note(cfg) is None
