@@ -109,6 +109,9 @@ def verdicts(results: dict[str, list[dict]], init: list[float]) -> list[str]:
     values = {arm: {r["seed"]: (r["curves"][name][-1][1] if name != PROBE else float(np.mean(r["probe"])))
                     for r in seeds if name != PROBE or "probe" in r} for arm, seeds in results.items()}
     values = {arm: v for arm, v in values.items() if v}
+    if not values:  # --probe_seeds=0: nothing to compare.
+      lines.append(f"- **{name}**: not measured.")
+      continue
     apart = stats.apart(values, higher_better, pair=True)
     above = []
     if name == PROBE and init:

@@ -89,7 +89,7 @@ def main(argv: list[str], prog: str = "pretrain experiment exercises") -> None:
     report = sweep_report.report(where, points, metric, shlex.join(["pretrain", "sweep", *argv_]))
     shutil.copy(os.path.join(where, "sweep.png"), os.path.join(args.out, f"{name}.png"))
     report = [b.replace("](sweep.png)", f"]({os.path.basename(args.out)}/{name}.png)") for b in report]
-    blocks += [f"## {title}", about, "Command (from the repository root):",
+    blocks += [f"## {title}", about, f"Command ({runs.where_run()}):",
                "    .venv/bin/pretrain sweep " + shlex.join(argv_), *report]
   path = args.out + ".md"
   with open(path, "w") as f:

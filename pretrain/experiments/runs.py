@@ -280,11 +280,19 @@ def data_line(source: str = "corpus") -> str:
   return f"Data: the bundled corpus, version {corpus.PretrainCorpus.VERSION}."
 
 
+def where_run() -> str:
+  """Where a page's command ran, as its relative paths (--out, --out_dir) read: 'from the repository root', or the
+  directory."""
+  repository = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  here = os.getcwd()
+  return "from the repository root" if os.path.realpath(here) == os.path.realpath(repository) else f"in {here}"
+
+
 def report(name: str, argv: list[str], load: str, blocks: list[str], source: str = "corpus") -> str:
   """Experiment `name`'s report in markdown: `blocks`, its title first, then the command that wrote it (and when),
   the machine and the data, then the rest."""
   title, *rest = blocks
-  return markdown([title, f"Command (from the repository root, {datetime.date.today().isoformat()}):",
+  return markdown([title, f"Command ({where_run()}, {datetime.date.today().isoformat()}):",
                    (f"    pretrain experiment {name} " + " ".join(shlex.quote(a) for a in argv)).rstrip(),
                    f"Machine: {load}. {data_line(source)}", *rest])
 

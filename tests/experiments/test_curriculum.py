@@ -55,3 +55,12 @@ def test_curriculum_writes_table_verdicts_and_plot(tmp_path, cache_dir, vocabula
   assert sorted(os.listdir(tmp_path / "runs" / "clm_then_ul2" / "seed0")) == run_files
   assert os.stat(tmp_path / "runs" / "clm_then_ul2" / "seed0" / "metrics.jsonl").st_mtime_ns == metrics_written
   assert "[seed 0, 1/1] clm_then_ul2" in capsys.readouterr().out
+
+
+def test_a_probe_not_run_is_said_not_measured():
+  """--probe_seeds=0: the probe's verdict said 'no two arms apart; above the initial parameters: none', a claim
+  about a measure no run made."""
+  curves = {curriculum.CLM_BPB: [(0, 3.0), (10, 2.0)], curriculum.UL2_LOSS: [(0, 5.0), (10, 4.0)]}
+  results = {arm: [{"seed": seed, "curves": curves} for seed in (0, 1)] for arm in ("clm", "clm_then_ul2")}
+  lines = curriculum.verdicts(results, [])
+  assert lines[-1] == "- **same-document probe**: not measured." and "no two arms apart" in lines[0]

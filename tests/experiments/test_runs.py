@@ -72,3 +72,14 @@ def test_budgets_and_fractions_that_name_one_run_twice_or_none_are_refused():
   assert [a["name"] for a in cooldown_check.arms(1000, [0.1, 0.104], ["1-sqrt"])] == ["wsd_10_1-sqrt", "wsd_10.4_1-sqrt"]
   with pytest.raises(UserError, match="--fractions 0.1 and 0.104 both decay over 1 of the 10 steps"):
     cooldown_check.arms(10, [0.1, 0.104], ["1-sqrt"])
+
+
+def test_a_page_says_where_its_command_ran(tmp_path, monkeypatch):
+  """A page's command reads its relative paths from where it ran: the repository root, or the directory named
+  (every page said the root)."""
+  from pretrain.experiments import runs  # pylint: disable=g-import-not-at-top
+  from tests.conftest import REPO  # pylint: disable=g-import-not-at-top
+  monkeypatch.chdir(REPO)
+  assert runs.where_run() == "from the repository root"
+  monkeypatch.chdir(tmp_path)
+  assert runs.where_run() == f"in {tmp_path}"
