@@ -92,13 +92,15 @@ def check(files: list[str], text_key: str, policy: str, mode: str = "line") -> l
   Returns the length in characters of each document (per `mode` for text files)."""
   if policy not in POLICIES:
     raise UserError(f"data.bad_records={policy!r} is unknown; use one of {', '.join(POLICIES)}")
-  bad, lengths = [], []
+  bad, empty, lengths = [], [], []
   for path in files:
     try:
       with open_bytes(path) as f:
         for number, raw in enumerate(f, 1):
-          _, problem = text_of(raw, is_jsonl(path), text_key)
+          text, problem = text_of(raw, is_jsonl(path), text_key)
           if not problem:
+            if text is None and is_jsonl(path) and raw.strip():  # A record of no text: not bad, not a document.
+              empty.append(f"{path}:{number}")
             continue
           if policy == "error":
             raise UserError(f"{path}:{number}: the record {problem}; fix it, or set --config.data.bad_records=skip "
@@ -110,4 +112,7 @@ def check(files: list[str], text_key: str, policy: str, mode: str = "line") -> l
   if bad:
     log(f"data.bad_records=skip: leaving out {len(bad)} bad records: {', '.join(bad[:5])}"
         + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""))
+  if empty:
+    log(f"Leaving out {len(empty)} records whose {text_key!r} is empty or white space: {', '.join(empty[:5])}"
+        + (f" and {len(empty) - 5} more" if len(empty) > 5 else ""))
   return lengths

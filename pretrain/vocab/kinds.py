@@ -38,6 +38,11 @@ def checked(path: str):
   except files.errors() as e:
     raise UserError(f"cannot read the vocabulary {path!r} ({files.reason(e)})") from None
   kind = kind_of(data)
+  other = sentencepiece.other_ids(data) if kind is None else None
+  if other:
+    raise UserError(f"{path!r} is a SentencePiece model with pad/eos/unk ids {other}, not {(PAD_ID, EOS_ID, UNK_ID)} "
+                    "as seqio reads them (id 0 padding, 1 EOS); train it again with pad_id=0 eos_id=1 unk_id=2 "
+                    "bos_id=-1 (and byte_fallback=True to spell any text), or with `pretrain train-tokenizer`")
   if kind is None:
     raise UserError(f"{path!r} is neither a SentencePiece model nor a tokenizer.json of the kinds "
                     f"{', '.join(k for k in KINDS if k != 'sentencepiece')}, with pad/eos/unk ids "

@@ -43,6 +43,17 @@ def processor(data: bytes):
   return processor if ok else None
 
 
+def other_ids(data: bytes) -> tuple[int, int, int] | None:
+  """The (pad, eos, unk) ids of a SentencePiece model in `data` whose ids are not ours (sentencepiece's defaults,
+  Llama's), else None."""
+  try:
+    found = spm.SentencePieceProcessor(model_proto=data)
+  except RuntimeError:
+    return None
+  ids_found = (found.pad_id(), found.eos_id(), found.unk_id())
+  return ids_found if found.get_piece_size() > 0 and ids_found != (ids.PAD_ID, ids.EOS_ID, ids.UNK_ID) else None
+
+
 def with_sentinels(model: bytes, extra_ids: int) -> bytes:
   """The SentencePiece model with seqio's sentinels appended as it appends them: `▁<extra_id_N>`, user pieces
   (matched whole in the text), N counting down."""

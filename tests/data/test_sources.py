@@ -153,6 +153,16 @@ BAD_RECORDS = [  # (file name, a bad line, what the error says about it)
 ]
 
 
+def test_records_of_empty_text_are_left_out_and_counted(tmp_path, capsys):
+  """A JSONL record whose text is '' or white space is no document, and no bad record: it went uncounted."""
+  lines = [{"text": "A good document."}, {"text": ""}, {"text": "   "}, {"text": "Another one."}]
+  (tmp_path / "a.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines) + "\n")
+  source = sources.make_source(_files_cfg(train_files=f"{tmp_path}/a.jsonl"))
+  assert f"Leaving out 2 records whose 'text' is empty or white space: {tmp_path}/a.jsonl:2, {tmp_path}/a.jsonl:3" in \
+      capsys.readouterr().out
+  assert sorted([*source.texts("train"), *source.texts("validation")]) == ["A good document.", "Another one."]
+
+
 @pytest.mark.parametrize("name, line, message", BAD_RECORDS)
 def test_bad_records_name_their_file_and_line_or_are_skipped_and_counted(tmp_path, name, line, message, capsys):
   good = (json.dumps({"text": "A good document."}) + "\n").encode() if name.endswith("jsonl") else b"A good line.\n"

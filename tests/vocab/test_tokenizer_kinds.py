@@ -133,6 +133,21 @@ def test_a_tokenizer_json_of_another_kind_is_refused(vocabulary, tmp_path):
     vocab.load(str(tmp_path / "tokenizer.json"))
 
 
+def test_a_sentencepiece_model_of_other_ids_is_named_as_one(corpus_documents, tmp_path):
+  """sentencepiece's default ids (unk 0, bos 1, eos 2, no pad), as Llama's: it was called no SentencePiece model."""
+  import io  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+  import sentencepiece as spm  # pylint: disable=g-import-not-at-top
+  from pretrain.system.errors import UserError  # pylint: disable=g-import-not-at-top
+  model = io.BytesIO()
+  spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus_documents[:100]), model_writer=model, vocab_size=300,
+                                 minloglevel=2, logstream=open(os.devnull, "w"))
+  (tmp_path / "default.model").write_bytes(model.getvalue())
+  with pytest.raises(UserError, match=r"is a SentencePiece model with pad/eos/unk ids \(-1, 2, 0\), not \(0, 1, 2\) "
+                                      r".*train it again with pad_id=0 eos_id=1 unk_id=2 bos_id=-1"):
+    vocab.load(str(tmp_path / "default.model"))
+
+
 def test_a_vocabulary_pickles_and_compares(kind_vocabulary):
   import pickle  # pylint: disable=g-import-not-at-top
   _, vocabulary = kind_vocabulary
