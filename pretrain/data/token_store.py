@@ -39,6 +39,7 @@ from array_record.python import array_record_module
 from pretrain.system import data_cache, files, tf_loader
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
+from pretrain.vocab.ids import UNK_ID
 from pretrain.vocab.long_texts import MAX_DOCUMENT_BYTES, pieces
 
 FORMAT = 1             # Bump when the stored records change meaning.
@@ -120,7 +121,7 @@ def _write_shard(task, source, split: str, vocabulary, path: str, index: int, co
     dataset = dataset.shard(count, index)
   cut = _cut_documents(dataset, source.text_key) if count > 1 else []
   dataset = task.preprocess_precache(dataset).map(lambda ex: ex["targets"])
-  dtype, documents, tokens = _dtype(vocabulary), 0, 0
+  dtype, documents, tokens, unknown = _dtype(vocabulary), 0, 0, 0
   temporary = f"{path}.tmp-{uuid.uuid4().hex}"
   writer = array_record_module.ArrayRecordWriter(temporary, WRITER_OPTIONS)
   try:
@@ -129,6 +130,7 @@ def _write_shard(task, source, split: str, vocabulary, path: str, index: int, co
       for document in dataset.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
         writer.write(document.astype(dtype).tobytes())
         documents, tokens = documents + 1, tokens + len(document)
+        unknown += int(np.count_nonzero(document == UNK_ID))
         bar.update(1)
     writer.close()  # Writes the last chunk: a full disk can fail here too.
   except BaseException:
@@ -141,7 +143,8 @@ def _write_shard(task, source, split: str, vocabulary, path: str, index: int, co
     raise UserError(f"the {split} split of {source.name} holds no documents for shard {index + 1} of {count}; "
                     "add data or build fewer shards")
   os.replace(temporary, path)
-  files.write_atomically(path + ".json", json.dumps({"documents": documents, "tokens": tokens, "cut": cut,
+  files.write_atomically(path + ".json", json.dumps({"documents": documents, "tokens": tokens, "unknown": unknown,
+                                                     "cut": cut,
                                                      "bytes": os.path.getsize(path), "sha256": _digest(path)}).encode())
 
 
@@ -166,11 +169,22 @@ def _finish(store_dir: str, source, split: str, vocabulary, count: int) -> None:
   meta = {"format": FORMAT, "source": source.identity(split), "vocabulary": vocabulary_digest(vocabulary),
           "dtype": _dtype(vocabulary).str, "shards": [os.path.basename(s) for s in shards],
           "documents": [c["documents"] for c in counts], "tokens": sum(c["tokens"] for c in counts),
+          "unknown": sum(c["unknown"] for c in counts) if all("unknown" in c for c in counts) else None,
           "bytes": [c.get("bytes") for c in counts], "sha256": [c.get("sha256") for c in counts],
           "cut": [c.get("cut", []) for c in counts] if all("cut" in c for c in counts) else None,
           # What the curation stage removed from the source (counts per rule), if it went through one.
           "curation": source.curation.report()[split] if source.curation else None}
   files.write_atomically(os.path.join(store_dir, META), json.dumps(meta, indent=1).encode())
+
+
+def _warn_unknown(meta: dict, what: str) -> None:
+  """A line where more than 1 in 1,000 of a store's tokens are <unk>: text the vocabulary cannot spell (a user's
+  model without byte fallback), which the model never reads or writes; stores built before the count say nothing."""
+  unknown, tokens = meta.get("unknown") or 0, meta["tokens"]
+  if tokens and unknown / tokens > 1e-3:
+    log(f"warning: {unknown:,} of the {tokens:,} tokens of {what} ({unknown / tokens:.1%}) are <unk>: text the "
+        "vocabulary cannot spell, which the model never reads or writes; use a vocabulary with byte fallback (the "
+        "project's own, or SentencePiece's byte_fallback=True)")
 
 
 class TokenStore:
@@ -305,7 +319,9 @@ def open_or_build(task, source, split: str, vocabulary, cache: str) -> TokenStor
       log(f"Tokenizing the {split} split of {source.name} once into {store_dir} (reused by later runs)")
       build_shard(task, source, split, vocabulary, store_dir)
     try:
-      return TokenStore(store_dir, vocabulary)
+      store = TokenStore(store_dir, vocabulary)
+      _warn_unknown(store.meta, f"the {split} split of {source.name}")
+      return store
     except Damaged as e:
       if attempt:
         raise UserError(f"the token store {store_dir} was built again and is still damaged ({e}); check the disk "
