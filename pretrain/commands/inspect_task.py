@@ -16,6 +16,9 @@ per example mapping each feature to its token ids.
 With --step (and a data.schedule): the members' shares of the rows at that
 step, and --num rows of that step's batch, each of the member training draws
 for it (the first stream's rows), shown as an example of that member's task.
+Step S's batch is the one that training step trains, counting from 0, which
+metrics.jsonl logs under step S + 1 (data/rate/MEMBER: a record's step counts
+the steps done).
 """
 
 import itertools
@@ -41,8 +44,8 @@ def main(argv: list[str], prog: str = "pretrain inspect-task") -> None:
                       help="default: data.targets_length (data.seq_len for clm, fim)")
   parser.add_argument("--json", action="store_true", help="token ids as JSON lines")
   parser.add_argument("--step", type=cli.at_least(0),
-                      help="data.schedule: the shares at this training step and examples of the members drawn for its "
-                           "rows")
+                      help="data.schedule: the shares at this training step (from 0; metrics.jsonl logs it as step "
+                           "S + 1) and examples of the members drawn for its rows")
   args, cfg = cli.parse_command_line(parser, argv)
   if not args.list and not args.task and args.step is None:
     raise UserError("give --task=NAME (see --list for the names), or --step=STEP for data.schedule's rows")

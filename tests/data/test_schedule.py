@@ -305,3 +305,15 @@ def test_a_fixed_mixture_trains_with_either_pipeline(cache_dir, vocabulary, tmp_
     assert step_metrics["member_loss"].shape == (2,) and float(step_metrics["member_weight"].sum()) > 0
   else:
     assert "member_loss" not in step_metrics
+
+
+def test_a_record_s_rates_are_those_of_the_step_inspect_task_shows_one_before():
+  """metrics.jsonl's step counts the steps done: its data/rate at step S + 1 is the rate of step S, counted from 0
+  as the schedule and `inspect-task --step=S` count (docs/guide/objectives.md)."""
+  from pretrain.train import loop  # pylint: disable=g-import-not-at-top
+  ramp = "--config.data.schedule=((0, (('clm', 3.0), ('fim', 1.0)), 'ramp'), (16, (('fim', 1.0),)))"
+  run = run_lib.Run.build(tiny_config(ramp, "--config.train.steps=20"), 128)
+  for step in (1, 5, 16):
+    logged = loop.train_values(run, {"loss": 1.0}, step)
+    assert [logged["data/rate/clm"], logged["data/rate/fim"]] == list(run.schedule.rates_at(step - 1))
+  assert run.schedule.rates_at(4)[0] == pytest.approx(0.5625)  # Step 4 of the ramp: the record of step 5 logs it.
