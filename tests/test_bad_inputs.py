@@ -187,6 +187,13 @@ CASES = [
      "makes up to 7 spans, but the vocabulary has 2 sentinels; raise tokenizer.extra_ids to 7 or more"),
     ("vocabulary too small", [*TRAIN, "--config.tokenizer.vocab_size=200"],
      "tokenizer.vocab_size=200 is too small: give at least 396"),
+    # Fields the tokenizer's kind does not read, set: refused, as an objective's unread setting is.
+    ("vocabulary size of a fixed-size kind", [*TRAIN, "--config.tokenizer.kind=bytes",
+                                              "--config.tokenizer.vocab_size=1000"],
+     "tokenizer.vocab_size=1000 is not read by tokenizer.kind=bytes, whose size is fixed"),
+    ("SentencePiece's model type for another kind", [*TRAIN, "--config.tokenizer.kind=byte_bpe",
+                                                     "--config.tokenizer.model_type=bpe"],
+     "tokenizer.model_type='bpe' is SentencePiece's, not read by tokenizer.kind=byte_bpe"),
     # Workdirs and runs.
     ("workdir under a file", ["train", f"--workdir={DATA}/raises.py/run", *TINY], "cannot be written"),
     ("resume with another width", ["train", f"--workdir={RUN}", *TINY, "--config.model.d_model=48"],

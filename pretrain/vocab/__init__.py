@@ -13,9 +13,9 @@ imports' seconds. This file only names what callers use.
 
 from pretrain.vocab.ids import (EOS_ID, EXTRA_IDS, PAD_ID, UNK_ID, bytes_per_id, first_regular_id, sentinel_id,
                                 single_piece_id)
-from pretrain.vocab.kinds import (KINDS, check_size, checked, from_bytes, kind_of, load, read, take_kind,
-                                  take_kind_from_file, train)
+from pretrain.vocab.kinds import (KINDS, check_size, check_unread, checked, from_bytes, kind_of, load, read,
+                                  take_kind, take_kind_from_file, train)
 
 __all__ = ["EOS_ID", "EXTRA_IDS", "PAD_ID", "UNK_ID", "bytes_per_id", "first_regular_id", "sentinel_id",
-           "single_piece_id", "KINDS", "check_size", "checked", "from_bytes", "kind_of", "load", "read", "take_kind",
-           "take_kind_from_file", "train"]
+           "single_piece_id", "KINDS", "check_size", "check_unread", "checked", "from_bytes", "kind_of", "load", "read",
+           "take_kind", "take_kind_from_file", "train"]
