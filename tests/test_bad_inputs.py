@@ -141,6 +141,10 @@ CASES = [
     ("a model that cannot fit", [*TRAIN, "--config.data.seq_len=10000000"], "GiB per device"),
     # Data.
     ("files that match nothing", [*FILES, "--config.data.train_files=/nonexistent/*.txt"], "matches no files"),
+    ("files given as their directory", [*FILES, f"--config.data.train_files={DATA}"],
+     "matches no files: it names a directory; give its files, e.g."),
+    ("files given as a comma-separated list", [*FILES, f"--config.data.train_files={DATA}/letters.txt,{DATA}/raises.py"],
+     "matches no files: it is one glob, its commas part of a name; give a glob that matches every file"),
     ("empty files", [*FILES, f"--config.data.train_files={DATA}/empty/*.txt"], "every matching file is empty"),
     ("validation files of blank lines", [*FILES, f"--config.data.train_files={DATA}/letters.txt",
                                          f"--config.data.validation_files={DATA}/blank.txt"],
@@ -206,8 +210,6 @@ CASES = [
     # The run's own copy of its vocabulary is named: the settings that learned it learn another from other data.
     ("resume on another source's vocabulary", ["train", f"--workdir={RUN}", *TINY, "--config.data.source=files",
                                                f"--config.data.train_files={DATA}/letters.txt"],
-     "is not the one the checkpoints in"),
-    ("resume on changed data", ["train", f"--workdir={RUN}", *TINY, "--config.data.text_documents=paragraph"],
      "differs where the data changed (its files, or the data.* fields); resume with the run's own vocabulary, "
      "which its workdir keeps: --config.tokenizer.path="),
     ("resume without clipping", ["train", f"--workdir={RUN}", *TINY, "--config.optimizer.grad_clip=0"],

@@ -193,7 +193,10 @@ def _matching_files(pattern: str, key: str) -> list[str]:
   files = sorted(f for f in glob.glob(path, recursive=True) if os.path.isfile(f)) or \
       ([path] if pattern and os.path.isfile(path) else [])
   if not pattern or not files:
-    raise UserError(f"data.{key}={pattern!r} matches no files; set --config.data.{key}='path/*.jsonl' "
+    hint = (f": it names a directory; give its files, e.g. '{pattern.rstrip('/')}/*.txt'" if os.path.isdir(path) else
+            ": it is one glob, its commas part of a name; give a glob that matches every file, or a data.mixture "
+            "row each" if "," in pattern and all(os.path.exists(p) for p in path.split(",")) else "")
+    raise UserError(f"data.{key}={pattern!r} matches no files{hint}; set --config.data.{key}='path/*.jsonl' "
                     "(text files: one document per line; JSONL: one object per line)")
   if all(os.path.getsize(f) == 0 for f in files):
     raise UserError(f"data.{key}={pattern!r}: every matching file is empty; point it at files with text")
