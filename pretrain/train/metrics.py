@@ -126,14 +126,18 @@ PANELS = (
 )
 
 
-def curves_figure(records: list[dict], title: str = ""):
-  """A matplotlib Figure of the records' metrics against the step, one panel per entry of PANELS."""
+def curves_figure(records: list[dict] | dict[str, list[dict]], title: str = ""):
+  """A matplotlib Figure of the records' metrics against the step, one panel per entry of PANELS; `records` of
+  several runs ({label: records}) drawn over each other, a colour per run and a line style per metric."""
   from matplotlib import figure  # pylint: disable=g-import-not-at-top  (matplotlib: only when drawing)
+
+  runs = {label: [{**r, **busiest_expert(r)} for r in run]
+          for label, run in (records.items() if isinstance(records, dict) else [("", records)])}
+  records = [r for run in runs.values() for r in run]
 
   def keys_like(prefix: str, suffix: str = "") -> list[str]:
     return sorted({k for r in records for k in r if k.startswith(prefix) and k.endswith(suffix)})
 
-  records = [{**r, **busiest_expert(r)} for r in records]
   extra_losses = [k for k in keys_like("eval/", "/loss") if k != "eval/loss"] + keys_like("train/member/", "/loss")
   (loss_title, loss_keys, loss_log), *others, (rates_title, _, rates_log) = PANELS
   panels = [(loss_title, (*loss_keys, *extra_losses), loss_log), *others,
@@ -157,11 +161,18 @@ def curves_figure(records: list[dict], title: str = ""):
   for ax in axes[len(panels):]:
     ax.remove()
   for ax, (panel, keys, log) in zip(axes, panels):
-    for key in keys:
-      points = [(r["step"], r[key]) for r in records if key in r]
-      if points:
+    for i, (label, run) in enumerate(runs.items()):
+      for j, key in enumerate(keys):
+        points = [(r["step"], r[key]) for r in run if key in r]
+        if not points:
+          continue
         # Evaluations are sparse: markers show where each one is.
-        ax.plot(*zip(*points), "-" if key.startswith("train/") else "o-", label=key, markersize=3)
+        marker = "" if key.startswith("train/") else "o"
+        if len(runs) == 1:
+          ax.plot(*zip(*points), marker + "-", label=key, markersize=3)
+        else:
+          ax.plot(*zip(*points), marker + ("-", "--", ":", "-.")[j % 4], color=f"C{i % 10}", label=f"{label} {key}",
+                  markersize=3)
     ax.set_title(panel)
     ax.set_xlabel("step")
     if ax.get_lines():
@@ -201,16 +212,22 @@ def image_format(path: str) -> str:
   return suffix
 
 
-def plot_curves(workdir: str, out: str | None = None) -> str:
-  """Writes the run's learning curves (curves_figure) to `out` (.png, .pdf or .svg), by default WORKDIR/curves.png;
-  returns its path."""
+def plot_curves(workdir: str, out: str | None = None, others: tuple[str, ...] = ()) -> str:
+  """Writes the run's learning curves (curves_figure) to `out` (.png, .pdf or .svg), by default WORKDIR/curves.png,
+  with those of the `others` runs over them (then `out` is needed); returns its path."""
+  if others and not out:
+    raise UserError("several runs' curves go to a file of their own: give --out=FILE.png")
   path = out or os.path.join(workdir, CURVES_FILE)
   kind = image_format(path)
-  records = read(workdir)
-  if not records:
-    raise UserError(f"{workdir!r} holds no metrics ({METRICS_FILE} is missing or empty); give the --workdir of a "
-                    "training run")
-  fig = curves_figure(records, title=workdir)
+  runs = {}
+  for run in (workdir, *others):
+    runs[run] = read(run)
+    if not runs[run]:
+      raise UserError(f"{run!r} holds no metrics ({METRICS_FILE} is missing or empty); give the --workdir of a "
+                      "training run")
+  names = [os.path.basename(os.path.normpath(run)) for run in runs]
+  labels = names if len(set(names)) == len(names) else list(runs)  # A run's folder, or its path where two share it.
+  fig = curves_figure(dict(zip(labels, runs.values())) if others else runs[workdir], title=" vs ".join(runs))
   image = io.BytesIO()
   fig.savefig(image, format=kind, dpi=100)
   files.write_atomically(path, image.getvalue())

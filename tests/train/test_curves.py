@@ -85,6 +85,28 @@ def test_plot_command_writes_curves_png(tmp_path, capsys):
   assert not os.path.exists(tmp_path / "run.txt")
 
 
+def test_several_runs_are_drawn_over_each_other(tmp_path, capsys):
+  """A cooldown branch beside its parent: each run's metrics in each panel, a colour per run, labelled by its
+  folder; the figure needs a file of its own."""
+  parent, branch = tmp_path / "parent", tmp_path / "cooldown"
+  for run, records in ((parent, RECORDS), (branch, [{**r, "step": r["step"] + 30} for r in TRAIN])):
+    run.mkdir()
+    write_metrics(run, records)
+  with pytest.raises(SystemExit):
+    cli.main(["plot", f"--workdir={parent}", f"--workdir={branch}"])
+  assert "give --out=FILE.png" in capsys.readouterr().err
+  out = tmp_path / "compare.png"
+  assert cli.main(["plot", f"--workdir={parent}", f"--workdir={branch}", f"--out={out}"]) == 0
+  assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not (parent / metrics.CURVES_FILE).exists()
+  fig = metrics.curves_figure({"parent": RECORDS, "cooldown": [{**r, "step": r["step"] + 30} for r in TRAIN]})
+  loss = fig.axes[0]
+  lines = lines_by_label(loss)
+  assert lines["parent train/loss"][0] == [10, 20, 30] and lines["cooldown train/loss"][0] == [40, 50, 60]
+  assert "parent eval/loss" in lines and "cooldown eval/loss" not in lines
+  colours = {line.get_label(): line.get_color() for line in loss.get_lines()}
+  assert colours["parent train/loss"] == colours["parent eval/loss"] != colours["cooldown train/loss"]
+
+
 @pytest.mark.parametrize("records", [None, []], ids=["no metrics.jsonl", "an empty one"])
 def test_a_workdir_without_metrics_is_one_clear_error(tmp_path, capsys, records):
   if records is not None:
