@@ -212,7 +212,7 @@ def parse_command_line(parser, argv: list[str]):
   cfg = with_overrides(cfg, overrides)
   from pretrain import objectives  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
   objectives.refuse_unknown_keys(cfg)  # The command line's keys were checked as they were set; the file's here.
-  return args, objectives.with_absolute_files(cfg)
+  return args, cfg
 
 
 def with_overrides(cfg, overrides: list[tuple[str, str]]):
@@ -226,6 +226,8 @@ def with_overrides(cfg, overrides: list[tuple[str, str]]):
     if key in objectives.NAMING_KEYS:
       objectives.with_settings(cfg)
   objectives.with_settings(cfg)  # Also an objective named otherwise (a gin binding, the config itself).
+  objectives.with_absolute_files(cfg)
   vocab.take_kind_from_file(cfg.tokenizer)
   objectives.validate(cfg)
+  vocab.check_unread(cfg.tokenizer, {key for key, _ in overrides}, objectives.pieces(cfg))
   return cfg

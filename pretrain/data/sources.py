@@ -40,6 +40,7 @@ class Source:
   content: tuple = ()        # What the documents depend on (files and their sizes and times, a dataset's version).
   curation: object = None    # The filters and deduplication it went through (pretrain/data/curation.py), if any.
   fix: str = "check the files it reads"  # What to do when its files cannot be read (damaged on disk).
+  by_our_splits: seqio.DataSource | None = None  # data_source read by our split names, where they differ (TFDS's).
 
   @contextlib.contextmanager
   def reading(self, split: str):
@@ -55,6 +56,8 @@ class Source:
     (data.validation_split=train[95%:]) where they differ."""
     if all(ours == theirs for ours, theirs in self.splits.items()):
       return self.data_source
+    if self.by_our_splits is not None:  # Its own mapping: a TFDS dataset's keeps reading by files, per host.
+      return self.by_our_splits
 
     def dataset_fn(split, shuffle_files, seed=None):
       return self.data_source.get_dataset(self.splits[split], shuffle=shuffle_files, seed=seed)
@@ -109,7 +112,7 @@ def _curated(source: Source, data_cfg) -> Source:
 
   data_source = seqio.FunctionDataSource(dataset_fn, splits=list(source.splits))
   return dataclasses.replace(source, data_source=data_source, splits={split: split for split in source.splits},
-                             content=(source.content, curation.identity), curation=curation)
+                             content=(source.content, curation.identity), curation=curation, by_our_splits=None)
 
 
 def _source(data_cfg) -> Source:
@@ -348,4 +351,5 @@ def _tfds_source(data_cfg) -> Source:
                     f"(it has {sorted(builder.info.features)}); set --config.data.text_key")
   short_name = name.split(":")[0].replace("/", "_")
   return Source(short_name, seqio.TfdsDataSource(name, tfds_data_dir=data_dir), data_cfg.text_key, splits,
-                (_tfds_content(builder), data_cfg.text_key), fix=tfds_files.rebuild_hint(name, data_dir))
+                (_tfds_content(builder), data_cfg.text_key), fix=tfds_files.rebuild_hint(name, data_dir),
+                by_our_splits=seqio.TfdsDataSource(name, tfds_data_dir=data_dir, splits=splits))

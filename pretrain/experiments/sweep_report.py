@@ -73,10 +73,11 @@ def probed(workdir: str, task: str, steps: int) -> bool:
   return probe_rows(probe_file(workdir, task, steps)) is not None
 
 
-# Fields that change the examples of a run's own objective (its eval/loss, eval/accuracy, ...: not a yardstick's
-# eval/TASK/..., nor a probe's), besides the objectives' own settings (data.mlm_rate, ...).
-TASK_FIELDS = ("data.objective", "data.schedule", "data.mixture", "data.task", "data.task_module")
-# Fields that change the validation text itself: every eval/ metric.
+# Fields that change the examples of a run's own objective (data.objective on data.source: its eval/loss,
+# eval/accuracy, ...), besides the objectives' own settings (data.mlm_rate, ...). A schedule's other members do not.
+TASK_FIELDS = ("data.objective", "data.mixture", "data.task", "data.task_module")
+# Fields that change the validation text itself: every eval/ metric (data.train_files where the validation split is
+# held out of it).
 TEXT_FIELDS = ("data.source", "data.validation_files", "data.tfds_name", "data.tfds_data_dir",
                "data.validation_split")
 
@@ -84,12 +85,18 @@ TEXT_FIELDS = ("data.source", "data.validation_files", "data.tfds_name", "data.t
 def incomparable(metric: str, swept: list[str], cfg=None) -> str:
   """Why `metric` does not compare across the settings of the `swept` fields ('' where it does): a run's own
   metrics measure its objective's examples, which the objective and its settings change (those of the objectives
-  `cfg` may name); eval/ metrics measure the validation text, which the data source changes; figures per token
-  count tokens, which the tokenizer changes (bits per byte do not)."""
-  task = re.fullmatch(r"(eval|train)/[^/]+", metric)
-  settings = objectives.settings(objectives.known(cfg))
-  why = [*(f"{k} changes the objective's examples" for k in swept if task and (k in TASK_FIELDS or k in settings)),
-         *(f"{k} changes the validation text" for k in swept if metric.startswith("eval/") and k in TEXT_FIELDS),
+  `cfg` may name), and an eval task's (eval/SOURCE_OBJECTIVE/...) those of its objective's settings; eval/ metrics
+  measure the validation text, which the data source changes; figures per token count tokens, which the tokenizer
+  changes (bits per byte do not)."""
+  specs = objectives.known(cfg)
+  own = re.fullmatch(r"(eval|train)/[^/]+", metric)
+  task = re.fullmatch(r"eval/([^/]+)/[^/]+", metric)
+  read = {key for spec in specs if task and task.group(1).endswith(f"_{spec.name}") for key in spec.settings}
+  settings = objectives.settings(specs)
+  text_fields = (*TEXT_FIELDS, *(("data.train_files",) if cfg is None or not cfg.data.validation_files else ()))
+  why = [*(f"{k} changes the objective's examples" for k in swept
+           if (own and (k in TASK_FIELDS or k in settings)) or k in read),
+         *(f"{k} changes the validation text" for k in swept if metric.startswith("eval/") and k in text_fields),
          *(f"{k} changes what a token is" for k in swept if metric.startswith(("eval/", "train/"))
            and k.startswith("tokenizer.") and not metric.endswith("bits_per_byte"))]
   return "; ".join(why)

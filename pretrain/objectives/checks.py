@@ -36,7 +36,6 @@ def validate(cfg) -> None:
     _check_stage(cfg, stage)
   if not (cfg.tokenizer.path or cfg.data.task or cfg.train.init_from_hf):  # Else the vocabulary is given.
     vocab.check_size(cfg.tokenizer.kind, cfg.tokenizer.vocab_size, cfg.tokenizer.extra_ids, pieces(cfg))
-    vocab.check_unread(cfg.tokenizer, config_lib.schema.defaults().tokenizer, pieces(cfg))
 
 
 def check_mode(cfg, mode: str | None, flag: str) -> None:

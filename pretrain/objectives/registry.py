@@ -50,10 +50,16 @@ def make(name: str, data_cfg, seed: int) -> Objective:
 
 
 def with_absolute_files(cfg):
-  """`cfg` with the FILE.py:CLASS objectives of data.objective and data.eval_objectives named by absolute paths
-  (user.absolute). Returns `cfg`."""
-  cfg.data.objective = user.absolute(cfg.data.objective)
-  cfg.data.eval_objectives = tuple(user.absolute(name) for name in cfg.data.eval_objectives)
+  """`cfg` with the FILE.py:CLASS objectives of data.objective, data.eval_objectives and data.schedule's members
+  named by absolute paths (user.absolute). Returns `cfg`."""
+  data = cfg.data
+  data.objective = user.absolute(data.objective)
+  data.eval_objectives = tuple(user.absolute(name) for name in data.eval_objectives)
+  if data.get("schedule") and all(isinstance(stage, (tuple, list)) and len(stage) >= 2 and
+                                  isinstance(stage[1], (tuple, list)) for stage in data.schedule):
+    data.schedule = tuple((stage[0], tuple(tuple((user.absolute(member[0]), *member[1:]))
+                                           if isinstance(member, (tuple, list)) and member else member
+                                           for member in stage[1]), *stage[2:]) for stage in data.schedule)
   return cfg
 
 

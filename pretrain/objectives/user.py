@@ -18,11 +18,14 @@ class FileMissing(UserError):
   """The file of a FILE.py:CLASS objective is not there: the command's, not a damaged config's, problem."""
 
 
-def absolute(reference: str) -> str:
-  """FILE.py:CLASS with FILE made absolute (MODULE:CLASS and built-in names as they are): what config.json keeps, so
-  that eval, generate and a resume from another directory find the file."""
+def absolute(reference):
+  """FILE.py:CLASS with FILE made absolute where it is a file here (MODULE:CLASS, built-in names, a missing or
+  remote file, and values of other kinds as they are): what config.json keeps, so that eval, generate and a resume
+  from another directory find the file."""
+  if not isinstance(reference, str) or "://" in reference:
+    return reference
   where, _, attribute = reference.rpartition(":")
-  return f"{os.path.abspath(where)}:{attribute}" if where.endswith(".py") else reference
+  return f"{os.path.abspath(where)}:{attribute}" if where.endswith(".py") and os.path.isfile(where) else reference
 
 
 @functools.cache

@@ -94,19 +94,19 @@ def check_size(kind: str, vocab_size: int, extra_ids: int, special: tuple[str, .
                     "3 control ids, 256 byte pieces and a few dozen learned)")
 
 
-def check_unread(tokenizer_cfg, defaults, special: tuple[str, ...]) -> None:
-  """Refuses a field of the tokenizer section that its kind does not read, set off its default (`defaults`): a
-  vocabulary size for a kind of fixed size, SentencePiece's model type for another kind."""
+def check_unread(tokenizer_cfg, set_keys, special: tuple[str, ...]) -> None:
+  """Refuses a field of the tokenizer section that the command line sets (`set_keys`, e.g. tokenizer.vocab_size)
+  and its kind does not read: a vocabulary size for a kind of fixed size, SentencePiece's model type for another."""
   kind = KINDS[tokenizer_cfg.kind]
-  if not kind.learns and tokenizer_cfg.vocab_size != defaults.vocab_size:
+  if "tokenizer.vocab_size" in set_keys and not kind.learns and not tokenizer_cfg.path:
     size = kind.size(tokenizer_cfg.vocab_size, tokenizer_cfg.extra_ids, special)
     raise UserError(f"tokenizer.vocab_size={tokenizer_cfg.vocab_size} is not read by tokenizer.kind="
                     f"{tokenizer_cfg.kind}, whose size is fixed ({size} ids with these sentinels and special "
-                    "tokens); leave it at its default")
-  if tokenizer_cfg.kind != "sentencepiece" and tokenizer_cfg.model_type != defaults.model_type:
+                    "tokens); leave --config.tokenizer.vocab_size out")
+  if "tokenizer.model_type" in set_keys and tokenizer_cfg.kind != "sentencepiece":
     raise UserError(f"tokenizer.model_type={tokenizer_cfg.model_type!r} is SentencePiece's, not read by "
-                    f"tokenizer.kind={tokenizer_cfg.kind} (byte_bpe and byte_unigram name their model); leave it at "
-                    "its default")
+                    f"tokenizer.kind={tokenizer_cfg.kind} (byte_bpe and byte_unigram name their model); leave "
+                    "--config.tokenizer.model_type out")
 
 
 def smallest_size(extra_ids: int, special: tuple[str, ...]) -> int:

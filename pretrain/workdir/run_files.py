@@ -86,8 +86,10 @@ def saved_config(workdir: str) -> ml_collections.ConfigDict:
 
 def differences(recorded, cfg) -> list[tuple[str, object, object]]:
   """(section.field, recorded value, value in `cfg`) of every field where the two configs differ (a field `cfg`
-  lacks, as a user's objective's setting it does not name, is None there)."""
-  theirs = cfg.to_dict()
+  lacks, as a user's objective's setting it does not name, is None there). A user's objective file named
+  relative to here and by its absolute path is one (runs kept the form given before they kept the absolute)."""
+  recorded = objectives.with_absolute_files(recorded.copy_and_resolve_references())
+  theirs = objectives.with_absolute_files(cfg.copy_and_resolve_references()).to_dict()
   pairs = ((key, config_lib.value(recorded, key), theirs.get(key.split(".")[0], {}).get(key.split(".")[1]))
            for key in config_lib.flat_keys(recorded))
   plain = lambda value: json.loads(json.dumps(value, default=str))  # A tuple and the list JSON made of it are one.

@@ -218,7 +218,9 @@ def test_a_tfds_task_reads_the_splits_the_config_names(cache_dir, corpus_source,
                                    "validation_split": "train[:1%]", "text_key": "text"})
   source = sources.make_source(cfg)
   name = tasks.register(source, vocabulary, objectives.make("clm", configs.load("quickstart").data, 0))
-  read = seqio.get_mixture_or_task(name).source.get_dataset("validation", shuffle=False)
+  task_source = seqio.get_mixture_or_task(name).source
+  assert isinstance(task_source, seqio.TfdsDataSource)  # Read by TFDS's files: each host its own (shard_info).
+  read = task_source.get_dataset("validation", shuffle=False)
   first = next(read.as_numpy_iterator())["text"].decode()
   assert first == next(source.texts("validation")) != next(corpus_source.texts("validation"))
 

@@ -65,21 +65,25 @@ def test_a_run_s_own_loss_is_not_compared_across_settings_that_change_what_it_me
             "probe/same_document_probe."),
            ({"data.objective": ["clm", "prefix_lm_decoder"]}, "eval/loss",
             "data.objective changes the objective's examples, so its settings measure different things. Compare "
-            "them on a measure alike for all: --report --metric=eval/corpus_clm/loss or probe/same_document_probe."),
+            "them on a measure alike for all: --report --metric=eval/corpus_clm/loss or eval/corpus_nsp/loss or "
+            "probe/same_document_probe."),
            ({"tokenizer.vocab_size": ["1000", "4000"]}, "eval/loss",
             "eval/loss is not compared: tokenizer.vocab_size changes what a token is"),
            ({"tokenizer.vocab_size": ["1000", "4000"]}, "eval/bits_per_byte", "a difference counts as real where"),
            ({"data.objective": ["clm", "prefix_lm_decoder"]}, "eval/corpus_clm/loss",
             "a difference counts as real where"),
-           ({"data.mlm_rate": ["0.15", "0.4"]}, "probe/same_document_probe", "a difference counts as real where")]
+           ({"data.mlm_rate": ["0.15", "0.4"]}, "probe/same_document_probe", "a difference counts as real where"),
+           # An eval task whose objective reads the swept setting is not alike either; a schedule's other members
+           # leave data.objective's loss as it is.
+           ({"data.mlm_rate": ["0.15", "0.4"]}, "eval/corpus_nsp/loss", "data.mlm_rate changes the objective's"),
+           ({"data.schedule": ["()", "((0, (('clm', 1.0),)), (5, (('fim', 1.0),)))"]}, "eval/loss",
+            "a difference counts as real where")]
   for grid, metric, said in cases:
-    grid, points = _seeded(grid, lambda v, s: {
-        "eval/loss": 3.0 + 2 * float(v) + 0.01 * s, "eval/bits_per_byte": 1.0 + 2 * float(v) + 0.01 * s,
-        "eval/corpus_clm/loss": 3.0 + 2 * float(v) + 0.01 * s,
-        "probe/same_document_probe": 0.6 + float(v) / 10 + 0.001 * s} if v.replace(".", "").isdigit() else {
-        "eval/loss": {"clm": 3.0, "prefix_lm_decoder": 2.0}[v] + 0.01 * s,
-        "eval/corpus_clm/loss": {"clm": 3.0, "prefix_lm_decoder": 3.5}[v] + 0.01 * s,
-        "probe/same_document_probe": 0.6 + 0.001 * s})
+    [settings] = grid.values()
+    grid, points = _seeded(grid, lambda v, s, settings=settings: {  # Settings a level apart, seeds 0.01.
+        key: base + settings.index(v) + 0.01 * s for key, base in (
+            ("eval/loss", 3.0), ("eval/bits_per_byte", 1.0), ("eval/corpus_clm/loss", 3.0),
+            ("eval/corpus_nsp/loss", 4.0), ("probe/same_document_probe", 0.6))})
     (tmp_path / "sweep.json").write_text(json.dumps({"base": [], "grid": grid}))
     sweep_report.report(str(tmp_path), points, metric, "pretrain sweep ...")
     text = " ".join((tmp_path / "sweep.md").read_text().split())

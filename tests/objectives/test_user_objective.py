@@ -86,7 +86,18 @@ def test_a_relative_file_is_kept_absolute_and_a_missing_one_is_not_called_a_dama
       "--config=quickstart", "--config.data.objective=reverse_span.py:ReverseSpan",
       "--config.data.eval_objectives=('reverse_span.py:ReverseSpan',)", *SHORT])[1]
   assert cfg.data.objective == f"{tmp_path / 'reverse_span.py'}:ReverseSpan" == cfg.data.eval_objectives[0]
+  # A schedule's member too: data.objective must stay one of them.
+  scheduled = cli.parse_command_line(argparse.ArgumentParser(), [
+      "--config=quickstart", "--config.data.objective=reverse_span.py:ReverseSpan",
+      "--config.data.schedule=((0, (('reverse_span.py:ReverseSpan', 1.0),)),)", *SHORT])[1]
+  assert scheduled.data.schedule[0][1][0][0] == cfg.data.objective
+  objectives.validate(scheduled)
   from pretrain import config as config_lib, run as run_lib  # pylint: disable=g-import-not-at-top
+  from pretrain.workdir import run_files  # pylint: disable=g-import-not-at-top
+  # A run that kept the relative form, resumed with the same flags here: no difference to report.
+  relative = cfg.copy_and_resolve_references()
+  relative.data.objective = "reverse_span.py:ReverseSpan"
+  assert run_files.differences(relative, cfg) == []
   cfg.data.objective = "elsewhere.py:ReverseSpan"  # Relative, as runs before kept it.
   (tmp_path / "run").mkdir()
   (tmp_path / "run" / "config.json").write_text(config_lib.to_json(cfg))
