@@ -40,7 +40,7 @@ class Source:
   content: tuple = ()        # What the documents depend on (files and their sizes and times, a dataset's version).
   curation: object = None    # The filters and deduplication it went through (pretrain/data/curation.py), if any.
   fix: str = "check the files it reads"  # What to do when its files cannot be read (damaged on disk).
-  by_our_splits: seqio.DataSource | None = None  # data_source read by our split names, where they differ (TFDS's).
+  by_our_splits: seqio.DataSource | None = None  # data_source read by our split names where they differ (TFDS's).
 
   @contextlib.contextmanager
   def reading(self, split: str):
@@ -54,15 +54,7 @@ class Source:
   def task_source(self) -> seqio.DataSource:
     """The data source as a seqio Task reads it, by our split names: a TFDS dataset's own split for each
     (data.validation_split=train[95%:]) where they differ."""
-    if all(ours == theirs for ours, theirs in self.splits.items()):
-      return self.data_source
-    if self.by_our_splits is not None:  # Its own mapping: a TFDS dataset's keeps reading by files, per host.
-      return self.by_our_splits
-
-    def dataset_fn(split, shuffle_files, seed=None):
-      return self.data_source.get_dataset(self.splits[split], shuffle=shuffle_files, seed=seed)
-
-    return seqio.FunctionDataSource(dataset_fn, splits=list(self.splits))
+    return self.data_source if self.by_our_splits is None else self.by_our_splits
 
   def identity(self, split: str) -> list:
     """What a split's documents depend on, for keys of caches of them (pretrain/data/token_store.py)."""
@@ -352,4 +344,6 @@ def _tfds_source(data_cfg) -> Source:
   short_name = name.split(":")[0].replace("/", "_")
   return Source(short_name, seqio.TfdsDataSource(name, tfds_data_dir=data_dir), data_cfg.text_key, splits,
                 (_tfds_content(builder), data_cfg.text_key), fix=tfds_files.rebuild_hint(name, data_dir),
-                by_our_splits=seqio.TfdsDataSource(name, tfds_data_dir=data_dir, splits=splits))
+                # Its own mapping: the dataset is still read by files, each host its own.
+                by_our_splits=None if all(k == v for k, v in splits.items()) else seqio.TfdsDataSource(
+                    name, tfds_data_dir=data_dir, splits=splits))
