@@ -109,7 +109,7 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
     files.write_atomically(os.path.join(args.workdir, "eval", f"probe-{args.task}{part}-step{step}.json"),
                            json.dumps({"step": step, "task": args.task, **about, "rows": rows}, indent=2).encode())
   measures = list(next(iter(rows.values())))
-  chance = about.pop("chance", None)
+  chance, not_scored = about.pop("chance", None), about.pop("not_scored", {})
   print(f"{args.task} ({', '.join(f'{k} {v}' for k, v in about.items())}); test accuracy of this run (where the "
         "task draws seeds: their mean +- 95% interval, the evaluation's own noise):")
   print(f"  {'':<18}" + "".join(f"{m:>24}" for m in measures))
@@ -119,6 +119,8 @@ def main(argv: list[str], prog: str = "pretrain probe") -> None:
   print(f"  {'difference':<18}" + "".join(f"{np.mean(model[m]) - np.mean(initial[m]):>+24.3f}" for m in measures))
   if chance:
     print(f"  {'chance':<18}" + "".join(f"{chance[m]:>24.3f}" for m in measures))
+  for name, why in not_scored.items():
+    print(f"  {name} not scored: {why}")
 
 
 if __name__ == "__main__":

@@ -16,10 +16,12 @@ def measure(run, params, task: str, seeds: int, finetune: int = 0, split: str | 
   each zero-shot task's accuracy on its first `limit` items (None: all; one value: it draws nothing; `scorer`: a
   likelihood.Scorer of the run to reuse)."""
   if task == "zero_shot":
-    scores = zero_shot.evaluate(run, params, scorer=scorer, limit=limit)  # Span forms where the objective has them.
+    # Span forms where the objective has them; tasks whose texts the model's rows cannot hold are named, unscored.
+    scores, not_scored = zero_shot.evaluate(run, params, scorer=scorer, limit=limit)
     return {**{name: [value] for name, value in scores.items()},
             "about": {"version": zero_shot.VERSION, "chance": {name: zero_shot.CHANCE[name] for name in scores},
-                      "items": {name: len(zero_shot.load(name)[:limit]) for name in zero_shot.TASKS}}}
+                      "items": {name: len(zero_shot.load(name)[:limit]) for name in zero_shot.TASKS},
+                      **({"not_scored": not_scored} if not_scored else {})}}
   with run.activated():
     if task == "same_document":
       split, documents = probe.run_documents(run, split, max_documents)

@@ -188,13 +188,18 @@ class PretrainLM(TemplateLM):
     self.backend = check_model(run.family, run.task_lengths)  # Its mode: check_run, or the run's config.
     self.mode_ids = [vocab.single_piece_id(run.vocabulary, mode)] if mode else []
     self.batch = int(batch_size) if str(batch_size).isdigit() else likelihood.BATCH
-    trained = sum(run.task_lengths.values()) if self.backend == "causal" else run.task_lengths["inputs"]
+    causal = self.backend == "causal"
+    trained = sum(run.task_lengths.values()) if causal else run.task_lengths["inputs"]
     self._max_length = int(max_length) if max_length else trained
-    # Positions a causal model (RoPE) never trained at give scores that are not the model's; T5's relative
-    # positions share their farthest bucket, and lm-eval's hf backend reads T5's max_length as 2048.
-    if self.backend == "causal" and self._max_length > trained:
-      raise UserError(f"model_args max_length={self._max_length} is longer than the run's rows of {trained} tokens, "
-                      f"the longest context it trained at; give max_length={trained} or less")
+    # Positions a model never trained at give scores that are not the model's (Family.position_limits): a causal
+    # model's (rotary) past its rows; T5's relative positions share their farthest bucket, so a T5 whose training
+    # reached it reads any length (lm-eval's hf backend reads T5's max_length as 2048).
+    limit = run.family.position_limits(run.cfg.model, run.task_lengths)["decoder" if causal else "encoder"]
+    if limit is not None and self._max_length > limit:
+      what = (f"the run's rows of {limit} tokens, the longest context it trained at" if causal else
+              f"the {limit} positions its encoder trained at, short of T5's farthest relative position")
+      raise UserError(f"model_args max_length={self._max_length} is longer than {what}; give max_length={limit} or "
+                      "less")
     self.max_gen_toks = int(max_gen_toks)
     # A rolling window's tokens: a causal model's mode token takes one of its positions.
     self._window = self._max_length - (len(self.mode_ids) if self.backend == "causal" else 0)
@@ -246,6 +251,11 @@ class PretrainLM(TemplateLM):
     if self.backend == "seq2seq":
       encoder = [*self.mode_ids, *families.cut_left(context, self._max_length - len(self.mode_ids))]
       return [families.encoder_decoder_row(encoder, continuation, 0)]
+    if len(continuation) > self._window:  # Cut to fit, it would score a part of it: lm-eval's hf backend refuses.
+      raise likelihood.TooLong(f"a request's continuation of {len(continuation)} tokens is longer than the model's "
+                               f"{self._window} positions (max_length{', less the mode token' * bool(self.mode_ids)})",
+                               fix="leave out the tasks whose texts are longer, or evaluate a run trained on longer "
+                                   "rows")
     tokens = [*context, *continuation]
     if self.mode_ids:  # After the BOS, as the run's examples begin their inputs; it stays when the text is cut.
       text = tokens[1:] if context[:1] == [vocab.PAD_ID] else tokens

@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pretrain.system.errors import UserError
+
 BUCKET = 16
 BATCH = 32
 # The scored tokens and where they count, in a generating family's rows (seqio's decoder features).
@@ -120,6 +122,22 @@ def _gathered_logprobs(family, model, params, batch, tokens_BLK):
   return logp_BLK, jnp.argmax(logits_BLV, -1)[..., None] == tokens_BLK
 
 
+class TooLong(UserError):
+  """Requests longer than the positions the model trained at (Family.position_limits): scores there are not the
+  model's, so none is given."""
+
+
+def check_lengths(rows: list[tuple[int, dict]], limits: dict[str, int | None], requests: int) -> None:
+  """TooLong where a (request, row) gives a side of the model more tokens than `limits` allow."""
+  for side, limit in limits.items():
+    lengths = {i: len(row[f"{side}_input_tokens"]) for i, row in rows if f"{side}_input_tokens" in row}
+    over = {i for i, length in lengths.items() if limit is not None and length > limit}
+    if over:
+      raise TooLong(f"{len(over)} of {requests} requests give the model's {side} up to {max(lengths.values())} "
+                    f"tokens, more than the {limit} positions it trained at, where its scores are not the model's",
+                    fix="score shorter texts, or a run trained on longer rows")
+
+
 class Scorer:
   """log P(continuation | context) by a run's model: compiled once per shape, for any parameters of the model.
 
@@ -133,6 +151,7 @@ class Scorer:
     self.rows = rows or (lambda context, continuation: objective.score_rows(context, continuation, run.vocabulary,
                                                                             run.task_lengths))
     family, model = run.family, run.model
+    self.limits = family.position_limits(run.cfg.model, run.task_lengths)
     # A language model's logits cover the vocabulary: any token of a position is read from its row. Other
     # families score their rows' own targets (ELECTRA's discriminator has no vocabulary).
     self._shares = family.generates
@@ -150,6 +169,7 @@ class Scorer:
     and suffix): (the scored tokens' summed log-probability, whether every one of them is the model's greedy
     choice)."""
     rows = [(i, row) for i, request in enumerate(requests) for row in self.rows(*map(list, request))]
+    check_lengths(rows, self.limits, len(requests))
     hosts = _shared(rows, self._prefixes) if self._shares else _alone(rows, self.run.family)
     hosts.sort(key=lambda host: _shape(host.row))
     self.rows_run = len(hosts)

@@ -22,7 +22,8 @@ How each model scores (Objective.score_rows): a decoder-only model the log-likel
 prefix-LM model reads the cloze context as its prefix); an encoder-decoder the text as the span after an empty
 input (the sentinel form of generate; UL2 as its S-denoiser after [S2S], MASS after one [MASK] per token), the
 cloze answer after the passage; a masked LM the pseudo-log-likelihood (Salazar et al. 2020: each scored token
-masked in turn); ELECTRA's discriminator the log-probability that every scored token is original.
+masked in turn); ELECTRA's discriminator the log-probability that every scored token is original. A task
+with a text longer than the positions a model trained at is not scored for it, and says so.
 """
 
 import collections
@@ -303,17 +304,25 @@ def span_accuracies(score, vocabulary, names=PAIRS, limit: int | None = None) ->
   return results
 
 
-def evaluate(run, params, names=TASKS, scorer=None, limit: int | None = None) -> dict[str, float]:
-  """{task: accuracy} of a run's model with `params` on the zero-shot tasks, the first `limit` items of each
-  (None: all; lm-eval's --limit) (`scorer`: a likelihood.Scorer of the run, to reuse its compiled steps for other
-  parameters of the model)."""
+def evaluate(run, params, names=TASKS, scorer=None, limit: int | None = None
+             ) -> tuple[dict[str, float], dict[str, str]]:
+  """({task: accuracy} of a run's model with `params` on the zero-shot tasks, {task: why it is not scored}), on
+  the first `limit` items of each (None: all; lm-eval's --limit) (`scorer`: a likelihood.Scorer of the run, to
+  reuse its compiled steps for other parameters of the model). A task with a text longer than the model trained
+  at is not scored (likelihood.TooLong): its scores there would not be the model's."""
   from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top  (JAX: only when scoring)
   scorer = scorer or likelihood.Scorer(run)
-  found = accuracies(lambda requests: [logprob for logprob, _ in scorer(params, requests)], run.vocabulary, names,
-                     limit)
   objective, lengths = run.objective, run.task_lengths
+  forms = [(accuracies, scorer, names)]
   if objective.span_rows([], [1], [], run.vocabulary, lengths) is not None:  # It fills masked spans: score so too.
     spanned = likelihood.Scorer(run, rows=lambda *parts: objective.span_rows(*parts, run.vocabulary, lengths))
-    found.update(span_accuracies(lambda requests: [logprob for logprob, _ in spanned(params, requests)],
-                                 run.vocabulary, [name for name in PAIRS if name in names], limit))
-  return found
+    forms.append((span_accuracies, spanned, [name for name in PAIRS if name in names]))
+  found, not_scored = {}, {}
+  for measure, form_scorer, tasks in forms:
+    for name in tasks:
+      try:
+        found.update(measure(lambda requests, s=form_scorer: [logprob for logprob, _ in s(params, requests)],
+                             run.vocabulary, [name], limit))
+      except likelihood.TooLong as e:
+        not_scored[name + (SPAN if measure is span_accuracies else "")] = e.problem
+  return found, not_scored

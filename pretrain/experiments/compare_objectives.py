@@ -142,6 +142,8 @@ def item_error(limit: int | None = None, accuracy: float = 0.8) -> str:
       f"+- {1.96 * math.sqrt(accuracy * (1 - accuracy) / n):.2f} on the {n} items of {titles[name]}"
       for name, n in ((name, len(zero_shot.load(name)[:limit])) for name in zero_shot.TASKS))
 INIT = "random init"
+# In the measuring flags: figures measured before texts longer than a model's rows went unscored are measured again.
+SCORED_WITHIN_ROWS = "zero-shot texts within the model's rows"
 
 
 def downstream(workdir: str, args) -> dict:
@@ -150,12 +152,13 @@ def downstream(workdir: str, args) -> dict:
   fine-tuning's) is their mean: the run is the unit."""
   run, params, _ = run_lib.load(workdir)
   scorer = likelihood.Scorer(run)  # Compiled once, for both rows.
-  inner = {}
+  inner, not_scored = {}, {}
   for name, row_params in (("model", params), (INIT, run.create_state().params)):
     found = {}
     try:
       found.update(evaluation.measure(run, row_params, "zero_shot", 1, scorer=scorer,
                                       limit=args.zero_shot_items or None))
+      not_scored = found["about"].get("not_scored", {})  # Texts longer than the model's rows: alike for both.
     except NotScored:  # A model with no token head (contrastive) scores no text.
       pass
     found.update(evaluation.measure(run, row_params, "same_document", args.probe_seeds,
@@ -164,7 +167,15 @@ def downstream(workdir: str, args) -> dict:
                                     args.finetune_steps))
     inner[name] = {k: v for k, v in found.items() if k != "about"}
   return {**{name: dict(zip(values, stats.run_values(values.values()))) for name, values in inner.items()},
-          "inner": inner}
+          "inner": inner, **({"not_scored": not_scored} if not_scored else {})}
+
+
+def not_scored_text(results: dict[str, list[dict]]) -> str:
+  """The zero-shot measures some objective's model could not score, each with why ('' where none)."""
+  titles = dict(ZERO_SHOT)
+  found = {(name, titles[key], why) for name, seeds in results.items() for r in seeds
+           for key, why in r.get("downstream", {}).get("not_scored", {}).items()}
+  return "".join(f" {name} scores no {title} (n/a): {why}." for name, title, why in sorted(found))
 
 
 def _metrics_text(finals: list[dict]) -> str:
@@ -372,7 +383,8 @@ def report(results: dict[str, list[dict]], args, argv: list[str], load: str, ref
       "encoder reads the text with them replaced by <extra_id_0>, the decoder writes them: the columns 'as a "
       "masked span'; its cloze is that form already, the answer as the span after the passage); a masked LM its "
       "pseudo-log-likelihood (each token masked in turn); ELECTRA's discriminator how "
-      "sure it is that every token is original; contrastive has no token head and scores nothing. The count "
+      "sure it is that every token is original; contrastive has no token head and scores nothing."
+      + not_scored_text(results) + " The count "
       "rows score the same texts by their n-gram probability. The intervals are over the runs only: every run "
       "scores the same items, so the items' own sampling error (" + item_error(args.zero_shot_items or None)
       + ") is in none of them. It "
@@ -412,7 +424,8 @@ def measured(args, with_downstream: bool):
   downstream ones; the flags that shape them, under which its figures are saved."""
   with_downstream = with_downstream and bool(args.probe_documents)
   flags = [args.probe_documents, args.probe_seeds, args.finetune_seeds, args.finetune_steps,
-           *([args.zero_shot_items] if args.zero_shot_items else [])]  # Keys of older runs: all items.
+           *([args.zero_shot_items] if args.zero_shot_items else []),  # Keys of older runs: all items.
+           SCORED_WITHIN_ROWS]
 
   def measure(name, cfg, workdir, wall):
     del name

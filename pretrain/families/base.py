@@ -206,6 +206,12 @@ class Family:
     raise UserError(f"an {self.name} model has no token predictions to score text by; score decoder-only, "
                     "encoder-decoder or masked-LM runs")
 
+  def position_limits(self, model_cfg, task_lengths: dict[str, int]) -> dict[str, int | None]:
+    """{'decoder' or 'encoder': the most tokens a scored row may give that side (None: any)}: the row it trained
+    at, past which its positions (rotary) are ones the model never saw and scores there are not the model's."""
+    del model_cfg
+    return {"decoder": sum(task_lengths.values())}
+
   def token_logits(self, model, params, batch):
     """The model's logits [B, L, V] over its target tokens (families whose model has other outputs pick them)."""
     return self.forward(model, params, batch)[0]

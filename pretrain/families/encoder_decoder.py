@@ -7,6 +7,7 @@ from pretrain import models
 from pretrain.families import base
 from pretrain.families.base import EOS_ID, Family, cut_left, encoder_decoder_row
 from pretrain.models import decoding
+from pretrain.models.encoder_decoder import relative_position_bucket
 from pretrain.system import tf_loader
 from pretrain.system.errors import UserError
 
@@ -34,6 +35,16 @@ class EncoderDecoder(Family):
 
   def row_lengths(self, task_lengths):
     return {"inputs": task_lengths["inputs"], "targets": task_lengths["targets"]}
+
+  def position_limits(self, model_cfg, task_lengths):
+    """T5's relative positions: a side that trained at offsets of its farthest bucket reads any length (longer
+    offsets share that bucket, as lm-eval's hf backend reads T5 at 2048 tokens); else the length it trained at."""
+    buckets, distance = model_cfg.relative_attention_num_buckets, model_cfg.relative_attention_max_distance
+    def limit(length: int, bidirectional: bool) -> int | None:
+      offset = length - 1 if bidirectional else 1 - length  # A key's offset from its query: the decoder's look back.
+      farthest = relative_position_bucket(jnp.asarray(offset), bidirectional, buckets, distance)
+      return None if int(farthest) == buckets - 1 else length
+    return {"encoder": limit(task_lengths["inputs"], True), "decoder": limit(task_lengths["targets"], False)}
 
   def attentions(self, model_cfg, task_lengths):
     s, t, decoder_layers = task_lengths["inputs"], task_lengths["targets"], model_cfg.num_decoder_layers

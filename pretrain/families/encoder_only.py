@@ -32,6 +32,10 @@ class EncoderOnly(Family):
   def row_lengths(self, task_lengths):
     return {"targets": task_lengths["inputs"]}  # The three task features describe one sequence.
 
+  def position_limits(self, model_cfg, task_lengths):
+    del model_cfg
+    return {"encoder": task_lengths["inputs"]}
+
   def forward(self, model, params, batch, dropout_rng=None):
     return models.apply(model, params, batch["encoder_input_tokens"], batch["encoder_segment_ids"],
                         batch["encoder_positions"], dropout_rng=dropout_rng)

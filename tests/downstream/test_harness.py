@@ -47,8 +47,9 @@ def _evaluate(model, task_dir, name):
 @pytest.mark.parametrize("name", MODELS)
 def test_the_pretrain_model_type_equals_lm_eval_s_hf_backend_on_the_export(name, vocabulary, cache_dir, tmp_path):
   objective, flags = MODELS[name]
-  cfg = tiny_config(f"--config.data.objective={objective}", "--config.data.inputs_length=48",
-                    "--config.data.targets_length=16", "--config.data.seq_len=64", *flags)
+  # Lengths of MAX_LENGTH: the positions each model trained at, and reads at here (likelihood.TooLong).
+  cfg = tiny_config(f"--config.data.objective={objective}", "--config.data.inputs_length=64",
+                    "--config.data.targets_length=64", "--config.data.seq_len=64", *flags)
   run = run_lib.Run.build(cfg, vocabulary=vocabulary)
   params = run.create_state().params
   hf.export(str(tmp_path / "export"), run, params, vocabulary)
@@ -88,7 +89,7 @@ def test_an_encoder_decoder_s_generations_leave_out_sentinels_as_lm_eval_s_hf_ba
                                                                                               tmp_path):
   """A T5 set by hand to write a sentinel or a word at every step (an untrained one rarely writes sentinels): both
   backends decode its generations without special tokens, the words kept."""
-  run = run_lib.Run.build(tiny_config("--config.data.objective=span_corruption", "--config.data.inputs_length=48",
+  run = run_lib.Run.build(tiny_config("--config.data.objective=span_corruption", "--config.data.inputs_length=64",
                                       "--config.data.targets_length=16"), vocabulary=vocabulary)
   params = jax.tree.map(np.array, run.create_state().params)
   # The decoder's output keeps two coordinates; the larger in size writes: the first, one of two sentinels (by its
@@ -158,14 +159,19 @@ def test_a_ul2_decoder_reads_its_mode_token_after_the_bos_as_the_probe_scores_it
 
 
 @pytest.mark.slow  # Initialises a model.
-def test_a_generation_longer_than_the_model_is_refused_not_cut_from_its_prompt(vocabulary):
+def test_a_generation_or_a_continuation_longer_than_the_model_is_refused_not_cut(vocabulary):
   """lm-eval's tasks ask for 256 new tokens unless they say otherwise: beyond the model's positions, the prompt's
-  left cut went wrong (an empty or an uncut prompt, silently); lm-eval's hf backend refuses it too."""
+  left cut went wrong (an empty or an uncut prompt, silently); a continuation longer than the model was scored
+  from its tail (pairs_lines' texts of up to 104 tokens, on rows of 32). lm-eval's hf backend refuses both."""
+  from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top
   from lm_eval.api.instance import Instance  # pylint: disable=g-import-not-at-top
   run = run_lib.Run.build(tiny_config(), vocabulary=vocabulary)
   with pytest.raises(UserError, match="max_length=33 is longer than the run's rows of 32 tokens"):
     harness.PretrainLM(run=run, params=None, max_length=33)  # As pretrain eval --window refuses it.
   ours = harness.PretrainLM(run=run, params=run.create_state().params, max_length=32)
+  assert len(ours._rows([vocab.PAD_ID], list(range(100, 132)))[0]["decoder_input_tokens"]) == 32
+  with pytest.raises(likelihood.TooLong, match="continuation of 33 tokens is longer than the model's 32 positions"):
+    ours._loglikelihood_tokens([(None, [vocab.PAD_ID], list(range(100, 133)))])
   request = Instance("generate_until", {}, ("The cat sat on the", {"until": ["."], "max_gen_toks": 32}), 0)
   with pytest.raises(UserError, match="asks for 32 new tokens .* no room for its prompt in the model's 32 positions"):
     ours.generate_until([request])

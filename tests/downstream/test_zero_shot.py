@@ -6,10 +6,11 @@ import hashlib
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
-from pretrain import run as run_lib
+from pretrain import families, run as run_lib
 from pretrain.data import corpus
 from pretrain.downstream import likelihood, stats, zero_shot
 from tests import numerics
@@ -120,12 +121,14 @@ def test_the_leak_measure_finds_the_old_split_s_overlap_and_none_in_the_new():
 @pytest.mark.slow
 def test_random_parameters_score_chance(vocabulary):
   """Over initial parameters of five seeds, each task's accuracy has chance inside its 95% interval."""
-  run = _run(vocabulary, "clm")
+  run = _run(vocabulary, "clm", "--config.data.seq_len=112")  # Rows that hold the longest text (104 tokens).
   found = {name: [] for name in zero_shot.TASKS}
   scorer = likelihood.Scorer(run)  # Compiled once for the five.
   for seed in range(5):
     run.cfg.train.seed = seed
-    for name, accuracy in zero_shot.evaluate(run, run.create_state().params, scorer=scorer).items():
+    scores, not_scored = zero_shot.evaluate(run, run.create_state().params, scorer=scorer)
+    assert not not_scored
+    for name, accuracy in scores.items():
       found[name].append(accuracy)
   for name, values in found.items():
     mean, half = stats.interval(values)
@@ -161,7 +164,38 @@ def test_span_corruption_also_scores_a_pair_as_its_masked_span(vocabulary):
   by_hand = sum(float(jax.nn.log_softmax(apply([0, sentinel, *middle[:j]])[0, -1])[token])
                 for j, token in enumerate(middle))
   assert logprob == pytest.approx(by_hand, abs=1e-4)
-  found = zero_shot.evaluate(run, params, names=("pairs_swap",))
+  found, _ = zero_shot.evaluate(run, params, names=("pairs_swap",), limit=10)
   assert set(found) == {"pairs_swap", "pairs_swap_span"} and 0 <= found["pairs_swap_span"] <= 1
   clm = _run(vocabulary, "clm")
-  assert set(zero_shot.evaluate(clm, clm.create_state().params, names=("pairs_swap",))) == {"pairs_swap"}
+  assert set(zero_shot.evaluate(clm, clm.create_state().params, names=("pairs_swap",), limit=10)[0]) == {"pairs_swap"}
+  # The two lines of pairs_lines (43 to 104 tokens) are longer than this model's 48 encoder and 24 decoder
+  # positions, in either form: not scored, and said why, where the first 10 pairs of swapped words fit.
+  found, not_scored = zero_shot.evaluate(run, params, names=("pairs_swap", "pairs_lines"), limit=10)
+  assert set(found) == {"pairs_swap", "pairs_swap_span"}
+  assert set(not_scored) == {"pairs_lines", "pairs_lines_span"}
+  assert "20 of 20 requests give the model's decoder up to" in not_scored["pairs_lines"]
+  assert "more than the 24 positions it trained at" in not_scored["pairs_lines"]
+  assert "positions it trained at" in not_scored["pairs_lines_span"]
+
+
+def test_a_model_scores_texts_within_the_positions_it_trained_at():
+  """Rotary positions past a row's length, and T5's relative offsets short of its farthest bucket, are positions
+  the model never trained at; offsets from that bucket on share it, so a side that reached it reads any length
+  (T5's 114 targets do: lm-eval's hf backend reads T5 at 2048)."""
+  t5 = ml_collections.ConfigDict({"relative_attention_num_buckets": 32, "relative_attention_max_distance": 128})
+  assert families.ENCODER_DECODER.position_limits(t5, {"inputs": 512, "targets": 114}) == {"encoder": None,
+                                                                                             "decoder": None}
+  assert families.ENCODER_DECODER.position_limits(t5, {"inputs": 104, "targets": 24}) == {"encoder": None,
+                                                                                            "decoder": 24}
+  assert families.ENCODER_DECODER.position_limits(t5, {"inputs": 64, "targets": 113}) == {"encoder": 64,
+                                                                                            "decoder": 113}
+  assert families.CAUSAL_LM.position_limits(None, {"targets": 128}) == {"decoder": 128}
+  assert families.PREFIX_LM.position_limits(None, {"inputs": 64, "targets": 64}) == {"decoder": 128}
+  assert families.ENCODER_ONLY.position_limits(None, {"inputs": 64, "targets": 64, "weights": 64}) == {
+      "encoder": 64}
+  rows = [(0, {"decoder_input_tokens": np.zeros(24)}), (1, {"decoder_input_tokens": np.zeros(25)})]
+  likelihood.check_lengths(rows[:1], {"decoder": 24}, 1)
+  likelihood.check_lengths(rows, {"decoder": None}, 2)
+  with pytest.raises(likelihood.TooLong, match="1 of 2 requests give the model's decoder up to 25 tokens, more "
+                                               "than the 24 positions it trained at"):
+    likelihood.check_lengths(rows, {"decoder": 24}, 2)
