@@ -441,6 +441,7 @@ def test_a_full_disk_refuses_the_save_and_the_run_resumes_once_there_is_space(tm
   last = full_err.strip().splitlines()[-1]
   assert last.startswith(f"error: not enough free space in {run}/checkpoints for the checkpoint of step 6"), last
   assert "the checkpoint of step 4 is intact" in last, last
+  assert f"free space (the run resumes from the newest checkpoint; the older {run}/checkpoints/2 may go)" in last, last
   listing = (tmp_path / "listing").read_text()
   assert "checkpoints/4/pretrain_checksums.json" in listing and "checkpoints/6" not in listing
   assert "tmp" not in listing.replace(str(tmp_path), "")  # No partial step, no metrics.jsonl.tmp-*.

@@ -60,7 +60,9 @@ class Checkpointer:
     self.manager = ocp.CheckpointManager(self.directory, options=ocp.CheckpointManagerOptions(
         preservation_policy=preservation.AnyPreservationPolicy(
             [preservation.LatestN(keep), preservation.CustomSteps(tuple(keep_steps))]),
-        create=True, enable_async_checkpointing=True,
+        # A save killed midway leaves STEP.orbax-checkpoint-tmp*, which a step of another schedule never replaces:
+        # training (the workdir's one writer) removes them; a command that reads a run beside it must not.
+        create=True, enable_async_checkpointing=True, cleanup_tmp_directories=move_aside,
         async_options=ocp.AsyncOptions(post_finalization_callback=self._write_manifest)))
 
   def _write_manifest(self) -> None:
@@ -145,9 +147,12 @@ class Checkpointer:
         if shard.replica_id == 0)
     free = shutil.disk_usage(self.directory).free
     if free < needed:
+      # Older steps go only after a save succeeds, so a lower train.keep_checkpoints frees nothing before it.
+      older = [os.path.join(self.directory, str(s)) for s in sorted(self.manager.all_steps()) if s != latest]
       raise UserError(f"not enough free space in {self.directory} for the checkpoint of step {step}: it needs about "
                       f"{needed / 2**20:,.1f} MiB and {free / 2**20:,.1f} MiB are free ({self._intact()})",
-                      fix="free space, or lower train.keep_checkpoints, then rerun to resume")
+                      fix="free space" + (f" (the run resumes from the newest checkpoint; the older "
+                                          f"{', '.join(older)} may go)" if older else "") + ", then rerun to resume")
 
   def wait(self) -> None:
     """Waits for a pending save."""

@@ -105,6 +105,7 @@ class Goodput:
 
   def __init__(self, workdir: str, write: bool = True, run: str | None = None, checkpointed: bool = False):
     self.path, self._write = os.path.join(workdir, GOODPUT_FILE), write
+    self.checkpoints_gone = ""  # Else the run the workdir's account is of, whose checkpoints are gone.
     record, self._aside = self._own(run, checkpointed) if write else (None, None)
     self.run = run or (record or {}).get("run") or uuid.uuid4().hex[:12]
     self.record = record or _new(self.run)
@@ -124,6 +125,7 @@ class Goodput:
         problem = f"is the account of another run (run {theirs}; the checkpoints here are run {run}'s)"
       elif not checkpointed and saved:
         problem = f"is the account of another run (one with checkpoints of steps {', '.join(saved)}; here are none)"
+        self.checkpoints_gone = f"a run with checkpoints of steps {', '.join(saved)}, none of them here"
       tag = "other-run" if problem else tag
     return (None, (problem, tag)) if problem else (record, None)
 
@@ -164,6 +166,10 @@ class Goodput:
   def reached(self, step: int) -> None:
     self.attempt["steps"][1] = step
 
+  def finished(self) -> None:
+    """The attempt ran to train.steps: the time until a later command extends the run is no one's downtime."""
+    self.attempt["finished"] = True
+
   def write(self) -> dict:
     """Writes goodput.json as of the last mark; returns its summary."""
     self.attempt["updated"] = self._mark
@@ -179,9 +185,12 @@ def summary(record: dict) -> dict:
   spent["productive steps"] = record["clock"]
   spent["recomputed after restarts"] = record["recomputed"]
   spent["rolled back"] = record["rolled_back"]
-  # Step time not yet classified: a killed attempt's steps past its last write are in "between attempts".
-  spent["between attempts"] = sum(max(b["started"] - a["updated"], 0.0) for a, b in zip(attempts, attempts[1:]))
-  wall = attempts[-1]["updated"] - attempts[0]["started"] if attempts else 0.0
+  # Step time not yet classified: a killed attempt's steps past its last write are in "between attempts". The
+  # time after an attempt that finished the run, before a command extended it, is in nothing, the wall included.
+  gaps = [(max(b["started"] - a["updated"], 0.0), a.get("finished", False)) for a, b in zip(attempts, attempts[1:])]
+  spent["between attempts"] = sum(gap for gap, finished in gaps if not finished)
+  wall = attempts[-1]["updated"] - attempts[0]["started"] - sum(gap for gap, finished in gaps if finished) \
+      if attempts else 0.0
   return {"wall": wall, "seconds": spent, "goodput": record["clock"] / wall if wall else 0.0,
           "attempts": len(attempts)}
 

@@ -32,7 +32,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, account, ex
   `initial_state`: () -> the run's initial state, where train.spike_guard rolls back before its first checkpoint."""
   c = run.cfg.train
   _announce(run, workdir, start)
-  writer = metrics.MetricsWriter(workdir, enabled=jax.process_index() == 0)
+  writer = metrics.MetricsWriter(workdir, enabled=jax.process_index() == 0, another_run=account.checkpoints_gone)
   writer.truncate_after(start if start else -1)  # Records after the checkpoint, or of an attempt that saved none.
   with run.activated(), contextlib.ExitStack() as stack:
     stop = stack.enter_context(signals.StopRequest())
@@ -77,6 +77,7 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, account, ex
       return {"step": loop.step, "stopped_by": stopped_by}
     summary = loop.finish()
   account.mark("finish")
+  account.finished()
   log(goodput.line(account.write()))
   return summary
 

@@ -71,12 +71,17 @@ class MetricsWriter:
   append); it stays small, one line per logged step.
   """
 
-  def __init__(self, workdir: str, enabled: bool = True):
+  def __init__(self, workdir: str, enabled: bool = True, another_run: str = ""):
+    """`another_run`: why the workdir's curves are another run's (its checkpoints are gone: goodput.Goodput), moved
+    aside before this one's start."""
     self.enabled = enabled
-    self.path = os.path.join(workdir, METRICS_FILE)
+    self.path, self.tensorboard = os.path.join(workdir, METRICS_FILE), os.path.join(workdir, "tensorboard")
+    if enabled and another_run:
+      for path in (self.path, self.tensorboard):
+        if files.exists(path):
+          aside.move(path, f"holds the curves of {another_run}", "this run's start afresh", tag="other-run")
     self.records = self._kept() if enabled else []
-    tf = tf_loader.tensorflow()
-    self.summary = tf.summary.create_file_writer(os.path.join(workdir, "tensorboard")) if enabled else None
+    self.summary = tf_loader.tensorflow().summary.create_file_writer(self.tensorboard) if enabled else None
 
   def _kept(self) -> list[dict]:
     """The records of metrics.jsonl; one with lines that are not (cut short, edited) is moved aside, and the run
@@ -95,20 +100,33 @@ class MetricsWriter:
     files.write_atomically(self.path, "".join(json.dumps(r) + "\n" for r in self.records).encode())
 
   def truncate_after(self, step: int) -> None:
-    """Drops records after `step`: a resumed run rewrites the steps it repeats."""
+    """Drops records after `step`: a resumed run rewrites the steps it repeats. TensorBoard's event files, which
+    cannot be cut, are written again from the records kept (else TensorBoard shows those steps twice)."""
     if not self.enabled:
       return
-    self.records = [r for r in self.records if r["step"] <= step]
+    kept = [r for r in self.records if r["step"] <= step]
+    dropped, self.records = len(kept) < len(self.records), kept
     self._flush()
+    if dropped:
+      self.summary.close()
+      for path in files.glob(os.path.join(self.tensorboard, "events.out.tfevents.*")):
+        files.remove(path)
+      self.summary = tf_loader.tensorflow().summary.create_file_writer(self.tensorboard)
+      for record in self.records:
+        self._scalars(record)
 
   def write(self, step: int, metrics: dict[str, float]) -> None:
     if not self.enabled:
       return
     self.records.append({"step": step, **{k: float(v) for k, v in metrics.items()}})
     self._flush()
-    with self.summary.as_default(step=step):
-      for name, value in metrics.items():
-        tf_loader.tensorflow().summary.scalar(name, float(value))
+    self._scalars(self.records[-1])
+
+  def _scalars(self, record: dict) -> None:
+    with self.summary.as_default(step=record["step"]):
+      for name, value in record.items():
+        if name != "step":
+          tf_loader.tensorflow().summary.scalar(name, value)
     self.summary.flush()
 
 

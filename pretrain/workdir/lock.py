@@ -131,8 +131,13 @@ class WorkdirLock:
         except FileNotFoundError:
           pass
         continue
-      with os.fdopen(fd, "wb") as f:
-        f.write(self._record())
+      try:
+        with os.fdopen(fd, "wb") as f:
+          f.write(self._record())
+      except OSError as e:  # A full disk: no empty lock is left behind.
+        files.remove(self.path)
+        raise UserError(f"the workdir's lock {self.path} could not be written ({files.reason(e)})",
+                        fix="free space there, or choose another --workdir") from None
       return
 
   def _take_lease(self) -> None:

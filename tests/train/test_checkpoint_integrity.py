@@ -72,12 +72,16 @@ def test_every_kind_of_damage_is_found(trained, tmp_path, corruption):
 @pytest.mark.slow
 def test_a_damaged_latest_checkpoint_is_moved_aside_and_the_run_resumes(trained, tmp_path, run_train, run_pretrain):
   """Training moves the damaged step aside and resumes from the intact one (one kind of damage: the finding of
-  each is tested above)."""
+  each is tested above). The half-written save of a step killed midway, one its checkpoint_every never saves
+  again, is removed as training starts."""
   workdir = tmp_path / "run"
   shutil.copytree(trained, workdir)
   _truncate(str(workdir / "checkpoints" / "4"))
+  half_written = workdir / "checkpoints" / "3.orbax-checkpoint-tmp-1796560000000"
+  shutil.copytree(workdir / "checkpoints" / "2" / "state", half_written / "state")
   resumed = run_train(workdir, *ARGS)
   assert resumed.returncode == 0, resumed.stderr
+  assert not half_written.exists()
   output = resumed.stdout + resumed.stderr
   assert "warning: the checkpoint of step 4" in output and "resuming from step 2" in output
   assert "Traceback" not in output

@@ -1,3 +1,4 @@
+import glob
 import json
 import os
 import re
@@ -470,6 +471,7 @@ def test_goodput_of_a_run_that_rolled_back(uninterrupted, capsys):
   account = goodput.summary(goodput.read(str(uninterrupted)))
   seconds = account["seconds"]
   assert account["attempts"] == 1 and seconds["rolled back"] > 0 and seconds["recomputed after restarts"] == 0
+  assert goodput.read(str(uninterrupted))["attempts"][0]["finished"]  # It ran to train.steps.
   assert seconds["startup"] > 0 and seconds["compile"] > 0 and seconds["eval"] > 0
   assert sum(seconds.values()) == pytest.approx(account["wall"])
   assert 0 < account["goodput"] < 1
@@ -478,6 +480,28 @@ def test_goodput_of_a_run_that_rolled_back(uninterrupted, capsys):
   assert cli.main(["goodput", f"--workdir={uninterrupted}"]) == 0
   table = capsys.readouterr().out
   assert "productive steps" in table and "rolled back" in table and "over 1 attempt(s)" in table
+
+
+def _tensorboard(workdir, tag: str) -> list[tuple[int, float]]:
+  """(step, value) of each of a scalar's events in the run's tensorboard/, in the order TensorBoard reads them."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return [(event.step, float(tf.make_ndarray(value.tensor)))
+          for path in sorted(glob.glob(str(workdir / "tensorboard" / "events.out.tfevents.*")))
+          for event in tf.compat.v1.train.summary_iterator(path) for value in event.summary.value if value.tag == tag]
+
+
+def test_the_time_after_a_finished_run_until_it_is_extended_is_not_downtime():
+  """A run trained to its train.steps and extended by a higher one an hour later: the hour is no one's downtime,
+  nor in the wall time; after a killed attempt the same hour is the job down."""
+  attempt = lambda started, updated, **more: {"started": started, "updated": updated, "steps": [0, 1],
+                                              **dict.fromkeys(goodput.PHASES, 1.0), **more}
+  record = {"run": "0123456789ab", "ledger": {"0": 0.0}, "clock": 2.0, "recomputed": 0.0, "rolled_back": 0.0,
+            "attempts": [attempt(0.0, 10.0, finished=True), attempt(3610.0, 3620.0)]}
+  finished = goodput.summary(record)
+  assert finished["wall"] == 20.0 and finished["seconds"]["between attempts"] == 0.0 and finished["goodput"] == 0.1
+  del record["attempts"][0]["finished"]
+  killed = goodput.summary(record)
+  assert killed["wall"] == 3620.0 and killed["seconds"]["between attempts"] == 3600.0
 
 
 @pytest.mark.slow
@@ -528,6 +552,10 @@ def test_resume_after_a_kill_is_bit_identical(tmp_path, run_train, uninterrupted
   losses = _train_losses(workdir)
   assert sorted(losses) == list(range(1, 161))
   assert [losses[s] for s in range(start + 1, 161)] == [expected[s] for s in range(start + 1, 161)]
+  # TensorBoard holds each step once, as metrics.jsonl (the killed attempt's steps past the checkpoint are gone).
+  board = _tensorboard(workdir, "train/loss")
+  assert [step for step, _ in board] == list(range(1, 161))
+  assert [value for _, value in board] == pytest.approx([losses[s] for s in range(1, 161)], rel=1e-6)
 
 
 @pytest.mark.slow

@@ -9,6 +9,8 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -18,6 +20,7 @@ from pretrain.commands import goodput as goodput_command
 from pretrain.system.errors import UserError
 from pretrain.train import goodput, metrics
 from pretrain.workdir.lock import LOCK_FILE, WorkdirLock
+from tests.conftest import REPO
 
 
 def _records(n: int) -> str:
@@ -63,6 +66,20 @@ def test_a_live_process_on_this_host_holds_its_lock_whatever_its_heartbeat(tmp_p
   (tmp_path / LOCK_FILE).write_text(json.dumps(holder))
   with WorkdirLock(str(tmp_path)):
     assert json.loads((tmp_path / LOCK_FILE).read_text())["token"] != "theirs"
+
+
+@pytest.mark.slow  # Starts a process.
+def test_a_lock_that_cannot_be_written_is_one_line_and_leaves_no_empty_lock(tmp_path):
+  """A disk that fills as the lock is written (files capped at 16 bytes: RLIMIT_FSIZE): one line naming the cause
+  and the fix, not a traceback, and no empty run.lock left behind."""
+  code = ("import resource, signal\nfrom pretrain.workdir.lock import WorkdirLock\n"
+          "from pretrain.system.errors import UserError\nsignal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+          "resource.setrlimit(resource.RLIMIT_FSIZE, (16, 16))\n"
+          f"try:\n  WorkdirLock({str(tmp_path)!r}).__enter__()\nexcept UserError as e:\n  print(e)\n")
+  found = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert found.returncode == 0, found.stderr
+  assert f"the workdir's lock {tmp_path / LOCK_FILE} could not be written (File too large); free space" in found.stdout
+  assert not (tmp_path / LOCK_FILE).exists()
 
 
 _ACCOUNT = {"run": "0123456789ab", "attempts": [{"started": 1.0, "updated": 2.0, "steps": [0, 1],
@@ -155,6 +172,26 @@ def test_a_resume_sets_aside_every_file_it_cannot_take_and_trains_on(trained_run
   assert json.loads((run / "config.json").read_text())["train"]["steps"] == 4
   assert (run / "tensorboard").is_dir() and (run / metrics.CURVES_FILE).is_file() and not (run / LOCK_FILE).exists()
   assert (run / "spm.model").read_bytes() == vocabulary
+
+
+@pytest.mark.slow
+def test_a_run_whose_checkpoints_are_gone_sets_the_curves_aside_and_starts_afresh(trained_run, run_train, tmp_path):
+  """checkpoints/ deleted or lost: the run in that workdir starts over, and the curves of the run that had them
+  (metrics.jsonl, tensorboard/) are set aside with its goodput.json, not overwritten."""
+  run = tmp_path / "run"
+  shutil.copytree(trained_run, run)
+  shutil.rmtree(run / "checkpoints")
+  curves = (run / metrics.METRICS_FILE).read_text()
+  result = run_train(run, "--config.train.steps=2")
+  assert result.returncode == 0, result.stderr[-3000:]
+  warnings = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("warning: ")]
+  moved = {line.split(" ")[1].rsplit("/", 1)[1]: line for line in warnings}
+  assert sorted(moved) == sorted([goodput.GOODPUT_FILE, metrics.METRICS_FILE, "tensorboard"]), warnings
+  for name in (metrics.METRICS_FILE, "tensorboard"):
+    assert "holds the curves of a run with checkpoints of steps 3, none of them here" in moved[name]
+  aside = moved[metrics.METRICS_FILE].split("moved aside to ")[1].split(":")[0]
+  assert open(aside).read() == curves
+  assert [r["step"] for r in metrics.read(str(run)) if "train/loss" in r] == [1, 2]
 
 
 @pytest.mark.slow
