@@ -9,7 +9,10 @@ at its default unless the file sets it (pretrain/objectives/).
 """
 
 import difflib
+import json
 import os
+
+import ml_collections
 
 from pretrain import config as config_lib, objectives
 from pretrain.system.errors import UserError
@@ -44,5 +47,27 @@ def path(name_or_path: str, kind: str = "py") -> str:
 
 
 def load(name_or_path: str = DEFAULT, verbose: bool = False):
-  """The ConfigDict of a built-in config or a config file, with the objectives' settings it lacks."""
-  return objectives.with_settings(config_lib.load_config_file(path(name_or_path), verbose))
+  """The ConfigDict of a built-in config, a config file, or a run's config.json (every value it trained with, as
+  T5X's config.gin: resume a run or start another like it), with the objectives' settings it lacks."""
+  found = path(name_or_path)
+  if os.path.basename(found) == "config.json":
+    try:
+      with open(found, encoding="utf-8") as f:
+        return from_saved(json.load(f))
+    except (OSError, ValueError, UserError) as e:
+      raise UserError(f"--config={found} is not a run's config ({getattr(e, 'strerror', None) or e})",
+                      fix="give the config.json a run wrote in its workdir, or a config's name or .py file") from None
+  return objectives.with_settings(config_lib.load_config_file(found, verbose))
+
+
+def from_saved(saved) -> ml_collections.ConfigDict:
+  """The config of a run's saved sections (read from its config.json or a checkpoint's record), with the fields
+  added since; a UserError where it is not sections of a config or a value is not of its field's kind."""
+  if not isinstance(saved, dict) or not all(isinstance(v, dict) for v in saved.values()):
+    raise UserError(f"it holds a {type(saved).__name__}, not the config's sections")
+  missing = [section for section in ("model", "data", "train") if section not in saved]
+  if missing:
+    raise UserError(f"it has no {', '.join(missing)} section{'s' * (len(missing) > 1)}")
+  cfg = objectives.with_settings(config_lib.with_newer_fields(ml_collections.ConfigDict(saved)))
+  config_lib.check_types(cfg, load(DEFAULT))
+  return cfg

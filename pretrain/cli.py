@@ -190,7 +190,8 @@ def parse_command_line(parser, argv: list[str]):
   """
   from pretrain import configs  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
   parser.add_argument("--config", default=configs.DEFAULT,
-                      help=f"a built-in config ({', '.join(configs.names())}) or an ml_collections config file")
+                      help=f"a built-in config ({', '.join(configs.names())}), an ml_collections config file, or "
+                           "a run's config.json (every value it trained with)")
   parser.add_argument("--gin_file", action="append", default=[],
                       help="gin file (or built-in gin twin, by name) of SECTION.FIELD = value bindings over --config "
                            "(repeatable)")

@@ -3,9 +3,10 @@
   pretrain train --workdir=DIR [--config=quickstart] [--gin_file=FILE] [--config.KEY=VALUE ...]
 
 SIGTERM or Ctrl-C saves a checkpoint at the current step and stops (exit
-128 + the signal); rerunning the same command resumes. A cooldown branch's
-workdir (pretrain cooldown) resumes with its own config.json, and
---config.KEY=VALUE overrides of it.
+128 + the signal); rerunning the same command resumes, as does
+--config=DIR/config.json (every value the run trained with) where the command
+is lost. A cooldown branch's workdir (pretrain cooldown) resumes with its own
+config.json, and --config.KEY=VALUE overrides of it.
 """
 
 import argparse

@@ -55,9 +55,6 @@ def load_config_file(path: str, verbose: bool = False) -> ml_collections.ConfigD
   if path.endswith(".gin"):
     raise UserError(f"--config={path} is a gin file; pass it with --gin_file={path} (over --config's built-in "
                     "config, quickstart by default)")
-  if os.path.basename(path) == "config.json":
-    raise UserError(f"--config={path} is a run's saved config; to resume that run, give its --workdir without "
-                    "--config (it resumes with its own), or start a new run from a built-in config or a .py file")
   module = load_module(path, verbose=verbose)
   if not hasattr(module, "get_config"):
     raise UserError(f"config file {path!r} defines no get_config(); add one that returns a ConfigDict")

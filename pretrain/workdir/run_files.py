@@ -111,12 +111,8 @@ def _read_config(path: str) -> tuple[ml_collections.ConfigDict | None, str]:
 def _config(saved) -> ml_collections.ConfigDict:
   """The config of the sections `saved` (as read from JSON), with the fields added since; a UserError where a
   value is not of its field's kind."""
-  if not isinstance(saved, dict) or not all(isinstance(v, dict) for v in saved.values()):
-    raise UserError(f"it holds a {type(saved).__name__}, not the config's sections")
   from pretrain import configs  # pylint: disable=g-import-not-at-top  (JAX: not for --help)
-  cfg = objectives.with_settings(config_lib.with_newer_fields(ml_collections.ConfigDict(saved)))
-  config_lib.check_types(cfg, objectives.with_settings(configs.load(configs.DEFAULT)))
-  return cfg
+  return configs.from_saved(saved)
 
 
 def resumed_config(workdir: str) -> ml_collections.ConfigDict | None:

@@ -150,6 +150,21 @@ def test_a_run_saved_before_a_field_existed_reads_as_its_default_and_resumes(cfg
     workdir_lib.check_same_model(cfg, str(tmp_path))
 
 
+def test_a_run_s_config_json_is_a_config_to_resume_or_start_from(tmp_path):
+  """--config=WORKDIR/config.json: every value the run trained with (as T5X's config.gin), so a run whose command
+  line is lost resumes with `--workdir=WORKDIR --config=WORKDIR/config.json`; flags still go over it."""
+  import argparse  # pylint: disable=g-import-not-at-top
+  from pretrain import cli  # pylint: disable=g-import-not-at-top
+  from tests.conftest import tiny_config  # pylint: disable=g-import-not-at-top
+  trained = tiny_config("--config.data.objective=span_corruption", "--config.train.steps=7")
+  (tmp_path / "config.json").write_text(config.to_json(trained))
+  _, read = cli.parse_command_line(argparse.ArgumentParser(), [f"--config={tmp_path}/config.json"])
+  assert config.to_json(read) == config.to_json(trained)
+  _, read = cli.parse_command_line(argparse.ArgumentParser(), [f"--config={tmp_path}/config.json",
+                                                               "--config.train.steps=9"])
+  assert read.train.steps == 9 and read.data.objective == "span_corruption"
+
+
 def test_the_schema_declares_each_field_once_and_the_rest_follows(capsys):
   """The quickstart is the schema's defaults; the checks and older configs' values come from it; docs/config.md
   is `pretrain config --fields --markdown`."""
