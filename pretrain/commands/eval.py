@@ -60,9 +60,10 @@ def evaluate(workdir: str, task: str, split: str, max_batches: int | None = None
       name = tasks.register_mixture(members, run.vocabulary, objective)
       try:
         spec.check(run.cfg)  # Its lengths and noise, at the run's data.inputs_length and targets_length.
+        objectives.check_rows_fit(run.cfg, spec, "the task of")  # Rows within the trained positions.
         available[name] = objective
       except UserError as e:
-        unfit[name] = str(e)
+        unfit[name] = e.problem  # Its fix would change the lengths, which are the run's here.
   if task in unfit:
     raise UserError(f"--task={task!r}: the run's lengths cannot hold its examples ({unfit[task]}); eval reads a "
                     f"task at the lengths the run trained on: use one of {', '.join(sorted(available))}")

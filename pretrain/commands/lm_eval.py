@@ -68,14 +68,16 @@ def main(argv: list[str], prog: str = "pretrain lm-eval") -> None:
   tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
   if not tasks:
     raise UserError("--tasks names no task; give e.g. --tasks=pretrain")
-  default = os.path.join(args.workdir, "eval", "lm_eval-stepN.json")
+  # Part of each task's documents is kept apart (as probe's and eval's): the whole measure's file stays.
+  part = f"-limit{args.limit:g}" if args.limit else ""
+  default = os.path.join(args.workdir, "eval", f"lm_eval{part}-stepN.json")
   _check_writable(args.output or default, f"--output={args.output}" if args.output else f"the results ({default})")
   harness = load()
   results = harness.evaluate(args.workdir, tasks, args.num_fewshot, args.limit, args.step, args.mode,
                              args.include_path, args.batch_size, dropless=args.dropless, verbose=args.verbose)
   from lm_eval import utils as lm_utils  # pylint: disable=g-import-not-at-top  (the eval extra)
   step = results["config"].get("model_step")
-  path = args.output or os.path.join(args.workdir, "eval", f"lm_eval-step{step}.json")
+  path = args.output or os.path.join(args.workdir, "eval", f"lm_eval{part}-step{step}.json")
   files.write_atomically(path, json.dumps(results, indent=2, default=lm_utils.handle_non_serializable).encode())
   print(lm_utils.make_table(results))
   print(f"Wrote {path}")

@@ -86,8 +86,9 @@ SCHEMA = {
                                               "targets)"),
         "targets_length": Field(128, POSITIVE, ""),
         "eval_objectives": Field((), None, "More objectives evaluated (on the validation split, every train.eval_every "
-                                           "steps) beside data.objective, of the same model family, e.g. "
-                                           '("prefix_lm_decoder", "fim") for clm; metrics eval/TASK/loss, ...'),
+                                           "steps) beside data.objective, of the same model family and rows "
+                                           'within the trained ones, e.g. ("prefix_lm_decoder", "fim") for clm with '
+                                           "inputs_length + targets_length = seq_len; metrics eval/TASK/loss, ..."),
         "mixture": Field((), None, "Several sources mixed at rates: rows of (corpus | files | tfds | ptb, files glob "
                                    'or TFDS NAME:VERSION, rate), e.g. (("corpus", "", 1.0), '
                                    '("files", "data/*.jsonl", 3.0)). Empty: data.source alone.'),

@@ -57,8 +57,8 @@ MAX_GEN_TOKS = 256
 
 # The project's lm-eval tasks, over the zero-shot files (zero_shot.py: held-out documents, local JSON, so they run
 # where no hub is reachable), all tagged `pretrain`: the minimal pairs and the cloze as lm-eval's multiple-choice
-# (BLiMP's and LAMBADA's forms, the same requests as `pretrain probe --task=zero_shot`), the cloze's answer
-# generated, and the held-out passages' rolling log-likelihood.
+# (BLiMP's and LAMBADA's forms; a decoder-only model's requests as `pretrain probe --task=zero_shot`'s), the
+# cloze's answer generated, and the held-out passages' rolling log-likelihood.
 _CHOICE = {"output_type": "multiple_choice", "metric_list": [{"metric": "acc", "aggregation": "mean",
                                                               "higher_is_better": True}]}
 TASKS = {
@@ -509,7 +509,9 @@ def metrics(results: dict) -> dict[str, float]:
   for task, values in results["results"].items():
     for key, value in values.items():
       metric, _, kept = key.partition(",")
-      if not metric.endswith("_stderr") and isinstance(value, (int, float)) and not isinstance(value, bool):
+      # sample_len counts the documents scored: not a measure of the model.
+      if not metric.endswith("_stderr") and metric != "sample_len" and isinstance(value, (int, float)) \
+          and not isinstance(value, bool):
         found[f"harness/{task}/{metric}" + (f"/{kept}" if kept and kept != "none" else "")] = float(value)
   return found
 

@@ -12,12 +12,12 @@ Importing this package does not import TensorFlow (the objectives' data code
 loads it on first use), so the model side of a run works without it.
 """
 
-from pretrain.objectives.checks import check_mode, check_schedule, refuse_unknown_keys, validate
+from pretrain.objectives.checks import check_mode, check_rows_fit, check_schedule, refuse_unknown_keys, validate
 from pretrain.objectives.registry import (BUILT_IN, NAMES, NAMING_KEYS, get, known, make, named, pieces, run_family,
                                           settings, unread_settings, with_absolute_files, with_settings)
 from pretrain.objectives.spec import Objective, Setting
 from pretrain.objectives.user import FileMissing
 
-__all__ = ["BUILT_IN", "FileMissing", "NAMES", "NAMING_KEYS", "Objective", "Setting", "check_mode", "check_schedule",
-           "get", "known", "make", "named", "pieces", "refuse_unknown_keys", "run_family", "settings",
+__all__ = ["BUILT_IN", "FileMissing", "NAMES", "NAMING_KEYS", "Objective", "Setting", "check_mode", "check_rows_fit",
+           "check_schedule", "get", "known", "make", "named", "pieces", "refuse_unknown_keys", "run_family", "settings",
            "unread_settings", "validate", "with_absolute_files", "with_settings"]

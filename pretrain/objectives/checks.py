@@ -95,6 +95,25 @@ def _check_eval_objectives(cfg) -> None:
       raise UserError(f"data.eval_objectives names {name!r}, which needs {other.architecture}, but "
                       f"data.objective={cfg.data.objective!r} trains {trained.architecture}; evaluate objectives of "
                       "the trained family")
+    check_rows_fit(cfg, get(name), "data.eval_objectives names")
+
+
+def check_rows_fit(cfg, spec, what: str) -> None:
+  """Refuses evaluating the objective `spec` on rows longer than the positions the run's model trains at
+  (Family.position_limits): a causal LM's rows of data.seq_len read as a prefix LM's inputs + targets, twice as
+  long by default, put the loss at positions the model never saw."""
+  trained = run_family(cfg)
+  limits = trained.position_limits(cfg.model, trained.task_lengths(cfg.data))
+  family = spec.family
+  lengths = family.task_lengths(cfg.data)
+  for part, length in family.row_lengths(lengths).items():
+    side = "encoder" if part == "inputs" or "decoder" not in limits else "decoder"
+    if limits[side] is not None and length > limits[side]:
+      given = " + ".join(f"data.{key}_length" for key in lengths) if len(lengths) > 1 else "its row"
+      raise UserError(f"{what} {spec.name!r}, whose rows of {length} tokens ({given}) are longer than the "
+                      f"{limits[side]} positions the run's model trains at, where its loss is not the model's",
+                      fix="give lengths that fit the trained rows (e.g. data.inputs_length and data.targets_length "
+                          "that sum to data.seq_len)")
 
 
 def _check_unread(cfg, specs) -> None:

@@ -27,8 +27,11 @@ def test_evaluate_matches_the_training_evaluation_and_names_bad_tasks(trained_ru
   assert f"perplexity {saved['perplexity']:.2f}" in result.stdout
   assert f"bits_per_byte {saved['bits_per_byte']:.4f}" in result.stdout
   assert abs(saved["bits_per_byte"] - logged["eval/bits_per_byte"]) < 1e-5
-  other = evaluate("--task=corpus_prefix_lm_decoder", "--batches=2")
+  other = evaluate("--task=corpus_fim", "--batches=2")
   assert other.returncode == 0, other.stderr
+  longer = evaluate("--task=corpus_prefix_lm_decoder")  # Rows of 128 + 128 for a model trained on rows of 32.
+  assert longer.returncode == 2 and "whose rows of 256 tokens (data.inputs_length + data.targets_length) are " \
+      "longer than the 32 positions the run's model trains at" in longer.stderr
   bad = evaluate("--task=corpus_span_corruption")
   assert bad.returncode == 2 and "not a task this llama run can be evaluated on" in bad.stderr
   assert "corpus_clm" in bad.stderr
@@ -100,7 +103,7 @@ def test_sliding_windows_of_the_row_length_are_the_stream_context_rows(trained_r
   overlapping = run_pretrain("eval", f"--workdir={trained_run}", "--task=corpus_clm", "--window=32", "--stride=8")
   assert overlapping.returncode == 0, overlapping.stderr
   assert "windows of 32 tokens scoring 8" in overlapping.stdout
-  refused = run_pretrain("eval", f"--workdir={trained_run}", "--task=corpus_prefix_lm_decoder", "--window=32")
+  refused = run_pretrain("eval", f"--workdir={trained_run}", "--task=corpus_fim", "--window=32")
   assert refused.returncode == 2 and "--window reads the split as one text, for a causal LM" in refused.stderr
   assert "use corpus_clm, or drop --window" in refused.stderr  # The run's own causal task, by its name.
   longer = run_pretrain("eval", f"--workdir={trained_run}", "--task=corpus_clm", "--window=64")

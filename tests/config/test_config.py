@@ -201,6 +201,10 @@ RULES = [
     (["--config.data.objective=electra", "--config.model.electra_generator_size=2.0"], "electra_generator_size=2.0"),
     (["--config.data.objective=contrastive"], "set model.dropout above 0"),
     (["--config.data.eval_objectives=('span_corruption',)"], "data.eval_objectives names 'span_corruption'"),
+    # A causal LM's rows of 128 read as a prefix LM's 128 + 128: the loss at positions it never trained at.
+    (["--config.data.eval_objectives=('prefix_lm_decoder',)"],
+     r"data.eval_objectives names 'prefix_lm_decoder', whose rows of 256 tokens \(data.inputs_length \+ "
+     r"data.targets_length\) are longer than the 128 positions the run's model trains at"),
     (["--config.data.pipeline=replay", "--config.data.length_schedule=((0, 64), (10, 128))"],
      "data.length_schedule packs rows of each length from the token store"),
     (["--config.data.length_schedule=((0, 48), (10, 128))"], "must divide the row of 128"),

@@ -193,8 +193,12 @@ def test_pretrain_lm_eval_writes_the_results_beside_the_run(trained_run, cache_d
   out, err = capfd.readouterr()
   assert "pretrain_pairs_swap" in out and "bits_per_byte" in out
   assert "not a git repository" not in err, err[-2000:]  # git's own stderr, kept for --verbose.
-  saved = json.loads((trained_run / "eval" / "lm_eval-step3.json").read_text())
+  # Three documents of each task: kept apart from a whole measure's lm_eval-step3.json.
+  saved = json.loads((trained_run / "eval" / "lm_eval-limit3-step3.json").read_text())
   assert 0 <= saved["results"]["pretrain_pairs_swap"]["acc,none"] <= 1 and saved["config"]["model_step"] == 3
+  assert not (trained_run / "eval" / "lm_eval-step3.json").exists()
+  assert "harness/pretrain_pairs_swap/acc" in harness.metrics(saved)
+  assert not any(key.endswith("/sample_len") for key in harness.metrics(saved))  # A count of documents.
 
 
 @pytest.mark.slow

@@ -622,7 +622,8 @@ def test_a_crash_while_saving_leaves_the_previous_checkpoint_usable(tmp_path, ru
 @pytest.mark.slow
 def test_evaluation_on_several_objectives(tmp_path, run_train):
   workdir = tmp_path / "run"
-  result = run_train(workdir, "--config.train.steps=2", "--config.data.eval_objectives=('prefix_lm_decoder', 'fim')")
+  result = run_train(workdir, "--config.train.steps=2", "--config.data.eval_objectives=('prefix_lm_decoder', 'fim')",
+                     "--config.data.inputs_length=16", "--config.data.targets_length=16")  # The rows of 32 trained.
   assert result.returncode == 0, result.stderr
   evaluated = [r for r in metrics.read(str(workdir)) if "eval/loss" in r]
   assert [r["step"] for r in evaluated] == [0, 2]
