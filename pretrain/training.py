@@ -12,7 +12,7 @@ from pretrain.downstream import lm_eval_loader
 from pretrain.system import data_cache
 from pretrain.system.console import log
 from pretrain.system.errors import UserError
-from pretrain.train import checkpoint, goodput, loop, memory
+from pretrain.train import checkpoint, goodput, loop, memory, signals
 from pretrain.workdir import branch
 from pretrain.workdir.lock import WorkdirLock
 
@@ -24,7 +24,8 @@ def train(cfg, workdir: str) -> dict:
     cfg = _from_hf(cfg, workdir)
   workdir_lib.check_writable(workdir)
   workdir_lib.check_layout(workdir)
-  with WorkdirLock(workdir):
+  with WorkdirLock(workdir):  # JAX's backend has started (every process takes part in the lock).
+    signals.sigterm_ends_at_once()
     workdir_lib.check_same_model(cfg, workdir)
     cfg = _keeping_earlier_steps(cfg, workdir)
     run = run_lib.Run.build_with_data(cfg)

@@ -7,6 +7,7 @@ the process, including those a library closes and ignores the error of (asyncio'
 threads), so it does not say that the output's reader went away."""
 
 import signal
+import threading
 
 import jax
 from jax.experimental import multihost_utils
@@ -16,6 +17,15 @@ from pretrain.system.console import log
 
 _WHY = {signal.SIGTERM: "Received SIGTERM", signal.SIGINT: "Received SIGINT"}
 GONE = signal.SIGPIPE  # A reader gone stops the run as a shell's SIGPIPE would: exit code 128 + 13.
+
+
+def sigterm_ends_at_once() -> None:
+  """SIGTERM before the training loop's StopRequest ends the process at once, as SIGKILL would (every write of a
+  run survives one), and says nothing, as Ctrl-C there does: libtpu, which JAX's start loads wherever it is
+  installed, puts absl's failure handler on SIGTERM, which printed a native stack dump as for a crash. Call once
+  JAX's backend has started; a SIGTERM the process was told to ignore stays ignored."""
+  if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Python's view was already the default; libtpu's handler goes.
 
 
 class StopRequest:

@@ -193,8 +193,9 @@ def test_a_stop_checkpoints_and_rerun_resumes(tmp_path, run_train, stop, monkeyp
 
 @pytest.mark.slow
 def test_ctrl_c_while_starting_ends_the_run_at_once_and_a_second_one_while_it_saves(tmp_path, cache_dir, vocabulary):
-  """No traceback and no crash: Ctrl-C before the training loop (the data, a compilation) ends the process at
-  once; in the loop the first asks for a checkpoint, a second ends the process at once."""
+  """No traceback and no crash: Ctrl-C or SIGTERM (a preemption) before the training loop (the data, a
+  compilation) ends the process at once; in the loop the first Ctrl-C asks for a checkpoint, a second ends the
+  process at once."""
   del vocabulary
   env = {**os.environ, "PRETRAIN_CACHE": cache_dir, "PYTHONUNBUFFERED": "1"}
 
@@ -211,6 +212,20 @@ def test_ctrl_c_while_starting_ends_the_run_at_once_and_a_second_one_while_it_sa
   starting.send_signal(signal.SIGINT)
   output, _ = starting.communicate(timeout=60)
   assert starting.returncode == -signal.SIGINT and "Traceback" not in output, output[-3000:]
+  preempted = start(tmp_path / "preempted")
+  deadline = time.time() + 120
+  while not (tmp_path / "preempted" / "run.lock").exists():  # JAX has started (and libtpu, where installed).
+    assert preempted.poll() is None and time.time() < deadline
+    time.sleep(0.05)
+  time.sleep(0.5)  # Building the data and the model, seconds before the loop handles SIGTERM itself.
+  # Nothing catches SIGTERM (the kernel's list of the signals a handler catches): libtpu's failure handler there
+  # printed a native stack dump, unless the signal came while TensorFlow's import had stderr closed.
+  caught = int(next(line for line in open(f"/proc/{preempted.pid}/status") if line.startswith("SigCgt:")).split()[1],
+               16)
+  preempted.send_signal(signal.SIGTERM)
+  output, _ = preempted.communicate(timeout=60)
+  assert not caught >> (signal.SIGTERM - 1) & 1, output[-3000:]
+  assert preempted.returncode == -signal.SIGTERM and "stack trace" not in output, output[-3000:]
   training = start(tmp_path / "training")
   deadline = time.time() + 300
   while len(_steps_logged(tmp_path / "training")) < 2:
