@@ -41,8 +41,10 @@ def train(run, workdir: str, ckpt, state, start: int, train_batches, account, ex
     stack.enter_context(contextlib.redirect_stdout(console.Output(sys.stdout, stop.reader_gone)))
     stack.enter_context(contextlib.redirect_stderr(console.Output(sys.stderr, stop.reader_gone)))
     eval_sets = evaluation.eval_sets(run)
-    if start == 0:
-      writer.write(0, evaluation.evaluate_all(run, state.params, eval_sets))
+    if start == 0:  # The initial parameters' figures: each curve's baseline. A task the run cannot score (lm-eval's
+      # text longer than its rows: likelihood.TooLong) is refused here, before any step.
+      initial = evaluation.evaluate_all(run, state.params, eval_sets)
+      writer.write(0, {**initial, **(extra_eval(state.params, 0) if extra_eval is not None else {})})
       account.mark("eval")
     # Closed on the way out, also by an error: the bar's last redraw would otherwise follow the error's line.
     bar = stack.enter_context(tqdm.tqdm(total=c.steps, initial=start, unit="step", dynamic_ncols=True,

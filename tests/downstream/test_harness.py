@@ -375,12 +375,13 @@ _IN_LOOP = ("--config.train.steps=16", "--config.train.checkpoint_every=8", "--c
 @pytest.mark.slow
 def test_in_loop_tasks_are_logged_resume_bit_identically_and_equal_pretrain_lm_eval(run_train, tmp_path, cache_dir,
                                                                                       monkeypatch):
-  """harness/TASK/METRIC at steps 8 and 16; killed after the checkpoint of step 8 and resumed, the run logs the
-  same losses and scores; `pretrain lm-eval` on the checkpoint of step 16 gives the in-loop score."""
+  """harness/TASK/METRIC at steps 0 (the initial parameters), 8 and 16; killed after the checkpoint of step 8 and
+  resumed, the run logs the same losses and scores; `pretrain lm-eval` on the checkpoint of step 16 gives the
+  in-loop score. A task whose texts the run's rows cannot hold is refused at step 0, before any step."""
   straight = tmp_path / "straight"
   assert run_train(straight, *_IN_LOOP).returncode == 0
   logged = [r for r in metrics_lib.read(str(straight)) if "harness/pretrain_pairs_swap/acc" in r]
-  assert [r["step"] for r in logged] == [8, 16]
+  assert [r["step"] for r in logged] == [0, 8, 16] and "eval/loss" in logged[0]
   killed = tmp_path / "killed"
   kill_after_checkpoint(run_train, killed, *_IN_LOOP, step=8)
   assert run_train(killed, *_IN_LOOP).returncode == 0
@@ -390,3 +391,8 @@ def test_in_loop_tasks_are_logged_resume_bit_identically_and_equal_pretrain_lm_e
   monkeypatch.setenv("PRETRAIN_CACHE", cache_dir)
   results = harness.evaluate(str(straight), ["pretrain_pairs_swap"], limit=6, cache=cache_dir)
   assert harness.metrics(results)["harness/pretrain_pairs_swap/acc"] == logged[-1]["harness/pretrain_pairs_swap/acc"]
+  # pairs_lines' texts (43 tokens and more) on rows of 32.
+  lines = run_train(tmp_path / "lines", *(a for a in _IN_LOOP if "harness_tasks" not in a),
+                    "--config.train.harness_tasks=('pretrain_pairs_lines',)")
+  assert lines.returncode == 2 and "continuation of" in lines.stderr and "longer than the model's 32" in lines.stderr
+  assert metrics_lib.read(str(tmp_path / "lines")) == []  # Not a step trained, not a figure logged.
