@@ -130,8 +130,10 @@ class TooLong(UserError):
 def check_lengths(rows: list[tuple[int, dict]], limits: dict[str, int | None], requests: int) -> None:
   """TooLong where a (request, row) gives a side of the model more tokens than `limits` allow."""
   for side, limit in limits.items():
+    if limit is None:
+      continue
     lengths = {i: len(row[f"{side}_input_tokens"]) for i, row in rows if f"{side}_input_tokens" in row}
-    over = {i for i, length in lengths.items() if limit is not None and length > limit}
+    over = {i for i, length in lengths.items() if length > limit}
     if over:
       raise TooLong(f"{len(over)} of {requests} requests give the model's {side} up to {max(lengths.values())} "
                     f"tokens, more than the {limit} positions it trained at, where its scores are not the model's",

@@ -313,16 +313,16 @@ def evaluate(run, params, names=TASKS, scorer=None, limit: int | None = None
   from pretrain.downstream import likelihood  # pylint: disable=g-import-not-at-top  (JAX: only when scoring)
   scorer = scorer or likelihood.Scorer(run)
   objective, lengths = run.objective, run.task_lengths
-  forms = [(accuracies, scorer, names)]
+  forms = [(accuracies, scorer, names, "")]  # (measure, its scorer, its tasks, the suffix of their names)
   if objective.span_rows([], [1], [], run.vocabulary, lengths) is not None:  # It fills masked spans: score so too.
     spanned = likelihood.Scorer(run, rows=lambda *parts: objective.span_rows(*parts, run.vocabulary, lengths))
-    forms.append((span_accuracies, spanned, [name for name in PAIRS if name in names]))
+    forms.append((span_accuracies, spanned, [name for name in PAIRS if name in names], SPAN))
   found, not_scored = {}, {}
-  for measure, form_scorer, tasks in forms:
+  for measure, form_scorer, tasks, suffix in forms:
     for name in tasks:
       try:
         found.update(measure(lambda requests, s=form_scorer: [logprob for logprob, _ in s(params, requests)],
                              run.vocabulary, [name], limit))
       except likelihood.TooLong as e:
-        not_scored[name + (SPAN if measure is span_accuracies else "")] = e.problem
+        not_scored[name + suffix] = e.problem
   return found, not_scored
